@@ -1,0 +1,375 @@
+#include "core/cluster_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace loft {
+namespace {
+
+// Walks a YAML tree, remembering the source name so each error says
+// "<file>:<line>: <field path> <problem>".
+class SpecReader {
+ public:
+  explicit SpecReader(std::string source) : source_(std::move(source)) {}
+
+  Status Error(const YAML::Node& at, const std::string& field, const std::string& problem) const {
+    int line = at.IsDefined() && at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
+    std::ostringstream os;
+    os << source_;
+    if (line > 0) os << ":" << line;
+    os << ": " << field << " " << problem;
+    return InvalidArgument(os.str());
+  }
+
+  // Rejects keys that are not in `allowed` (typos must not be silently ignored).
+  Status CheckKeys(const YAML::Node& map, const std::string& path,
+                   std::initializer_list<const char*> allowed) const {
+    if (!map.IsMap()) return Error(map, path, "must be a mapping");
+    for (const auto& kv : map) {
+      std::string key = kv.first.as<std::string>();
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || key == a;
+      if (!ok) {
+        std::string list;
+        for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
+        return Error(kv.first, path.empty() ? key : path + "." + key,
+                     "is not a known field (expected one of: " + list + ")");
+      }
+    }
+    return OkStatus();
+  }
+
+  template <typename T>
+  Status Get(const YAML::Node& map, const char* key, const std::string& path, T* out) const {
+    YAML::Node n = map[key];
+    if (!n.IsDefined() || n.IsNull()) return OkStatus();  // keep default
+    std::string field = path.empty() ? key : path + "." + key;
+    if (!n.IsScalar()) return Error(n, field, "must be a scalar");
+    try {
+      *out = n.as<T>();
+    } catch (const YAML::Exception&) {
+      return Error(n, field, "has an invalid value '" + n.Scalar() + "'");
+    }
+    if constexpr (std::is_floating_point_v<T>) {
+      if (!std::isfinite(*out)) return Error(n, field, "must be a finite number");
+    }
+    return OkStatus();
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+};
+
+#define RET(expr) LOFT_RETURN_IF_ERROR(expr)
+
+Status Positive(const SpecReader& r, const YAML::Node& parent, const char* key,
+                const std::string& path, double v) {
+  if (!(v > 0)) return r.Error(parent[key].IsDefined() ? parent[key] : parent, path + "." + key, "must be > 0");
+  return OkStatus();
+}
+
+Status NonNegative(const SpecReader& r, const YAML::Node& parent, const char* key,
+                   const std::string& path, double v) {
+  if (!(v >= 0)) return r.Error(parent[key].IsDefined() ? parent[key] : parent, path + "." + key, "must be >= 0");
+  return OkStatus();
+}
+
+StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
+  SpecReader r(source);
+  ClusterSpec spec;
+  spec.source = source;
+  if (!root.IsDefined() || root.IsNull()) return r.Error(root, "spec", "is empty");
+  RET(r.CheckKeys(root, "", {"dataset", "placement", "training", "nodes"}));
+
+  // dataset
+  if (YAML::Node d = root["dataset"]; d.IsDefined()) {
+    RET(r.CheckKeys(d, "dataset", {"name", "samples", "sample_bytes"}));
+    RET(r.Get(d, "name", "dataset", &spec.dataset.name));
+    RET(r.Get(d, "samples", "dataset", &spec.dataset.samples));
+    RET(r.Get(d, "sample_bytes", "dataset", &spec.dataset.sample_bytes));
+    if (spec.dataset.samples <= 0) return r.Error(d["samples"], "dataset.samples", "must be > 0");
+    if (spec.dataset.sample_bytes <= 0)
+      return r.Error(d["sample_bytes"], "dataset.sample_bytes", "must be > 0");
+  }
+
+  // training
+  bool placement_seed_set = false;
+  if (YAML::Node t = root["training"]; t.IsDefined()) {
+    RET(r.CheckKeys(t, "training",
+                    {"global_batch", "min_batch", "iterations", "overlap", "seed", "model",
+                     "aggregation", "learning_rate", "momentum"}));
+    auto& tr = spec.training;
+    RET(r.Get(t, "global_batch", "training", &tr.global_batch));
+    RET(r.Get(t, "min_batch", "training", &tr.min_batch));
+    RET(r.Get(t, "iterations", "training", &tr.iterations));
+    RET(r.Get(t, "overlap", "training", &tr.overlap));
+    RET(r.Get(t, "seed", "training", &tr.seed));
+    RET(r.Get(t, "model", "training", &tr.model));
+    RET(r.Get(t, "aggregation", "training", &tr.aggregation));
+    RET(r.Get(t, "learning_rate", "training", &tr.learning_rate));
+    RET(r.Get(t, "momentum", "training", &tr.momentum));
+    if (tr.global_batch <= 0) return r.Error(t["global_batch"], "training.global_batch", "must be > 0");
+    if (tr.min_batch < 0) return r.Error(t["min_batch"], "training.min_batch", "must be >= 0");
+    if (tr.iterations < 0) return r.Error(t["iterations"], "training.iterations", "must be >= 0");
+    if (tr.model != "none" && tr.model != "softmax" && tr.model != "mlp")
+      return r.Error(t["model"], "training.model", "must be one of none, softmax, mlp (got '" + tr.model + "')");
+    static const std::set<std::string> kAgg = {"mean", "weighted_mean", "median", "trimmed_mean",
+                                               "krum", "centered_clip"};
+    if (!kAgg.count(tr.aggregation))
+      return r.Error(t["aggregation"], "training.aggregation",
+                     "must be one of mean, weighted_mean, median, trimmed_mean, krum, centered_clip (got '" +
+                         tr.aggregation + "')");
+    if (!(tr.learning_rate > 0)) return r.Error(t["learning_rate"], "training.learning_rate", "must be > 0");
+    if (!(tr.momentum >= 0 && tr.momentum < 1))
+      return r.Error(t["momentum"], "training.momentum", "must be in [0, 1)");
+  }
+
+  // nodes
+  YAML::Node nodes = root["nodes"];
+  if (!nodes.IsDefined() || nodes.IsNull()) return r.Error(root, "nodes", "is required");
+  if (!nodes.IsSequence() || nodes.size() == 0)
+    return r.Error(nodes, "nodes", "must be a non-empty list");
+  std::set<std::string> names;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    YAML::Node n = nodes[i];
+    std::string path = "nodes[" + std::to_string(i) + "]";
+    RET(r.CheckKeys(n, path,
+                    {"name", "count", "compute", "slowdowns", "disk", "link", "max_batch", "failures",
+                     "byzantine", "byzantine_scale"}));
+    NodeSpec base;
+    base.line = n.Mark().line + 1;
+    RET(r.Get(n, "name", path, &base.name));
+    if (base.name.empty()) return r.Error(n, path + ".name", "is required");
+    for (char c : base.name) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+        return r.Error(n["name"], path + ".name", "may contain only letters, digits, '-', '_' and '.' (got '" + base.name + "')");
+    }
+    base.group = base.name;
+    int64_t count = 1;
+    RET(r.Get(n, "count", path, &count));
+    if (count < 1) return r.Error(n["count"], path + ".count", "must be >= 1");
+    if (count > 1000000) return r.Error(n["count"], path + ".count", "must be <= 1000000");
+
+    if (YAML::Node c = n["compute"]; c.IsDefined()) {
+      std::string p = path + ".compute";
+      RET(r.CheckKeys(c, p, {"fixed_ms", "per_sample_ms", "jitter"}));
+      RET(r.Get(c, "fixed_ms", p, &base.compute.fixed_ms));
+      RET(r.Get(c, "per_sample_ms", p, &base.compute.per_sample_ms));
+      RET(r.Get(c, "jitter", p, &base.compute.jitter));
+      RET(NonNegative(r, c, "fixed_ms", p, base.compute.fixed_ms));
+      RET(Positive(r, c, "per_sample_ms", p, base.compute.per_sample_ms));
+      RET(NonNegative(r, c, "jitter", p, base.compute.jitter));
+    }
+    if (YAML::Node sl = n["slowdowns"]; sl.IsDefined()) {
+      if (!sl.IsSequence()) return r.Error(sl, path + ".slowdowns", "must be a list");
+      for (size_t k = 0; k < sl.size(); ++k) {
+        std::string p = path + ".slowdowns[" + std::to_string(k) + "]";
+        SlowdownSpec s;
+        RET(r.CheckKeys(sl[k], p, {"at_s", "factor", "for_s"}));
+        RET(r.Get(sl[k], "at_s", p, &s.at_s));
+        RET(r.Get(sl[k], "factor", p, &s.factor));
+        RET(r.Get(sl[k], "for_s", p, &s.for_s));
+        RET(NonNegative(r, sl[k], "at_s", p, s.at_s));
+        RET(Positive(r, sl[k], "factor", p, s.factor));
+        RET(Positive(r, sl[k], "for_s", p, s.for_s));
+        base.slowdowns.push_back(s);
+      }
+    }
+    if (YAML::Node d = n["disk"]; d.IsDefined()) {
+      std::string p = path + ".disk";
+      RET(r.CheckKeys(d, p, {"read_mbps"}));
+      RET(r.Get(d, "read_mbps", p, &base.disk.read_mbps));
+      RET(Positive(r, d, "read_mbps", p, base.disk.read_mbps));
+    }
+    if (YAML::Node l = n["link"]; l.IsDefined()) {
+      std::string p = path + ".link";
+      RET(r.CheckKeys(l, p, {"up_mbps", "down_mbps", "latency_ms"}));
+      RET(r.Get(l, "up_mbps", p, &base.link.up_mbps));
+      RET(r.Get(l, "down_mbps", p, &base.link.down_mbps));
+      RET(r.Get(l, "latency_ms", p, &base.link.latency_ms));
+      RET(Positive(r, l, "up_mbps", p, base.link.up_mbps));
+      RET(Positive(r, l, "down_mbps", p, base.link.down_mbps));
+      RET(NonNegative(r, l, "latency_ms", p, base.link.latency_ms));
+    }
+    RET(r.Get(n, "max_batch", path, &base.max_batch));
+    if (base.max_batch < 0) return r.Error(n["max_batch"], path + ".max_batch", "must be >= 0");
+    if (YAML::Node f = n["failures"]; f.IsDefined()) {
+      if (!f.IsSequence()) return r.Error(f, path + ".failures", "must be a list");
+      for (size_t k = 0; k < f.size(); ++k) {
+        std::string p = path + ".failures[" + std::to_string(k) + "]";
+        FailureSpec fs;
+        RET(r.CheckKeys(f[k], p, {"at_s", "down_s"}));
+        RET(r.Get(f[k], "at_s", p, &fs.at_s));
+        RET(r.Get(f[k], "down_s", p, &fs.down_s));
+        RET(NonNegative(r, f[k], "at_s", p, fs.at_s));
+        RET(NonNegative(r, f[k], "down_s", p, fs.down_s));
+        base.failures.push_back(fs);
+      }
+    }
+    std::string byz = "none";
+    RET(r.Get(n, "byzantine", path, &byz));
+    if (byz == "none") base.byzantine = ByzantineKind::kNone;
+    else if (byz == "sign_flip") base.byzantine = ByzantineKind::kSignFlip;
+    else if (byz == "random") base.byzantine = ByzantineKind::kRandom;
+    else if (byz == "nan") base.byzantine = ByzantineKind::kNaN;
+    else
+      return r.Error(n["byzantine"], path + ".byzantine",
+                     "must be one of none, sign_flip, random, nan (got '" + byz + "')");
+    RET(r.Get(n, "byzantine_scale", path, &base.byzantine_scale));
+    RET(Positive(r, n, "byzantine_scale", path, base.byzantine_scale));
+
+    for (int64_t k = 0; k < count; ++k) {
+      NodeSpec ns = base;
+      if (count > 1) ns.name = base.name + "-" + std::to_string(k);
+      if (!names.insert(ns.name).second)
+        return r.Error(n["name"], path + ".name", "duplicates node name '" + ns.name + "'");
+      spec.nodes.push_back(std::move(ns));
+    }
+  }
+
+  // placement (after nodes: explicit shares are per expanded node)
+  spec.placement.seed = spec.training.seed;
+  if (YAML::Node p = root["placement"]; p.IsDefined()) {
+    RET(r.CheckKeys(p, "placement", {"kind", "replication", "skew", "shares", "seed"}));
+    std::string kind = "shards";
+    RET(r.Get(p, "kind", "placement", &kind));
+    if (kind == "shards") spec.placement.kind = PlacementKind::kShards;
+    else if (kind == "zipf") spec.placement.kind = PlacementKind::kZipf;
+    else if (kind == "explicit") spec.placement.kind = PlacementKind::kExplicit;
+    else
+      return r.Error(p["kind"], "placement.kind", "must be one of shards, zipf, explicit (got '" + kind + "')");
+    RET(r.Get(p, "replication", "placement", &spec.placement.replication));
+    RET(r.Get(p, "skew", "placement", &spec.placement.skew));
+    if (p["seed"].IsDefined()) {
+      RET(r.Get(p, "seed", "placement", &spec.placement.seed));
+      placement_seed_set = true;
+    }
+    (void)placement_seed_set;
+    if (spec.placement.replication < 1)
+      return r.Error(p["replication"], "placement.replication", "must be >= 1");
+    if (spec.placement.replication > spec.num_nodes())
+      return r.Error(p["replication"], "placement.replication",
+                     "must be <= the number of nodes (" + std::to_string(spec.num_nodes()) + ")");
+    if (spec.placement.skew < 0) return r.Error(p["skew"], "placement.skew", "must be >= 0");
+    if (YAML::Node s = p["shares"]; s.IsDefined()) {
+      if (spec.placement.kind != PlacementKind::kExplicit)
+        return r.Error(s, "placement.shares", "is only allowed with kind: explicit");
+      if (!s.IsSequence()) return r.Error(s, "placement.shares", "must be a list of numbers");
+      for (size_t k = 0; k < s.size(); ++k) {
+        double v = 0;
+        std::string f = "placement.shares[" + std::to_string(k) + "]";
+        try {
+          v = s[k].as<double>();
+        } catch (const YAML::Exception&) {
+          return r.Error(s[k], f, "must be a number");
+        }
+        if (!(v >= 0) || !std::isfinite(v)) return r.Error(s[k], f, "must be >= 0");
+        spec.placement.shares.push_back(v);
+      }
+    }
+    if (spec.placement.kind == PlacementKind::kExplicit) {
+      if (static_cast<int>(spec.placement.shares.size()) != spec.num_nodes())
+        return r.Error(p, "placement.shares",
+                       "must list one share per node (" + std::to_string(spec.num_nodes()) +
+                           " nodes after count expansion, got " +
+                           std::to_string(spec.placement.shares.size()) + ")");
+      double sum = 0;
+      for (double v : spec.placement.shares) sum += v;
+      if (!(sum > 0)) return r.Error(p["shares"], "placement.shares", "must not all be 0");
+    }
+  }
+
+  // cross-field checks
+  const auto& tr = spec.training;
+  if (tr.min_batch * spec.num_nodes() > tr.global_batch) {
+    return r.Error(root["training"], "training.min_batch",
+                   "times the number of nodes (" + std::to_string(tr.min_batch) + " x " +
+                       std::to_string(spec.num_nodes()) + ") exceeds training.global_batch (" +
+                       std::to_string(tr.global_batch) + ")");
+  }
+  int64_t cap = 0;
+  for (int i = 0; i < spec.num_nodes(); ++i) {
+    cap += spec.MaxBatch(i);
+    if (spec.nodes[i].max_batch > 0 && spec.nodes[i].max_batch < tr.min_batch) {
+      return r.Error(nodes, "nodes[" + std::to_string(i) + "].max_batch",
+                     "(" + std::to_string(spec.nodes[i].max_batch) + ") is below training.min_batch (" +
+                         std::to_string(tr.min_batch) + ")");
+    }
+  }
+  if (cap < tr.global_batch) {
+    return r.Error(root["training"], "training.global_batch",
+                   "(" + std::to_string(tr.global_batch) + ") exceeds the sum of the nodes' max_batch (" +
+                       std::to_string(cap) + ")");
+  }
+  if (tr.global_batch > spec.dataset.samples) {
+    return r.Error(root["training"], "training.global_batch",
+                   "exceeds dataset.samples (" + std::to_string(spec.dataset.samples) + ")");
+  }
+  return spec;
+}
+
+}  // namespace
+
+int ClusterSpec::FindNode(const std::string& name) const {
+  for (int i = 0; i < num_nodes(); ++i)
+    if (nodes[i].name == name) return i;
+  return -1;
+}
+
+int64_t ClusterSpec::MaxBatch(int i) const {
+  int64_t m = nodes[i].max_batch;
+  return m > 0 ? std::min(m, training.global_batch) : training.global_batch;
+}
+
+StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text, const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source_name + ": YAML error: " + e.what());
+  }
+  try {
+    return Parse(root, source_name);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+
+StatusOr<ClusterSpec> LoadClusterSpecFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot open cluster spec '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string base = path;
+  if (auto pos = base.find_last_of('/'); pos != std::string::npos) base = base.substr(pos + 1);
+  return ParseClusterSpec(ss.str(), base);
+}
+
+std::string_view PlacementKindName(PlacementKind k) {
+  switch (k) {
+    case PlacementKind::kShards: return "shards";
+    case PlacementKind::kZipf: return "zipf";
+    case PlacementKind::kExplicit: return "explicit";
+  }
+  return "?";
+}
+
+std::string_view ByzantineKindName(ByzantineKind k) {
+  switch (k) {
+    case ByzantineKind::kNone: return "none";
+    case ByzantineKind::kSignFlip: return "sign_flip";
+    case ByzantineKind::kRandom: return "random";
+    case ByzantineKind::kNaN: return "nan";
+  }
+  return "?";
+}
+
+}  // namespace loft

@@ -1,0 +1,115 @@
+// ClusterSpec: the one YAML cluster description that drives both the
+// simulator (`loft-sim run`) and real processes (`loftctl cluster run`).
+// Format and units: ../DESIGN.md "One cluster spec, two engines" and
+// docs/cluster-spec.md. Every `_mbps` is megabits/s (1e6 bit/s), `_ms`
+// milliseconds, `_s` seconds.
+//
+// The loader expands `count: k` into k nodes named `<name>-0 … <name>-(k-1)`
+// (a node without count, or count: 1, keeps its name) and validates every
+// field; errors name the file, line and field, e.g.
+//   cluster.yaml:14: nodes[2].link.up_mbps must be > 0
+// This struct is plain data; it does no I/O once loaded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace loft {
+
+struct DatasetSpec {
+  std::string name = "fashion-mnist";
+  int64_t samples = 60000;
+  int64_t sample_bytes = 784;
+};
+
+enum class PlacementKind { kShards, kZipf, kExplicit };
+
+struct PlacementSpec {
+  PlacementKind kind = PlacementKind::kShards;
+  int replication = 1;
+  double skew = 0.0;           // zipf exponent (kind zipf)
+  std::vector<double> shares;  // one per expanded node (kind explicit)
+  uint64_t seed = 0;           // placement hash seed; defaults to training.seed
+};
+
+struct TrainingSpec {
+  int64_t global_batch = 512;
+  int64_t min_batch = 8;
+  int64_t iterations = 300;
+  bool overlap = true;
+  uint64_t seed = 7;
+  std::string model = "none";  // none | softmax | mlp
+  std::string aggregation = "mean";  // mean | weighted_mean | median | trimmed_mean | krum | centered_clip
+  double learning_rate = 0.05;
+  double momentum = 0.9;
+};
+
+struct ComputeSpec {
+  double fixed_ms = 1.0;
+  double per_sample_ms = 0.05;
+  double jitter = 0.0;  // relative std-dev of compute time, >= 0
+};
+
+struct SlowdownSpec {
+  double at_s = 0;
+  double factor = 1.0;  // compute time multiplier, > 0
+  double for_s = 0;
+};
+
+struct DiskSpec {
+  double read_mbps = 800;
+};
+
+struct LinkSpec {
+  double up_mbps = 100;
+  double down_mbps = 100;
+  double latency_ms = 1;
+};
+
+struct FailureSpec {
+  double at_s = 0;
+  double down_s = 0;
+};
+
+enum class ByzantineKind { kNone, kSignFlip, kRandom, kNaN };
+
+struct NodeSpec {
+  std::string name;      // expanded name, unique
+  std::string group;     // the spec entry's name before expansion
+  ComputeSpec compute;
+  std::vector<SlowdownSpec> slowdowns;
+  DiskSpec disk;
+  LinkSpec link;
+  int64_t max_batch = 0;  // 0 = no limit beyond global_batch
+  std::vector<FailureSpec> failures;
+  ByzantineKind byzantine = ByzantineKind::kNone;
+  double byzantine_scale = 1.0;
+  int line = 0;  // source line of the node's spec entry (for messages)
+};
+
+struct ClusterSpec {
+  std::string source;  // file name (or "<string>") for messages
+  DatasetSpec dataset;
+  PlacementSpec placement;
+  TrainingSpec training;
+  std::vector<NodeSpec> nodes;  // expanded, in spec order
+
+  int num_nodes() const { return static_cast<int>(nodes.size()); }
+  // Index of the node with this expanded name, or -1.
+  int FindNode(const std::string& name) const;
+  // Effective maximum batch of node i (max_batch, or global_batch if 0).
+  int64_t MaxBatch(int i) const;
+};
+
+// Loads and validates. `source_name` is used in messages.
+StatusOr<ClusterSpec> LoadClusterSpecFile(const std::string& path);
+StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text,
+                                       const std::string& source_name = "<string>");
+
+std::string_view PlacementKindName(PlacementKind k);
+std::string_view ByzantineKindName(ByzantineKind k);
+
+}  // namespace loft

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Builds loft with warnings as errors and runs every test, then rebuilds
+# the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer and
+# runs them again. Usage: scripts/test.sh   (after scripts/install-deps.sh)
+set -eu
+cd "$(dirname "$0")/.."
+JOBS="${LOFT_JOBS:-$(nproc)}"
+LAUNCHER=""
+if command -v ccache >/dev/null 2>&1; then LAUNCHER="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache"; fi
+
+echo "== build (RelWithDebInfo, -Werror) =="
+# shellcheck disable=SC2086
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOFT_WERROR=ON $LAUNCHER
+cmake --build build -j "$JOBS"
+
+echo "== tests =="
+(cd build && ctest --output-on-failure -j "$JOBS" --timeout 600)
+
+echo "== unit tests under ASan/UBSan =="
+# shellcheck disable=SC2086
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOFT_WERROR=ON -DLOFT_SANITIZE=ON \
+  -DLOFT_BUILD_BENCH=OFF $LAUNCHER
+cmake --build build-asan -j "$JOBS"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --output-on-failure -j "$JOBS" -L unit --timeout 900)
+echo "== all tests passed =="

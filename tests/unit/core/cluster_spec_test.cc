@@ -1,0 +1,109 @@
+#include <catch2/catch.hpp>
+
+#include "core/cluster_spec.h"
+
+using namespace loft;
+
+static const char* kGood = R"(dataset: {name: fashion-mnist, samples: 60000, sample_bytes: 784}
+placement: {kind: shards, replication: 1, skew: 0.0}
+training: {global_batch: 512, min_batch: 8, iterations: 300, overlap: true, seed: 7,
+           model: mlp, aggregation: trimmed_mean}
+nodes:
+  - name: edge-a
+    count: 4
+    compute: {fixed_ms: 2.0, per_sample_ms: 0.05, jitter: 0.05}
+    disk: {read_mbps: 800}
+    link: {up_mbps: 100, down_mbps: 100, latency_ms: 5}
+    max_batch: 512
+    failures: [{at_s: 60, down_s: 20}]
+    byzantine: none
+  - name: edge-b
+    compute: {fixed_ms: 1.0, per_sample_ms: 0.1}
+    link: {up_mbps: 10, down_mbps: 20, latency_ms: 10}
+)";
+
+TEST_CASE("good spec loads with count expansion") {
+  auto spec = ParseClusterSpec(kGood, "cluster.yaml");
+  REQUIRE(spec.ok());
+  REQUIRE(spec->num_nodes() == 5);
+  CHECK(spec->nodes[0].name == "edge-a-0");
+  CHECK(spec->nodes[3].name == "edge-a-3");
+  CHECK(spec->nodes[4].name == "edge-b");
+  CHECK(spec->nodes[0].group == "edge-a");
+  CHECK(spec->nodes[2].link.up_mbps == 100);
+  CHECK(spec->nodes[1].failures.size() == 1);
+  CHECK(spec->nodes[4].link.down_mbps == 20);
+  CHECK(spec->training.model == "mlp");
+  CHECK(spec->training.aggregation == "trimmed_mean");
+  CHECK(spec->training.overlap);
+  CHECK(spec->dataset.sample_bytes == 784);
+  CHECK(spec->FindNode("edge-b") == 4);
+  CHECK(spec->FindNode("nope") == -1);
+  CHECK(spec->MaxBatch(4) == 512);
+  CHECK(spec->placement.seed == 7);
+}
+
+static std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  REQUIRE(pos != std::string::npos);
+  s.replace(pos, from.size(), to);
+  return s;
+}
+
+TEST_CASE("bad specs name file, line and field") {
+  SECTION("negative uplink") {
+    auto spec = ParseClusterSpec(Replace(kGood, "up_mbps: 10,", "up_mbps: -1,"), "cluster.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().message() == "cluster.yaml:16: nodes[1].link.up_mbps must be > 0");
+  }
+  SECTION("unknown field") {
+    auto spec = ParseClusterSpec(Replace(kGood, "disk: {read_mbps: 800}", "disk: {read_mb: 800}"), "c.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().message() ==
+          "c.yaml:9: nodes[0].disk.read_mb is not a known field (expected one of: read_mbps)");
+  }
+  SECTION("bad byzantine kind") {
+    auto spec = ParseClusterSpec(Replace(kGood, "byzantine: none", "byzantine: evil"), "c.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().message() ==
+          "c.yaml:13: nodes[0].byzantine must be one of none, sign_flip, random, nan (got 'evil')");
+  }
+  SECTION("non-number") {
+    auto spec = ParseClusterSpec(Replace(kGood, "samples: 60000", "samples: lots"), "c.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().message() == "c.yaml:1: dataset.samples has an invalid value 'lots'");
+  }
+  SECTION("replication above node count") {
+    auto spec = ParseClusterSpec(Replace(kGood, "replication: 1", "replication: 6"), "c.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().message() == "c.yaml:2: placement.replication must be <= the number of nodes (5)");
+  }
+  SECTION("explicit shares must match node count") {
+    auto spec = ParseClusterSpec(
+        Replace(kGood, "{kind: shards, replication: 1, skew: 0.0}", "{kind: explicit, shares: [1, 2]}"), "c.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().message() ==
+          "c.yaml:2: placement.shares must list one share per node (5 nodes after count expansion, got 2)");
+  }
+  SECTION("syntax error") {
+    auto spec = ParseClusterSpec("nodes: [\n  {name: a", "c.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().message().rfind("c.yaml:", 0) == 0);
+  }
+  SECTION("missing nodes") {
+    auto spec = ParseClusterSpec("dataset: {samples: 10}\n", "c.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().message() == "c.yaml:1: nodes is required");
+  }
+  SECTION("duplicate expanded names") {
+    auto spec = ParseClusterSpec("nodes:\n  - {name: a, count: 2}\n  - {name: a-1}\n", "c.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().message() == "c.yaml:3: nodes[1].name duplicates node name 'a-1'");
+  }
+}
+
+TEST_CASE("missing file is NotFound") {
+  auto spec = LoadClusterSpecFile("/nonexistent/cluster.yaml");
+  REQUIRE_FALSE(spec.ok());
+  CHECK(spec.status().code() == StatusCode::kNotFound);
+}
