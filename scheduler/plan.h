@@ -1,0 +1,124 @@
+// Planner data model shared by every policy, the assigner, the scheduler
+// state, the simulator, the daemons and the C API. Pure data + pure
+// functions: no sockets, no threads, no clock reads.
+//
+// Cost model (DESIGN.md "Planning"; a contract: with the spec's priors a
+// plan's predicted_ms follows it exactly). Per worker, s = sample bytes:
+//   compute      Tc(b) = c0 + c1·b
+//   local read   Tl(l) = l0 + l·s/disk      (0 when l = 0)
+//   remote read  Tr(r) = a + r·s/down       (0 when r = 0)
+//   read         Tread = max(Tl, Tr)        (local and remote run concurrently)
+//   iteration    T = Tread + Tc, or max(Tread, Tc) when overlap
+//   serving peer j: Σ_i r_ij·s/up_j ≤ T (its uplink carries what it serves)
+// Spec priors: c0 = compute.fixed_ms, c1 = compute.per_sample_ms, l0 = 0,
+// s/disk = s·8/(disk.read_mbps·1000) ms, a = link.latency_ms,
+// s/down = s·8/(link.down_mbps·1000) ms, s/up = s·8/(link.up_mbps·1000) ms.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/status.h"
+
+namespace loft::sched {
+
+// All in milliseconds.
+struct CostParams {
+  double compute_fixed_ms = 0;       // c0
+  double compute_per_sample_ms = 0;  // c1
+  double local_fixed_ms = 0;         // l0
+  double local_per_sample_ms = 0;    // s/disk
+  double remote_fixed_ms = 0;        // a
+  double remote_per_sample_ms = 0;   // s/down
+  double uplink_per_sample_ms = 0;   // s/up, as a serving peer
+};
+
+// The cluster spec's prior for node `node` (formulas above).
+CostParams PriorFromSpec(const ClusterSpec& spec, int node);
+
+double ComputeMs(const CostParams& c, int64_t batch);
+double LocalReadMs(const CostParams& c, int64_t local);
+double RemoteReadMs(const CostParams& c, int64_t remote);
+// Iteration time of a worker reading `local` samples from its cache and
+// `remote` from peers, computing on local + remote.
+double PredictMs(const CostParams& c, int64_t local, int64_t remote, bool overlap);
+
+// One live worker as the planner sees it. Live workers are also the only
+// nodes that can serve samples to peers.
+struct WorkerInput {
+  int32_t node = 0;  // index in the expanded cluster spec
+  CostParams cost;
+  int64_t min_batch = 0;
+  int64_t max_batch = 0;
+  // Unconsumed samples of the current epoch cached on this node. With
+  // replication > 1 these counts overlap between holders.
+  int64_t local_available = 0;
+};
+
+struct PlanRequest {
+  int64_t global_batch = 0;  // B; Σ batch must equal it
+  bool overlap = false;
+  std::vector<WorkerInput> workers;
+  int64_t epoch = 0;
+  int64_t iteration = 0;               // global iteration counter
+  int64_t iterations_left_in_epoch = 1;  // including this one
+  int64_t unconsumed_in_epoch = 0;       // samples not yet consumed this epoch
+};
+
+struct WorkerPlan {
+  int32_t node = 0;
+  int64_t batch = 0;
+  int64_t local = 0;
+  int64_t remote = 0;
+  // (serving node, count) with Σ count = remote. Empty when the policy
+  // leaves the choice of samples to the assigner (global-shuffle policies).
+  std::vector<std::pair<int32_t, int64_t>> remote_from;
+  double predicted_ms = 0;
+};
+
+struct Plan {
+  std::string policy;
+  std::vector<WorkerPlan> workers;  // parallel to PlanRequest::workers
+  double makespan_ms = 0;           // max predicted_ms
+};
+
+// What a worker reported for one completed partition.
+struct Observation {
+  int32_t node = 0;
+  int64_t batch = 0;
+  int64_t local = 0;
+  int64_t remote = 0;
+  double local_read_ms = 0;
+  double remote_read_ms = 0;
+  double compute_ms = 0;
+  double iteration_ms = 0;  // read + compute as experienced (overlap-aware)
+};
+
+// A batching policy. Implementations keep their own memory (lbbsp's
+// throughput EWMA, pid's previous sizes) and learn it through Observe.
+// Not responsible for: choosing concrete sample ids (the Assigner) or
+// fitting cost models (CostModel).
+// Thread-safety: not thread-safe; one instance per scheduler.
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string_view name() const = 0;
+  // True when the plan's local/remote split and remote_from are binding
+  // (loft, loft-epoch); false when samples come from the global shuffle
+  // (uniform, lbbsp, pid) and the split is decided by the assigner.
+  virtual bool locality_aware() const = 0;
+  // Integer plan with Σ batch = B and min_batch ≤ batch ≤ max_batch.
+  virtual StatusOr<Plan> PlanIteration(const PlanRequest& req) = 0;
+  virtual void Observe(std::span<const Observation> observations) { (void)observations; }
+};
+
+// uniform | lbbsp | pid | loft | loft-epoch
+StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
+
+}  // namespace loft::sched
