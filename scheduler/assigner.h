@@ -1,0 +1,75 @@
+// Assigner: turns a Plan (sizes, and for locality-aware policies the
+// local/remote split) into concrete sample ids with a source node each.
+//
+// Locality-aware plans (Policy::locality_aware()), per worker in plan
+// order:
+//   1. take `local` pooled samples the worker holds (smallest epoch
+//      position first);
+//   2. for each (peer, count) of remote_from: take `count` pooled samples
+//      that live peer holds, source = peer;
+//   3. shortfall (replicas already taken by an earlier worker, a dead or
+//      exhausted peer): fill from the epoch's global order; source = the
+//      worker itself if it holds the sample, else the best live holder.
+// Global-shuffle plans: each worker takes the next `batch` assignable
+// samples of the epoch's permutation order; source = itself if it holds
+// the sample, else the best live holder.
+// "Best live holder" = the live holder with the most pooled samples
+// (EpochSampler::available), then the one serving fewest samples in this
+// assignment so far, then the lowest node index.
+//
+// Dead holders: a pooled sample whose holders are all dead is not
+// assignable; it stays pooled (never lost) and becomes assignable again
+// when a holder is live. At an epoch's end the plan may ask for more than
+// is assignable: each worker gets what is left in plan order (the last
+// iteration of an epoch is smaller; no top-up from the next epoch, so
+// exactly-once per epoch holds trivially). Shortfalls are reported.
+//
+// The Assigner takes samples from the sampler (they become "taken"); the
+// caller may Untake them (SchedulerState plans as a dry run and commits
+// the result through Apply).
+// Not responsible for: sizes (Policy), lineage (Ledger), liveness tracking.
+// Thread-safety: stateless; the sampler it is given is not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/placement.h"
+#include "core/status.h"
+#include "scheduler/epoch_sampler.h"
+#include "scheduler/plan.h"
+
+namespace loft::sched {
+
+struct AssignedWorker {
+  int32_t node = 0;
+  std::vector<uint64_t> sample_ids;
+  std::vector<int32_t> sources;  // serving node per sample, parallel to sample_ids
+  int64_t planned_batch = 0;     // what the plan asked for
+  int64_t local = 0;             // actual: sources[k] == node
+  int64_t remote = 0;            // actual: sources[k] != node
+  double predicted_ms = 0;       // PredictMs(cost, local, remote, overlap)
+  int64_t shortfall() const { return planned_batch - static_cast<int64_t>(sample_ids.size()); }
+};
+
+struct Assignment {
+  std::vector<AssignedWorker> workers;  // parallel to plan.workers
+  int64_t planned = 0;                  // Σ plan batch
+  int64_t assigned = 0;                 // Σ samples assigned
+  int64_t locality_fallbacks = 0;       // samples filled by step 3 (locality-aware only)
+  double makespan_ms = 0;               // max predicted_ms
+};
+
+class Assigner {
+ public:
+  // `live[node]` tells which nodes may serve (size = placement nodes).
+  // `request` supplies each worker's cost (matched by node) and overlap.
+  // Errors: a plan worker not in the request, a negative count, a
+  // remote_from peer out of range.
+  static StatusOr<Assignment> Assign(const Plan& plan, const PlanRequest& request, bool locality_aware,
+                                     const Placement& placement, const std::vector<bool>& live,
+                                     EpochSampler& sampler);
+};
+
+}  // namespace loft::sched

@@ -1,0 +1,103 @@
+// JobDriver: the pure driving API that both the simulator (sim/, virtual
+// time) and the scheduler daemon (server/, ZeroMQ) use to run a job.
+// Events come in (worker registered / dead / alive, partition sent / done
+// / failed, "plan now", "check timeouts"), each with the caller's now_ms;
+// each method computes the StateUpdates the event implies, applies them
+// to the in-memory SchedulerState, and returns them in apply order.
+//
+// JOURNAL-BEFORE-ACT CONTRACT (README-state.md):
+//   1. call a driver method; it returns updates U (already applied in
+//      memory; on error nothing was applied);
+//   2. persist U (Journal::AppendAll, synced) BEFORE any external effect
+//      derived from U: sending PartitionAssignments / ServeGrants /
+//      MembershipViews, or replying to an agent;
+//   3. then act (send the partitions found in U's iteration_planned).
+// The in-memory state may run ahead of the journal, external effects
+// never do. If step 2 fails the caller must not act and must restart
+// from the journal (JobDriver::Recover): the lost updates were never
+// visible to anyone, so the recovered scheduler is consistent.
+//
+// Not responsible for: sockets, threads, clocks, timers (callers call
+// CheckTimeouts periodically), persistence (Journal), heartbeat
+// bookkeeping (the daemon decides when a worker is dead).
+// Thread-safety: not thread-safe; one driver per job, one caller thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/status.h"
+#include "scheduler/plan.h"
+#include "scheduler/scheduler_state.h"
+#include "state.pb.h"
+
+namespace loft::sched {
+
+using Updates = std::vector<loft::v1::StateUpdate>;
+
+class JobDriver {
+ public:
+  // Policy by name (MakePolicy: uniform | lbbsp | pid | loft | loft-epoch).
+  static StatusOr<std::unique_ptr<JobDriver>> Create(const ClusterSpec& spec, std::string_view policy,
+                                                     SchedulerOptions options = {});
+  // With a caller-made policy (tests, custom policies).
+  static StatusOr<std::unique_ptr<JobDriver>> CreateWithPolicy(const ClusterSpec& spec,
+                                                               std::unique_ptr<Policy> policy,
+                                                               SchedulerOptions options = {});
+  // Rebuilds a driver from journaled updates (Journal::ReadAll()).
+  static StatusOr<std::unique_ptr<JobDriver>> Recover(const ClusterSpec& spec, std::string_view policy,
+                                                      SchedulerOptions options,
+                                                      std::span<const loft::v1::StateUpdate> journal);
+  static StatusOr<std::unique_ptr<JobDriver>> RecoverWithPolicy(
+      const ClusterSpec& spec, std::unique_ptr<Policy> policy, SchedulerOptions options,
+      std::span<const loft::v1::StateUpdate> journal);
+
+  // Membership. Each bumps the view number by one. Registering a live
+  // node again is a re-registration (restart): its in-flight partitions
+  // are failed first. OnWorkerAlive on a live node returns no updates.
+  StatusOr<Updates> RegisterWorker(int32_t node, double now_ms);
+  StatusOr<Updates> OnWorkerAlive(int32_t node, double now_ms);
+  // WorkerDead, then one PartitionFailed per in-flight partition of the
+  // node (their samples return to the pool). Dead node: no updates.
+  StatusOr<Updates> OnWorkerDead(int32_t node, std::string_view reason, double now_ms);
+
+  // Plans the next iteration: one IterationPlanned update whose
+  // partitions are to be sent (PartitionsToSend). Empty when nothing can
+  // be planned now; BlockedReason() says why. Planning does not wait for
+  // the previous iteration (callers that run BSP check
+  // IterationComplete() first).
+  StatusOr<Updates> PlanNextIteration(double now_ms);
+  const std::string& BlockedReason() const { return blocked_reason_; }
+  // The assignment behind the last successful PlanNextIteration.
+  const IterationProposal& LastProposal() const { return last_proposal_; }
+
+  // Partition events. Stale/duplicate/unknown acks produce an update that
+  // Apply ignores and counts (so counters replay too). OnPartitionDone
+  // appends EpochAdvanced when it commits the epoch's last sample.
+  StatusOr<Updates> OnPartitionSent(uint64_t partition_id, int32_t attempt, double now_ms);
+  StatusOr<Updates> OnPartitionDone(const loft::v1::PartitionDone& done, double now_ms);
+  StatusOr<Updates> OnPartitionFailed(const loft::v1::PartitionFailed& failed, double now_ms);
+  // One PartitionTimedOut per in-flight partition whose deadline passed.
+  StatusOr<Updates> CheckTimeouts(double now_ms);
+
+  bool IterationComplete() const { return state_->IterationComplete(); }
+  const SchedulerState& state() const { return *state_; }
+
+  // The partitions created by the IterationPlanned updates in `updates`.
+  static std::vector<loft::v1::Partition> PartitionsToSend(std::span<const loft::v1::StateUpdate> updates);
+
+ private:
+  explicit JobDriver(std::unique_ptr<SchedulerState> state) : state_(std::move(state)) {}
+  Status ApplyAndAppend(loft::v1::StateUpdate u, Updates& out);
+
+  std::unique_ptr<SchedulerState> state_;
+  std::string blocked_reason_;
+  IterationProposal last_proposal_;
+};
+
+}  // namespace loft::sched

@@ -1,0 +1,118 @@
+// EpochSampler: the pool of samples of the current epoch.
+//
+// Each epoch has a seeded, reproducible permutation of the sample ids
+// (SeededPermutation(n, seed ^ EpochMix(epoch))). Every sample is in one
+// of three states per epoch: pooled (unconsumed, can be handed out),
+// taken (in some partition in flight) or committed (done). Taking always
+// picks the pooled sample with the SMALLEST permutation position among
+// the candidates, so which sample is taken next is a pure function of the
+// pooled set (cursors are only an acceleration and never observable):
+// replaying Take/Return/Commit calls in any equivalent order gives the
+// same future picks. Samples returned by a failed partition remember that
+// partition (origin) so the next plan creates child partitions.
+//
+// Replication: a sample held by several nodes (Placement::Holders) is one
+// entry; taking it removes it for all holders. Per-node pooled counts
+// (what PlanRequest.workers[i].local_available reports) are maintained in
+// O(replication) per sample taken or returned.
+//
+// An epoch is done when every sample is committed, not merely taken.
+//
+// Not responsible for: deciding sizes (Policy), choosing sources
+// (Assigner), partition lineage (Ledger), liveness (the caller passes an
+// `assignable` predicate where it matters).
+// Thread-safety: not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "core/placement.h"
+#include "core/status.h"
+
+namespace loft::sched {
+
+class EpochSampler {
+ public:
+  enum class SampleState : uint8_t { kPooled = 0, kTaken = 1, kCommitted = 2 };
+
+  // `placement` must outlive the sampler. Starts epoch 0.
+  EpochSampler(const Placement* placement, uint64_t seed);
+
+  // The per-epoch permutation seed: seed ^ EpochMix(epoch).
+  static uint64_t EpochMix(int64_t epoch);
+
+  // Resets to a fresh epoch: every sample pooled, origins cleared.
+  void StartEpoch(int64_t epoch);
+
+  int64_t epoch() const { return epoch_; }
+  int64_t num_samples() const { return static_cast<int64_t>(state_.size()); }
+  int64_t pooled() const { return pooled_; }
+  int64_t taken() const { return taken_; }
+  int64_t committed() const { return committed_; }
+  bool EpochDone() const { return committed_ == num_samples(); }
+
+  SampleState state(uint64_t id) const { return static_cast<SampleState>(state_[id]); }
+  // Pooled samples of this epoch held by `node` (overlapping between
+  // holders when replication > 1).
+  int64_t available(int node) const { return available_[node]; }
+  // Permutation position of `id` in this epoch.
+  int64_t position(uint64_t id) const { return position_[id]; }
+  // The failed/timed-out partition this pooled sample came back from;
+  // 0 = never handed out this epoch (or committed).
+  uint64_t origin(uint64_t id) const { return origin_[id]; }
+
+  // Takes up to `max_count` pooled samples held by `node`, smallest
+  // permutation position first, appending them to `out`. Returns how many.
+  int64_t TakeHeldBy(int node, int64_t max_count, std::vector<uint64_t>& out);
+  // Takes up to `max_count` pooled samples for which `assignable(id)` is
+  // true, smallest position first (the epoch's global shuffle order).
+  // Pooled samples that are not assignable are skipped and stay pooled.
+  int64_t TakeInOrder(int64_t max_count, const std::function<bool(uint64_t)>& assignable,
+                      std::vector<uint64_t>& out);
+  // Number of pooled samples with assignable(id) true (O(pooled)).
+  int64_t CountAssignable(const std::function<bool(uint64_t)>& assignable) const;
+
+  // Marks specific ids taken (replay and the scheduler state's Apply).
+  // Error if an id is out of range or not pooled; nothing changes then.
+  Status MarkTaken(std::span<const uint64_t> ids);
+  // Undoes a tentative take (planning dry-run): ids go back to pooled with
+  // their origin unchanged. Error if an id is not taken.
+  Status Untake(std::span<const uint64_t> ids);
+  // A failed/timed-out partition's ids go back to the pool with origin
+  // `from_partition`. Error if an id is not taken.
+  Status Return(std::span<const uint64_t> ids, uint64_t from_partition);
+  // Commits taken ids. Ids already committed are counted in
+  // `*duplicates` and otherwise ignored; ids that are pooled are an error
+  // (checked before anything changes).
+  Status Commit(std::span<const uint64_t> ids, int64_t* duplicates);
+
+  // Deterministic 64-bit digest of (epoch, per-sample state, origins).
+  uint64_t Digest() const;
+
+ private:
+  void Pool(uint64_t id);
+  void Unpool(uint64_t id);
+
+  const Placement* placement_;
+  uint64_t seed_;
+  int64_t epoch_ = 0;
+  std::vector<uint64_t> order_;     // permutation: position -> id
+  std::vector<int64_t> position_;   // id -> position
+  std::vector<uint8_t> state_;      // id -> SampleState
+  std::vector<uint64_t> origin_;    // id -> partition it came back from
+  std::vector<int64_t> available_;  // node -> pooled samples held
+  int64_t pooled_ = 0, taken_ = 0, committed_ = 0;
+  // Acceleration: global cursor into order_ + pooled positions behind it.
+  size_t global_cursor_ = 0;
+  std::set<int64_t> global_behind_;
+  // Per node: held ids sorted by position, cursor, pooled positions behind.
+  std::vector<std::vector<uint64_t>> node_order_;
+  std::vector<size_t> node_cursor_;
+  std::vector<std::set<int64_t>> node_behind_;
+};
+
+}  // namespace loft::sched

@@ -1,0 +1,73 @@
+// Journal: an append-only log of StateUpdates in RocksDB, the durable
+// half of SchedulerState's Apply contract. A restarted scheduler opens the
+// journal, ReadAll()s it and replays it (JobDriver::Recover).
+//
+// Format: key = 8-byte big-endian sequence number (0, 1, 2, ... with no
+// gaps), value = 4-byte little-endian CRC-32 (boost::crc_32_type) of the
+// payload, then the serialized loft.v1.StateUpdate. A value that is too
+// short, fails its CRC or does not parse, or a gap in the sequence, is a
+// DataLoss error naming the sequence number.
+//
+// Writes use the WAL and, by default, sync (fsync) before Append returns:
+// when Append returns OK the update survives a crash. AppendAll writes one
+// atomic WriteBatch.
+//
+// Not responsible for: applying updates (SchedulerState), compaction of
+// old entries / snapshots (not implemented: the journal grows with the job).
+// Thread-safety: not thread-safe (one writer; the daemon's state thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "state.pb.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace loft::sched {
+
+struct JournalOptions {
+  bool sync = true;               // fsync each Append/AppendAll
+  bool create_if_missing = true;  // else NotFound when the directory has no journal
+  bool error_if_exists = false;
+};
+
+class Journal {
+ public:
+  static StatusOr<std::unique_ptr<Journal>> Open(const std::string& path, JournalOptions options = {});
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  // Appends at next_seq(). IOError on a RocksDB failure.
+  Status Append(const loft::v1::StateUpdate& update);
+  // Appends all, atomically (one WriteBatch), in order.
+  Status AppendAll(std::span<const loft::v1::StateUpdate> updates);
+  // Every entry in sequence order. DataLoss (naming the sequence number)
+  // on a corrupt entry or a gap.
+  StatusOr<std::vector<loft::v1::StateUpdate>> ReadAll() const;
+
+  uint64_t next_seq() const { return next_seq_; }
+  const std::string& path() const { return path_; }
+
+  // Encoding helpers (exposed for tests and tools).
+  static std::string EncodeKey(uint64_t seq);
+  static std::string EncodeValue(const loft::v1::StateUpdate& update);
+  static StatusOr<loft::v1::StateUpdate> DecodeValue(uint64_t seq, std::string_view value);
+
+ private:
+  Journal(std::string path, JournalOptions options, rocksdb::DB* db, uint64_t next_seq);
+
+  std::string path_;
+  JournalOptions options_;
+  rocksdb::DB* db_;
+  uint64_t next_seq_;
+};
+
+}  // namespace loft::sched

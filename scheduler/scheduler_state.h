@@ -1,0 +1,150 @@
+// SchedulerState: everything the scheduler knows about one job, changed
+// ONLY through Apply(StateUpdate) (model: tf.data's dispatcher_state.h).
+//
+// Holds: membership (view number, registered/live nodes), one CostModel
+// per node (fitted from PartitionDone timings), the Policy instance, the
+// EpochSampler (pool of the current epoch) and the Ledger (partitions,
+// lineage, counters).
+//
+// Determinism contract: two SchedulerStates created with the same
+// ClusterSpec, policy and options, fed the same updates, have the same
+// ToJson()/Digest(). Apply never reads a clock or draws randomness: times
+// come inside the updates (now_ms).
+//
+// Policy memory (lbbsp's EWMA, pid's sizes) is the policy's own and is not
+// part of ToJson. It is learned from Observe (called by Apply when an
+// iteration's last partition finishes) and from PlanIteration calls.
+// PlanIteration is invoked by ProposeIteration in a live run; Replay()
+// re-invokes it for each recorded IterationPlanned (with the identical
+// PlanRequest, rebuilt from the replayed state) so the policy's memory is
+// rebuilt too, and checks that the re-plan asks for the same sizes.
+//
+// Not responsible for: transport, timers, persistence (Journal), deciding
+// when to plan or when a worker is dead (JobDriver / the daemon).
+// Thread-safety: not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/placement.h"
+#include "core/status.h"
+#include "scheduler/assigner.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/epoch_sampler.h"
+#include "scheduler/ledger.h"
+#include "scheduler/plan.h"
+#include "state.pb.h"
+
+namespace loft::sched {
+
+struct SchedulerOptions {
+  uint64_t job_id = 1;
+  // Epoch permutation seed; 0 = the spec's training.seed.
+  uint64_t seed = 0;
+  // Partition deadline = planned now_ms + max(timeout_min_ms,
+  // timeout_factor · predicted_ms). timeout_min_ms = 0 disables timeouts.
+  double timeout_min_ms = 10000;
+  double timeout_factor = 5.0;
+  // Global batch; 0 = the spec's training.global_batch.
+  int64_t global_batch = 0;
+
+  Status Validate() const;
+};
+
+// The result of a dry-run plan: either an IterationPlanned update to apply
+// or the reason nothing can be planned now.
+struct IterationProposal {
+  std::optional<loft::v1::StateUpdate> update;  // holds iteration_planned
+  std::string blocked_reason;                   // set when !update
+  Plan plan;                                    // the policy's plan (diagnostics)
+  Assignment assignment;                        // actual counts per worker
+};
+
+class SchedulerState {
+ public:
+  static StatusOr<std::unique_ptr<SchedulerState>> Create(const ClusterSpec& spec,
+                                                          std::unique_ptr<Policy> policy,
+                                                          SchedulerOptions options);
+
+  // The only mutator of the state. On error nothing changed.
+  Status Apply(const loft::v1::StateUpdate& update);
+  // Rebuilds state (and the policy's memory) from recorded updates.
+  Status Replay(std::span<const loft::v1::StateUpdate> updates);
+
+  // Dry run: builds the PlanRequest, asks the policy, assigns samples and
+  // returns the IterationPlanned update WITHOUT applying it (the sampler
+  // is restored; only the policy's own memory may change). Blocked (no
+  // update) when: no live worker; the pool is empty but partitions are in
+  // flight (waiting for their acks); every pooled sample is held only by
+  // dead nodes (waiting for a holder to come back). An epoch whose samples
+  // are all committed must first be advanced (EpochAdvanced).
+  StatusOr<IterationProposal> ProposeIteration(double now_ms);
+
+  // The request ProposeIteration would give the policy now, or an error
+  // when nothing is plannable.
+  StatusOr<PlanRequest> BuildPlanRequest() const;
+
+  // Queries.
+  const ClusterSpec& spec() const { return spec_; }
+  const Placement& placement() const { return placement_; }
+  const SchedulerOptions& options() const { return options_; }
+  const EpochSampler& sampler() const { return sampler_; }
+  const Ledger& ledger() const { return ledger_; }
+  const Policy& policy() const { return *policy_; }
+  int64_t view() const { return view_; }
+  bool registered(int node) const { return registered_[node]; }
+  bool alive(int node) const { return alive_[node]; }
+  const std::vector<bool>& live_mask() const { return alive_; }
+  std::vector<int32_t> LiveNodes() const;
+  int64_t epoch() const { return sampler_.epoch(); }
+  // Iteration number the next IterationPlanned must carry.
+  int64_t next_iteration() const { return next_iteration_; }
+  // Last planned iteration, -1 before the first.
+  int64_t last_iteration() const { return next_iteration_ - 1; }
+  // True when no partition of the last planned iteration is in flight.
+  bool IterationComplete() const;
+  uint64_t next_partition_id() const { return ledger_.last_id() + 1; }
+  CostParams cost(int node) const { return cost_models_[node].params(); }
+  int64_t observations(int node) const { return observations_[node]; }
+
+  // Deterministic JSON of the whole state (membership, costs, sampler
+  // digest and counts, ledger, counters) and its 64-bit FNV-1a digest.
+  std::string ToJson() const;
+  uint64_t Digest() const;
+
+ private:
+  SchedulerState(const ClusterSpec& spec, Placement placement, std::unique_ptr<Policy> policy,
+                 SchedulerOptions options);
+  Status ApplyMembership(int32_t node, int64_t view, bool registered_event, bool alive);
+  Status ApplyIterationPlanned(const loft::v1::IterationPlanned& u);
+  Status ApplyDone(const loft::v1::PartitionDoneUpdate& u);
+  Status ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms, bool timed_out);
+  Status ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u);
+  void MaybeDeliverObservations(int64_t iteration);
+  bool Assignable(uint64_t id) const;
+
+  ClusterSpec spec_;
+  Placement placement_;
+  std::unique_ptr<Policy> policy_;
+  SchedulerOptions options_;
+  int64_t global_batch_ = 0;
+  EpochSampler sampler_;
+  Ledger ledger_;
+  std::vector<CostModel> cost_models_;
+  std::vector<int64_t> observations_;
+  std::vector<bool> registered_;
+  std::vector<bool> alive_;
+  int64_t view_ = 0;
+  int64_t next_iteration_ = 0;
+  // Observations of partitions done in each not-yet-finished iteration,
+  // merged per node; handed to Policy::Observe when the iteration closes.
+  std::map<int64_t, std::map<int32_t, Observation>> pending_observations_;
+};
+
+}  // namespace loft::sched
