@@ -1,0 +1,172 @@
+// SampleCache: one edge node's store of training samples, on RocksDB.
+//
+// Key:   the sample id as 8 bytes, big-endian (so iteration is in id order).
+// Value: a record (format version 1, all integers little-endian):
+//          offset 0  u8   format version (kRecordVersion = 1)
+//          offset 1  u8   reserved, must be 0
+//          offset 2  u16  label
+//          offset 4  u32  payload length L
+//          offset 8  L    payload bytes
+//          offset 8+L u32 CRC32C over bytes [0, 8+L)
+// Every read verifies the record; a bad CRC, unknown version, bad header or
+// a length that does not match the value size gives a DataLoss status
+// naming the sample id, and the bytes are never returned as data.
+//
+// Not responsible for: deciding which samples a node holds (Placement),
+// reading datasets (idx_reader.h), moving records between nodes (the agent's
+// PeerFetcher; it uses MultiGetRecords and DecodeRecord).
+// Thread-safety: all methods may be called concurrently from several
+// threads (RocksDB's DB is thread-safe); the object itself must outlive the
+// calls and is not copyable.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace rocksdb {
+class DB;
+class Cache;
+}  // namespace rocksdb
+
+namespace loft::cache {
+
+inline constexpr uint8_t kRecordVersion = 1;
+inline constexpr size_t kRecordHeaderBytes = 8;
+inline constexpr size_t kRecordTrailerBytes = 4;  // CRC32C
+// Largest payload a record may carry (a sanity bound, not a tuning knob).
+inline constexpr size_t kMaxPayloadBytes = 64u << 20;
+
+enum class CacheCompression { kNone, kSnappy, kLZ4, kZSTD };
+
+// Options for SampleCache::Open. Defaults are tuned for Fashion-MNIST-sized
+// samples (784-byte payload, ~796-byte records, 60,000 per dataset): the
+// whole dataset (~48 MB) fits in the block cache, point lookups use a
+// bloom filter, 4 KiB blocks hold ~5 records each.
+struct CacheOptions {
+  size_t block_cache_bytes = 128u << 20;
+  size_t block_size_bytes = 4096;
+  int bloom_bits_per_key = 10;  // 0 disables the bloom filter
+  // LZ4 roughly halves Fashion-MNIST on disk and is cheap to decode; blocks
+  // are cached uncompressed so hot reads do not pay for it.
+  CacheCompression compression = CacheCompression::kLZ4;
+  size_t write_buffer_bytes = 64u << 20;
+  bool create_if_missing = true;  // false: opening a missing dir fails
+  bool sync_writes = false;       // fsync the WAL on every Put/PutBatch
+
+  Status Validate() const;
+};
+
+std::string_view CacheCompressionName(CacheCompression c);
+StatusOr<CacheCompression> ParseCacheCompression(std::string_view name);  // none|snappy|lz4|zstd
+
+struct Sample {
+  uint64_t id = 0;
+  uint16_t label = 0;
+  std::vector<uint8_t> payload;
+};
+
+// One sample for PutBatch (payload is borrowed, not copied).
+struct SampleRef {
+  uint64_t id = 0;
+  uint16_t label = 0;
+  std::span<const uint8_t> payload;
+};
+
+// A stored record as raw bytes, for peer transfer. `status` is OK (bytes
+// hold a verified record), NotFound, or DataLoss (bytes empty).
+struct RawRecord {
+  Status status;
+  std::string bytes;
+};
+
+struct CacheStats {
+  int64_t samples = 0;                  // records that verify
+  int64_t bytes = 0;                    // sum of their payload bytes
+  int64_t stored_bytes = 0;             // sum of all value sizes (records as stored)
+  int64_t corrupt = 0;                  // records that fail verification
+  std::map<int, int64_t> label_counts;  // label -> number of good samples
+};
+
+struct VerifyReport {
+  int64_t checked = 0;
+  std::vector<uint64_t> bad_ids;     // ascending
+  std::vector<Status> bad_statuses;  // parallel to bad_ids
+  bool ok() const { return bad_ids.empty(); }
+};
+
+// Record codec (shared with receivers of peer-fetched records).
+std::string EncodeRecord(uint16_t label, std::span<const uint8_t> payload);
+// Verifies header and CRC; `id` only names the sample in errors.
+StatusOr<Sample> DecodeRecord(uint64_t id, std::string_view bytes);
+// Verify without copying the payload.
+Status VerifyRecord(uint64_t id, std::string_view bytes);
+
+// Key codec.
+std::string EncodeKey(uint64_t id);
+void EncodeKeyTo(uint64_t id, char out[8]);
+StatusOr<uint64_t> DecodeKey(std::string_view key);
+
+class SampleCache {
+ public:
+  static StatusOr<std::unique_ptr<SampleCache>> Open(const std::string& dir,
+                                                     const CacheOptions& options = {});
+  ~SampleCache();
+  SampleCache(const SampleCache&) = delete;
+  SampleCache& operator=(const SampleCache&) = delete;
+
+  const std::string& dir() const { return dir_; }
+
+  Status Put(uint64_t id, uint16_t label, std::span<const uint8_t> payload);
+  // Atomic batch write (one RocksDB WriteBatch).
+  Status PutBatch(std::span<const SampleRef> samples);
+  Status Delete(uint64_t id);
+
+  // NotFound when absent, DataLoss when the record is corrupt.
+  StatusOr<Sample> Get(uint64_t id) const;
+  // One result per id, in order; uses RocksDB's batched MultiGet.
+  std::vector<StatusOr<Sample>> MultiGet(std::span<const uint64_t> ids) const;
+  // Raw stored records for peer transfer (verified unless verify = false).
+  std::vector<RawRecord> MultiGetRecords(std::span<const uint64_t> ids, bool verify = true) const;
+
+  // Visits every record in id order. `fn` gets the id and the decoded sample
+  // or its DataLoss status; returning false stops. Returns an error only if
+  // the scan itself fails (I/O, malformed key).
+  Status ForEach(const std::function<bool(uint64_t id, const StatusOr<Sample>& sample)>& fn) const;
+  // Visits every record's raw bytes (no decode); same contract as ForEach.
+  Status ForEachRecord(const std::function<bool(uint64_t id, std::string_view record)>& fn) const;
+
+  StatusOr<CacheStats> Stats() const;
+  StatusOr<VerifyReport> Verify() const;
+
+  // Makes every write so far durable: flushes the memtable to an SST file
+  // and syncs the WAL. Call before reporting an ingest as done.
+  Status Flush();
+
+  // The underlying database (benchmarks, tests). Writing through it bypasses
+  // the record format.
+  rocksdb::DB* raw_db() const { return db_.get(); }
+
+ private:
+  SampleCache(std::string dir, std::unique_ptr<rocksdb::DB> db, std::shared_ptr<rocksdb::Cache> block_cache,
+              bool sync_writes);
+
+  std::string dir_;
+  std::shared_ptr<rocksdb::Cache> block_cache_;
+  std::unique_ptr<rocksdb::DB> db_;
+  bool sync_writes_ = false;
+};
+
+// Opens a RocksDB directory directly, without the record layer (tests use it
+// to corrupt a value underneath the cache). Fails when the dir does not hold
+// a database. Only one opener at a time: close any SampleCache first.
+StatusOr<std::unique_ptr<rocksdb::DB>> OpenRawDb(const std::string& dir);
+
+}  // namespace loft::cache
