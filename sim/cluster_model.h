@@ -1,0 +1,76 @@
+// ClusterModel: the physical side of a simulated cluster, read from the
+// ClusterSpec — how long compute and disk reads take on each node, link
+// capacities, when nodes are down, which nodes are Byzantine.
+//
+// Times follow DESIGN.md "Planning" with the spec's constants:
+//   compute  (fixed_ms + per_sample_ms·b) · jitter · slowdown
+//   disk     l · sample_bytes / disk rate       (0 when l = 0)
+//   link     latency_ms, then bytes at up/down rates (FlowNetwork)
+// jitter = max(0.05, 1 + jitter·z), z ~ N(0, 1) from a per-node SplitMix64
+// stream seeded by (seed, node): draws do not depend on other nodes.
+// slowdown = product of the factors of slowdowns active at compute start.
+//
+// Not responsible for: contention (FlowNetwork), scheduling (the real
+// scheduler code driven by Simulator).
+// Thread-safety: not thread-safe (the jitter streams advance on draw).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/cluster_spec.h"
+
+namespace loft::sim {
+
+// Megabits per second -> bytes per millisecond.
+inline double BytesPerMs(double mbps) {
+  return mbps * 1e6 / 8.0 / 1000.0;
+}
+
+class ClusterModel {
+ public:
+  ClusterModel(const ClusterSpec& spec, uint64_t seed);
+
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  int64_t sample_bytes() const { return sample_bytes_; }
+
+  // Compute time of a batch of `batch` samples started at `start_ms`;
+  // draws the node's next jitter value.
+  double ComputeMs(int node, int64_t batch, double start_ms);
+  // Compute time without jitter (the spec's formula × slowdowns).
+  double NominalComputeMs(int node, int64_t batch, double start_ms) const;
+  double LocalReadMs(int node, int64_t samples) const;
+  double LatencyMs(int node) const { return nodes_[node].latency_ms; }
+  double UpBytesPerMs(int node) const { return nodes_[node].up; }
+  double DownBytesPerMs(int node) const { return nodes_[node].down; }
+  std::vector<double> UpRates() const;
+  std::vector<double> DownRates() const;
+  ByzantineKind byzantine(int node) const { return nodes_[node].byzantine; }
+
+  // Down intervals [start_ms, end_ms) of a node, sorted by start.
+  struct Outage {
+    double start_ms;
+    double end_ms;
+  };
+  const std::vector<Outage>& outages(int node) const { return nodes_[node].outages; }
+  bool IsDown(int node, double at_ms) const;
+
+ private:
+  struct Node {
+    double fixed_ms = 0;
+    double per_sample_ms = 0;
+    double jitter = 0;
+    double disk = 0;  // bytes per ms
+    double up = 0;
+    double down = 0;
+    double latency_ms = 0;
+    std::vector<SlowdownSpec> slowdowns;
+    std::vector<Outage> outages;
+    ByzantineKind byzantine = ByzantineKind::kNone;
+    uint64_t rng = 0;  // SplitMix64 state
+  };
+  std::vector<Node> nodes_;
+  int64_t sample_bytes_ = 0;
+};
+
+}  // namespace loft::sim

@@ -1,0 +1,146 @@
+#include "sim/flow_network.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <utility>
+
+namespace loft::sim {
+
+namespace {
+// A flow with at most this many bytes left counts as finished (absorbs
+// floating-point residue of rate × time).
+constexpr double kDoneBytes = 1e-6;
+}  // namespace
+
+FlowNetwork::FlowNetwork(EventQueue* queue, std::vector<double> up_bytes_per_ms,
+                         std::vector<double> down_bytes_per_ms)
+    : queue_(queue), up_(std::move(up_bytes_per_ms)), down_(std::move(down_bytes_per_ms)) {
+  const size_t r = up_.size() * 2;
+  cap_.assign(r, 0);
+  unfrozen_.assign(r, 0);
+  by_resource_.assign(r, {});
+  last_ms_ = queue_->now_ms();
+}
+
+uint64_t FlowNetwork::Start(int server, int reader, double bytes, Done done) {
+  Advance();
+  const uint64_t id = next_id_++;
+  flows_.emplace(id, Flow{server, reader, bytes, 0, std::move(done)});
+  Recompute();
+  return id;
+}
+
+void FlowNetwork::CancelNode(int node) {
+  Advance();
+  std::vector<Done> cancelled;
+  for (auto it = flows_.begin(); it != flows_.end();) {
+    if (it->second.server == node || it->second.reader == node) {
+      cancelled.push_back(std::move(it->second.done));
+      it = flows_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (cancelled.empty()) return;
+  Recompute();
+  for (auto& d : cancelled) d(false);
+}
+
+void FlowNetwork::Cancel(uint64_t flow) {
+  auto it = flows_.find(flow);
+  if (it == flows_.end()) return;
+  Advance();
+  flows_.erase(it);
+  Recompute();
+}
+
+double FlowNetwork::RateOf(uint64_t flow) const {
+  auto it = flows_.find(flow);
+  return it == flows_.end() ? 0.0 : it->second.rate;
+}
+
+void FlowNetwork::Advance() {
+  const double now = queue_->now_ms();
+  const double dt = now - last_ms_;
+  if (dt > 0) {
+    for (auto& [id, f] : flows_) f.remaining -= f.rate * dt;
+  }
+  last_ms_ = now;
+}
+
+void FlowNetwork::Recompute() {
+  ++recomputes_;
+  ++generation_;
+  if (flows_.empty()) return;
+  // Resources: 2·node = uplink of node, 2·node + 1 = downlink of node.
+  touched_.clear();
+  for (auto& [id, f] : flows_) {
+    const int32_t rs[2] = {2 * f.server, 2 * f.reader + 1};
+    for (int32_t r : rs) {
+      if (by_resource_[r].empty()) {
+        touched_.push_back(r);
+        cap_[r] = (r % 2 == 0) ? up_[r / 2] : down_[r / 2];
+        unfrozen_[r] = 0;
+      }
+      by_resource_[r].push_back(id);
+      ++unfrozen_[r];
+    }
+    f.rate = -1;  // unfrozen
+  }
+  // Progressive filling: repeatedly saturate the resource with the
+  // smallest fair share; its unfrozen flows get that share. Ties break on
+  // the resource index, so the result is deterministic.
+  using Entry = std::pair<double, int32_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  for (int32_t r : touched_) heap.emplace(cap_[r] / unfrozen_[r], r);
+  while (!heap.empty()) {
+    auto [share, r] = heap.top();
+    heap.pop();
+    if (unfrozen_[r] == 0) continue;
+    const double current = cap_[r] / unfrozen_[r];
+    if (current != share) continue;  // stale entry; a fresher one exists
+    for (uint64_t id : by_resource_[r]) {
+      Flow& f = flows_.at(id);
+      if (f.rate >= 0) continue;
+      f.rate = share;
+      const int32_t other = (r == 2 * f.server) ? 2 * f.reader + 1 : 2 * f.server;
+      cap_[r] -= share;
+      --unfrozen_[r];
+      if (other != r) {
+        cap_[other] = std::max(0.0, cap_[other] - share);
+        --unfrozen_[other];
+        if (unfrozen_[other] > 0) heap.emplace(cap_[other] / unfrozen_[other], other);
+      }
+    }
+  }
+  for (int32_t r : touched_) by_resource_[r].clear();
+  // Next finishing flow.
+  double soonest = std::numeric_limits<double>::infinity();
+  for (auto& [id, f] : flows_) {
+    const double t = f.remaining <= kDoneBytes ? 0.0 : f.remaining / f.rate;
+    soonest = std::min(soonest, t);
+  }
+  const uint64_t gen = generation_;
+  queue_->At(last_ms_ + soonest, [this, gen] { OnTimer(gen); });
+}
+
+void FlowNetwork::OnTimer(uint64_t generation) {
+  if (generation != generation_) return;  // superseded by a later recompute
+  Advance();
+  std::vector<Done> finished;
+  for (auto it = flows_.begin(); it != flows_.end();) {
+    // A flow whose remaining time rounds to now is done.
+    if (it->second.remaining <= kDoneBytes ||
+        it->second.remaining / it->second.rate <= 1e-12 * std::max(1.0, last_ms_)) {
+      finished.push_back(std::move(it->second.done));
+      it = flows_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  Recompute();
+  for (auto& d : finished) d(true);
+}
+
+}  // namespace loft::sim

@@ -1,0 +1,125 @@
+#include "sim/summary.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <vector>
+
+namespace loft::sim {
+
+double Percentile(std::span<const double> values, double p) {
+  if (values.empty()) return 0.0;
+  std::vector<double> v(values.begin(), values.end());
+  std::sort(v.begin(), v.end());
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(v.size()));
+  const size_t idx = static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(v.size()))) - 1;
+  return v[idx];
+}
+
+void SetIterationStats(std::span<const double> iteration_ms, PolicySummary* out) {
+  out->iterations = static_cast<int64_t>(iteration_ms.size());
+  if (iteration_ms.empty()) {
+    out->mean_iteration_ms = 0;
+    out->p95_iteration_ms = 0;
+    return;
+  }
+  out->mean_iteration_ms = std::accumulate(iteration_ms.begin(), iteration_ms.end(), 0.0) /
+                           static_cast<double>(iteration_ms.size());
+  out->p95_iteration_ms = Percentile(iteration_ms, 95.0);
+}
+
+std::string SummaryToJson(const RunSummary& summary) {
+  nlohmann::ordered_json root;
+  nlohmann::ordered_json policies = nlohmann::ordered_json::object();
+  for (const auto& [name, p] : summary.policies) {
+    nlohmann::ordered_json j;
+    j["mean_iteration_ms"] = p.mean_iteration_ms;
+    j["p95_iteration_ms"] = p.p95_iteration_ms;
+    j["total_s"] = p.total_s;
+    j["straggler_wait_ms"] = p.straggler_wait_ms;
+    j["local_bytes"] = p.local_bytes;
+    j["remote_bytes"] = p.remote_bytes;
+    if (p.final_accuracy) j["final_accuracy"] = *p.final_accuracy;
+    j["iterations"] = p.iterations;
+    j["epochs_completed"] = p.epochs_completed;
+    policies[name] = std::move(j);
+  }
+  root["policies"] = std::move(policies);
+  if (summary.bound_mean_iteration_ms) {
+    root["bound_mean_iteration_ms"] = *summary.bound_mean_iteration_ms;
+  } else {
+    root["bound_mean_iteration_ms"] = nullptr;
+  }
+  return root.dump(2) + "\n";
+}
+
+Status WriteSummaryJson(const RunSummary& summary, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return IOError("cannot open " + path + " for writing");
+  out << SummaryToJson(summary);
+  out.close();
+  if (!out) return IOError("error writing " + path);
+  return OkStatus();
+}
+
+StatusOr<RunSummary> ParseSummaryJson(const std::string& text) {
+  nlohmann::json root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) return InvalidArgument("summary.json: not a JSON object");
+  if (!root.contains("policies") || !root["policies"].is_object()) {
+    return InvalidArgument("summary.json: missing object \"policies\"");
+  }
+  RunSummary s;
+  for (const auto& [name, j] : root["policies"].items()) {
+    PolicySummary p;
+    auto num = [&](const char* key, double* dst) -> Status {
+      if (!j.contains(key) || !j[key].is_number()) {
+        return InvalidArgument(fmt::format("summary.json: policies.{}.{} must be a number", name, key));
+      }
+      *dst = j[key].get<double>();
+      return OkStatus();
+    };
+    double lb = 0, rb = 0;
+    LOFT_RETURN_IF_ERROR(num("mean_iteration_ms", &p.mean_iteration_ms));
+    LOFT_RETURN_IF_ERROR(num("p95_iteration_ms", &p.p95_iteration_ms));
+    LOFT_RETURN_IF_ERROR(num("total_s", &p.total_s));
+    LOFT_RETURN_IF_ERROR(num("straggler_wait_ms", &p.straggler_wait_ms));
+    LOFT_RETURN_IF_ERROR(num("local_bytes", &lb));
+    LOFT_RETURN_IF_ERROR(num("remote_bytes", &rb));
+    p.local_bytes = static_cast<int64_t>(lb);
+    p.remote_bytes = static_cast<int64_t>(rb);
+    if (j.contains("final_accuracy") && j["final_accuracy"].is_number()) {
+      p.final_accuracy = j["final_accuracy"].get<double>();
+    }
+    if (j.contains("iterations") && j["iterations"].is_number())
+      p.iterations = j["iterations"].get<int64_t>();
+    if (j.contains("epochs_completed") && j["epochs_completed"].is_number()) {
+      p.epochs_completed = j["epochs_completed"].get<int64_t>();
+    }
+    s.policies[name] = p;
+  }
+  if (root.contains("bound_mean_iteration_ms") && root["bound_mean_iteration_ms"].is_number()) {
+    s.bound_mean_iteration_ms = root["bound_mean_iteration_ms"].get<double>();
+  }
+  return s;
+}
+
+std::string SummaryTable(const RunSummary& summary) {
+  std::string out = fmt::format("{:<12} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "policy", "mean_ms",
+                                "p95_ms", "total_s", "wait_ms", "local_MB", "remote_MB");
+  for (const auto& [name, p] : summary.policies) {
+    out += fmt::format("{:<12} {:>10.3f} {:>10.3f} {:>10.2f} {:>10.3f} {:>12.2f} {:>12.2f}\n", name,
+                       p.mean_iteration_ms, p.p95_iteration_ms, p.total_s, p.straggler_wait_ms,
+                       static_cast<double>(p.local_bytes) / 1e6, static_cast<double>(p.remote_bytes) / 1e6);
+  }
+  if (summary.bound_mean_iteration_ms) {
+    out += fmt::format("{:<12} {:>10.3f}   (lower bound on mean iteration time)\n", "bound",
+                       *summary.bound_mean_iteration_ms);
+  }
+  return out;
+}
+
+}  // namespace loft::sim

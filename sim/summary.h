@@ -1,0 +1,61 @@
+// summary.json: the result format shared by `loft-sim run` (virtual time)
+// and `loftctl cluster run` (real processes), DESIGN.md "One cluster spec,
+// two engines":
+//   {"policies": {"<name>": {"mean_iteration_ms", "p95_iteration_ms",
+//     "total_s", "straggler_wait_ms", "local_bytes", "remote_bytes",
+//     "final_accuracy"?, "iterations", "epochs_completed"}},
+//    "bound_mean_iteration_ms"}
+// Definitions: an iteration's time is its BSP makespan (slowest worker);
+// p95 is the nearest-rank 95th percentile; straggler_wait_ms is the mean,
+// over every (iteration, worker), of the worker's wait at the barrier
+// (makespan − own time); total_s is the run's wall (virtual) time
+// including failures; local_bytes / remote_bytes count the samples of
+// completed partitions, by where they were read.
+// Output is deterministic: keys sorted, doubles printed shortest-exact.
+//
+// Not responsible for: producing the numbers (the engines do).
+// Thread-safety: plain functions and data.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+
+namespace loft::sim {
+
+struct PolicySummary {
+  double mean_iteration_ms = 0;
+  double p95_iteration_ms = 0;
+  double total_s = 0;
+  double straggler_wait_ms = 0;
+  int64_t local_bytes = 0;
+  int64_t remote_bytes = 0;
+  std::optional<double> final_accuracy;
+  int64_t iterations = 0;
+  int64_t epochs_completed = 0;
+};
+
+struct RunSummary {
+  std::map<std::string, PolicySummary> policies;  // by policy name
+  std::optional<double> bound_mean_iteration_ms;
+};
+
+// Fills mean/p95 of `iteration_ms` (and iterations). Empty → zeros.
+void SetIterationStats(std::span<const double> iteration_ms, PolicySummary* out);
+// Nearest-rank percentile (p in (0, 100]) of unsorted values; 0 if empty.
+double Percentile(std::span<const double> values, double p);
+
+std::string SummaryToJson(const RunSummary& summary);
+Status WriteSummaryJson(const RunSummary& summary, const std::string& path);
+// Parses a summary.json written by SummaryToJson (or by hand); errors name
+// the missing or mistyped field.
+StatusOr<RunSummary> ParseSummaryJson(const std::string& text);
+
+// A one-screen table of the policies (for stdout).
+std::string SummaryTable(const RunSummary& summary);
+
+}  // namespace loft::sim
