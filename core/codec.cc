@@ -32,8 +32,9 @@ StatusOr<v1::Envelope> Decode(std::string_view bytes, size_t max_bytes) {
     return InvalidArgument(fmt::format("frame of {} bytes is not a valid Envelope", bytes.size()));
   }
   if (env.protocol_version() != kProtocolVersion) {
-    return FailedPrecondition(fmt::format("protocol version {} is not supported (this build speaks version {})",
-                                          env.protocol_version(), kProtocolVersion));
+    return FailedPrecondition(
+        fmt::format("protocol version {} is not supported (this build speaks version {})",
+                    env.protocol_version(), kProtocolVersion));
   }
   if (env.body_case() == v1::Envelope::BODY_NOT_SET) {
     return InvalidArgument("Envelope has no body (unknown or missing message type)");

@@ -63,9 +63,12 @@ StatusOr<CurveKeyPair> ReadCurveKeyPair(const std::string& key_path) {
   int line = 0;
   while (in >> word >> value) {
     ++line;
-    if (word == "public") kp.public_key = value;
-    else if (word == "secret") kp.secret_key = value;
-    else return InvalidArgument(fmt::format("{}:{}: expected 'public <key>' or 'secret <key>'", key_path, line));
+    if (word == "public")
+      kp.public_key = value;
+    else if (word == "secret")
+      kp.secret_key = value;
+    else
+      return InvalidArgument(fmt::format("{}:{}: expected 'public <key>' or 'secret <key>'", key_path, line));
   }
   if (!IsValidZ85Key(kp.public_key)) return InvalidArgument(key_path + ": missing or malformed public key");
   if (!IsValidZ85Key(kp.secret_key)) return InvalidArgument(key_path + ": missing or malformed secret key");
@@ -119,8 +122,8 @@ Status CheckInsecureAllowed(const std::vector<std::string>& endpoints) {
   return OkStatus();
 }
 
-StatusOr<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::Start(zmq::context_t& ctx,
-                                                                     std::map<std::string, std::string> allowed) {
+StatusOr<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::Start(
+    zmq::context_t& ctx, std::map<std::string, std::string> allowed) {
   std::unique_ptr<ZapAuthenticator> auth(new ZapAuthenticator(std::move(allowed)));
   try {
     zmq::socket_t sock(ctx, zmq::socket_type::rep);
@@ -173,7 +176,8 @@ void ZapAuthenticator::Run(zmq::socket_t sock) {
           spdlog::warn("ZAP: refused CURVE key {} from {}", z85, address);
         }
       } else {
-        spdlog::warn("ZAP: refused {} handshake from {}", mechanism.empty() ? "malformed" : mechanism, address);
+        spdlog::warn("ZAP: refused {} handshake from {}", mechanism.empty() ? "malformed" : mechanism,
+                     address);
       }
       (code == "200" ? accepted_ : denied_)++;
       std::array<std::string, 6> reply{"1.0", request_id, code, text, user, ""};

@@ -19,8 +19,6 @@
 // functions are stateless.
 #pragma once
 
-#include <zmq.hpp>
-
 #include <atomic>
 #include <map>
 #include <memory>
@@ -28,6 +26,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <zmq.hpp>
 
 #include "core/status.h"
 

@@ -22,9 +22,12 @@ bool ValidName(const std::string& s, bool allow_colon) {
 std::string EscapeHelp(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -32,10 +35,14 @@ std::string EscapeHelp(const std::string& s) {
 std::string EscapeLabelValue(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '"') out += "\\\"";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '"')
+      out += "\\\"";
+    else
+      out += c;
   }
   return out;
 }
@@ -79,7 +86,8 @@ void Counter::Increment(double v) {
   value_.fetch_add(v, std::memory_order_relaxed);
 }
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
 void Histogram::Observe(double v) {
   size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
@@ -202,7 +210,8 @@ StatusOr<HistogramFamily*> Registry::AddHistogram(const std::string& name, const
   }
   std::lock_guard lock(mu_);
   LOFT_ASSIGN_OR_RETURN(Entry * e, Declare(name, MetricType::kHistogram, label_names));
-  if (!e->histogram) e->histogram.reset(new HistogramFamily(name, help, std::move(label_names), std::move(bounds)));
+  if (!e->histogram)
+    e->histogram.reset(new HistogramFamily(name, help, std::move(label_names), std::move(bounds)));
   return e->histogram.get();
 }
 

@@ -86,7 +86,9 @@ class Family {
   friend class Registry;
   Family(std::string name, std::string help, std::vector<std::string> label_names,
          std::vector<double> bounds = {})
-      : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)),
+      : name_(std::move(name)),
+        help_(std::move(help)),
+        label_names_(std::move(label_names)),
         bounds_(std::move(bounds)) {}
   void Render(MetricType type, std::string* out) const;
 

@@ -75,10 +75,13 @@ struct MetricsHttpServer::Impl {
 };
 
 MetricsHttpServer::MetricsHttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-MetricsHttpServer::~MetricsHttpServer() { Stop(); }
+MetricsHttpServer::~MetricsHttpServer() {
+  Stop();
+}
 
 StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const metrics::Registry* registry,
-                                                                      const std::string& address, uint16_t port) {
+                                                                      const std::string& address,
+                                                                      uint16_t port) {
   auto impl = std::make_unique<Impl>();
   impl->registry = registry;
   beast::error_code ec;
@@ -89,7 +92,9 @@ StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const metr
   if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) impl->acceptor.bind(ep, ec);
   if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Unavailable("metrics http: cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message());
+  if (ec)
+    return Unavailable("metrics http: cannot listen on " + address + ":" + std::to_string(port) + ": " +
+                       ec.message());
   impl->port = impl->acceptor.local_endpoint().port();
   impl->Accept();
   Impl* raw = impl.get();
@@ -97,7 +102,9 @@ StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const metr
   return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(impl)));
 }
 
-uint16_t MetricsHttpServer::port() const { return impl_->port; }
+uint16_t MetricsHttpServer::port() const {
+  return impl_->port;
+}
 
 void MetricsHttpServer::Stop() {
   if (!impl_ || !impl_->thread.joinable()) return;

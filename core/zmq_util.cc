@@ -107,8 +107,8 @@ Status SendMultipart(zmq::socket_ref s, std::vector<zmq::message_t>& frames, boo
       auto sent = s.send(frames[i], flags);
       if (!sent) {
         // Only the first frame can block: libzmq queues multipart messages atomically.
-        return ResourceExhausted(fmt::format("send would block at frame {} of {} (backpressure)", i + 1,
-                                             frames.size()));
+        return ResourceExhausted(
+            fmt::format("send would block at frame {} of {} (backpressure)", i + 1, frames.size()));
       }
     }
     return OkStatus();
@@ -139,7 +139,8 @@ StatusOr<std::vector<zmq::message_t>> RecvMultipart(zmq::socket_ref s, bool dont
   try {
     while (true) {
       zmq::message_t m;
-      auto flags = (dontwait && frames.empty() && total == 0) ? zmq::recv_flags::dontwait : zmq::recv_flags::none;
+      auto flags =
+          (dontwait && frames.empty() && total == 0) ? zmq::recv_flags::dontwait : zmq::recv_flags::none;
       auto got = s.recv(m, flags);
       if (!got) {
         if (total == 0) {
@@ -165,7 +166,8 @@ StatusOr<std::vector<zmq::message_t>> RecvMultipart(zmq::socket_ref s, bool dont
 StatusOr<v1::Envelope> RecvEnvelope(zmq::socket_ref s, size_t max_bytes, std::vector<zmq::message_t>* extra) {
   LOFT_ASSIGN_OR_RETURN(std::vector<zmq::message_t> frames, RecvMultipart(s));
   if (frames.empty()) return Internal("empty message");
-  auto env = Decode(std::string_view(static_cast<const char*>(frames[0].data()), frames[0].size()), max_bytes);
+  auto env =
+      Decode(std::string_view(static_cast<const char*>(frames[0].data()), frames[0].size()), max_bytes);
   if (extra) {
     extra->clear();
     for (size_t i = 1; i < frames.size(); ++i) extra->push_back(std::move(frames[i]));

@@ -23,12 +23,11 @@
 // one thread. The functions keep no state of their own.
 #pragma once
 
-#include <zmq.hpp>
-
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
+#include <zmq.hpp>
 
 #include "core/codec.h"
 #include "core/curve.h"
@@ -38,12 +37,12 @@ namespace loft {
 
 struct SocketOptions {
   size_t max_message_bytes = kDefaultMaxMessageBytes;  // ZMQ_MAXMSGSIZE, > 0
-  int linger_ms = 0;          // ZMQ_LINGER on close
-  int send_hwm = 1000;        // ZMQ_SNDHWM, messages
-  int recv_hwm = 1000;        // ZMQ_RCVHWM, messages
-  int send_timeout_ms = -1;   // ZMQ_SNDTIMEO; -1 = block
-  int recv_timeout_ms = -1;   // ZMQ_RCVTIMEO; -1 = block
-  std::string routing_id;     // ZMQ_ROUTING_ID for DEALERs; empty = libzmq picks
+  int linger_ms = 0;                                   // ZMQ_LINGER on close
+  int send_hwm = 1000;                                 // ZMQ_SNDHWM, messages
+  int recv_hwm = 1000;                                 // ZMQ_RCVHWM, messages
+  int send_timeout_ms = -1;                            // ZMQ_SNDTIMEO; -1 = block
+  int recv_timeout_ms = -1;                            // ZMQ_RCVTIMEO; -1 = block
+  std::string routing_id;                              // ZMQ_ROUTING_ID for DEALERs; empty = libzmq picks
   // CURVE: a server socket needs `curve_own` and `curve_server = true`; a
   // client needs `curve_own` and `curve_server_public`. Unset = plain
   // (only allowed on loopback: see CheckInsecureAllowed in core/curve.h).

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "core/codec.h"
+
+#include <catch2/catch.hpp>
 
 using namespace loft;
 

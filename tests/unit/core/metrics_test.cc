@@ -1,9 +1,8 @@
-#include <catch2/catch.hpp>
+#include "core/metrics.h"
 
+#include <catch2/catch.hpp>
 #include <thread>
 #include <vector>
-
-#include "core/metrics.h"
 
 using namespace loft;
 using namespace loft::metrics;
