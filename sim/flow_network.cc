@@ -27,8 +27,19 @@ uint64_t FlowNetwork::Start(int server, int reader, double bytes, Done done) {
   Advance();
   const uint64_t id = next_id_++;
   flows_.emplace(id, Flow{server, reader, bytes, 0, std::move(done)});
-  Recompute();
+  dirty_ = true;
+  if (!settle_pending_) {
+    settle_pending_ = true;
+    queue_->At(queue_->now_ms(), [this] { Settle(); });
+  }
   return id;
+}
+
+void FlowNetwork::Settle() {
+  settle_pending_ = false;
+  if (!dirty_) return;  // a finish or cancel at this instant already recomputed
+  Advance();
+  Recompute();
 }
 
 void FlowNetwork::CancelNode(int node) {
@@ -55,7 +66,11 @@ void FlowNetwork::Cancel(uint64_t flow) {
   Recompute();
 }
 
-double FlowNetwork::RateOf(uint64_t flow) const {
+double FlowNetwork::RateOf(uint64_t flow) {
+  if (dirty_) {
+    Advance();
+    Recompute();
+  }
   auto it = flows_.find(flow);
   return it == flows_.end() ? 0.0 : it->second.rate;
 }
@@ -72,6 +87,7 @@ void FlowNetwork::Advance() {
 void FlowNetwork::Recompute() {
   ++recomputes_;
   ++generation_;
+  dirty_ = false;
   if (flows_.empty()) return;
   // Resources: 2·node = uplink of node, 2·node + 1 = downlink of node.
   touched_.clear();

@@ -4,7 +4,10 @@
 // the server's uplink and the reader's downlink, shared with every other
 // flow crossing either. Rates are the max-min fair allocation computed by
 // progressive filling, recomputed whenever a flow starts, finishes or is
-// cancelled; the earliest finishing flow is the one pending event.
+// cancelled; the earliest finishing flow is the one pending event. Flows
+// started at the same instant are settled by one recomputation (an event
+// at the same time, after the ones already queued), so starting k flows
+// costs one progressive filling, not k.
 //
 // Latency is not modelled here (the caller starts a flow after the link
 // latency). Not responsible for: disks, compute, which samples a flow
@@ -37,8 +40,9 @@ class FlowNetwork {
   // Cancels one flow without running its Done. Unknown ids are ignored.
   void Cancel(uint64_t flow);
 
-  // Current rate of a flow in bytes/ms (0 if unknown). For tests.
-  double RateOf(uint64_t flow) const;
+  // Current rate of a flow in bytes/ms (0 if unknown); settles flows
+  // started at this instant first. For tests.
+  double RateOf(uint64_t flow);
   size_t active() const { return flows_.size(); }
   uint64_t recomputes() const { return recomputes_; }
 
@@ -53,6 +57,10 @@ class FlowNetwork {
   void Advance();    // drain remaining bytes up to now
   void Recompute();  // max-min fair rates + reschedule the next finish
   void OnTimer(uint64_t generation);
+  void Settle();
+
+  bool settle_pending_ = false;
+  bool dirty_ = false;  // flows changed since the last Recompute
 
   EventQueue* queue_;
   std::vector<double> up_;

@@ -97,6 +97,28 @@ TEST_CASE("cancelling a node fails its flows", "[sim][network]") {
   CHECK(t_ok == Approx(1.0 + 9.5));
 }
 
+TEST_CASE("flows started at one instant share one recomputation", "[sim][network]") {
+  EventQueue q;
+  std::vector<double> up(11, 1000.0), down(11, 1000.0);
+  down[10] = 20.0;  // node 10 reads from nodes 0..9 through a 20 bytes/ms downlink
+  FlowNetwork net(&q, up, down);
+  double last = 0;
+  int done = 0;
+  for (int s = 0; s < 10; ++s) {
+    net.Start(s, 10, 10.0 * (s + 1), [&](bool ok) {
+      CHECK(ok);
+      ++done;
+      last = q.now_ms();
+    });
+  }
+  q.RunUntil(0);
+  CHECK(net.recomputes() == 1);
+  q.RunUntil(1e9);
+  CHECK(done == 10);
+  // The downlink stays saturated until the last byte: 550 bytes / 20.
+  CHECK(last == Approx(550.0 / 20.0));
+}
+
 TEST_CASE("summary.json round-trips and has the documented fields", "[sim][summary]") {
   RunSummary s;
   PolicySummary p;
