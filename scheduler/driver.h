@@ -33,8 +33,8 @@
 #include "core/cluster_spec.h"
 #include "core/status.h"
 #include "scheduler/plan.h"
+#include "scheduler/proto/state.pb.h"
 #include "scheduler/scheduler_state.h"
-#include "state.pb.h"
 
 namespace loft::sched {
 

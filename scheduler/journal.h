@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "state.pb.h"
+#include "scheduler/proto/state.pb.h"
 
 namespace rocksdb {
 class DB;

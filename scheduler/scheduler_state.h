@@ -39,7 +39,7 @@
 #include "scheduler/epoch_sampler.h"
 #include "scheduler/ledger.h"
 #include "scheduler/plan.h"
-#include "state.pb.h"
+#include "scheduler/proto/state.pb.h"
 
 namespace loft::sched {
 

@@ -1,0 +1,101 @@
+#include "scheduler/assigner.h"
+
+#include <algorithm>
+#include <string>
+
+namespace loft::sched {
+
+StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& request, bool locality_aware,
+                                      const Placement& placement, const std::vector<bool>& live,
+                                      EpochSampler& sampler) {
+  const int nodes = placement.num_nodes();
+  if (static_cast<int>(live.size()) != nodes) {
+    return InvalidArgument("assign: live mask has " + std::to_string(live.size()) +
+                           " entries, placement has " + std::to_string(nodes) + " nodes");
+  }
+  // Validate the whole plan before taking anything.
+  std::vector<int> cost_index(plan.workers.size(), -1);
+  for (size_t w = 0; w < plan.workers.size(); ++w) {
+    const WorkerPlan& wp = plan.workers[w];
+    for (size_t k = 0; k < request.workers.size(); ++k) {
+      if (request.workers[k].node == wp.node) cost_index[w] = static_cast<int>(k);
+    }
+    if (cost_index[w] < 0 || wp.node < 0 || wp.node >= nodes) {
+      return InvalidArgument("assign: plan worker node " + std::to_string(wp.node) +
+                             " is not in the request");
+    }
+    if (wp.batch < 0 || wp.local < 0 || wp.remote < 0) {
+      return InvalidArgument("assign: plan worker node " + std::to_string(wp.node) + " has a negative count");
+    }
+    for (const auto& [peer, count] : wp.remote_from) {
+      if (peer < 0 || peer >= nodes || count < 0) {
+        return InvalidArgument("assign: plan worker node " + std::to_string(wp.node) + " remote_from (" +
+                               std::to_string(peer) + ", " + std::to_string(count) + ") is invalid");
+      }
+    }
+  }
+
+  std::vector<int64_t> served(nodes, 0);
+  auto assignable = [&](uint64_t id) {
+    for (int32_t h : placement.Holders(id)) {
+      if (live[h]) return true;
+    }
+    return false;
+  };
+  auto source_for = [&](uint64_t id, int32_t self) {
+    if (placement.Holds(self, id)) return self;
+    int32_t best = -1;
+    for (int32_t h : placement.Holders(id)) {
+      if (!live[h]) continue;
+      if (best < 0 || sampler.available(h) > sampler.available(best) ||
+          (sampler.available(h) == sampler.available(best) &&
+           (served[h] < served[best] || (served[h] == served[best] && h < best)))) {
+        best = h;
+      }
+    }
+    return best;
+  };
+
+  Assignment out;
+  std::vector<uint64_t> tmp;
+  for (size_t w = 0; w < plan.workers.size(); ++w) {
+    const WorkerPlan& wp = plan.workers[w];
+    const WorkerInput& in = request.workers[cost_index[w]];
+    AssignedWorker aw;
+    aw.node = wp.node;
+    aw.planned_batch = wp.batch;
+    auto add = [&](uint64_t id, int32_t src) {
+      aw.sample_ids.push_back(id);
+      aw.sources.push_back(src);
+      if (src != wp.node) ++served[src];
+    };
+    int64_t got = 0;
+    if (locality_aware) {
+      tmp.clear();
+      got += sampler.TakeHeldBy(wp.node, std::min(wp.local, wp.batch), tmp);
+      for (uint64_t id : tmp) add(id, wp.node);
+      for (const auto& [peer, count] : wp.remote_from) {
+        if (peer == wp.node || !live[peer] || got >= wp.batch) continue;
+        tmp.clear();
+        got += sampler.TakeHeldBy(peer, std::min(count, wp.batch - got), tmp);
+        for (uint64_t id : tmp) add(id, peer);
+      }
+    }
+    if (got < wp.batch) {
+      tmp.clear();
+      const int64_t n = sampler.TakeInOrder(wp.batch - got, assignable, tmp);
+      got += n;
+      if (locality_aware) out.locality_fallbacks += n;
+      for (uint64_t id : tmp) add(id, source_for(id, wp.node));
+    }
+    for (int32_t s : aw.sources) (s == wp.node ? aw.local : aw.remote)++;
+    aw.predicted_ms = got > 0 ? PredictMs(in.cost, aw.local, aw.remote, request.overlap) : 0.0;
+    out.planned += wp.batch;
+    out.assigned += got;
+    out.makespan_ms = std::max(out.makespan_ms, aw.predicted_ms);
+    out.workers.push_back(std::move(aw));
+  }
+  return out;
+}
+
+}  // namespace loft::sched
