@@ -1,10 +1,528 @@
+// loftctl cluster commands:
+//   keygen --out DIR [--spec SPEC.yaml | --nodes a,b,...]
+//   status --scheduler ENDPOINT [--json] [--keys-dir DIR | --insecure]
+//   cluster run SPEC.yaml --policy P [--iterations N] --out DIR
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "core/cluster_spec.h"
+#include "core/codec.h"
+#include "core/curve.h"
+#include "core/placement.h"
+#include "core/zmq_util.h"
+#if __has_include("cache/ingest.h")
+#include "cache/ingest.h"
+#endif
+#include "sim/summary.h"
 #include "tools/loftctl/commands.h"
 
 namespace loft::ctl {
+namespace {
+namespace fs = std::filesystem;
+
+// Writes scheduler, per-node and operator ("loftctl") key pairs.
+Status Keygen(const std::string& out, const std::string& spec_path, const std::vector<std::string>& extra) {
+  std::vector<std::string> names = {"scheduler", "loftctl"};
+  if (!spec_path.empty()) {
+    LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(spec_path));
+    for (const auto& n : spec.nodes) names.push_back(n.name);
+  }
+  for (const auto& n : extra) names.push_back(n);
+  if (names.size() == 2) return InvalidArgument("keygen needs --spec or --nodes to name the agents");
+  for (const auto& name : names) {
+    if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
+      return InvalidArgument("invalid key name '" + name + "'");
+    }
+    LOFT_ASSIGN_OR_RETURN(CurveKeyPair kp, GenerateCurveKeyPair());
+    LOFT_RETURN_IF_ERROR(WriteCurveKeyPair(out, name, kp));
+  }
+  std::fprintf(stderr,
+               "wrote %zu key pairs to %s (<name>.key secret, <name>.pub public).\n"
+               "The scheduler accepts every <name>.pub in its keys_dir; give each machine its own\n"
+               "<name>.key plus the .pub files of everyone it must accept (docs/deployment.md).\n",
+               names.size(), out.c_str());
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::string> QueryStatus(const std::string& endpoint, const std::string& keys_dir, bool insecure,
+                                  int timeout_ms) {
+  zmq::context_t ctx(1);
+  SocketOptions so;
+  so.recv_timeout_ms = timeout_ms;
+  so.send_timeout_ms = timeout_ms;
+  if (!insecure) {
+    if (keys_dir.empty()) return InvalidArgument("--keys-dir is required unless --insecure");
+    LOFT_ASSIGN_OR_RETURN(CurveKeyPair own, ReadCurveKeyPair((fs::path(keys_dir) / "loftctl.key").string()));
+    LOFT_ASSIGN_OR_RETURN(std::string server_pub,
+                          ReadCurvePublicKey((fs::path(keys_dir) / "scheduler.pub").string()));
+    so.curve_own = own;
+    so.curve_server_public = server_pub;
+  } else {
+    LOFT_RETURN_IF_ERROR(CheckInsecureAllowed({endpoint}));
+  }
+  LOFT_ASSIGN_OR_RETURN(zmq::socket_t sock, MakeSocket(ctx, zmq::socket_type::dealer, so));
+  LOFT_RETURN_IF_ERROR(Connect(sock, endpoint));
+  v1::Envelope req;
+  req.mutable_status_request();
+  LOFT_RETURN_IF_ERROR(SendEnvelope(sock, req));
+  auto reply = RecvEnvelope(sock);
+  if (!reply.ok()) {
+    return Unavailable("no status reply from " + endpoint + ": " + reply.status().ToString());
+  }
+  if (reply->has_error()) return StatusFromError(reply->error());
+  if (!reply->has_status_reply()) {
+    return DataLoss(fmt::format("unexpected reply '{}' from {}", BodyName(*reply), endpoint));
+  }
+  return reply->status_reply().json();
+}
+
+namespace {
+
+std::string StatusTable(const nlohmann::json& j) {
+  std::string out;
+  auto get = [&](const char* k) { return j.contains(k) ? j[k].dump() : std::string("?"); };
+  out += fmt::format("view {}  epoch {}  iteration {}  policy {}\n", get("view"), get("epoch"),
+                     get("iteration"), get("policy"));
+  if (j.contains("ledger")) out += "ledger " + j["ledger"].dump() + "\n";
+  if (j.contains("workers") && j["workers"].is_array()) {
+    out += fmt::format("{:<16} {:>5} {:>8} {:>9} {:>10}  {}\n", "node", "live", "credits", "in_flight",
+                       "done", "profile");
+    for (const auto& w : j["workers"]) {
+      out +=
+          fmt::format("{:<16} {:>5} {:>8} {:>9} {:>10}  {}\n", w.value("name", "?"),
+                      w.value("live", false) ? "yes" : "no", w.value("credits", 0), w.value("in_flight", 0),
+                      w.value("partitions_done", 0), w.contains("profile") ? w["profile"].dump() : "");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) {
+  g_interrupted = true;
+}
+
+// A free TCP port on 127.0.0.1 (bound to port 0, then released).
+StatusOr<int> FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return IOError("socket() failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    return IOError("cannot bind a free port on 127.0.0.1");
+  }
+  int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// A child process with its output appended to a log file.
+struct Child {
+  std::string name;
+  std::vector<std::string> argv;
+  std::string log;
+  pid_t pid = -1;
+};
+
+Status Spawn(Child& c) {
+  pid_t pid = ::fork();
+  if (pid < 0) return IOError("fork failed for " + c.name);
+  if (pid == 0) {
+    int fd = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::close(fd);
+    }
+    std::vector<char*> args;
+    for (auto& a : c.argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "exec %s failed\n", args[0]);
+    ::_exit(127);
+  }
+  c.pid = pid;
+  return OkStatus();
+}
+
+// SIGTERM, wait up to `grace_ms`, then SIGKILL. Reaps the child.
+void Stop(Child& c, int grace_ms) {
+  if (c.pid <= 0) return;
+  ::kill(c.pid, SIGTERM);
+  for (int waited = 0; waited < grace_ms; waited += 20) {
+    if (::waitpid(c.pid, nullptr, WNOHANG) == c.pid) {
+      c.pid = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(c.pid, SIGKILL);
+  ::waitpid(c.pid, nullptr, 0);
+  c.pid = -1;
+}
+
+void KillNow(Child& c) {
+  if (c.pid <= 0) return;
+  ::kill(c.pid, SIGKILL);
+  ::waitpid(c.pid, nullptr, 0);
+  c.pid = -1;
+}
+
+bool Exited(Child& c) {
+  if (c.pid <= 0) return true;
+  int status = 0;
+  if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
+    c.pid = -1;
+    return true;
+  }
+  return false;
+}
+
+Status WriteText(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::trunc);
+  out << text;
+  if (!out) return IOError("cannot write " + p.string());
+  return OkStatus();
+}
+
+// Ingests every node's cache that has no completion marker yet.
+Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const std::string& dataset_dir) {
+  std::vector<int> missing;
+  for (int i = 0; i < spec.num_nodes(); ++i) {
+    if (!fs::exists(cache_root / spec.nodes[i].name / "LOFT_INGESTED")) missing.push_back(i);
+  }
+  if (missing.empty()) return OkStatus();
+#if __has_include("cache/ingest.h")
+  LOFT_ASSIGN_OR_RETURN(cache::IdxDataset ds, cache::LoadFashionMnist(dataset_dir, "train"));
+  LOFT_RETURN_IF_ERROR(cache::CheckSpecAgainstDataset(spec, ds, "train"));
+  LOFT_ASSIGN_OR_RETURN(Placement placement, Placement::FromSpec(spec));
+  for (int i : missing) {
+    fs::path dir = cache_root / spec.nodes[i].name;
+    LOFT_RETURN_IF_ERROR(cache::SampleCache::Destroy(dir.string()));
+    LOFT_ASSIGN_OR_RETURN(auto c, cache::SampleCache::Open(dir.string()));
+    LOFT_ASSIGN_OR_RETURN(auto r, cache::IngestSamples(*c, ds, placement.SamplesOf(i)));
+    c.reset();
+    LOFT_RETURN_IF_ERROR(WriteText(dir / "LOFT_INGESTED", std::to_string(r.samples) + "\n"));
+    std::fprintf(stderr, "ingested %lld samples into %s (%.2f s)\n", static_cast<long long>(r.samples),
+                 dir.c_str(), r.seconds);
+  }
+  return OkStatus();
+#else
+  (void)dataset_dir;
+  return FailedPrecondition("caches are missing under " + cache_root.string() +
+                            " and this loftctl was built without cache/ingest");
+#endif
+}
+
+struct RunOptions {
+  std::string spec_path;
+  std::string policy = "loft";
+  int64_t iterations = 0;
+  std::string out;
+  std::string cache_root;
+  std::string dataset_dir = "/usr/share/datasets/fashion-mnist";
+  bool insecure = false;
+  bool link_emulation = true;
+  int timeout_s = 900;
+  int heartbeat_timeout_ms = 1500;
+  int partition_timeout_ms = 5000;
+  std::string log_level = "info";
+};
+
+Status ClusterRun(const RunOptions& ro) {
+  LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(ro.spec_path));
+  fs::path out = fs::absolute(ro.out);
+  std::error_code ec;
+  fs::create_directories(out / "logs", ec);
+  if (ec) return IOError("cannot create " + out.string() + ": " + ec.message());
+  fs::path bindir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  if (ec) return Internal("cannot find this executable's directory");
+  for (const char* exe : {"loft-scheduler", "loft-agent"}) {
+    if (!fs::exists(bindir / exe)) return NotFound((bindir / exe).string() + " not found (build it first)");
+  }
+  fs::path cache_root = ro.cache_root.empty() ? out / "caches" : fs::absolute(ro.cache_root);
+  LOFT_RETURN_IF_ERROR(EnsureCaches(spec, cache_root, ro.dataset_dir));
+
+  fs::path keys = out / "keys";
+  if (!ro.insecure) {
+    std::vector<std::string> none;
+    LOFT_RETURN_IF_ERROR(Keygen(keys.string(), ro.spec_path, none));
+  }
+  LOFT_ASSIGN_OR_RETURN(int port, FreePort());
+  std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  fs::path journal = out / "scheduler-journal";
+  fs::remove_all(journal, ec);
+  std::string spec_abs = fs::absolute(ro.spec_path).string();
+  std::string sched_yaml = fmt::format(
+      "cluster_spec: {}\npolicy: {}\nbind: {}\njournal_dir: {}\nheartbeat_interval_ms: 250\n"
+      "heartbeat_timeout_ms: {}\npartition_timeout_ms: {}\niterations: {}\nlog_level: {}\n",
+      spec_abs, ro.policy, endpoint, journal.string(), ro.heartbeat_timeout_ms, ro.partition_timeout_ms,
+      ro.iterations, ro.log_level);
+  sched_yaml += ro.insecure ? "insecure: true\n" : fmt::format("keys_dir: {}\n", keys.string());
+  LOFT_RETURN_IF_ERROR(WriteText(out / "scheduler.yaml", sched_yaml));
+  Child sched{"scheduler",
+              {(bindir / "loft-scheduler").string(), "--config", (out / "scheduler.yaml").string()},
+              (out / "logs" / "scheduler.log").string()};
+  std::vector<Child> agents;
+  for (int i = 0; i < spec.num_nodes(); ++i) {
+    const std::string& name = spec.nodes[i].name;
+    std::string y = fmt::format(
+        "node_name: {}\ncluster_spec: {}\ncache_dir: {}\nscheduler_endpoint: {}\n"
+        "peer_bind: tcp://127.0.0.1:0\ncredits: 2\ncompute_mode: synthetic\nlink_emulation: {}\n"
+        "heartbeat_interval_ms: 250\nlog_level: {}\nseed: {}\n",
+        name, spec_abs, (cache_root / name).string(), endpoint, ro.link_emulation ? "true" : "false",
+        ro.log_level, i + 1);
+    y += ro.insecure ? "insecure: true\n" : fmt::format("keys_dir: {}\n", keys.string());
+    fs::path cfg = out / ("agent-" + name + ".yaml");
+    LOFT_RETURN_IF_ERROR(WriteText(cfg, y));
+    agents.push_back(Child{name,
+                           {(bindir / "loft-agent").string(), "--config", cfg.string()},
+                           (out / "logs" / ("agent-" + name + ".log")).string()});
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  auto shutdown_all = [&] {
+    for (auto& a : agents) Stop(a, 3000);
+    Stop(sched, 3000);
+  };
+
+  LOFT_RETURN_IF_ERROR(Spawn(sched));
+  for (auto& a : agents) {
+    Status s = Spawn(a);
+    if (!s.ok()) {
+      shutdown_all();
+      return s;
+    }
+  }
+  std::fprintf(stderr, "cluster run: scheduler %s (pid %d), %d agents, policy %s, logs in %s\n",
+               endpoint.c_str(), sched.pid, spec.num_nodes(), ro.policy.c_str(), (out / "logs").c_str());
+
+  // Failure injection: (time since the job started, node, kill?) events.
+  struct Event {
+    double at_s;
+    int node;
+    bool kill;
+  };
+  std::vector<Event> events;
+  for (int i = 0; i < spec.num_nodes(); ++i) {
+    for (const auto& f : spec.nodes[i].failures) {
+      events.push_back({f.at_s, i, true});
+      events.push_back({f.at_s + f.down_s, i, false});
+    }
+  }
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.at_s < b.at_s; });
+  size_t next_event = 0;
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> job_start;
+  auto since = [](auto t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  nlohmann::json last;
+  double last_print = -1;
+  std::string keys_arg = ro.insecure ? "" : keys.string();
+  Status result = OkStatus();
+  while (true) {
+    if (g_interrupted) {
+      result = Aborted("interrupted");
+      break;
+    }
+    if (since(t0) > ro.timeout_s) {
+      result = DeadlineExceeded(fmt::format("the job did not finish within {} s", ro.timeout_s));
+      break;
+    }
+    if (Exited(sched)) {
+      result = Internal("the scheduler exited; see " + sched.log);
+      break;
+    }
+    auto text = QueryStatus(endpoint, keys_arg, ro.insecure, 1000);
+    if (text.ok()) {
+      auto j = nlohmann::json::parse(*text, nullptr, false);
+      if (!j.is_discarded()) last = j;
+    }
+    if (!last.is_null()) {
+      if (!job_start && last.value("iteration", int64_t{-1}) >= 0)
+        job_start = std::chrono::steady_clock::now();
+      while (job_start && next_event < events.size() && since(*job_start) >= events[next_event].at_s) {
+        const Event& e = events[next_event++];
+        Child& a = agents[e.node];
+        if (e.kill) {
+          std::fprintf(stderr, "failure injection: SIGKILL %s at %.1f s\n", a.name.c_str(),
+                       since(*job_start));
+          KillNow(a);
+        } else if (a.pid <= 0) {
+          std::fprintf(stderr, "failure injection: restarting %s at %.1f s\n", a.name.c_str(),
+                       since(*job_start));
+          Status s = Spawn(a);
+          if (!s.ok()) std::fprintf(stderr, "restart failed: %s\n", s.ToString().c_str());
+        }
+      }
+      if (since(t0) - last_print >= 1.0) {
+        last_print = since(t0);
+        const auto& l = last["ledger"];
+        std::fprintf(
+            stderr,
+            "[%6.1f s] iteration %lld/%lld epoch %lld view %lld live %zu committed %lld retries %lld\n",
+            since(t0), static_cast<long long>(last.value("iteration", int64_t{-1}) + 1),
+            static_cast<long long>(last.value("iterations_target", int64_t{0})),
+            static_cast<long long>(last.value("epoch", int64_t{0})),
+            static_cast<long long>(last.value("view", int64_t{0})), last["live_nodes"].size(),
+            static_cast<long long>(l.value("samples_committed", int64_t{0})),
+            static_cast<long long>(l.value("retries", int64_t{0})));
+      }
+      if (last.value("finished", false)) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  shutdown_all();
+  if (!result.ok()) return result;
+
+  // summary.json: the loft-sim format plus "ledger".
+  const auto& run = last["run"];
+  sim::RunSummary summary;
+  sim::PolicySummary& ps = summary.policies[ro.policy];
+  std::vector<double> iters = run.value("iteration_ms", std::vector<double>{});
+  sim::SetIterationStats(iters, &ps);
+  ps.total_s = run.value("total_s", 0.0);
+  ps.straggler_wait_ms = run.value("straggler_wait_ms", 0.0);
+  ps.local_bytes = run.value("local_bytes", int64_t{0});
+  ps.remote_bytes = run.value("remote_bytes", int64_t{0});
+  ps.epochs_completed = last["ledger"].value("epochs_completed", int64_t{0});
+  auto sj = nlohmann::json::parse(sim::SummaryToJson(summary));
+  const auto& l = last["ledger"];
+  sj["ledger"] = {{"epochs_completed", l.value("epochs_completed", int64_t{0})},
+                  {"samples_committed", l.value("samples_committed", int64_t{0})},
+                  {"duplicates", l.value("duplicates", int64_t{0})},
+                  {"lost", l.value("lost", int64_t{0})},
+                  {"retries", l.value("retries", int64_t{0})},
+                  {"failed", l.value("failed", int64_t{0})},
+                  {"timed_out", l.value("timed_out", int64_t{0})}};
+  LOFT_RETURN_IF_ERROR(WriteText(out / "summary.json", sj.dump(2) + "\n"));
+  std::string csv = "iteration,iteration_ms\n";
+  for (size_t i = 0; i < iters.size(); ++i) csv += fmt::format("{},{}\n", i, iters[i]);
+  LOFT_RETURN_IF_ERROR(WriteText(out / "iterations.csv", csv));
+  LOFT_RETURN_IF_ERROR(WriteText(out / "status.json", last.dump(2) + "\n"));
+  std::fprintf(stderr, "cluster run: done. %s\n", (out / "summary.json").c_str());
+  std::cout << sim::SummaryTable(summary);
+  std::cout << "ledger " << sj["ledger"].dump() << "\n";
+  return OkStatus();
+}
+
+void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
+  auto* cluster = app.add_subcommand("cluster", "run a cluster spec as real processes on this machine");
+  auto* run =
+      cluster->add_subcommand("run", "start a scheduler and one agent per node on loopback, run the job");
+  cluster->require_subcommand(1);
+  auto ro = std::make_shared<RunOptions>();
+  run->add_option("spec", ro->spec_path, "cluster spec YAML")->required();
+  run->add_option("--policy", ro->policy, "uniform|lbbsp|pid|loft|loft-epoch")->capture_default_str();
+  run->add_option("--iterations", ro->iterations, "0 = the spec's training.iterations");
+  run->add_option("--out", ro->out, "output directory (summary.json, logs, keys, caches)")->required();
+  run->add_option("--cache-root", ro->cache_root,
+                  "cache directories (default OUT/caches); ingested if missing");
+  run->add_option("--dataset-dir", ro->dataset_dir, "Fashion-MNIST IDX directory")->capture_default_str();
+  run->add_flag("--insecure", ro->insecure, "no CURVE keys (loopback only)");
+  run->add_flag("!--no-link-emulation", ro->link_emulation, "do not emulate the spec's link rates");
+  run->add_option("--timeout-s", ro->timeout_s, "give up after this long")->capture_default_str();
+  run->add_option("--heartbeat-timeout-ms", ro->heartbeat_timeout_ms)->capture_default_str();
+  run->add_option("--partition-timeout-ms", ro->partition_timeout_ms)->capture_default_str();
+  run->add_option("--daemon-log-level", ro->log_level, "log level of the daemons")->capture_default_str();
+  run->callback([=] {
+    Status st = ClusterRun(*ro);
+    if (!st.ok()) {
+      std::fprintf(stderr, "loftctl cluster run: %s\n", st.ToString().c_str());
+      *exit_code = st.code() == StatusCode::kAborted ? 130 : 1;
+    }
+  });
+}
+
+}  // namespace
 
 void RegisterClusterCommands(CLI::App& app, int* exit_code) {
-  (void)app;
-  (void)exit_code;
+  // keygen
+  auto* keygen = app.add_subcommand("keygen", "write CURVE key pairs for the scheduler, nodes and loftctl");
+  auto kg_out = std::make_shared<std::string>();
+  auto kg_spec = std::make_shared<std::string>();
+  auto kg_nodes = std::make_shared<std::vector<std::string>>();
+  keygen->add_option("--out", *kg_out, "directory to write")->required();
+  keygen->add_option("--spec", *kg_spec, "cluster spec whose node names get key pairs");
+  keygen->add_option("--nodes", *kg_nodes, "node names (comma separated)")->delimiter(',');
+  keygen->callback([=] {
+    auto st = Keygen(*kg_out, *kg_spec, *kg_nodes);
+    if (!st.ok()) {
+      std::fprintf(stderr, "loftctl keygen: %s\n", st.ToString().c_str());
+      *exit_code = 1;
+    }
+  });
+
+  // status
+  auto* status = app.add_subcommand("status", "print a scheduler's membership, iteration and ledger");
+  auto st_ep = std::make_shared<std::string>();
+  auto st_keys = std::make_shared<std::string>();
+  auto st_json = std::make_shared<bool>(false);
+  auto st_insecure = std::make_shared<bool>(false);
+  auto st_timeout = std::make_shared<int>(3000);
+  status->add_option("--scheduler", *st_ep, "scheduler endpoint, e.g. tcp://10.0.0.1:7700")->required();
+  status->add_option("--keys-dir", *st_keys, "directory with loftctl.key and scheduler.pub");
+  status->add_flag("--insecure", *st_insecure, "plain TCP (loopback only)");
+  status->add_flag("--json", *st_json, "print the raw JSON document");
+  status->add_option("--timeout-ms", *st_timeout, "reply timeout")->capture_default_str();
+  status->callback([=] {
+    auto text = QueryStatus(*st_ep, *st_keys, *st_insecure, *st_timeout);
+    if (!text.ok()) {
+      std::fprintf(stderr, "loftctl status: %s\n", text.status().ToString().c_str());
+      *exit_code = 1;
+      return;
+    }
+    if (*st_json) {
+      std::cout << *text << "\n";
+      return;
+    }
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_discarded()) {
+      std::fprintf(stderr, "loftctl status: scheduler sent malformed JSON\n");
+      *exit_code = 1;
+      return;
+    }
+    std::cout << StatusTable(j);
+  });
+
+  RegisterClusterRunCommand(app, exit_code);
 }
 
 }  // namespace loft::ctl

@@ -1,0 +1,119 @@
+#include "server/options.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/curve.h"
+
+namespace loft::server {
+namespace {
+
+Status FieldError(const std::string& source, const YAML::Node& n, const std::string& field,
+                  const std::string& problem) {
+  std::ostringstream os;
+  os << source;
+  if (n.IsDefined() && n.Mark().line >= 0) os << ":" << n.Mark().line + 1;
+  os << ": " << field << " " << problem;
+  return InvalidArgument(os.str());
+}
+
+template <typename T>
+Status Read(const std::string& source, const YAML::Node& root, const char* key, T* out) {
+  YAML::Node n = root[key];
+  if (!n.IsDefined() || n.IsNull()) return OkStatus();
+  if (!n.IsScalar()) return FieldError(source, n, key, "must be a scalar");
+  try {
+    *out = n.as<T>();
+  } catch (const YAML::Exception&) {
+    return FieldError(source, n, key, "has an invalid value '" + n.Scalar() + "'");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status SchedulerOptions::Validate() const {
+  if (cluster_spec.empty()) return InvalidArgument("cluster_spec is required");
+  if (policy.empty()) return InvalidArgument("policy must not be empty");
+  if (bind.empty()) return InvalidArgument("bind must not be empty");
+  if (journal_dir.empty()) return InvalidArgument("journal_dir must not be empty");
+  if (heartbeat_interval_ms <= 0) return InvalidArgument("heartbeat_interval_ms must be > 0");
+  if (heartbeat_timeout_ms <= heartbeat_interval_ms) {
+    return InvalidArgument("heartbeat_timeout_ms must be > heartbeat_interval_ms");
+  }
+  if (partition_timeout_ms <= 0) return InvalidArgument("partition_timeout_ms must be > 0");
+  if (metrics_port < 0 || metrics_port > 65535) return InvalidArgument("metrics_port must be in 0..65535");
+  if (iterations < 0) return InvalidArgument("iterations must be >= 0");
+  if (min_workers < 0) return InvalidArgument("min_workers must be >= 0");
+  if (max_message_bytes < 1024) return InvalidArgument("max_message_bytes must be >= 1024");
+  if (insecure) {
+    LOFT_RETURN_IF_ERROR(CheckInsecureAllowed({bind}));
+  } else if (keys_dir.empty()) {
+    return InvalidArgument(
+        "keys_dir is required (CURVE authentication is on by default); "
+        "run `loftctl keygen --out DIR`, or set insecure on a loopback bind");
+  }
+  return OkStatus();
+}
+
+Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& source,
+                             SchedulerOptions* opts) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ": not valid YAML: " + e.what());
+  }
+  if (root.IsNull()) return OkStatus();
+  if (!root.IsMap()) return InvalidArgument(source + ": must be a mapping of option: value");
+  static const std::set<std::string> kKeys = {"cluster_spec",
+                                              "policy",
+                                              "bind",
+                                              "journal_dir",
+                                              "heartbeat_interval_ms",
+                                              "heartbeat_timeout_ms",
+                                              "partition_timeout_ms",
+                                              "keys_dir",
+                                              "insecure",
+                                              "metrics_port",
+                                              "metrics_address",
+                                              "iterations",
+                                              "min_workers",
+                                              "journal_sync",
+                                              "log_level",
+                                              "max_message_bytes"};
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    if (!kKeys.count(key)) return FieldError(source, kv.first, key, "is not a known option");
+  }
+  LOFT_RETURN_IF_ERROR(Read(source, root, "cluster_spec", &opts->cluster_spec));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "policy", &opts->policy));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "bind", &opts->bind));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "journal_dir", &opts->journal_dir));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "heartbeat_interval_ms", &opts->heartbeat_interval_ms));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "heartbeat_timeout_ms", &opts->heartbeat_timeout_ms));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "partition_timeout_ms", &opts->partition_timeout_ms));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "keys_dir", &opts->keys_dir));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "insecure", &opts->insecure));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "metrics_port", &opts->metrics_port));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "metrics_address", &opts->metrics_address));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "iterations", &opts->iterations));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "min_workers", &opts->min_workers));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "journal_sync", &opts->journal_sync));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "log_level", &opts->log_level));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "max_message_bytes", &opts->max_message_bytes));
+  return OkStatus();
+}
+
+Status LoadSchedulerOptionsFile(const std::string& path, SchedulerOptions* opts) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot open scheduler config '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseSchedulerOptions(ss.str(), path, opts);
+}
+
+}  // namespace loft::server

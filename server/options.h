@@ -1,0 +1,61 @@
+// SchedulerOptions: everything `loft-scheduler` is configured with. Plain
+// struct with in-class defaults; loaded from a YAML file (keys below, all
+// optional except cluster_spec) and then overridden by command-line flags.
+//
+//   cluster_spec: examples/clusters/homogeneous.yaml   # the job's cluster spec
+//   policy: loft                    # uniform | lbbsp | pid | loft | loft-epoch
+//   bind: tcp://0.0.0.0:7700        # ROUTER endpoint agents connect to
+//   journal_dir: /var/lib/loft/scheduler-journal
+//   heartbeat_interval_ms: 500      # agents are told to beat this often
+//   heartbeat_timeout_ms: 3000      # a silent agent is dropped after this
+//   partition_timeout_ms: 30000     # a sent partition not done by then is retried
+//   keys_dir: /etc/loft/keys        # from `loftctl keygen`; CURVE is on by default
+//   insecure: false                 # plain TCP; only allowed on loopback binds
+//   metrics_port: 9464              # Prometheus text on http://<host>:port/metrics; 0 = off
+//   metrics_address: 127.0.0.1      # interface the metrics endpoint binds
+//   iterations: 0                   # 0 = the spec's training.iterations
+//   min_workers: 0                  # live workers before the first plan; 0 = all spec nodes
+//   journal_sync: true              # fsync every journal batch before acting on it
+//   log_level: info
+//   max_message_bytes: 16777216     # per ZeroMQ message (ZMQ_MAXMSGSIZE)
+//
+// Not responsible for: reading keys or the spec (the daemon does that).
+// Thread-safety: plain value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace loft::server {
+
+struct SchedulerOptions {
+  std::string cluster_spec;
+  std::string policy = "loft";
+  std::string bind = "tcp://127.0.0.1:7700";
+  std::string journal_dir = "scheduler-journal";
+  int64_t heartbeat_interval_ms = 500;
+  int64_t heartbeat_timeout_ms = 3000;
+  int64_t partition_timeout_ms = 30000;
+  std::string keys_dir;
+  bool insecure = false;
+  int metrics_port = 0;
+  std::string metrics_address = "127.0.0.1";
+  int64_t iterations = 0;
+  int min_workers = 0;       // live workers needed before the first iteration; 0 = every spec node
+  bool journal_sync = true;  // fsync each journal batch
+  std::string log_level = "info";
+  int64_t max_message_bytes = 16 << 20;
+
+  // Names the first invalid field. `insecure` requires a loopback bind
+  // (CheckInsecureAllowed in core/curve.h); without it keys_dir is required.
+  Status Validate() const;
+};
+
+// Reads the YAML file over `opts` (unknown keys are errors naming the
+// file and line). Fields absent from the file keep their current value.
+Status LoadSchedulerOptionsFile(const std::string& path, SchedulerOptions* opts);
+Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& source, SchedulerOptions* opts);
+
+}  // namespace loft::server

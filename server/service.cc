@@ -1,0 +1,577 @@
+#include "server/service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/codec.h"
+
+namespace loft::server {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+constexpr size_t kMaxIterationSamples = 100000;
+constexpr int64_t kMaxCredits = 1024;
+
+double PercentileOf(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+}  // namespace
+
+SchedulerService::SchedulerService(const SchedulerOptions& opts, ClusterSpec spec,
+                                   SchedulerTransport* transport, metrics::Registry* registry)
+    : opts_(opts), spec_(std::move(spec)), transport_(transport) {
+  nodes_.resize(spec_.nodes.size());
+  (void)registry;
+}
+
+StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const SchedulerOptions& opts,
+                                                                     ClusterSpec spec,
+                                                                     SchedulerTransport* transport,
+                                                                     metrics::Registry* registry,
+                                                                     double now_ms) {
+  std::unique_ptr<SchedulerService> s(new SchedulerService(opts, std::move(spec), transport, registry));
+  LOFT_ASSIGN_OR_RETURN(s->g_view_, registry->AddGauge("loft_scheduler_view", "Membership view number."));
+  LOFT_ASSIGN_OR_RETURN(
+      s->g_iteration_, registry->AddGauge("loft_scheduler_iteration", "Last planned iteration (-1 = none)."));
+  LOFT_ASSIGN_OR_RETURN(s->g_in_flight_,
+                        registry->AddGauge("loft_scheduler_in_flight",
+                                           "Partitions sent and not finished, per node.", {"node"}));
+  LOFT_ASSIGN_OR_RETURN(s->g_max_in_flight_,
+                        registry->AddGauge("loft_scheduler_max_in_flight",
+                                           "Most partitions ever in flight to a node at once.", {"node"}));
+  LOFT_ASSIGN_OR_RETURN(s->g_credits_,
+                        registry->AddGauge("loft_scheduler_credits", "Unused credits per node.", {"node"}));
+  LOFT_ASSIGN_OR_RETURN(s->g_ledger_,
+                        registry->AddGauge("loft_scheduler_ledger", "Ledger counters.", {"counter"}));
+  LOFT_ASSIGN_OR_RETURN(s->h_iteration_, registry->AddHistogram("loft_scheduler_iteration_ms",
+                                                                "Iteration wall time, plan to last ack.",
+                                                                metrics::DefaultMillisBuckets()));
+  LOFT_ASSIGN_OR_RETURN(s->h_journal_, registry->AddHistogram("loft_scheduler_journal_append_ms",
+                                                              "Time to persist one journal batch.",
+                                                              metrics::DefaultMillisBuckets()));
+  LOFT_RETURN_IF_ERROR(s->Init(now_ms));
+  return s;
+}
+
+Status SchedulerService::Init(double now_ms) {
+  {
+    std::ifstream in(opts_.cluster_spec);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    spec_text_ = ss.str();
+  }
+  sched::SchedulerOptions so;
+  so.timeout_min_ms = static_cast<double>(opts_.partition_timeout_ms);
+  sched::JournalOptions jo;
+  jo.sync = opts_.journal_sync;
+  LOFT_ASSIGN_OR_RETURN(journal_, sched::Journal::Open(opts_.journal_dir, jo));
+  LOFT_ASSIGN_OR_RETURN(auto updates, journal_->ReadAll());
+  if (updates.empty()) {
+    LOFT_ASSIGN_OR_RETURN(driver_, sched::JobDriver::Create(spec_, opts_.policy, so));
+  } else {
+    LOFT_ASSIGN_OR_RETURN(driver_, sched::JobDriver::Recover(spec_, opts_.policy, so, updates));
+    recovered_ = true;
+    started_ = driver_->state().next_iteration() > 0;
+    const auto& c = driver_->state().ledger().counters();
+    spdlog::warn(
+        "recovered from journal {}: {} updates, view {}, epoch {}, next iteration {}, {} committed, "
+        "{} partitions in flight",
+        opts_.journal_dir, updates.size(), driver_->state().view(), driver_->state().epoch(),
+        driver_->state().next_iteration(), c.samples_committed, driver_->state().ledger().in_flight());
+    LoadSessions(now_ms);
+  }
+  started_ms_ = now_ms;
+  for (auto& n : nodes_) n.last_seen_ms = now_ms;
+  return OkStatus();
+}
+
+int64_t SchedulerService::target_iterations() const {
+  return opts_.iterations > 0 ? opts_.iterations : spec_.training.iterations;
+}
+
+void SchedulerService::Record(const sched::Updates& u) {
+  unflushed_.insert(unflushed_.end(), u.begin(), u.end());
+}
+
+Status SchedulerService::Flush() {
+  if (unflushed_.empty()) return OkStatus();
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = journal_->AppendAll(unflushed_);
+  h_journal_->Get().Observe(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  if (!st.ok()) return st.WithContext("journal append");
+  unflushed_.clear();
+  return OkStatus();
+}
+
+void SchedulerService::Observe(const sched::Updates& updates, double now_ms) {
+  const auto& ledger = driver_->state().ledger();
+  for (const auto& u : updates) {
+    uint64_t id = 0;
+    if (u.has_partition_done())
+      id = u.partition_done().done().partition_id();
+    else if (u.has_partition_failed())
+      id = u.partition_failed().failed().partition_id();
+    else if (u.has_partition_timed_out())
+      id = u.partition_timed_out().partition_id();
+    else
+      continue;
+    const auto* rec = ledger.Find(id);
+    if (rec == nullptr || !sched::IsTerminal(rec->state) || rec->finished_ms != now_ms) continue;
+    auto it = sent_.find(id);
+    if (it == sent_.end()) continue;  // a replayed or never-sent partition
+    NodeSession& n = nodes_[it->second];
+    n.in_flight = std::max<int64_t>(0, n.in_flight - 1);
+    sent_.erase(it);
+    if (rec->state == sched::PartitionState::kDone) {
+      ++n.partitions_done;
+      auto& it_stats = open_iterations_[rec->partition.iteration()];
+      it_stats.worker_ms[rec->partition.worker()] = rec->finished_ms - rec->sent_ms;
+      it_stats.last_done_ms = std::max(it_stats.last_done_ms, now_ms);
+      if (u.has_partition_done()) {
+        local_bytes_ += u.partition_done().done().timings().local_bytes();
+        remote_bytes_ += u.partition_done().done().timings().remote_bytes();
+      }
+    }
+  }
+  // Close finished iterations (BSP: every partition of it is terminal).
+  for (auto it = open_iterations_.begin(); it != open_iterations_.end();) {
+    if (ledger.OpenInIteration(it->first) > 0) {
+      ++it;
+      continue;
+    }
+    const IterationStats& s = it->second;
+    if (!s.worker_ms.empty()) {
+      double wall = s.last_done_ms - s.planned_ms;
+      double slowest = 0;
+      for (auto& [node, ms] : s.worker_ms) slowest = std::max(slowest, ms);
+      double wait = 0;
+      for (auto& [node, ms] : s.worker_ms) wait += slowest - ms;
+      straggler_wait_sum_ms_ += wait;
+      if (iteration_ms_.size() < kMaxIterationSamples) iteration_ms_.push_back(wall);
+      h_iteration_->Get().Observe(wall);
+      finished_ms_ = s.last_done_ms;
+    }
+    it = open_iterations_.erase(it);
+  }
+}
+
+StatusOr<int32_t> SchedulerService::Authenticate(const PeerInfo& peer, int32_t node) const {
+  if (node < 0 || node >= spec_.num_nodes()) {
+    return InvalidArgument("node " + std::to_string(node) + " is not in the cluster spec (0.." +
+                           std::to_string(spec_.num_nodes() - 1) + ")");
+  }
+  if (peer.authenticated && peer.name != spec_.nodes[node].name) {
+    return PermissionDenied("key '" + peer.name + "' may not speak for node '" + spec_.nodes[node].name +
+                            "'");
+  }
+  return node;
+}
+
+Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, double now_ms,
+                                v1::Envelope* reply, int32_t* sender_node) {
+  *sender_node = -1;
+  switch (in.body_case()) {
+    case v1::Envelope::kRegisterRequest:
+      return OnRegister(in.register_request(), peer, now_ms, reply, sender_node);
+    case v1::Envelope::kHeartbeat: {
+      const auto& hb = in.heartbeat();
+      LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, hb.node()));
+      NodeSession& n = nodes_[node];
+      if (!n.connected)
+        return FailedPrecondition("node " + spec_.nodes[node].name + " is not registered; register");
+      if (hb.credits() < 0 || hb.credits() > kMaxCredits)
+        return InvalidArgument("heartbeat credits out of range");
+      *sender_node = node;
+      n.last_seen_ms = now_ms;
+      n.credits = std::min<int64_t>(kMaxCredits, n.credits + hb.credits());
+      if (!driver_->state().alive(node)) {
+        LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerAlive(node, now_ms));
+        Record(u);
+        view_dirty_ = true;
+        spdlog::info("node {} is alive again (view {})", spec_.nodes[node].name, driver_->state().view());
+      }
+      auto* r = reply->mutable_heartbeat();
+      r->set_node(node);
+      r->set_view(driver_->state().view());
+      return OkStatus();
+    }
+    case v1::Envelope::kCreditGrant: {
+      const auto& cg = in.credit_grant();
+      LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, cg.node()));
+      NodeSession& n = nodes_[node];
+      if (!n.connected)
+        return FailedPrecondition("node " + spec_.nodes[node].name + " is not registered; register");
+      if (cg.credits() <= 0 || cg.credits() > kMaxCredits)
+        return InvalidArgument("credit grant out of range");
+      *sender_node = node;
+      n.last_seen_ms = now_ms;
+      n.credits = std::min<int64_t>(kMaxCredits, n.credits + cg.credits());
+      return OkStatus();
+    }
+    case v1::Envelope::kPartitionDone: {
+      const auto& d = in.partition_done();
+      LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, d.node()));
+      *sender_node = node;
+      nodes_[node].last_seen_ms = now_ms;
+      LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionDone(d, now_ms));
+      Record(u);
+      Observe(u, now_ms);
+      return OkStatus();
+    }
+    case v1::Envelope::kPartitionFailed: {
+      const auto& f = in.partition_failed();
+      LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, f.node()));
+      *sender_node = node;
+      nodes_[node].last_seen_ms = now_ms;
+      spdlog::info("partition {} attempt {} failed on {}: {}", f.partition_id(), f.attempt(),
+                   spec_.nodes[node].name, f.reason());
+      LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionFailed(f, now_ms));
+      Record(u);
+      Observe(u, now_ms);
+      return OkStatus();
+    }
+    case v1::Envelope::kStatusRequest:
+      reply->mutable_status_reply()->set_json(StatusJson(now_ms));
+      return OkStatus();
+    default:
+      return Unimplemented("the scheduler does not accept '" + std::string(BodyName(in)) + "' messages");
+  }
+}
+
+Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerInfo& peer, double now_ms,
+                                    v1::Envelope* reply, int32_t* sender) {
+  int node = spec_.FindNode(req.node_name());
+  if (node < 0) return NotFound("node '" + req.node_name() + "' is not in the cluster spec");
+  LOFT_RETURN_IF_ERROR(Authenticate(peer, node).status());
+  if (req.credits() <= 0 || req.credits() > kMaxCredits) {
+    return InvalidArgument("register credits must be in 1.." + std::to_string(kMaxCredits));
+  }
+  if (req.peer_endpoint().empty()) return InvalidArgument("register without a peer_endpoint");
+  LOFT_ASSIGN_OR_RETURN(auto u, driver_->RegisterWorker(node, now_ms));
+  Record(u);
+  Observe(u, now_ms);
+  NodeSession& n = nodes_[node];
+  // A re-registration failed every partition the node had; forget them.
+  for (auto it = sent_.begin(); it != sent_.end();) {
+    it = it->second == node ? sent_.erase(it) : std::next(it);
+  }
+  n.connected = true;
+  n.peer_endpoint = req.peer_endpoint();
+  n.ring_endpoint = req.ring_endpoint();
+  n.cache = req.cache();
+  n.credits = req.credits();
+  n.in_flight = 0;
+  n.queue.clear();
+  n.last_seen_ms = now_ms;
+  *sender = node;
+  LOFT_RETURN_IF_ERROR(Flush());  // journal before the reply
+  Status ss = SaveSessions();
+  if (!ss.ok()) spdlog::warn("cannot save sessions: {}", ss.ToString());
+  spdlog::info("registered {} (node {}, view {}, {} credits, cache {} samples, peer {})", req.node_name(),
+               node, driver_->state().view(), req.credits(), req.cache().samples(), req.peer_endpoint());
+  auto* r = reply->mutable_register_reply();
+  r->set_node(node);
+  r->set_view(driver_->state().view());
+  r->set_job_config_yaml(spec_text_);
+  view_dirty_ = true;
+  return OkStatus();
+}
+
+Status SchedulerService::BroadcastView() {
+  const auto& st = driver_->state();
+  v1::Envelope env;
+  auto* v = env.mutable_view();
+  v->set_view(st.view());
+  for (int32_t node : st.LiveNodes()) {
+    v->add_live_nodes(node);
+    v->add_peer_endpoints(nodes_[node].peer_endpoint);
+    v->add_ring_endpoints(nodes_[node].ring_endpoint);
+    v->add_node_names(spec_.nodes[node].name);
+  }
+  for (int32_t node : st.LiveNodes()) {
+    if (!nodes_[node].connected) continue;
+    Status s = transport_->Send(node, env);
+    if (!s.ok()) spdlog::debug("view {} to {}: {}", st.view(), spec_.nodes[node].name, s.ToString());
+  }
+  return OkStatus();
+}
+
+Status SchedulerService::SendQueued(double now_ms) {
+  const auto& ledger = driver_->state().ledger();
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    NodeSession& n = nodes_[node];
+    while (!n.queue.empty() && n.credits > 0) {
+      uint64_t id = n.queue.front();
+      const auto* rec = ledger.Find(id);
+      if (rec == nullptr || rec->state != sched::PartitionState::kPlanned) {
+        n.queue.pop_front();
+        continue;
+      }
+      const v1::Partition& p = rec->partition;
+      // Serving peers learn what they may serve before the worker asks.
+      std::map<int32_t, v1::Envelope> grants;
+      for (int k = 0; k < p.sample_ids_size(); ++k) {
+        int32_t src = p.sources(k);
+        if (src == node) continue;
+        auto& g = grants[src];
+        auto* sg = g.mutable_serve_grant();
+        sg->set_partition_id(p.id());
+        sg->set_requester(node);
+        sg->set_view(p.view());
+        sg->add_sample_ids(p.sample_ids(k));
+      }
+      for (auto& [src, g] : grants) {
+        Status s = transport_->Send(src, g);
+        if (!s.ok()) spdlog::debug("grant for partition {} to node {}: {}", id, src, s.ToString());
+      }
+      v1::Envelope env;
+      *env.mutable_assignment()->mutable_partition() = p;
+      Status s = transport_->Send(node, env);
+      if (!s.ok()) break;  // no route or backpressure: retry next tick
+      n.queue.pop_front();
+      --n.credits;
+      ++n.in_flight;
+      n.max_in_flight = std::max(n.max_in_flight, n.in_flight);
+      sent_[id] = node;
+      LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionSent(id, p.attempt(), now_ms));
+      Record(u);
+    }
+  }
+  return OkStatus();
+}
+
+Status SchedulerService::PlanIfReady(double now_ms) {
+  if (finished_) return OkStatus();
+  const auto& st = driver_->state();
+  if (!driver_->IterationComplete()) return OkStatus();
+  if (st.next_iteration() >= target_iterations()) {
+    finished_ = true;
+    const auto& c = st.ledger().counters();
+    spdlog::info(
+        "job finished: {} iterations, {} epochs completed, {} samples committed, duplicates {}, lost {}, "
+        "retries {}",
+        st.next_iteration(), c.epochs_completed, c.samples_committed, c.duplicates, c.lost, c.retries);
+    return OkStatus();
+  }
+  if (!started_) {
+    int need = opts_.min_workers > 0 ? std::min(opts_.min_workers, spec_.num_nodes()) : spec_.num_nodes();
+    int live = 0;
+    for (int32_t node : st.LiveNodes()) live += nodes_[node].connected ? 1 : 0;
+    if (live < need) return OkStatus();
+    started_ = true;
+    first_plan_ms_ = now_ms;
+    spdlog::info("{} workers live; starting the job ({} iterations, policy {})", live, target_iterations(),
+                 opts_.policy);
+  }
+  LOFT_ASSIGN_OR_RETURN(auto u, driver_->PlanNextIteration(now_ms));
+  if (u.empty()) {
+    if (driver_->BlockedReason() != last_blocked_) {
+      last_blocked_ = driver_->BlockedReason();
+      spdlog::info("planning blocked: {}", last_blocked_);
+    }
+    return OkStatus();
+  }
+  last_blocked_.clear();
+  Record(u);
+  LOFT_RETURN_IF_ERROR(Flush());  // journal before streaming
+  for (const auto& p : sched::JobDriver::PartitionsToSend(u)) {
+    nodes_[p.worker()].queue.push_back(p.id());
+    open_iterations_[p.iteration()].planned_ms = now_ms;
+  }
+  return OkStatus();
+}
+
+Status SchedulerService::Tick(double now_ms) {
+  const auto& st = driver_->state();
+  // Heartbeat expiry.
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    NodeSession& n = nodes_[node];
+    if (!st.alive(node) || now_ms - n.last_seen_ms <= static_cast<double>(opts_.heartbeat_timeout_ms))
+      continue;
+    spdlog::warn("node {} missed heartbeats for {:.0f} ms: dropping it", spec_.nodes[node].name,
+                 now_ms - n.last_seen_ms);
+    LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerDead(node, "missed heartbeats", now_ms));
+    Record(u);
+    Observe(u, now_ms);
+    for (auto it = sent_.begin(); it != sent_.end();) {
+      it = it->second == node ? sent_.erase(it) : std::next(it);
+    }
+    n.connected = false;
+    n.queue.clear();
+    n.in_flight = 0;
+    n.credits = 0;
+    view_dirty_ = true;
+  }
+  {
+    LOFT_ASSIGN_OR_RETURN(auto u, driver_->CheckTimeouts(now_ms));
+    if (!u.empty()) {
+      spdlog::warn("{} partition(s) timed out", u.size());
+      Record(u);
+      Observe(u, now_ms);
+    }
+  }
+  if (recovered_ && !resent_after_recovery_) {
+    // Partitions planned before the crash but not known to be sent: send
+    // them again (an agent ignores a duplicate; a stale ack is ignored).
+    resent_after_recovery_ = true;
+    for (uint64_t id : st.ledger().InFlight()) {
+      const auto* rec = st.ledger().Find(id);
+      if (rec->state == sched::PartitionState::kPlanned)
+        nodes_[rec->partition.worker()].queue.push_back(id);
+      else if (rec->state == sched::PartitionState::kSent) {
+        sent_[id] = rec->partition.worker();
+        ++nodes_[rec->partition.worker()].in_flight;
+      }
+      open_iterations_[rec->partition.iteration()].planned_ms = rec->planned_ms;
+    }
+    for (auto& n : nodes_) n.credits = std::max<int64_t>(0, n.credits - n.in_flight);
+  }
+  if (view_dirty_) {
+    LOFT_RETURN_IF_ERROR(Flush());
+    view_dirty_ = false;
+    LOFT_RETURN_IF_ERROR(BroadcastView());
+  }
+  LOFT_RETURN_IF_ERROR(PlanIfReady(now_ms));
+  LOFT_RETURN_IF_ERROR(Flush());
+  LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
+  LOFT_RETURN_IF_ERROR(Flush());
+
+  g_view_->Get().Set(static_cast<double>(st.view()));
+  g_iteration_->Get().Set(static_cast<double>(st.last_iteration()));
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    const std::string& name = spec_.nodes[node].name;
+    g_in_flight_->WithLabels({name}).Set(static_cast<double>(nodes_[node].in_flight));
+    g_max_in_flight_->WithLabels({name}).Set(static_cast<double>(nodes_[node].max_in_flight));
+    g_credits_->WithLabels({name}).Set(static_cast<double>(nodes_[node].credits));
+  }
+  const auto& c = st.ledger().counters();
+  g_ledger_->WithLabels({"samples_committed"}).Set(static_cast<double>(c.samples_committed));
+  g_ledger_->WithLabels({"duplicates"}).Set(static_cast<double>(c.duplicates));
+  g_ledger_->WithLabels({"lost"}).Set(static_cast<double>(c.lost));
+  g_ledger_->WithLabels({"retries"}).Set(static_cast<double>(c.retries));
+  g_ledger_->WithLabels({"epochs_completed"}).Set(static_cast<double>(c.epochs_completed));
+  return OkStatus();
+}
+
+Status SchedulerService::SaveSessions() const {
+  json j = json::array();
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    const NodeSession& n = nodes_[node];
+    if (!n.connected) continue;
+    j.push_back({{"node", node},
+                 {"peer_endpoint", n.peer_endpoint},
+                 {"ring_endpoint", n.ring_endpoint},
+                 {"credits", n.credits + n.in_flight},
+                 {"cache_samples", n.cache.samples()}});
+  }
+  fs::path tmp = fs::path(opts_.journal_dir) / "sessions.json.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(1);
+    if (!out) return IOError("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, fs::path(opts_.journal_dir) / "sessions.json", ec);
+  if (ec) return IOError("cannot rename " + tmp.string() + ": " + ec.message());
+  return OkStatus();
+}
+
+void SchedulerService::LoadSessions(double now_ms) {
+  std::ifstream in(fs::path(opts_.journal_dir) / "sessions.json");
+  if (!in) return;
+  json j = json::parse(in, nullptr, false);
+  if (!j.is_array()) {
+    spdlog::warn("ignoring malformed sessions.json in {}", opts_.journal_dir);
+    return;
+  }
+  for (const auto& e : j) {
+    int node = e.value("node", -1);
+    if (node < 0 || node >= spec_.num_nodes() || !driver_->state().alive(node)) continue;
+    NodeSession& n = nodes_[node];
+    n.connected = true;
+    n.peer_endpoint = e.value("peer_endpoint", "");
+    n.ring_endpoint = e.value("ring_endpoint", "");
+    n.credits = e.value("credits", int64_t{1});
+    n.cache.set_samples(e.value("cache_samples", int64_t{0}));
+    n.last_seen_ms = now_ms;
+  }
+}
+
+std::string SchedulerService::StatusJson(double now_ms) const {
+  const auto& st = driver_->state();
+  const auto& c = st.ledger().counters();
+  json j;
+  j["policy"] = opts_.policy;
+  j["view"] = st.view();
+  j["epoch"] = st.epoch();
+  j["iteration"] = st.last_iteration();
+  j["iterations_target"] = target_iterations();
+  j["finished"] = finished_;
+  j["recovered"] = recovered_;
+  j["live_nodes"] = st.LiveNodes();
+  json workers = json::array();
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    const NodeSession& n = nodes_[node];
+    sched::CostParams cp = st.cost(node);
+    workers.push_back({{"node", node},
+                       {"name", spec_.nodes[node].name},
+                       {"registered", st.registered(node)},
+                       {"live", st.alive(node)},
+                       {"connected", n.connected},
+                       {"credits", n.credits},
+                       {"in_flight", n.in_flight},
+                       {"max_in_flight", n.max_in_flight},
+                       {"queued", n.queue.size()},
+                       {"partitions_done", n.partitions_done},
+                       {"cache_samples", n.cache.samples()},
+                       {"last_seen_ms_ago", now_ms - n.last_seen_ms},
+                       {"observations", st.observations(node)},
+                       {"profile",
+                        {{"compute_fixed_ms", cp.compute_fixed_ms},
+                         {"compute_per_sample_ms", cp.compute_per_sample_ms},
+                         {"local_fixed_ms", cp.local_fixed_ms},
+                         {"local_per_sample_ms", cp.local_per_sample_ms},
+                         {"remote_fixed_ms", cp.remote_fixed_ms},
+                         {"remote_per_sample_ms", cp.remote_per_sample_ms},
+                         {"uplink_per_sample_ms", cp.uplink_per_sample_ms}}}});
+  }
+  j["workers"] = workers;
+  j["ledger"] = {{"partitions", c.partitions},
+                 {"retries", c.retries},
+                 {"samples_committed", c.samples_committed},
+                 {"duplicates", c.duplicates},
+                 {"lost", c.lost},
+                 {"failed", c.failed},
+                 {"timed_out", c.timed_out},
+                 {"acks_ignored", c.acks_ignored},
+                 {"epochs_completed", c.epochs_completed},
+                 {"in_flight", st.ledger().in_flight()}};
+  double mean = 0;
+  for (double v : iteration_ms_) mean += v;
+  if (!iteration_ms_.empty()) mean /= static_cast<double>(iteration_ms_.size());
+  double start = first_plan_ms_ >= 0 ? first_plan_ms_ : started_ms_;
+  double end = finished_ ? finished_ms_ : now_ms;
+  j["run"] = {
+      {"iterations_completed", iteration_ms_.size()},
+      {"mean_iteration_ms", mean},
+      {"p95_iteration_ms", PercentileOf(iteration_ms_, 95)},
+      {"straggler_wait_ms",
+       iteration_ms_.empty() ? 0.0 : straggler_wait_sum_ms_ / static_cast<double>(iteration_ms_.size())},
+      {"local_bytes", local_bytes_},
+      {"remote_bytes", remote_bytes_},
+      {"total_s", std::max(0.0, end - start) / 1000.0},
+      {"iteration_ms", iteration_ms_}};
+  return j.dump();
+}
+
+}  // namespace loft::server

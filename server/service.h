@@ -1,0 +1,151 @@
+// SchedulerService: the protocol layer of loft-scheduler. Protobuf
+// envelopes in, envelopes out, Status for every rejection. It moves
+// messages and time into the pure sched::JobDriver, journals the updates
+// the driver returns BEFORE any external effect (driver.h contract), and
+// sends what the driver decided through a SchedulerTransport.
+//
+// What it keeps itself (soft state, not part of the journaled state):
+//  - sessions: per node its endpoints, credits and last heartbeat; also
+//    written to <journal_dir>/sessions.json so a restarted scheduler can
+//    keep serving agents that do not re-register;
+//  - credit-based flow control: a node gets a PartitionAssignment only
+//    while it has an unused credit (RegisterRequest.credits + every
+//    CreditGrant/Heartbeat.credits − assignments sent); planned
+//    partitions wait in a per-node queue otherwise;
+//  - heartbeat expiry: a live node silent for heartbeat_timeout_ms is
+//    declared dead (JobDriver::OnWorkerDead) and a new view is broadcast;
+//  - run statistics for `loftctl status` and `loftctl cluster run`.
+// Authentication: with CURVE the peer's key name (ZAP User-Id) must equal
+// the node name it speaks for; "loftctl" may only ask for status.
+//
+// Not responsible for: sockets and framing (ZmqSchedulerServer), planning
+// and lineage (scheduler/), deciding sample ids.
+// Thread-safety: not thread-safe; one caller thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/metrics.h"
+#include "core/proto/loft.pb.h"
+#include "core/status.h"
+#include "scheduler/driver.h"
+#include "scheduler/journal.h"
+#include "server/options.h"
+#include "server/transport.h"
+
+namespace loft::server {
+
+struct PeerInfo {
+  std::string name;            // CURVE key name (ZAP User-Id); "" when insecure
+  bool authenticated = false;  // false in insecure mode: node fields are trusted
+};
+
+class SchedulerService {
+ public:
+  // Opens (or recovers from) the journal in opts.journal_dir. `transport`
+  // and `registry` must outlive the service.
+  static StatusOr<std::unique_ptr<SchedulerService>> Create(const SchedulerOptions& opts, ClusterSpec spec,
+                                                            SchedulerTransport* transport,
+                                                            metrics::Registry* registry, double now_ms);
+
+  // One received envelope. `*reply` (left unset for none) goes back to the
+  // sender; `*sender_node` is set to the node the message authenticated
+  // as (route updates), -1 otherwise. Non-OK: the message was rejected
+  // (the caller answers with an Error and counts it); state is unchanged.
+  Status Handle(const v1::Envelope& in, const PeerInfo& peer, double now_ms, v1::Envelope* reply,
+                int32_t* sender_node);
+
+  // Timers: heartbeat expiry, partition timeouts, planning the next
+  // iteration, sending queued partitions. Non-OK only for journal/driver
+  // failures (the daemon must stop and recover from the journal).
+  Status Tick(double now_ms);
+
+  // The status document (StatusReply.json).
+  std::string StatusJson(double now_ms) const;
+  // True once the configured number of iterations has completed.
+  bool finished() const { return finished_; }
+  const sched::JobDriver& driver() const { return *driver_; }
+  // Largest number of partitions ever in flight (sent, not finished) to `node`.
+  int64_t max_in_flight(int32_t node) const { return nodes_[node].max_in_flight; }
+
+ private:
+  struct NodeSession {
+    bool connected = false;  // registered with this scheduler (or restored from sessions.json)
+    std::string peer_endpoint;
+    std::string ring_endpoint;
+    v1::CacheSummary cache;
+    int64_t credits = 0;    // unused credits
+    int64_t in_flight = 0;  // assignments sent and not yet finished
+    int64_t max_in_flight = 0;
+    int64_t partitions_done = 0;
+    double last_seen_ms = 0;
+    std::deque<uint64_t> queue;  // planned partition ids waiting for a credit
+  };
+  struct IterationStats {
+    double planned_ms = 0;
+    std::map<int32_t, double> worker_ms;  // node -> sent..done
+    double last_done_ms = 0;
+  };
+
+  SchedulerService(const SchedulerOptions& opts, ClusterSpec spec, SchedulerTransport* transport,
+                   metrics::Registry* registry);
+  Status Init(double now_ms);
+
+  // Records updates (already applied in memory by the driver).
+  void Record(const sched::Updates& u);
+  // Persists every recorded update (one synced batch). Called before any
+  // external effect and at the end of each Tick.
+  Status Flush();
+  // Bookkeeping that follows applied updates (in-flight counts, stats).
+  void Observe(const sched::Updates& u, double now_ms);
+
+  StatusOr<int32_t> Authenticate(const PeerInfo& peer, int32_t claimed_node) const;
+  Status OnRegister(const v1::RegisterRequest& req, const PeerInfo& peer, double now_ms, v1::Envelope* reply,
+                    int32_t* sender);
+  Status BroadcastView();
+  Status SendQueued(double now_ms);
+  Status PlanIfReady(double now_ms);
+  Status SaveSessions() const;
+  void LoadSessions(double now_ms);
+  int64_t target_iterations() const;
+
+  SchedulerOptions opts_;
+  ClusterSpec spec_;
+  std::string spec_text_;
+  SchedulerTransport* transport_;
+  std::unique_ptr<sched::Journal> journal_;
+  std::unique_ptr<sched::JobDriver> driver_;
+  sched::Updates unflushed_;
+  std::vector<NodeSession> nodes_;
+  std::map<int64_t, IterationStats> open_iterations_;
+  std::vector<double> iteration_ms_;  // completed iterations, wall time plan -> last done
+  double straggler_wait_sum_ms_ = 0;
+  int64_t local_bytes_ = 0, remote_bytes_ = 0;
+  double started_ms_ = 0;
+  double first_plan_ms_ = -1;
+  double finished_ms_ = 0;
+  bool started_ = false;  // first iteration planned (this process or journal)
+  bool finished_ = false;
+  bool recovered_ = false;
+  bool resent_after_recovery_ = false;
+  bool view_dirty_ = false;
+  std::string last_blocked_;
+  std::map<uint64_t, int32_t> sent_;  // partitions this process sent, not finished -> worker
+
+  metrics::GaugeFamily* g_view_ = nullptr;
+  metrics::GaugeFamily* g_iteration_ = nullptr;
+  metrics::GaugeFamily* g_in_flight_ = nullptr;
+  metrics::GaugeFamily* g_max_in_flight_ = nullptr;
+  metrics::GaugeFamily* g_credits_ = nullptr;
+  metrics::GaugeFamily* g_ledger_ = nullptr;
+  metrics::HistogramFamily* h_iteration_ = nullptr;
+  metrics::HistogramFamily* h_journal_ = nullptr;
+};
+
+}  // namespace loft::server
