@@ -1,0 +1,186 @@
+// it_client: a scripted ZeroMQ client for loft-scheduler integration tests.
+//   it_client garbage ENDPOINT N        send N random/malformed messages, then
+//                                       require a valid StatusReply
+//   it_client slow-agent ENDPOINT NODE  a fake agent that grants 1 credit and
+//                                       withholds the next: the scheduler must
+//                                       not send a second partition until it
+//                                       grants again
+// Exit 0 = the checks held; 1 = a check failed (message on stderr).
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <zmq.hpp>
+
+#include "core/codec.h"
+#include "core/zmq_util.h"
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+int Fail(const std::string& m) {
+  std::fprintf(stderr, "FAIL: %s\n", m.c_str());
+  return 1;
+}
+
+// Receives until `pred` matches an envelope or the timeout passes.
+template <typename Pred>
+std::optional<loft::v1::Envelope> Await(zmq::socket_t& s, int timeout_ms, Pred pred,
+                                        const std::function<void()>& idle = {}) {
+  auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (Clock::now() < end) {
+    zmq::pollitem_t it[] = {{s.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(it, 1, std::chrono::milliseconds(100));
+    if (idle) idle();
+    if (!(it[0].revents & ZMQ_POLLIN)) continue;
+    auto env = loft::RecvEnvelope(s);
+    if (env.ok() && pred(*env)) return *env;
+  }
+  return std::nullopt;
+}
+
+std::optional<nlohmann::json> Status(zmq::socket_t& s) {
+  loft::v1::Envelope req;
+  req.mutable_status_request();
+  if (!loft::SendEnvelope(s, req).ok()) return std::nullopt;
+  auto r = Await(s, 5000, [](const loft::v1::Envelope& e) { return e.has_status_reply(); });
+  if (!r) return std::nullopt;
+  return nlohmann::json::parse(r->status_reply().json());
+}
+
+int Garbage(const std::string& ep, int n) {
+  zmq::context_t ctx(1);
+  loft::SocketOptions so;
+  so.send_timeout_ms = 2000;
+  auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+  if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect");
+  std::mt19937_64 rng(12345);
+  int sent = 0;
+  for (int i = 0; i < n; ++i) {
+    std::vector<zmq::message_t> frames;
+    int kind = static_cast<int>(rng() % 6);
+    if (kind == 0) {  // random bytes
+      std::string b(rng() % 300, '\0');
+      for (auto& c : b) c = static_cast<char>(rng());
+      frames.emplace_back(b.data(), b.size());
+    } else if (kind == 1) {  // valid envelope, wrong version
+      loft::v1::Envelope e;
+      e.set_protocol_version(99);
+      e.mutable_status_request();
+      frames.emplace_back(e.SerializeAsString());
+    } else if (kind == 2) {  // valid version, no body
+      loft::v1::Envelope e;
+      e.set_protocol_version(loft::kProtocolVersion);
+      frames.emplace_back(e.SerializeAsString());
+    } else if (kind == 3) {  // a message type the scheduler does not accept
+      loft::v1::Envelope e;
+      e.set_protocol_version(loft::kProtocolVersion);
+      e.mutable_fetch_request()->set_request_id(rng());
+      frames.emplace_back(e.SerializeAsString());
+    } else if (kind == 4) {  // multipart garbage
+      for (int k = 0; k < 1 + static_cast<int>(rng() % 4); ++k) frames.emplace_back(std::to_string(rng()));
+    } else {  // bogus acks and heartbeats for unknown/unregistered nodes
+      loft::v1::Envelope e;
+      e.set_protocol_version(loft::kProtocolVersion);
+      if (rng() % 2) {
+        auto* d = e.mutable_partition_done();
+        d->set_partition_id(rng());
+        d->set_node(static_cast<int32_t>(rng() % 8) - 2);
+      } else {
+        e.mutable_heartbeat()->set_node(static_cast<int32_t>(rng() % 8) - 2);
+      }
+      frames.emplace_back(e.SerializeAsString());
+    }
+    if (loft::SendMultipart(*s, frames).ok()) ++sent;
+    // Drain error replies so our receive queue stays small.
+    while (true) {
+      auto r = loft::RecvMultipart(*s, /*dontwait=*/true);
+      if (!r.ok() || r->empty()) break;
+    }
+  }
+  std::fprintf(stderr, "sent %d garbage messages\n", sent);
+  if (sent < n / 2) return Fail("could not send most garbage messages");
+  auto st = Status(*s);
+  if (!st) return Fail("no StatusReply after garbage");
+  std::printf("%s\n", st->dump().c_str());
+  return 0;
+}
+
+int SlowAgent(const std::string& ep, const std::string& node_name) {
+  zmq::context_t ctx(1);
+  loft::SocketOptions so;
+  so.routing_id = node_name;
+  auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+  if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect");
+  loft::v1::Envelope reg;
+  auto* rr = reg.mutable_register_request();
+  rr->set_node_name(node_name);
+  rr->set_peer_endpoint("tcp://127.0.0.1:1");
+  rr->set_credits(1);
+  if (!loft::SendEnvelope(*s, reg).ok()) return Fail("send register");
+  auto reply =
+      Await(*s, 5000, [](const loft::v1::Envelope& e) { return e.has_register_reply() || e.has_error(); });
+  if (!reply || !reply->has_register_reply()) return Fail("no RegisterReply");
+  int32_t node = reply->register_reply().node();
+  auto last_hb = Clock::now();
+  auto heartbeat = [&] {
+    if (Clock::now() - last_hb < std::chrono::milliseconds(200)) return;
+    last_hb = Clock::now();
+    loft::v1::Envelope hb;
+    hb.mutable_heartbeat()->set_node(node);
+    (void)loft::SendEnvelope(*s, hb);
+  };
+  auto is_assignment = [](const loft::v1::Envelope& e) { return e.has_assignment(); };
+  auto first = Await(*s, 10000, is_assignment, heartbeat);
+  if (!first) return Fail("no first assignment");
+  // Ack it but grant no new credit: nothing more may arrive.
+  loft::v1::Envelope done;
+  auto* d = done.mutable_partition_done();
+  d->set_partition_id(first->assignment().partition().id());
+  d->set_attempt(first->assignment().partition().attempt());
+  d->set_node(node);
+  if (!loft::SendEnvelope(*s, done).ok()) return Fail("send done");
+  auto extra = Await(*s, 2500, is_assignment, heartbeat);
+  if (extra) return Fail("the scheduler sent a partition beyond the granted credit");
+  auto st = Status(*s);
+  if (!st) return Fail("no status");
+  const auto& w = (*st)["workers"][node];
+  std::fprintf(stderr, "worker status while starved: %s\n", w.dump().c_str());
+  if (w["credits"] != 0 || w["in_flight"] != 0 || w["max_in_flight"] != 1) return Fail("credit accounting");
+  if (w["queued"].get<int64_t>() > 1)
+    return Fail("scheduler queued more than one partition for a starved agent");
+  // Grant one credit: exactly the next partition arrives.
+  loft::v1::Envelope cg;
+  cg.mutable_credit_grant()->set_node(node);
+  cg.mutable_credit_grant()->set_credits(1);
+  if (!loft::SendEnvelope(*s, cg).ok()) return Fail("send credit");
+  auto second = Await(*s, 5000, is_assignment, heartbeat);
+  if (!second) return Fail("no assignment after granting a credit");
+  auto third = Await(*s, 1500, is_assignment, heartbeat);
+  if (third) return Fail("a second partition arrived on a single credit");
+  st = Status(*s);
+  if (!st || (*st)["workers"][node]["max_in_flight"] != 1) return Fail("max_in_flight != 1");
+  std::printf("ok\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: it_client garbage ENDPOINT N | slow-agent ENDPOINT NODE\n");
+    return 2;
+  }
+  std::string mode = argv[1];
+  try {
+    if (mode == "garbage") return Garbage(argv[2], std::stoi(argv[3]));
+    if (mode == "slow-agent") return SlowAgent(argv[2], argv[3]);
+  } catch (const std::exception& e) {
+    return Fail(e.what());
+  }
+  return 2;
+}
