@@ -1,0 +1,265 @@
+#include "models/reducers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <utility>
+
+namespace loft::models {
+
+StatusOr<ReducerKind> ParseReducerKind(std::string_view name) {
+  if (name == "mean") return ReducerKind::kMean;
+  if (name == "weighted_mean") return ReducerKind::kWeightedMean;
+  if (name == "median") return ReducerKind::kMedian;
+  if (name == "trimmed_mean") return ReducerKind::kTrimmedMean;
+  if (name == "multi_krum" || name == "krum") return ReducerKind::kMultiKrum;
+  if (name == "centered_clipping") return ReducerKind::kCenteredClipping;
+  return InvalidArgument(
+      "unknown reducer '" + std::string(name) +
+      "' (expected mean | weighted_mean | median | trimmed_mean | multi_krum | centered_clipping)");
+}
+
+std::string_view ReducerKindName(ReducerKind kind) {
+  switch (kind) {
+    case ReducerKind::kMean: return "mean";
+    case ReducerKind::kWeightedMean: return "weighted_mean";
+    case ReducerKind::kMedian: return "median";
+    case ReducerKind::kTrimmedMean: return "trimmed_mean";
+    case ReducerKind::kMultiKrum: return "multi_krum";
+    case ReducerKind::kCenteredClipping: return "centered_clipping";
+  }
+  return "?";
+}
+
+Status ReducerOptions::Validate() const {
+  if (!(trim_fraction >= 0 && trim_fraction < 0.5)) {
+    return InvalidArgument("reducer trim_fraction must be in [0, 0.5), got " + std::to_string(trim_fraction));
+  }
+  if (krum_f < 0) return InvalidArgument("reducer krum_f must be >= 0");
+  if (krum_m < 0) return InvalidArgument("reducer krum_m must be >= 0 (0 = N - f)");
+  if (!(clip_tau > 0) || !std::isfinite(clip_tau))
+    return InvalidArgument("reducer clip_tau must be finite and > 0");
+  if (clip_iterations < 1) return InvalidArgument("reducer clip_iterations must be >= 1");
+  return OkStatus();
+}
+
+namespace {
+
+using Inputs = std::span<const std::span<const float>>;
+
+bool AllFinite(std::span<const float> v) {
+  for (float x : v) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+// Weighted median of (value, weight) pairs, weights > 0; sorts `vw`.
+double WeightedMedian(std::vector<std::pair<float, double>>& vw) {
+  std::sort(vw.begin(), vw.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  double total = 0;
+  for (const auto& p : vw) total += p.second;
+  const double half = total / 2;
+  double cum = 0;
+  for (size_t i = 0; i < vw.size(); ++i) {
+    cum += vw[i].second;
+    if (cum >= half * (1 - 1e-12)) {
+      if (std::abs(cum - half) <= 1e-12 * total && i + 1 < vw.size()) {
+        return 0.5 * (static_cast<double>(vw[i].first) + static_cast<double>(vw[i + 1].first));
+      }
+      return vw[i].first;
+    }
+  }
+  return vw.back().first;
+}
+
+Status CoordinateWise(const ReducerOptions& o, Inputs in, std::span<const double> w, std::span<float> out) {
+  const size_t n = in.size();
+  const size_t k = static_cast<size_t>(std::floor(o.trim_fraction * static_cast<double>(n)));
+  std::vector<std::pair<float, double>> vw;
+  vw.reserve(n);
+  for (size_t j = 0; j < out.size(); ++j) {
+    vw.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const float x = in[i][j];
+      if (std::isfinite(x) && w[i] > 0) vw.emplace_back(x, w[i]);
+    }
+    if (vw.empty()) {
+      return DataLoss(std::string(ReducerKindName(o.kind)) + ": coordinate " + std::to_string(j) +
+                      " has no finite input with positive weight");
+    }
+    if (o.kind == ReducerKind::kTrimmedMean && vw.size() > 2 * k) {
+      std::sort(vw.begin(), vw.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      double s = 0, ws = 0;
+      for (size_t i = k; i < vw.size() - k; ++i) {
+        s += vw[i].second * vw[i].first;
+        ws += vw[i].second;
+      }
+      out[j] = static_cast<float>(s / ws);
+    } else {
+      out[j] = static_cast<float>(WeightedMedian(vw));
+    }
+  }
+  return OkStatus();
+}
+
+double SquaredDistance(std::span<const float> a, std::span<const float> b) {
+  double s = 0;
+  for (size_t j = 0; j < a.size(); ++j) {
+    const double d = static_cast<double>(a[j]) - b[j];
+    s += d * d;
+  }
+  return s;
+}
+
+void WeightedAverage(Inputs in, std::span<const double> w, const std::vector<size_t>& pick,
+                     std::span<float> out) {
+  double ws = 0;
+  for (size_t i : pick) ws += w[i];
+  std::vector<double> acc(out.size(), 0.0);
+  for (size_t i : pick) {
+    const double c = ws > 0 ? w[i] / ws : 1.0 / static_cast<double>(pick.size());
+    for (size_t j = 0; j < out.size(); ++j) acc[j] += c * in[i][j];
+  }
+  for (size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(acc[j]);
+}
+
+std::vector<size_t> Eligible(Inputs in, std::span<const double> w) {
+  std::vector<size_t> e;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (w[i] > 0 && AllFinite(in[i])) e.push_back(i);
+  }
+  return e;
+}
+
+Status MultiKrum(const ReducerOptions& o, Inputs in, std::span<const double> w, std::span<float> out) {
+  const size_t n = in.size();
+  const size_t f = static_cast<size_t>(o.krum_f);
+  if (n < f + 3) {
+    return InvalidArgument("multi_krum with f=" + std::to_string(f) + " needs at least f+3=" +
+                           std::to_string(f + 3) + " inputs, got " + std::to_string(n));
+  }
+  const std::vector<size_t> e = Eligible(in, w);
+  if (e.empty()) return DataLoss("multi_krum: every input has a non-finite value or zero weight");
+  const size_t ne = e.size();
+  const size_t neighbours = ne > f + 2 ? ne - f - 2 : 1;
+  std::vector<double> dist(ne * ne, 0.0);
+  for (size_t a = 0; a < ne; ++a) {
+    for (size_t b = a + 1; b < ne; ++b)
+      dist[a * ne + b] = dist[b * ne + a] = SquaredDistance(in[e[a]], in[e[b]]);
+  }
+  std::vector<std::pair<double, size_t>> score(ne);
+  std::vector<double> row;
+  for (size_t a = 0; a < ne; ++a) {
+    row.clear();
+    for (size_t b = 0; b < ne; ++b) {
+      if (b != a) row.push_back(dist[a * ne + b]);
+    }
+    const size_t take = std::min(neighbours, row.size());
+    std::partial_sort(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(take), row.end());
+    score[a] = {std::accumulate(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(take), 0.0), e[a]};
+  }
+  std::sort(score.begin(), score.end());
+  const size_t m = std::min(o.krum_m > 0 ? static_cast<size_t>(o.krum_m) : n - f, ne);
+  std::vector<size_t> pick;
+  for (size_t i = 0; i < m; ++i) pick.push_back(score[i].second);
+  WeightedAverage(in, w, pick, out);
+  return OkStatus();
+}
+
+Status CenteredClipping(const ReducerOptions& o, Inputs in, std::span<const double> w, std::span<float> out) {
+  const std::vector<size_t> e = Eligible(in, w);
+  if (e.empty()) return DataLoss("centered_clipping: every input has a non-finite value or zero weight");
+  std::vector<std::span<const float>> sub;
+  std::vector<double> sw;
+  for (size_t i : e) {
+    sub.push_back(in[i]);
+    sw.push_back(w[i]);
+  }
+  ReducerOptions med = o;
+  med.kind = ReducerKind::kMedian;
+  LOFT_RETURN_IF_ERROR(CoordinateWise(med, sub, sw, out));
+  const double ws = std::accumulate(sw.begin(), sw.end(), 0.0);
+  std::vector<double> v(out.begin(), out.end()), step(out.size());
+  for (int it = 0; it < o.clip_iterations; ++it) {
+    std::fill(step.begin(), step.end(), 0.0);
+    for (size_t i = 0; i < sub.size(); ++i) {
+      double norm2 = 0;
+      for (size_t j = 0; j < v.size(); ++j) {
+        const double d = sub[i][j] - v[j];
+        norm2 += d * d;
+      }
+      const double norm = std::sqrt(norm2);
+      const double scale = (norm > o.clip_tau ? o.clip_tau / norm : 1.0) * sw[i] / ws;
+      for (size_t j = 0; j < v.size(); ++j) step[j] += scale * (sub[i][j] - v[j]);
+    }
+    for (size_t j = 0; j < v.size(); ++j) v[j] += step[j];
+  }
+  for (size_t j = 0; j < v.size(); ++j) out[j] = static_cast<float>(v[j]);
+  return OkStatus();
+}
+
+}  // namespace
+
+Status Reduce(const ReducerOptions& options, std::span<const std::span<const float>> inputs,
+              std::span<const double> weights, std::span<float> out) {
+  LOFT_RETURN_IF_ERROR(options.Validate());
+  const std::string name(ReducerKindName(options.kind));
+  if (inputs.empty()) return InvalidArgument(name + ": no inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].size() != out.size()) {
+      return InvalidArgument(name + ": input " + std::to_string(i) + " has " +
+                             std::to_string(inputs[i].size()) + " values, output has " +
+                             std::to_string(out.size()));
+    }
+  }
+  std::vector<double> w;
+  if (weights.empty()) {
+    if (options.kind == ReducerKind::kWeightedMean) return InvalidArgument("weighted_mean needs weights");
+    w.assign(inputs.size(), 1.0);
+  } else {
+    if (weights.size() != inputs.size()) {
+      return InvalidArgument(name + ": " + std::to_string(weights.size()) + " weights for " +
+                             std::to_string(inputs.size()) + " inputs");
+    }
+    double sum = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      if (!(weights[i] >= 0) || !std::isfinite(weights[i])) {
+        return InvalidArgument(name + ": weight " + std::to_string(i) + " must be finite and >= 0");
+      }
+      sum += weights[i];
+    }
+    if (!(sum > 0)) return InvalidArgument(name + ": weights sum to zero");
+    w.assign(weights.begin(), weights.end());
+  }
+  switch (options.kind) {
+    case ReducerKind::kMean:
+    case ReducerKind::kWeightedMean: {
+      const bool plain = options.kind == ReducerKind::kMean;
+      const double ws = plain ? static_cast<double>(inputs.size()) : std::accumulate(w.begin(), w.end(), 0.0);
+      std::vector<double> acc(out.size(), 0.0);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const double c = (plain ? 1.0 : w[i]) / ws;
+        if (c == 0) continue;  // a zero-weight input does not contribute
+        for (size_t j = 0; j < out.size(); ++j) acc[j] += c * inputs[i][j];
+      }
+      for (size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(acc[j]);
+      return OkStatus();
+    }
+    case ReducerKind::kMedian:
+    case ReducerKind::kTrimmedMean: return CoordinateWise(options, inputs, w, out);
+    case ReducerKind::kMultiKrum: return MultiKrum(options, inputs, w, out);
+    case ReducerKind::kCenteredClipping: return CenteredClipping(options, inputs, w, out);
+  }
+  return Internal("unhandled reducer kind");
+}
+
+Status Reduce(const ReducerOptions& options, const std::vector<std::vector<float>>& inputs,
+              std::span<const double> weights, std::vector<float>* out) {
+  std::vector<std::span<const float>> spans(inputs.begin(), inputs.end());
+  out->assign(inputs.empty() ? 0 : inputs.front().size(), 0.0f);
+  return Reduce(options, spans, weights, *out);
+}
+
+}  // namespace loft::models

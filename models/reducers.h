@@ -1,0 +1,66 @@
+// Robust reducers: N input vectors of equal length d (+ optional
+// non-negative weights, e.g. batch sizes b_i) -> one output vector.
+//
+//   mean               plain arithmetic mean; weights ignored.
+//   weighted_mean      sum w_i x_i / sum w_i; weights required.
+//   median             coordinate-wise weighted median (equal weights when
+//                      none given: the usual median, mid-point for even N).
+//   trimmed_mean       per coordinate, drop k = floor(trim_fraction * N)
+//                      lowest and k highest values, weighted mean of the rest.
+//   multi_krum         score_i = sum of squared distances to the N - f - 2
+//                      nearest other vectors; the m lowest-scoring vectors
+//                      are averaged with their weights (Blanchard et al. 2017).
+//   centered_clipping  start at the coordinate-wise median, then
+//                      `clip_iterations` times v <- v + sum w_i clip_tau(x_i - v)
+//                      / sum w_i, clip_tau(z) = z * min(1, tau/||z||)
+//                      (Karimireddy et al. 2021).
+//
+// Non-finite inputs (NaN, +-Inf): mean and weighted_mean are poisoned by
+// design (an Inf/NaN input gives Inf/NaN output; they are the non-robust
+// baselines). The robust reducers treat non-finite values as outliers:
+// median and trimmed_mean drop non-finite coordinates before ranking
+// (trimming still removes k per side of the finite rest when more than 2k
+// remain, else the median of the finite values is used); multi_krum and
+// centered_clipping exclude any vector with a non-finite coordinate. When
+// nothing finite is left for a coordinate (or vector set) the reducer
+// returns DataLoss instead of inventing a value.
+//
+// Not responsible for: chunking or communication (models/ring_allreduce.h).
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace loft::models {
+
+enum class ReducerKind { kMean, kWeightedMean, kMedian, kTrimmedMean, kMultiKrum, kCenteredClipping };
+
+// "mean" | "weighted_mean" | "median" | "trimmed_mean" | "multi_krum" | "centered_clipping".
+StatusOr<ReducerKind> ParseReducerKind(std::string_view name);
+std::string_view ReducerKindName(ReducerKind kind);
+
+struct ReducerOptions {
+  ReducerKind kind = ReducerKind::kMean;
+  double trim_fraction = 0.2;  // trimmed_mean: in [0, 0.5)
+  int krum_f = 1;              // multi_krum: tolerated Byzantine inputs; needs N >= f + 3
+  int krum_m = 0;              // multi_krum: vectors averaged; 0 means N - f
+  double clip_tau = 1.0;       // centered_clipping radius (L2), > 0
+  int clip_iterations = 3;     // centered_clipping, >= 1
+  Status Validate() const;
+};
+
+// inputs: N >= 1 vectors, all of out.size() floats. weights: empty (equal)
+// or N finite values >= 0 with a positive sum.
+Status Reduce(const ReducerOptions& options, std::span<const std::span<const float>> inputs,
+              std::span<const double> weights, std::span<float> out);
+
+// Convenience overload for vectors.
+Status Reduce(const ReducerOptions& options, const std::vector<std::vector<float>>& inputs,
+              std::span<const double> weights, std::vector<float>* out);
+
+}  // namespace loft::models

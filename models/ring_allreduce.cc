@@ -1,0 +1,112 @@
+#include "models/ring_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <string>
+
+namespace loft::models {
+
+Status AllReduceOptions::Validate() const {
+  if (timeout_ms <= 0) return InvalidArgument("all-reduce timeout_ms must be > 0");
+  return reducer.Validate();
+}
+
+std::pair<size_t, size_t> RingAllReduce::ChunkRange(size_t d, int n, int c) {
+  const size_t base = d / static_cast<size_t>(n), extra = d % static_cast<size_t>(n);
+  const size_t cc = static_cast<size_t>(c);
+  const size_t begin = cc * base + std::min(cc, extra);
+  return {begin, begin + base + (cc < extra ? 1 : 0)};
+}
+
+namespace {
+std::span<const std::byte> AsBytes(std::span<const float> v) {
+  return std::as_bytes(v);
+}
+}  // namespace
+
+Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float> data,
+                          std::span<const double> weights, AllReduceReport* report) {
+  LOFT_RETURN_IF_ERROR(options_.Validate());
+  const int n = static_cast<int>(view.members.size());
+  const int me = transport_->rank();
+  const std::string ctx = "all-reduce (rank " + std::to_string(me) + ", view " + std::to_string(view.view) +
+                          ", round " + std::to_string(round) + ")";
+  if (n == 0) return InvalidArgument(ctx + ": empty membership");
+  std::set<int> seen;
+  int pos = -1;
+  for (int i = 0; i < n; ++i) {
+    const int r = view.members[i];
+    if (r < 0 || r >= transport_->world_size())
+      return InvalidArgument(ctx + ": member rank " + std::to_string(r) + " out of range");
+    if (!seen.insert(r).second)
+      return InvalidArgument(ctx + ": member rank " + std::to_string(r) + " listed twice");
+    if (r == me) pos = i;
+  }
+  if (pos < 0) return InvalidArgument(ctx + ": this rank is not a member of the view");
+  if (!weights.empty() && static_cast<int>(weights.size()) != n) {
+    return InvalidArgument(ctx + ": " + std::to_string(weights.size()) + " weights for " + std::to_string(n) +
+                           " members");
+  }
+  if (report) report->malformed_from.clear();
+
+  const uint64_t scatter_tag = MakeTag(view.view, round, 1);
+  const uint64_t gather_tag = MakeTag(view.view, round, 2);
+  transport_->SetTagFloor(MakeTag(view.view, round, 0));
+  const int64_t deadline_us = clock_->NowMicros() + options_.timeout_ms * 1000;
+  auto remaining_ms = [&] { return std::max<int64_t>(0, (deadline_us - clock_->NowMicros() + 999) / 1000); };
+  const size_t d = data.size();
+
+  // 1. Reduce-scatter: send chunk c to its owner, nearest ring neighbour first.
+  for (int s = 1; s < n; ++s) {
+    const int c = (pos + s) % n;
+    const auto [b, e] = ChunkRange(d, n, c);
+    LOFT_RETURN_IF_ERROR(
+        transport_->Send(view.members[c], scatter_tag, AsBytes(data.subspan(b, e - b))).WithContext(ctx));
+  }
+  const auto [mb, me_end] = ChunkRange(d, n, pos);
+  const size_t len = me_end - mb;
+  std::vector<std::vector<float>> copies(n);
+  copies[pos].assign(data.begin() + static_cast<std::ptrdiff_t>(mb),
+                     data.begin() + static_cast<std::ptrdiff_t>(me_end));
+  for (int s = 1; s < n; ++s) {
+    const int src = (pos - s + n) % n;
+    LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
+                          transport_->Recv(view.members[src], scatter_tag, remaining_ms()));
+    if (bytes.size() != len * sizeof(float)) {
+      copies[src].assign(len, std::numeric_limits<float>::quiet_NaN());
+      if (report) report->malformed_from.push_back(view.members[src]);
+    } else {
+      copies[src].resize(len);
+      if (len > 0) std::memcpy(copies[src].data(), bytes.data(), bytes.size());
+    }
+  }
+  std::vector<std::span<const float>> inputs(copies.begin(), copies.end());
+  std::vector<float> result(d);
+  std::span<float> mine(result.data() + mb, len);
+  LOFT_RETURN_IF_ERROR(
+      Reduce(options_.reducer, inputs, weights, mine).WithContext(ctx + " chunk " + std::to_string(pos)));
+
+  // 2. All-gather: the owner sends its reduced chunk to every member.
+  for (int s = 1; s < n; ++s) {
+    LOFT_RETURN_IF_ERROR(
+        transport_->Send(view.members[(pos + s) % n], gather_tag, AsBytes(mine)).WithContext(ctx));
+  }
+  for (int s = 1; s < n; ++s) {
+    const int src = (pos - s + n) % n;
+    LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
+                          transport_->Recv(view.members[src], gather_tag, remaining_ms()));
+    const auto [b, e] = ChunkRange(d, n, src);
+    if (bytes.size() != (e - b) * sizeof(float)) {
+      return DataLoss(ctx + ": rank " + std::to_string(view.members[src]) + " sent " +
+                      std::to_string(bytes.size()) + " bytes for reduced chunk " + std::to_string(src) +
+                      ", expected " + std::to_string((e - b) * sizeof(float)));
+    }
+    if (e > b) std::memcpy(result.data() + b, bytes.data(), bytes.size());
+  }
+  std::copy(result.begin(), result.end(), data.begin());
+  return OkStatus();
+}
+
+}  // namespace loft::models

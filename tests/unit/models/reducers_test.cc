@@ -1,0 +1,173 @@
+#include "models/reducers.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+using namespace loft;
+using namespace loft::models;
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+ReducerOptions Opt(ReducerKind k) {
+  ReducerOptions o;
+  o.kind = k;
+  return o;
+}
+
+std::vector<float> Run(const ReducerOptions& o, const std::vector<std::vector<float>>& in,
+                       std::vector<double> w = {}) {
+  std::vector<float> out;
+  Status s = Reduce(o, in, w, &out);
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  return out;
+}
+
+// Scalar inputs as 1-d vectors.
+std::vector<std::vector<float>> Col(std::vector<float> v) {
+  std::vector<std::vector<float>> r;
+  for (float x : v) r.push_back({x});
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("mean and weighted mean", "[reducers]") {
+  CHECK(Run(Opt(ReducerKind::kMean), {{1, 2}, {3, 6}})[1] == Approx(4));
+  // Plain mean ignores weights; weighted mean uses them.
+  CHECK(Run(Opt(ReducerKind::kMean), Col({1, 2, 3}), {1, 1, 2})[0] == Approx(2));
+  CHECK(Run(Opt(ReducerKind::kWeightedMean), Col({1, 2, 3}), {1, 1, 2})[0] == Approx(2.25));
+  std::vector<float> out;
+  CHECK(Reduce(Opt(ReducerKind::kWeightedMean), Col({1, 2}), {}, &out).code() ==
+        StatusCode::kInvalidArgument);
+  // Documented: the mean is poisoned by a single NaN or Inf input.
+  CHECK(std::isnan(Run(Opt(ReducerKind::kMean), Col({1, kNaN, 3}))[0]));
+  CHECK(std::isinf(Run(Opt(ReducerKind::kWeightedMean), Col({1, kInf, 3}), {1, 1, 1})[0]));
+}
+
+TEST_CASE("coordinate-wise median", "[reducers]") {
+  const ReducerOptions o = Opt(ReducerKind::kMedian);
+  CHECK(Run(o, Col({1, 100, 2}))[0] == 2);
+  CHECK(Run(o, Col({1, 2, 3, 100}))[0] == Approx(2.5));
+  CHECK(Run(o, Col({1, kNaN, 2, kInf, 3}))[0] == 2);
+  CHECK(Run(o, Col({-kInf, 5, 6, 7}))[0] == 6);
+  // Weighted: the heavy input wins.
+  CHECK(Run(o, Col({1, 2, 3}), {1, 1, 5})[0] == 3);
+  // Per coordinate, independently.
+  std::vector<float> r = Run(o, {{1, 30}, {2, 10}, {3, 20}});
+  CHECK(r[0] == 2);
+  CHECK(r[1] == 20);
+  std::vector<float> out;
+  Status s = Reduce(o, Col({kNaN, kInf}), {}, &out);
+  CHECK(s.code() == StatusCode::kDataLoss);
+  CHECK(s.message().find("coordinate 0") != std::string::npos);
+}
+
+TEST_CASE("trimmed mean", "[reducers]") {
+  ReducerOptions o = Opt(ReducerKind::kTrimmedMean);
+  o.trim_fraction = 0.2;  // k = 1 of 5
+  CHECK(Run(o, Col({1, 2, 3, 4, 1000}))[0] == Approx(3));
+  CHECK(Run(o, Col({-1000, 2, 3, 4, 5}))[0] == Approx(3));
+  // Non-finite values are dropped, then k per side of the finite rest.
+  CHECK(Run(o, Col({1, 2, 3, kNaN, -kInf}))[0] == Approx(2));
+  // Too few finite values to trim: median of the finite ones.
+  CHECK(Run(o, Col({1, 2, kNaN, kNaN, kInf}))[0] == Approx(1.5));
+  o.trim_fraction = 0;
+  CHECK(Run(o, Col({1, 2, 6}))[0] == Approx(3));
+  o.trim_fraction = 0.5;
+  std::vector<float> out;
+  CHECK(Reduce(o, Col({1, 2}), {}, &out).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("multi-Krum drops far and non-finite vectors", "[reducers]") {
+  ReducerOptions o = Opt(ReducerKind::kMultiKrum);
+  o.krum_f = 2;
+  std::vector<std::vector<float>> in = {{1, 1, 1},    {1.1f, 0.9f, 1}, {0.9f, 1.1f, 1}, {1, 1, 1.2f},
+                                        {1, 1, 0.8f}, {100, -100, 50}, {kNaN, 1, 1}};
+  std::vector<float> r = Run(o, in);  // m = N - f = 5: exactly the honest ones
+  CHECK(r[0] == Approx(1.0));
+  CHECK(r[1] == Approx(1.0));
+  CHECK(r[2] == Approx(1.0));
+  o.krum_m = 1;
+  r = Run(o, in);
+  CHECK(std::abs(r[0] - 1) <= 0.11f);
+  o.krum_f = 5;  // needs N >= 8
+  std::vector<float> out;
+  CHECK(Reduce(o, in, {}, &out).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("centered clipping bounds the pull of outliers", "[reducers]") {
+  ReducerOptions o = Opt(ReducerKind::kCenteredClipping);
+  o.clip_tau = 0.5;
+  o.clip_iterations = 5;
+  std::vector<std::vector<float>> in = {{1, 1},    {1.2f, 0.8f},  {0.8f, 1.2f},
+                                        {1, 1.1f}, {1e6f, -1e6f}, {kInf, 0}};
+  std::vector<float> r = Run(o, in);
+  // The far vector contributes at most tau/5 per iteration.
+  CHECK(std::abs(r[0] - 1) < 0.5);
+  CHECK(std::abs(r[1] - 1) < 0.5);
+  // With no outliers and a large tau it is the mean.
+  o.clip_tau = 100;
+  r = Run(o, {{0, 0}, {2, 4}});
+  CHECK(r[0] == Approx(1));
+  CHECK(r[1] == Approx(2));
+}
+
+TEST_CASE("robust reducers stay near the honest mean with one Byzantine input", "[reducers]") {
+  const int n = 7, d = 50;
+  std::mt19937_64 rng(4);
+  std::normal_distribution<float> noise(0, 0.02f);
+  std::vector<std::vector<float>> honest(n - 1, std::vector<float>(d));
+  std::vector<double> mean(d, 0.0);
+  for (auto& v : honest) {
+    for (int j = 0; j < d; ++j) {
+      v[j] = static_cast<float>(std::sin(j)) + noise(rng);
+      mean[j] += v[j] / (n - 1);
+    }
+  }
+  std::vector<std::vector<float>> attacks;
+  std::vector<float> flip(d), nan(d), inf(d, kInf);
+  for (int j = 0; j < d; ++j) {
+    flip[j] = static_cast<float>(-10 * mean[j]);
+    nan[j] = j % 2 ? kNaN : 1e30f;
+  }
+  attacks = {flip, nan, inf};
+  for (const auto& bad : attacks) {
+    std::vector<std::vector<float>> in = honest;
+    in.insert(in.begin() + 3, bad);
+    for (ReducerKind k : {ReducerKind::kMedian, ReducerKind::kTrimmedMean, ReducerKind::kMultiKrum,
+                          ReducerKind::kCenteredClipping}) {
+      ReducerOptions o = Opt(k);
+      o.clip_tau = 0.5;
+      std::vector<float> r = Run(o, in, {1, 2, 1, 1, 1, 2, 1});
+      double err = 0;
+      for (int j = 0; j < d; ++j) err = std::max(err, std::abs(r[j] - mean[j]));
+      INFO(ReducerKindName(k));
+      CHECK(err < 0.1);
+    }
+    std::vector<float> m = Run(Opt(ReducerKind::kMean), in);
+    double err = 0;
+    for (int j = 0; j < d; ++j) err = std::max(err, std::isfinite(m[j]) ? std::abs(m[j] - mean[j]) : 1e9);
+    CHECK(err > 0.5);  // the plain mean is poisoned
+  }
+}
+
+TEST_CASE("reducer input validation", "[reducers]") {
+  std::vector<float> out;
+  CHECK(Reduce(Opt(ReducerKind::kMedian), {}, {}, &out).code() == StatusCode::kInvalidArgument);
+  CHECK(Reduce(Opt(ReducerKind::kMedian), {{1, 2}, {1}}, {}, &out).code() == StatusCode::kInvalidArgument);
+  CHECK(Reduce(Opt(ReducerKind::kMedian), Col({1, 2}), std::vector<double>{1}, &out).code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(Reduce(Opt(ReducerKind::kMedian), Col({1, 2}), std::vector<double>{1, -1}, &out).code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(Reduce(Opt(ReducerKind::kMedian), Col({1, 2}), std::vector<double>{0, 0}, &out).code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(*ParseReducerKind("trimmed_mean") == ReducerKind::kTrimmedMean);
+  CHECK(!ParseReducerKind("avg").ok());
+}
