@@ -1,0 +1,52 @@
+#include "server/options.h"
+
+#include <catch2/catch.hpp>
+
+using loft::server::ParseSchedulerOptions;
+using loft::server::SchedulerOptions;
+
+TEST_CASE("scheduler options parse every key and keep defaults for the rest") {
+  SchedulerOptions o;
+  REQUIRE(ParseSchedulerOptions("cluster_spec: c.yaml\npolicy: pid\nbind: tcp://0.0.0.0:7000\n"
+                                "heartbeat_timeout_ms: 900\nkeys_dir: /k\nmetrics_port: 9000\n"
+                                "iterations: 12\nmin_workers: 3\njournal_sync: false\n",
+                                "s.yaml", &o)
+              .ok());
+  CHECK(o.cluster_spec == "c.yaml");
+  CHECK(o.policy == "pid");
+  CHECK(o.bind == "tcp://0.0.0.0:7000");
+  CHECK(o.heartbeat_timeout_ms == 900);
+  CHECK(o.heartbeat_interval_ms == 500);
+  CHECK(o.metrics_port == 9000);
+  CHECK(o.iterations == 12);
+  CHECK(o.min_workers == 3);
+  CHECK_FALSE(o.journal_sync);
+  CHECK(o.Validate().ok());
+}
+
+TEST_CASE("scheduler options reject unknown keys and bad values, naming them") {
+  SchedulerOptions o;
+  auto st = ParseSchedulerOptions("cluster_spec: c.yaml\nheartbeat_timout_ms: 3\n", "s.yaml", &o);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("s.yaml:2") != std::string::npos);
+  CHECK(st.message().find("heartbeat_timout_ms") != std::string::npos);
+  st = ParseSchedulerOptions("metrics_port: many\n", "s.yaml", &o);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("metrics_port") != std::string::npos);
+}
+
+TEST_CASE("insecure is only allowed on loopback and keys are required otherwise") {
+  SchedulerOptions o;
+  o.cluster_spec = "c.yaml";
+  o.bind = "tcp://0.0.0.0:7700";
+  o.insecure = true;
+  CHECK(o.Validate().code() == loft::StatusCode::kPermissionDenied);
+  o.bind = "tcp://127.0.0.1:7700";
+  CHECK(o.Validate().ok());
+  o.insecure = false;
+  CHECK_FALSE(o.Validate().ok());  // no keys_dir
+  o.keys_dir = "/etc/loft/keys";
+  CHECK(o.Validate().ok());
+  o.heartbeat_timeout_ms = o.heartbeat_interval_ms;
+  CHECK_FALSE(o.Validate().ok());
+}

@@ -1,0 +1,256 @@
+// SchedulerService over a fake transport and a RocksDB journal in a temp
+// dir (no sockets): credits, heartbeat expiry + retries, journal recovery,
+// authentication and rejection of unexpected messages.
+#include "server/service.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+namespace {
+namespace fs = std::filesystem;
+using loft::server::PeerInfo;
+using loft::server::SchedulerOptions;
+using loft::server::SchedulerService;
+
+// Records every send; nodes in `unreachable` get Unavailable.
+struct FakeTransport : loft::server::SchedulerTransport {
+  std::vector<std::pair<int32_t, loft::v1::Envelope>> sent;
+  std::set<int32_t> unreachable;
+  loft::Status Send(int32_t node, const loft::v1::Envelope& env) override {
+    if (unreachable.count(node)) return loft::Unavailable("unreachable");
+    sent.emplace_back(node, env);
+    return loft::OkStatus();
+  }
+  std::vector<loft::v1::Partition> Assignments(int32_t node = -1) const {
+    std::vector<loft::v1::Partition> out;
+    for (auto& [n, e] : sent) {
+      if (e.has_assignment() && (node < 0 || n == node)) out.push_back(e.assignment().partition());
+    }
+    return out;
+  }
+};
+
+struct Fixture {
+  fs::path dir;
+  SchedulerOptions opts;
+  loft::ClusterSpec spec;
+  FakeTransport transport;
+  loft::metrics::Registry registry;
+
+  Fixture() {
+    dir =
+        fs::temp_directory_path() / ("loft-server-test-" + std::to_string(reinterpret_cast<uintptr_t>(this)) +
+                                     "-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir / "spec.yaml")
+        << "dataset: {name: fashion-mnist, samples: 256, sample_bytes: 784}\n"
+           "placement: {kind: shards, replication: 2}\n"
+           "training: {global_batch: 64, min_batch: 8, iterations: 12, seed: 7}\n"
+           "nodes:\n  - name: edge\n    count: 2\n";
+    opts.cluster_spec = (dir / "spec.yaml").string();
+    opts.journal_dir = (dir / "journal").string();
+    opts.insecure = true;
+    opts.journal_sync = false;
+    opts.heartbeat_timeout_ms = 1000;
+    opts.partition_timeout_ms = 100000;
+    auto s = loft::LoadClusterSpecFile(opts.cluster_spec);
+    REQUIRE(s.ok());
+    spec = *s;
+  }
+  ~Fixture() { fs::remove_all(dir); }
+
+  std::unique_ptr<SchedulerService> Make(double now = 0) {
+    auto s = SchedulerService::Create(opts, spec, &transport, &registry, now);
+    REQUIRE(s.ok());
+    return std::move(*s);
+  }
+};
+
+loft::Status Send(SchedulerService& s, const loft::v1::Envelope& e, double now,
+                  loft::v1::Envelope* reply = nullptr, PeerInfo peer = {}) {
+  loft::v1::Envelope r;
+  int32_t sender = -1;
+  return s.Handle(e, peer, now, reply ? reply : &r, &sender);
+}
+
+loft::v1::Envelope Register(const std::string& name, int credits) {
+  loft::v1::Envelope e;
+  auto* r = e.mutable_register_request();
+  r->set_node_name(name);
+  r->set_peer_endpoint("tcp://127.0.0.1:1");
+  r->set_credits(credits);
+  return e;
+}
+
+loft::v1::Envelope Done(const loft::v1::Partition& p) {
+  loft::v1::Envelope e;
+  auto* d = e.mutable_partition_done();
+  d->set_partition_id(p.id());
+  d->set_attempt(p.attempt());
+  d->set_node(p.worker());
+  d->mutable_timings()->set_local_bytes(100);
+  return e;
+}
+
+loft::v1::Envelope Credit(int32_t node, int c = 1) {
+  loft::v1::Envelope e;
+  e.mutable_credit_grant()->set_node(node);
+  e.mutable_credit_grant()->set_credits(c);
+  return e;
+}
+
+loft::v1::Envelope Beat(int32_t node) {
+  loft::v1::Envelope e;
+  e.mutable_heartbeat()->set_node(node);
+  return e;
+}
+
+nlohmann::json Status(const SchedulerService& s, double now) {
+  return nlohmann::json::parse(s.StatusJson(now));
+}
+
+// Acks every assignment not yet acked, granting a credit back for each.
+void AckAll(SchedulerService& s, FakeTransport& t, std::set<uint64_t>& acked, double now) {
+  for (const auto& p : t.Assignments()) {
+    if (!acked.insert(p.id()).second) continue;
+    REQUIRE(Send(s, Done(p), now).ok());
+    REQUIRE(Send(s, Credit(p.worker()), now).ok());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the service sends partitions only while the agent has credit") {
+  Fixture f;
+  auto s = f.Make();
+  REQUIRE(Send(*s, Register("edge-0", 1), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  CHECK(f.transport.Assignments().empty());  // waits for every node (min_workers = 0)
+  REQUIRE(Send(*s, Register("edge-1", 1), 2).ok());
+  REQUIRE(s->Tick(3).ok());
+  auto first = f.transport.Assignments();
+  REQUIRE(first.size() == 2);
+  // Acks without credit: the next iteration is planned but not sent.
+  for (const auto& p : first) REQUIRE(Send(*s, Done(p), 4).ok());
+  REQUIRE(s->Tick(5).ok());
+  CHECK(f.transport.Assignments().size() == 2);
+  auto st = Status(*s, 5);
+  CHECK(st["iteration"] == 1);
+  CHECK(st["workers"][0]["queued"] == 1);
+  CHECK(st["workers"][0]["credits"] == 0);
+  // One credit from edge-0: exactly one more partition, to edge-0.
+  REQUIRE(Send(*s, Credit(0), 6).ok());
+  REQUIRE(s->Tick(7).ok());
+  CHECK(f.transport.Assignments(0).size() == 2);
+  CHECK(f.transport.Assignments(1).size() == 1);
+  CHECK(s->max_in_flight(0) == 1);
+  CHECK(s->max_in_flight(1) == 1);
+}
+
+TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a child") {
+  Fixture f;
+  auto s = f.Make();
+  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
+  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  REQUIRE(f.transport.Assignments().size() == 2);
+  auto p0 = f.transport.Assignments(0).at(0);
+  REQUIRE(Send(*s, Done(p0), 10).ok());
+  REQUIRE(Send(*s, Credit(0), 10).ok());
+  REQUIRE(Send(*s, Beat(0), 900).ok());
+  REQUIRE(s->Tick(1500).ok());  // edge-1 silent since t=0 > 1000 ms
+  auto st = Status(*s, 1500);
+  CHECK(st["live_nodes"] == nlohmann::json::array({0}));
+  CHECK(st["ledger"]["failed"] == 1);
+  // A view without edge-1 went to edge-0.
+  bool saw_view = false;
+  for (auto& [n, e] : f.transport.sent) {
+    if (n == 0 && e.has_view() && e.view().live_nodes_size() == 1) saw_view = true;
+  }
+  CHECK(saw_view);
+  // edge-0 gets the next iteration, containing the failed samples as a child partition.
+  std::set<uint64_t> acked = {p0.id()};
+  bool saw_child = false;
+  for (int round = 0; round < 30 && !s->finished(); ++round) {
+    double now = 1600 + round * 10;
+    REQUIRE(Send(*s, Beat(0), now).ok());
+    REQUIRE(s->Tick(now).ok());
+    for (const auto& p : f.transport.Assignments(0)) saw_child = saw_child || p.attempt() > 0;
+    AckAll(*s, f.transport, acked, now);
+  }
+  CHECK(saw_child);
+  st = Status(*s, 2000);
+  CHECK(st["ledger"]["retries"].get<int64_t>() >= 1);
+  CHECK(st["ledger"]["duplicates"] == 0);
+  CHECK(st["ledger"]["lost"] == 0);
+}
+
+TEST_CASE("a restarted service recovers from its journal and finishes with 0 duplicates, 0 lost") {
+  Fixture f;
+  std::set<uint64_t> acked;
+  int64_t committed_before = 0;
+  {
+    auto s = f.Make();
+    REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
+    REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
+    for (int round = 0; round < 5; ++round) {
+      REQUIRE(s->Tick(round).ok());
+      AckAll(*s, f.transport, acked, round);
+    }
+    REQUIRE(s->Tick(6).ok());  // flushes the last acks, plans and sends the next iteration
+    committed_before = Status(*s, 6)["ledger"]["samples_committed"];
+    REQUIRE(committed_before > 0);
+  }  // "crash": the in-flight iteration's partitions were sent, not acked
+  auto s = f.Make(100);
+  auto st = Status(*s, 100);
+  CHECK(st["recovered"] == true);
+  CHECK(st["ledger"]["samples_committed"] == committed_before);
+  // Agents keep beating and acking what they had; the job finishes.
+  for (int round = 0; round < 60 && !s->finished(); ++round) {
+    double now = 100 + round;
+    REQUIRE(Send(*s, Beat(0), now).ok());
+    REQUIRE(Send(*s, Beat(1), now).ok());
+    AckAll(*s, f.transport, acked, now);
+    REQUIRE(s->Tick(now).ok());
+  }
+  REQUIRE(s->finished());
+  st = Status(*s, 200);
+  CHECK(st["ledger"]["duplicates"] == 0);
+  CHECK(st["ledger"]["lost"] == 0);
+  CHECK(st["ledger"]["epochs_completed"].get<int64_t>() >= 2);  // 12 iterations x 64 of 256 samples
+}
+
+TEST_CASE("authenticated peers speak only for their own node; unexpected messages are rejected") {
+  Fixture f;
+  auto s = f.Make();
+  PeerInfo rogue{"edge-1", true};
+  CHECK(Send(*s, Register("edge-0", 1), 0, nullptr, rogue).code() == loft::StatusCode::kPermissionDenied);
+  CHECK(Send(*s, Register("nobody", 1), 0).code() == loft::StatusCode::kNotFound);
+  CHECK(Send(*s, Register("edge-0", 0), 0).code() == loft::StatusCode::kInvalidArgument);
+  CHECK(Send(*s, Beat(0), 0).code() == loft::StatusCode::kFailedPrecondition);  // not registered
+  CHECK(Send(*s, Beat(7), 0).code() == loft::StatusCode::kInvalidArgument);
+  loft::v1::Envelope fetch;
+  fetch.mutable_fetch_request()->set_request_id(1);
+  CHECK(Send(*s, fetch, 0).code() == loft::StatusCode::kUnimplemented);
+  PeerInfo ok{"edge-0", true};
+  loft::v1::Envelope reply;
+  REQUIRE(Send(*s, Register("edge-0", 1), 0, &reply, ok).ok());
+  CHECK(reply.has_register_reply());
+  CHECK(reply.register_reply().node() == 0);
+  CHECK(Send(*s, Credit(0, 0), 1).code() == loft::StatusCode::kInvalidArgument);
+  CHECK(Send(*s, Credit(0, 1), 1, nullptr, rogue).code() == loft::StatusCode::kPermissionDenied);
+  // Garbage acks for unknown partitions are ignored and counted, not errors.
+  loft::v1::Envelope bogus;
+  bogus.mutable_partition_done()->set_partition_id(999);
+  bogus.mutable_partition_done()->set_node(0);
+  CHECK(Send(*s, bogus, 2, nullptr, ok).ok());
+  CHECK(Status(*s, 2)["ledger"]["acks_ignored"] == 1);
+}
