@@ -1,0 +1,49 @@
+// AgentConfig: every setting of loft-agent, as a plain struct with
+// defaults, loaded from a flat YAML file (keys = field names) and then
+// overridden by command-line flags (see main.cc and README.md).
+//
+// Not responsible for: reading the cluster spec or keys (the server does
+// that at start-up).
+// Thread-safety: plain value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/codec.h"
+#include "core/status.h"
+
+namespace loft::agent {
+
+struct AgentConfig {
+  std::string node_name;                        // required; the node's expanded spec name
+  std::string cluster_spec;                     // path to the cluster spec YAML (compute + link constants)
+  std::string cache_dir;                        // required; the node's SampleCache directory
+  std::string scheduler_endpoint;               // e.g. tcp://10.0.0.1:7400; empty = no scheduler (tests)
+  std::string peer_bind = "tcp://127.0.0.1:0";  // ROUTER for peer fetch; port 0 = any free port
+  std::string peer_advertise;              // endpoint peers connect to; empty = the resolved bind endpoint
+  std::string consumer_endpoint;           // reserved for the C API consumer (issue 6); not served yet
+  std::string keys_dir;                    // CURVE keys; required unless insecure
+  bool insecure = false;                   // no CURVE; only with loopback endpoints
+  int credits = 2;                         // partitions queued + running at once, >= 1
+  std::string compute_mode = "synthetic";  // synthetic (spend the spec's compute time)
+  bool link_emulation = false;             // emulate the spec's link rates with token buckets
+  int metrics_port = -1;                   // -1 = no metrics server; 0 = any free port
+  std::string metrics_address = "127.0.0.1";
+  std::string log_level = "info";
+  int heartbeat_interval_ms = 500;
+  int scheduler_timeout_ms = 5000;  // re-register after this long without a scheduler message
+  int fetch_timeout_ms = 10000;     // give up a partition's peer fetch after this long
+  int fetch_batch = 64;             // sample ids per FetchRequest
+  int64_t max_message_bytes = static_cast<int64_t>(kDefaultMaxMessageBytes);
+  int max_grants = 4096;  // ServeGrant table bound (oldest evicted)
+  uint64_t seed = 1;      // compute jitter seed
+
+  Status Validate() const;
+};
+
+// Loads a flat YAML map; unknown keys are errors naming the file and key.
+StatusOr<AgentConfig> LoadAgentConfigFile(const std::string& path);
+StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::string& source = "<string>");
+
+}  // namespace loft::agent

@@ -1,0 +1,416 @@
+#include "edge_agent/agent_service.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <future>
+#include <unordered_map>
+
+#include "core/codec.h"
+
+namespace loft::agent {
+
+StatusOr<AgentMetrics> AgentMetrics::Create(metrics::Registry* r) {
+  AgentMetrics m;
+  LOFT_ASSIGN_OR_RETURN(
+      m.rejected_frames,
+      r->AddCounter("loft_agent_rejected_frames_total",
+                    "Frames dropped or answered with an Error, by socket and reason.", {"socket", "reason"}));
+  LOFT_ASSIGN_OR_RETURN(
+      m.fetch_requests,
+      r->AddCounter("loft_agent_fetch_requests_total", "Peer fetch requests served, by result.", {"result"}));
+  LOFT_ASSIGN_OR_RETURN(auto* s,
+                        r->AddCounter("loft_agent_served_samples_total", "Samples served to peers."));
+  m.served_samples = &s->Get();
+  LOFT_ASSIGN_OR_RETURN(auto* b,
+                        r->AddCounter("loft_agent_served_bytes_total", "Record bytes served to peers."));
+  m.served_bytes = &b->Get();
+  LOFT_ASSIGN_OR_RETURN(m.partitions,
+                        r->AddCounter("loft_agent_partitions_total",
+                                      "Partitions finished, by result (done, failed, refused).", {"result"}));
+  LOFT_ASSIGN_OR_RETURN(m.fetched_bytes,
+                        r->AddCounter("loft_agent_fetched_bytes_total",
+                                      "Record bytes fetched from peers, by peer node.", {"peer"}));
+  LOFT_ASSIGN_OR_RETURN(
+      m.partition_ms, r->AddHistogram("loft_agent_partition_ms",
+                                      "Per-partition time in ms by phase (local_read, remote_read, compute).",
+                                      metrics::DefaultMillisBuckets(), {"phase"}));
+  LOFT_ASSIGN_OR_RETURN(auto* f,
+                        r->AddGauge("loft_agent_in_flight_partitions", "Partitions queued or running."));
+  m.in_flight = &f->Get();
+  LOFT_ASSIGN_OR_RETURN(auto* g, r->AddGauge("loft_agent_serve_grants", "Live ServeGrant entries."));
+  m.grants = &g->Get();
+  LOFT_ASSIGN_OR_RETURN(auto* e, r->AddCounter("loft_agent_scheduler_errors_total",
+                                               "Error messages received from the scheduler."));
+  m.scheduler_errors = &e->Get();
+  return m;
+}
+
+std::string RejectReason(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kResourceExhausted: return "oversized";
+    case StatusCode::kFailedPrecondition: return "version";
+    case StatusCode::kInvalidArgument:
+      return st.message().find("no body") != std::string::npos ? "no_body" : "undecodable";
+    default: return "other";
+  }
+}
+
+AgentService::AgentService(AgentServiceOptions options, cache::SampleCache* cache, AgentMetrics* metrics)
+    : options_(std::move(options)), cache_(cache), metrics_(metrics), grants_(options_.max_grants) {}
+
+PeerReply AgentService::HandlePeer(std::string_view frame, size_t extra_frames, const std::string& user_id) {
+  PeerReply out;
+  auto reject = [&](const std::string& reason, const Status& st, uint64_t request_id) {
+    metrics_->rejected_frames->WithLabels({"peer", reason}).Increment();
+    out.header = MakeError(st, request_id);
+    return out;
+  };
+  auto env = Decode(frame, options_.max_message_bytes);
+  if (!env.ok()) return reject(RejectReason(env.status()), env.status(), 0);
+  if (!env->has_fetch_request()) {
+    return reject(
+        "unexpected_type",
+        InvalidArgument(fmt::format("the peer socket accepts only fetch_request, got {}", BodyName(*env))),
+        0);
+  }
+  const v1::FetchRequest& req = env->fetch_request();
+  if (extra_frames > 0) {
+    return reject("unexpected_frames",
+                  InvalidArgument(fmt::format("fetch_request must be one frame, got {} extra", extra_frames)),
+                  req.request_id());
+  }
+  auto deny = [&](const std::string& result, const Status& st) {
+    metrics_->fetch_requests->WithLabels({result}).Increment();
+    out.header = MakeError(st, req.request_id());
+    return out;
+  };
+  if (req.sample_ids_size() == 0)
+    return deny("invalid", InvalidArgument("fetch_request lists no sample ids"));
+  if (req.sample_ids_size() > 4096) {
+    return deny("invalid", ResourceExhausted(fmt::format("fetch_request of {} ids exceeds the limit of 4096",
+                                                         req.sample_ids_size())));
+  }
+  if (options_.authenticated) {
+    auto peer = PeerFor(req.requester());
+    if (!peer || peer->name != user_id) {
+      return deny("denied", PermissionDenied(
+                                fmt::format("key '{}' may not fetch as node {}", user_id, req.requester())));
+    }
+  }
+  std::span<const uint64_t> ids(req.sample_ids().data(), static_cast<size_t>(req.sample_ids_size()));
+  Status auth = grants_.Authorize(req.partition_id(), req.requester(), ids);
+  if (!auth.ok()) {
+    return deny(auth.code() == StatusCode::kUnavailable ? "no_grant" : "denied", auth);
+  }
+  std::vector<cache::RawRecord> records = cache_->MultiGetRecords(ids);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!records[i].status.ok()) {
+      return deny(records[i].status.code() == StatusCode::kNotFound ? "not_found" : "data_loss",
+                  records[i].status.WithContext(fmt::format("sample {}", ids[i])));
+    }
+    bytes += static_cast<int64_t>(records[i].bytes.size());
+  }
+  auto* fr = out.header.mutable_fetch_reply();
+  out.header.set_protocol_version(kProtocolVersion);
+  fr->set_request_id(req.request_id());
+  fr->set_count(static_cast<int32_t>(records.size()));
+  out.records.reserve(records.size());
+  for (auto& r : records) out.records.push_back(std::move(r.bytes));
+  metrics_->fetch_requests->WithLabels({"ok"}).Increment();
+  metrics_->served_samples->Increment(static_cast<double>(records.size()));
+  metrics_->served_bytes->Increment(static_cast<double>(bytes));
+  return out;
+}
+
+Status AgentService::Accept(const v1::Partition& p) {
+  int32_t me = node();
+  if (me < 0) return FailedPrecondition("assignment before registration finished");
+  if (p.worker() != me)
+    return InvalidArgument(
+        fmt::format("partition {} is for worker {}, this node is {}", p.id(), p.worker(), me));
+  if (p.sample_ids_size() == 0) return InvalidArgument(fmt::format("partition {} has no samples", p.id()));
+  if (p.sources_size() != p.sample_ids_size()) {
+    return InvalidArgument(fmt::format("partition {}: {} sources for {} sample ids", p.id(), p.sources_size(),
+                                       p.sample_ids_size()));
+  }
+  for (int32_t src : p.sources()) {
+    if (src != me && !PeerFor(src)) {
+      return InvalidArgument(
+          fmt::format("partition {}: source node {} is not in view {}", p.id(), src, view()));
+    }
+  }
+  if (in_flight_ >= options_.credits) {
+    return ResourceExhausted(
+        fmt::format("partition {} exceeds the granted window of {} partitions", p.id(), options_.credits));
+  }
+  return OkStatus();
+}
+
+SchedulerEffects AgentService::HandleScheduler(std::string_view frame, size_t extra_frames) {
+  SchedulerEffects fx;
+  auto env = Decode(frame, options_.max_message_bytes);
+  if (!env.ok()) {
+    metrics_->rejected_frames->WithLabels({"scheduler", RejectReason(env.status())}).Increment();
+    fx.to_scheduler.push_back(MakeError(env.status()));
+    return fx;
+  }
+  using E = v1::Envelope;
+  switch (env->body_case()) {
+    case E::kRegisterReply: {
+      std::lock_guard lock(mu_);
+      node_ = env->register_reply().node();
+      view_.set_view(env->register_reply().view());
+      fx.registered = true;
+      spdlog::info("registered as node {} (view {})", node_, view_.view());
+      break;
+    }
+    case E::kView: {
+      std::vector<int32_t> gone;
+      {
+        std::lock_guard lock(mu_);
+        for (int32_t n : view_.live_nodes()) {
+          if (std::find(env->view().live_nodes().begin(), env->view().live_nodes().end(), n) ==
+              env->view().live_nodes().end()) {
+            gone.push_back(n);
+          }
+        }
+        view_ = env->view();
+      }
+      for (int32_t n : gone) grants_.DropRequester(n);
+      metrics_->grants->Set(static_cast<double>(grants_.size()));
+      break;
+    }
+    case E::kServeGrant:
+      grants_.Add(env->serve_grant());
+      metrics_->grants->Set(static_cast<double>(grants_.size()));
+      break;
+    case E::kAssignment: {
+      const v1::Partition& p = env->assignment().partition();
+      Status st = Accept(p);
+      if (st.ok()) {
+        ++in_flight_;
+        metrics_->in_flight->Set(in_flight_);
+        fx.run.push_back(p);
+      } else {
+        spdlog::warn("refused partition {}: {}", p.id(), st.ToString());
+        metrics_->partitions->WithLabels({"refused"}).Increment();
+        E failed;
+        failed.set_protocol_version(kProtocolVersion);
+        auto* f = failed.mutable_partition_failed();
+        f->set_partition_id(p.id());
+        f->set_attempt(p.attempt());
+        f->set_node(node());
+        f->set_reason(st.ToString());
+        fx.to_scheduler.push_back(std::move(failed));
+        // Over-window assignments were never covered by a credit; others were.
+        if (st.code() != StatusCode::kResourceExhausted) ++fx.credits_to_return;
+      }
+      break;
+    }
+    case E::kHeartbeat: break;
+    case E::kShutdown:
+      spdlog::info("shutdown requested: {}", env->shutdown().reason());
+      fx.shutdown = true;
+      break;
+    case E::kError:
+      metrics_->scheduler_errors->Increment();
+      spdlog::warn("scheduler error: {}", StatusFromError(env->error()).ToString());
+      break;
+    default:
+      metrics_->rejected_frames->WithLabels({"scheduler", "unexpected_type"}).Increment();
+      fx.to_scheduler.push_back(MakeError(
+          InvalidArgument(fmt::format("an agent does not accept {} from the scheduler", BodyName(*env)))));
+      break;
+  }
+  if (extra_frames > 0) metrics_->rejected_frames->WithLabels({"scheduler", "unexpected_frames"}).Increment();
+  return fx;
+}
+
+v1::Envelope AgentService::MakeRegister(const v1::CacheSummary& summary) const {
+  v1::Envelope env;
+  env.set_protocol_version(kProtocolVersion);
+  auto* r = env.mutable_register_request();
+  r->set_node_name(options_.node_name);
+  r->set_peer_endpoint(options_.peer_endpoint);
+  *r->mutable_cache() = summary;
+  r->set_credits(options_.credits);
+  return env;
+}
+
+v1::Envelope AgentService::MakeHeartbeat() const {
+  v1::Envelope env;
+  env.set_protocol_version(kProtocolVersion);
+  auto* h = env.mutable_heartbeat();
+  h->set_node(node());
+  h->set_view(view());
+  return env;
+}
+
+v1::Envelope AgentService::MakeCreditGrant(int credits) const {
+  v1::Envelope env;
+  env.set_protocol_version(kProtocolVersion);
+  env.mutable_credit_grant()->set_node(node());
+  env.mutable_credit_grant()->set_credits(credits);
+  return env;
+}
+
+void AgentService::PartitionFinished() {
+  if (in_flight_ > 0) --in_flight_;
+  metrics_->in_flight->Set(in_flight_);
+}
+
+int32_t AgentService::node() const {
+  std::lock_guard lock(mu_);
+  return node_;
+}
+
+int64_t AgentService::view() const {
+  std::lock_guard lock(mu_);
+  return view_.view();
+}
+
+std::optional<PeerInfo> AgentService::PeerFor(int32_t node) const {
+  std::lock_guard lock(mu_);
+  for (int i = 0; i < view_.live_nodes_size(); ++i) {
+    if (view_.live_nodes(i) != node) continue;
+    PeerInfo p;
+    p.node = node;
+    if (i < view_.peer_endpoints_size()) p.endpoint = view_.peer_endpoints(i);
+    if (i < view_.node_names_size()) p.name = view_.node_names(i);
+    return p;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------- runner
+
+ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
+  ReadPartition out;
+  out.partition = p;
+  out.batch.partition_id = p.id();
+  std::vector<uint64_t> local;
+  std::map<int32_t, std::vector<uint64_t>> remote;
+  for (int i = 0; i < p.sample_ids_size(); ++i) {
+    if (p.sources(i) == me)
+      local.push_back(p.sample_ids(i));
+    else
+      remote[p.sources(i)].push_back(p.sample_ids(i));
+  }
+  std::future<std::map<int32_t, PeerFetchResult>> fut;
+  int64_t t0 = clock_->NowMicros();
+  if (!remote.empty()) {
+    if (!peers_) {
+      out.status = FailedPrecondition("partition needs peer reads but no peer client is configured");
+      return out;
+    }
+    fut = std::async(std::launch::async, [&] { return peers_->FetchAll(p.id(), me, remote); });
+  }
+  std::unordered_map<uint64_t, cache::Sample> got;
+  Status first_error;
+  std::vector<cache::RawRecord> recs = cache_->MultiGetRecords(local, /*verify=*/false);
+  int64_t local_bytes = 0;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    if (!recs[i].status.ok()) {
+      if (first_error.ok())
+        first_error = recs[i].status.WithContext(fmt::format("local sample {}", local[i]));
+      continue;
+    }
+    auto s = cache::DecodeRecord(local[i], recs[i].bytes);
+    if (!s.ok()) {
+      if (first_error.ok()) first_error = s.status().WithContext("local read");
+      continue;
+    }
+    local_bytes += static_cast<int64_t>(recs[i].bytes.size());
+    got[local[i]] = std::move(s).value();
+  }
+  double local_ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
+  auto* t = &out.timings;
+  t->set_local_read_ms(local_ms);
+  t->set_local_samples(static_cast<int64_t>(local.size()));
+  t->set_local_bytes(local_bytes);
+  if (fut.valid()) {
+    auto results = fut.get();
+    double remote_ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
+    int64_t remote_bytes = 0, remote_samples = 0;
+    for (const auto& [peer, ids] : remote) {
+      auto it = results.find(peer);
+      if (it == results.end()) {
+        if (first_error.ok()) first_error = Internal(fmt::format("no fetch result for peer {}", peer));
+        continue;
+      }
+      PeerFetchResult& r = it->second;
+      (*t->mutable_remote_read_ms_by_peer())[peer] = r.ms;
+      if (!r.status.ok()) {
+        if (first_error.ok()) first_error = r.status.WithContext(fmt::format("fetch from peer {}", peer));
+        continue;
+      }
+      if (r.records.size() != ids.size()) {
+        if (first_error.ok()) {
+          first_error = DataLoss(
+              fmt::format("peer {} returned {} records for {} ids", peer, r.records.size(), ids.size()));
+        }
+        continue;
+      }
+      for (size_t i = 0; i < ids.size(); ++i) {
+        auto s = cache::DecodeRecord(ids[i], r.records[i]);  // CRC: a corrupt record fails the partition
+        if (!s.ok()) {
+          if (first_error.ok())
+            first_error = s.status().WithContext(fmt::format("record from peer {}", peer));
+          break;
+        }
+        got[ids[i]] = std::move(s).value();
+        remote_bytes += static_cast<int64_t>(r.records[i].size());
+        ++remote_samples;
+      }
+      metrics_->fetched_bytes->WithLabels({std::to_string(peer)}).Increment(static_cast<double>(r.bytes));
+    }
+    t->set_remote_read_ms(remote_ms);
+    t->set_remote_samples(remote_samples);
+    t->set_remote_bytes(remote_bytes);
+    metrics_->partition_ms->WithLabels({"remote_read"}).Observe(remote_ms);
+  }
+  metrics_->partition_ms->WithLabels({"local_read"}).Observe(local_ms);
+  if (!first_error.ok()) {
+    out.status = first_error;
+    return out;
+  }
+  out.batch.samples.reserve(static_cast<size_t>(p.sample_ids_size()));
+  for (uint64_t id : p.sample_ids()) out.batch.samples.push_back(got[id]);
+  return out;
+}
+
+v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32_t me) {
+  v1::Envelope env;
+  env.set_protocol_version(kProtocolVersion);
+  const v1::Partition& p = read.partition;
+  Status st = read.status;
+  if (st.ok()) {
+    int64_t t0 = clock_->NowMicros();
+    auto loss = trainer->Compute(read.batch);
+    double ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
+    read.timings.set_compute_ms(ms);
+    metrics_->partition_ms->WithLabels({"compute"}).Observe(ms);
+    if (!loss.ok()) st = loss.status().WithContext("compute");
+  }
+  if (!st.ok()) {
+    auto* f = env.mutable_partition_failed();
+    f->set_partition_id(p.id());
+    f->set_attempt(p.attempt());
+    f->set_node(me);
+    f->set_reason(st.ToString());
+    metrics_->partitions->WithLabels({"failed"}).Increment();
+    spdlog::warn("partition {} failed: {}", p.id(), st.ToString());
+    return env;
+  }
+  auto* d = env.mutable_partition_done();
+  d->set_partition_id(p.id());
+  d->set_attempt(p.attempt());
+  d->set_node(me);
+  *d->mutable_timings() = std::move(read.timings);
+  metrics_->partitions->WithLabels({"done"}).Increment();
+  return env;
+}
+
+}  // namespace loft::agent

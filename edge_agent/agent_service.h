@@ -1,0 +1,165 @@
+// AgentService: the middle layer of loft-agent. Protobuf in, protobuf
+// out, no sockets: the ZmqAgentServer hands it decoded frames and sends
+// what it returns.
+//
+// - Peer path: HandlePeer(frame, user) → a FetchReply header plus the raw
+//   records (one MultiGetRecords), or an Error. Ids are served only if a
+//   ServeGrant from the scheduler lists them for (partition, requester)
+//   and, when the connection is authenticated, the CURVE User-Id is the
+//   requester's node name in the current view.
+// - Scheduler path: HandleScheduler(frame) applies RegisterReply,
+//   MembershipView, ServeGrant, PartitionAssignment, Shutdown and returns
+//   what to run and what to answer.
+// - PartitionRunner (below) reads a partition (local RocksDB reads and
+//   peer fetches concurrently), verifies every record, computes, and
+//   builds the PartitionDone / PartitionFailed report.
+//
+// Not responsible for: sockets, threads, retries of whole partitions
+// (the scheduler re-plans failed ones), planning.
+// Thread-safety: HandlePeer/HandleScheduler/Make* are called from one
+// thread (the poll loop). PeerFor() and node() are thread-safe (the
+// partition threads call them). PartitionRunner is used by one thread at
+// a time per method (Read and Finish may run on different threads).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/sample_cache.h"
+#include "core/clock.h"
+#include "core/metrics.h"
+#include "core/proto/loft.pb.h"
+#include "core/status.h"
+#include "edge_agent/grant_table.h"
+#include "edge_agent/trainer.h"
+
+namespace loft::agent {
+
+// The metrics loft-agent exports (all prefixed loft_agent_).
+struct AgentMetrics {
+  metrics::CounterFamily* rejected_frames = nullptr;  // {socket, reason}
+  metrics::CounterFamily* fetch_requests = nullptr;   // {result}
+  metrics::Counter* served_samples = nullptr;
+  metrics::Counter* served_bytes = nullptr;
+  metrics::CounterFamily* partitions = nullptr;      // {result}
+  metrics::CounterFamily* fetched_bytes = nullptr;   // {peer}
+  metrics::HistogramFamily* partition_ms = nullptr;  // {phase}
+  metrics::Gauge* in_flight = nullptr;
+  metrics::Gauge* grants = nullptr;
+  metrics::Counter* scheduler_errors = nullptr;
+
+  static StatusOr<AgentMetrics> Create(metrics::Registry* registry);
+};
+
+// Maps a codec error to a metric reason: oversized, version, no_body, undecodable.
+std::string RejectReason(const Status& decode_error);
+
+struct PeerReply {
+  v1::Envelope header;               // FetchReply or Error
+  std::vector<std::string> records;  // raw frames after the header (FetchReply only)
+};
+
+struct SchedulerEffects {
+  std::vector<v1::Partition> run;          // accepted partitions, in order
+  std::vector<v1::Envelope> to_scheduler;  // replies (Failed for refused assignments, Error)
+  int credits_to_return = 0;               // CreditGrants to send after `to_scheduler`
+  bool registered = false;                 // a RegisterReply arrived
+  bool shutdown = false;
+};
+
+struct PeerInfo {
+  int32_t node = -1;
+  std::string name;
+  std::string endpoint;
+};
+
+struct AgentServiceOptions {
+  std::string node_name;
+  std::string peer_endpoint;  // advertised
+  int credits = 2;
+  size_t max_message_bytes = 16u << 20;
+  size_t max_grants = 4096;
+  bool authenticated = false;  // CURVE on: peers must present their node's key
+};
+
+class AgentService {
+ public:
+  AgentService(AgentServiceOptions options, cache::SampleCache* cache, AgentMetrics* metrics);
+
+  PeerReply HandlePeer(std::string_view frame, size_t extra_frames, const std::string& user_id);
+  SchedulerEffects HandleScheduler(std::string_view frame, size_t extra_frames);
+
+  v1::Envelope MakeRegister(const v1::CacheSummary& summary) const;
+  v1::Envelope MakeHeartbeat() const;
+  v1::Envelope MakeCreditGrant(int credits) const;
+
+  // Called when a partition report has been sent (frees a slot).
+  void PartitionFinished();
+  int in_flight() const { return in_flight_; }
+
+  int32_t node() const;
+  std::optional<PeerInfo> PeerFor(int32_t node) const;
+  int64_t view() const;
+
+ private:
+  Status Accept(const v1::Partition& p);
+
+  AgentServiceOptions options_;
+  cache::SampleCache* cache_;
+  AgentMetrics* metrics_;
+  GrantTable grants_;
+  int in_flight_ = 0;
+
+  mutable std::mutex mu_;  // guards node_ and view_
+  int32_t node_ = -1;
+  v1::MembershipView view_;
+};
+
+// The remote half of a partition's reads.
+struct PeerFetchResult {
+  Status status;
+  std::vector<std::string> records;  // one per requested id, in order
+  double ms = 0;                     // time until this peer's last reply
+  int64_t bytes = 0;
+};
+
+class PeerClient {
+ public:
+  virtual ~PeerClient() = default;
+  // Fetches every group concurrently; one result per peer node.
+  virtual std::map<int32_t, PeerFetchResult> FetchAll(
+      uint64_t partition_id, int32_t requester,
+      const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer) = 0;
+};
+
+struct ReadPartition {
+  v1::Partition partition;
+  Status status;  // not OK: the partition failed while reading
+  Batch batch;
+  v1::PartitionTimings timings;
+};
+
+class PartitionRunner {
+ public:
+  PartitionRunner(Clock* clock, cache::SampleCache* cache, PeerClient* peers, AgentMetrics* metrics)
+      : clock_(clock), cache_(cache), peers_(peers), metrics_(metrics) {}
+  // Local reads and peer fetches (concurrently); verifies every record.
+  ReadPartition Read(const v1::Partition& p, int32_t me);
+  // Computes (if the read succeeded) and returns PartitionDone or
+  // PartitionFailed.
+  v1::Envelope Finish(ReadPartition read, Trainer* trainer, int32_t me);
+
+ private:
+  Clock* clock_;
+  cache::SampleCache* cache_;
+  PeerClient* peers_;
+  AgentMetrics* metrics_;
+};
+
+}  // namespace loft::agent

@@ -1,0 +1,186 @@
+#include "edge_agent/peer_fetcher.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "core/zmq_util.h"
+
+namespace loft::agent {
+
+StatusOr<zmq::socket_t*> PeerFetcher::SocketFor(const PeerInfo& peer) {
+  auto it = conns_.find(peer.node);
+  if (it != conns_.end() && it->second.endpoint == peer.endpoint) return &it->second.socket;
+  if (peer.endpoint.empty())
+    return Unavailable(fmt::format("node {} has no peer endpoint in the view", peer.node));
+  SocketOptions so;
+  so.max_message_bytes = options_.max_message_bytes;
+  so.send_timeout_ms = options_.timeout_ms;
+  so.recv_hwm = 0;  // replies are bounded by our own requests
+  if (options_.own_keys) {
+    so.curve_own = options_.own_keys;
+    auto key = ReadCurvePublicKey((std::filesystem::path(options_.keys_dir) / (peer.name + ".pub")).string());
+    if (!key.ok())
+      return key.status().WithContext(fmt::format("server key of node {} ('{}')", peer.node, peer.name));
+    so.curve_server_public = *key;
+  }
+  LOFT_ASSIGN_OR_RETURN(zmq::socket_t s, MakeSocket(*ctx_, zmq::socket_type::dealer, so));
+  LOFT_RETURN_IF_ERROR(Connect(s, peer.endpoint));
+  conns_[peer.node] = Conn{peer.endpoint, std::move(s)};
+  return &conns_[peer.node].socket;
+}
+
+std::map<int32_t, PeerFetchResult> PeerFetcher::FetchAll(
+    uint64_t partition_id, int32_t requester, const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer) {
+  std::map<int32_t, PeerFetchResult> out;
+  struct Pending {
+    int32_t peer;
+    size_t offset;  // index of the first id in the peer's group
+    std::vector<uint64_t> ids;
+    int64_t resend_at_us = -1;  // >= 0: waiting to resend after "no grant yet"
+  };
+  std::map<uint64_t, Pending> pending;
+  std::map<int32_t, zmq::socket_t*> sockets;
+  std::map<int32_t, int> open_chunks;
+  int64_t t0 = clock_->NowMicros();
+  int64_t deadline = t0 + int64_t{options_.timeout_ms} * 1000;
+  if (options_.latency_ms > 0) clock_->SleepForMicros(static_cast<int64_t>(options_.latency_ms * 1000));
+
+  auto send = [&](uint64_t rid, Pending& pd) -> Status {
+    v1::Envelope env;
+    auto* r = env.mutable_fetch_request();
+    r->set_request_id(rid);
+    r->set_partition_id(partition_id);
+    r->set_requester(requester);
+    for (uint64_t id : pd.ids) r->add_sample_ids(id);
+    pd.resend_at_us = -1;
+    return SendEnvelope(*sockets[pd.peer], env);
+  };
+  auto fail = [&](int32_t peer, const Status& st) {
+    out[peer].status = st;
+    out[peer].ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
+    std::erase_if(pending, [&](const auto& kv) { return kv.second.peer == peer; });
+    open_chunks[peer] = 0;
+  };
+
+  for (const auto& [peer, ids] : ids_by_peer) {
+    PeerFetchResult& res = out[peer];
+    res.records.resize(ids.size());
+    auto info = lookup_(peer);
+    if (!info) {
+      fail(peer, Unavailable(fmt::format("node {} is not in the current view", peer)));
+      continue;
+    }
+    auto sock = SocketFor(*info);
+    if (!sock.ok()) {
+      fail(peer, sock.status());
+      continue;
+    }
+    sockets[peer] = *sock;
+    for (size_t off = 0; off < ids.size(); off += static_cast<size_t>(options_.fetch_batch)) {
+      size_t end = std::min(ids.size(), off + static_cast<size_t>(options_.fetch_batch));
+      uint64_t rid = next_request_id_++;
+      pending[rid] = Pending{peer, off, std::vector<uint64_t>(ids.begin() + off, ids.begin() + end)};
+      ++open_chunks[peer];
+    }
+  }
+  std::vector<uint64_t> rids;
+  for (const auto& kv : pending) rids.push_back(kv.first);
+  for (uint64_t rid : rids) {
+    auto it = pending.find(rid);
+    if (it == pending.end()) continue;  // its peer failed already
+    Status st = send(rid, it->second);
+    if (!st.ok()) fail(it->second.peer, st);
+  }
+
+  while (!pending.empty()) {
+    int64_t now = clock_->NowMicros();
+    if (now >= deadline) {
+      std::vector<int32_t> late;
+      for (const auto& kv : pending) late.push_back(kv.second.peer);
+      for (int32_t peer : late) {
+        if (open_chunks[peer] > 0)
+          fail(peer, DeadlineExceeded(
+                         fmt::format("peer {} did not answer within {} ms", peer, options_.timeout_ms)));
+      }
+      break;
+    }
+    for (auto& [rid, pd] : pending) {
+      if (pd.resend_at_us >= 0 && now >= pd.resend_at_us) {
+        Status st = send(rid, pd);
+        if (!st.ok()) pd.resend_at_us = now + options_.retry_backoff_ms * 1000;
+      }
+    }
+    std::vector<zmq::pollitem_t> items;
+    std::vector<int32_t> item_peer;
+    for (const auto& [peer, s] : sockets) {
+      if (open_chunks[peer] == 0) continue;
+      items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+      item_peer.push_back(peer);
+    }
+    if (items.empty()) break;
+    int64_t wait_ms =
+        std::max<int64_t>(1, std::min<int64_t>(options_.retry_backoff_ms, (deadline - now) / 1000));
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
+    } catch (const zmq::error_t& e) {
+      for (int32_t p : item_peer) fail(p, ZmqError(e, "poll"));
+      break;
+    }
+    for (size_t k = 0; k < items.size(); ++k) {
+      if (!(items[k].revents & ZMQ_POLLIN)) continue;
+      int32_t peer = item_peer[k];
+      while (open_chunks[peer] > 0) {
+        auto frames = RecvMultipart(*sockets[peer], /*dontwait=*/true, 4097);
+        if (!frames.ok()) {
+          fail(peer, frames.status());
+          break;
+        }
+        if (frames->empty()) break;
+        auto env =
+            Decode(std::string_view(static_cast<const char*>((*frames)[0].data()), (*frames)[0].size()),
+                   options_.max_message_bytes);
+        if (!env.ok()) {
+          fail(peer, env.status().WithContext(fmt::format("reply from peer {}", peer)));
+          break;
+        }
+        uint64_t rid = env->has_fetch_reply() ? env->fetch_reply().request_id()
+                       : env->has_error()     ? env->error().request_id()
+                                              : 0;
+        auto it = pending.find(rid);
+        if (it == pending.end() || it->second.peer != peer) continue;  // stale reply of an older partition
+        Pending& pd = it->second;
+        if (env->has_error()) {
+          Status st = StatusFromError(env->error());
+          if (st.code() == StatusCode::kUnavailable) {
+            pd.resend_at_us = clock_->NowMicros() + options_.retry_backoff_ms * 1000;
+            continue;
+          }
+          fail(peer, st.WithContext(fmt::format("peer {}", peer)));
+          break;
+        }
+        if (!env->has_fetch_reply() || env->fetch_reply().count() != static_cast<int32_t>(pd.ids.size()) ||
+            frames->size() != pd.ids.size() + 1) {
+          fail(peer, DataLoss(fmt::format("peer {} sent a malformed fetch reply ({} frames for {} ids)", peer,
+                                          frames->size(), pd.ids.size())));
+          break;
+        }
+        PeerFetchResult& res = out[peer];
+        int64_t bytes = 0;
+        for (size_t i = 0; i < pd.ids.size(); ++i) {
+          auto& f = (*frames)[i + 1];
+          res.records[pd.offset + i].assign(static_cast<const char*>(f.data()), f.size());
+          bytes += static_cast<int64_t>(f.size());
+        }
+        res.bytes += bytes;
+        if (options_.down) options_.down->Acquire(bytes);
+        pending.erase(it);
+        if (--open_chunks[peer] == 0) res.ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace loft::agent

@@ -1,0 +1,69 @@
+// PeerFetcher: the ZeroMQ PeerClient. For one partition it sends every
+// FetchRequest (ids split into batches of `fetch_batch`) to every serving
+// peer at once over one DEALER per peer, then collects the multipart
+// replies ([FetchReply][record]*) until all arrive or the deadline passes.
+// "No grant yet" (Unavailable) answers are retried after a short backoff;
+// any other Error fails that peer's group. Records are returned raw; the
+// PartitionRunner verifies each (CRC) before use.
+//
+// Link EMULATION (optional): the spec's latency_ms is slept once per
+// partition's remote phase and every received record byte is paid for in
+// a down-link TokenBucket.
+//
+// Not responsible for: deciding which peer serves which id (the
+// scheduler), verifying records.
+// Thread-safety: not thread-safe; one thread (the agent's reader thread)
+// uses it. `lookup` must be thread-safe.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "core/clock.h"
+#include "core/curve.h"
+#include "edge_agent/agent_service.h"
+#include "edge_agent/link_emulator.h"
+
+namespace loft::agent {
+
+struct PeerFetcherOptions {
+  size_t max_message_bytes = 16u << 20;
+  int fetch_batch = 64;
+  int timeout_ms = 10000;
+  int retry_backoff_ms = 5;
+  std::optional<CurveKeyPair> own_keys;  // set = CURVE on
+  std::string keys_dir;                  // <dir>/<peer name>.pub authenticates each peer
+  TokenBucket* down = nullptr;           // emulation; not owned
+  double latency_ms = 0;                 // emulation
+};
+
+class PeerFetcher final : public PeerClient {
+ public:
+  PeerFetcher(zmq::context_t* ctx, Clock* clock, PeerFetcherOptions options,
+              std::function<std::optional<PeerInfo>(int32_t)> lookup)
+      : ctx_(ctx), clock_(clock), options_(std::move(options)), lookup_(std::move(lookup)) {}
+
+  std::map<int32_t, PeerFetchResult> FetchAll(
+      uint64_t partition_id, int32_t requester,
+      const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer) override;
+
+ private:
+  struct Conn {
+    std::string endpoint;
+    zmq::socket_t socket;
+  };
+  StatusOr<zmq::socket_t*> SocketFor(const PeerInfo& peer);
+
+  zmq::context_t* ctx_;
+  Clock* clock_;
+  PeerFetcherOptions options_;
+  std::function<std::optional<PeerInfo>(int32_t)> lookup_;
+  std::map<int32_t, Conn> conns_;
+  uint64_t next_request_id_ = 1;
+};
+
+}  // namespace loft::agent

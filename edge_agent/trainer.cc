@@ -1,0 +1,16 @@
+#include "edge_agent/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace loft::agent {
+
+StatusOr<double> SyntheticTrainer::Compute(const Batch& batch) {
+  double ms = NominalMs(batch.samples.size());
+  if (spec_.jitter > 0) ms *= std::max(0.0, 1.0 + spec_.jitter * normal_(rng_));
+  clock_->SleepForMicros(static_cast<int64_t>(std::llround(ms * 1000.0)));
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace loft::agent

@@ -1,0 +1,50 @@
+// Trainer: the compute step of a partition. The daemon calls
+// Compute(batch) once per partition and times it. `SyntheticTrainer` is
+// the explicit stand-in until real models land (issue 5): it spends the
+// cluster spec's compute time, fixed_ms + per_sample_ms·b, scaled by
+// (1 + jitter·N(0,1)) (never below 0), by sleeping on the injected Clock —
+// as MLPerf Storage emulates accelerators.
+//
+// Not responsible for: reading samples, all-reduce.
+// Thread-safety: a Trainer is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "cache/sample_cache.h"
+#include "core/clock.h"
+#include "core/cluster_spec.h"
+#include "core/status.h"
+
+namespace loft::agent {
+
+// One partition's samples, in the partition's sample_ids order.
+struct Batch {
+  uint64_t partition_id = 0;
+  std::vector<cache::Sample> samples;
+};
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // Returns the batch loss (NaN when the trainer has none).
+  virtual StatusOr<double> Compute(const Batch& batch) = 0;
+};
+
+class SyntheticTrainer final : public Trainer {
+ public:
+  SyntheticTrainer(Clock* clock, ComputeSpec spec, uint64_t seed) : clock_(clock), spec_(spec), rng_(seed) {}
+  StatusOr<double> Compute(const Batch& batch) override;
+  // The time Compute will spend for b samples before jitter.
+  double NominalMs(size_t b) const { return spec_.fixed_ms + spec_.per_sample_ms * static_cast<double>(b); }
+
+ private:
+  Clock* clock_;
+  ComputeSpec spec_;
+  std::mt19937_64 rng_;
+  std::normal_distribution<double> normal_{0.0, 1.0};
+};
+
+}  // namespace loft::agent

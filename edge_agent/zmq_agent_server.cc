@@ -1,0 +1,378 @@
+#include "edge_agent/zmq_agent_server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <zmq.hpp>
+
+#include "cache/sample_cache.h"
+#include "core/cluster_spec.h"
+#include "core/curve.h"
+#include "core/metrics_http.h"
+#include "core/zmq_util.h"
+#include "edge_agent/agent_service.h"
+#include "edge_agent/link_emulator.h"
+#include "edge_agent/peer_fetcher.h"
+#include "edge_agent/trainer.h"
+
+namespace loft::agent {
+namespace fs = std::filesystem;
+
+struct ZmqAgentServer::Impl {
+  AgentConfig cfg;
+  Clock* clock = nullptr;
+  AgentMetrics metrics;
+  std::unique_ptr<cache::SampleCache> cache;
+  ComputeSpec compute;
+  LinkSpec link;
+  v1::CacheSummary summary;
+
+  // Declaration order = reverse destruction order: sockets close before
+  // the ZAP handler stops, and both before the context terminates.
+  zmq::context_t ctx{1};
+  std::unique_ptr<ZapAuthenticator> zap;
+  std::optional<CurveKeyPair> own;
+  zmq::socket_t peer_sock;
+  zmq::socket_t sched_sock;
+  bool has_scheduler = false;
+  std::string advertised;
+
+  std::unique_ptr<AgentService> service;
+  std::unique_ptr<TokenBucket> up, down;
+  std::unique_ptr<PeerFetcher> fetcher;
+  std::unique_ptr<PartitionRunner> runner;
+  std::unique_ptr<Trainer> trainer;
+  std::unique_ptr<MetricsHttpServer> http;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<v1::Partition> assigned;
+  std::optional<ReadPartition> ready;
+  std::deque<v1::Envelope> outbox;
+  bool threads_stop = false;
+  std::thread reader, computer;
+  std::atomic<bool> stop{false};
+
+  ~Impl() { StopThreads(); }
+
+  void StopThreads() {
+    {
+      std::lock_guard lock(mu);
+      threads_stop = true;
+    }
+    cv.notify_all();
+    if (reader.joinable()) reader.join();
+    if (computer.joinable()) computer.join();
+  }
+
+  void ReaderLoop() {
+    while (true) {
+      v1::Partition p;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return threads_stop || !assigned.empty(); });
+        if (threads_stop) return;
+        p = std::move(assigned.front());
+        assigned.pop_front();
+      }
+      ReadPartition r = runner->Read(p, service->node());
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return threads_stop || !ready.has_value(); });  // prefetch depth 1
+      if (threads_stop) return;
+      ready = std::move(r);
+      cv.notify_all();
+    }
+  }
+
+  void ComputeLoop() {
+    while (true) {
+      ReadPartition r;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return threads_stop || ready.has_value(); });
+        if (threads_stop) return;
+        r = std::move(*ready);
+        ready.reset();
+        cv.notify_all();
+      }
+      v1::Envelope report = runner->Finish(std::move(r), trainer.get(), service->node());
+      std::lock_guard lock(mu);
+      outbox.push_back(std::move(report));
+    }
+  }
+
+  void SendToScheduler(const v1::Envelope& env) {
+    if (!has_scheduler) return;
+    Status st = SendEnvelope(sched_sock, env, /*dontwait=*/true);
+    if (!st.ok()) {
+      metrics.rejected_frames->WithLabels({"scheduler", "send_failed"}).Increment();
+      spdlog::warn("cannot send {} to the scheduler: {}", BodyName(env), st.ToString());
+    }
+  }
+
+  void ServePeer() {
+    for (int n = 0; n < 256; ++n) {
+      auto frames = RecvMultipart(peer_sock, /*dontwait=*/true, /*max_frames=*/8);
+      if (!frames.ok()) {
+        metrics.rejected_frames->WithLabels({"peer", "too_many_frames"}).Increment();
+        continue;
+      }
+      if (frames->empty()) return;
+      if (frames->size() < 2) {
+        metrics.rejected_frames->WithLabels({"peer", "empty"}).Increment();
+        continue;  // only a routing id: nothing to answer
+      }
+      auto& f = (*frames)[1];
+      std::string user = FrameProperty(f, "User-Id");
+      PeerReply reply = service->HandlePeer(std::string_view(static_cast<const char*>(f.data()), f.size()),
+                                            frames->size() - 2, user);
+      std::vector<zmq::message_t> out;
+      out.reserve(reply.records.size() + 2);
+      out.push_back(std::move((*frames)[0]));
+      auto header = EnvelopeFrame(reply.header);
+      if (!header.ok()) {
+        spdlog::error("cannot encode a peer reply: {}", header.status().ToString());
+        continue;
+      }
+      out.push_back(std::move(*header));
+      int64_t bytes = 0;
+      for (const auto& r : reply.records) {
+        out.emplace_back(r.data(), r.size());
+        bytes += static_cast<int64_t>(r.size());
+      }
+      if (up && bytes > 0) up->Acquire(bytes);  // emulated uplink
+      Status st = SendMultipart(peer_sock, out, /*dontwait=*/true);
+      if (!st.ok()) metrics.rejected_frames->WithLabels({"peer", "send_failed"}).Increment();
+    }
+  }
+
+  // Returns true when a Shutdown arrived.
+  bool ServeScheduler(int64_t* last_heard_us) {
+    bool shutdown = false;
+    for (int n = 0; n < 256; ++n) {
+      auto frames = RecvMultipart(sched_sock, /*dontwait=*/true, 8);
+      if (!frames.ok()) {
+        metrics.rejected_frames->WithLabels({"scheduler", "too_many_frames"}).Increment();
+        continue;
+      }
+      if (frames->empty()) break;
+      *last_heard_us = clock->NowMicros();
+      auto& f = (*frames)[0];
+      SchedulerEffects fx = service->HandleScheduler(
+          std::string_view(static_cast<const char*>(f.data()), f.size()), frames->size() - 1);
+      for (const auto& e : fx.to_scheduler) SendToScheduler(e);
+      if (fx.credits_to_return > 0) SendToScheduler(service->MakeCreditGrant(fx.credits_to_return));
+      if (!fx.run.empty()) {
+        std::lock_guard lock(mu);
+        for (auto& p : fx.run) assigned.push_back(std::move(p));
+        cv.notify_all();
+      }
+      shutdown = shutdown || fx.shutdown;
+    }
+    return shutdown;
+  }
+
+  void FlushReports() {
+    std::deque<v1::Envelope> reports;
+    {
+      std::lock_guard lock(mu);
+      reports.swap(outbox);
+    }
+    for (const auto& r : reports) {
+      SendToScheduler(r);
+      service->PartitionFinished();
+      SendToScheduler(service->MakeCreditGrant(1));
+    }
+  }
+};
+
+ZmqAgentServer::ZmqAgentServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ZmqAgentServer::~ZmqAgentServer() = default;
+
+StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConfig& cfg, Clock* clock,
+                                                                 metrics::Registry* registry) {
+  LOFT_RETURN_IF_ERROR(cfg.Validate());
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.cfg = cfg;
+  m.clock = clock;
+  LOFT_ASSIGN_OR_RETURN(m.metrics, AgentMetrics::Create(registry));
+
+  LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(cfg.cluster_spec));
+  int idx = spec.FindNode(cfg.node_name);
+  if (idx < 0) return NotFound("node '" + cfg.node_name + "' is not in cluster spec " + cfg.cluster_spec);
+  m.compute = spec.nodes[idx].compute;
+  m.link = spec.nodes[idx].link;
+
+  cache::CacheOptions copts;
+  copts.create_if_missing = false;
+  LOFT_ASSIGN_OR_RETURN(m.cache, cache::SampleCache::Open(cfg.cache_dir, copts));
+  LOFT_ASSIGN_OR_RETURN(cache::CacheStats stats, m.cache->Stats());
+  m.summary.set_samples(stats.samples);
+  m.summary.set_bytes(stats.bytes);
+  if (!stats.label_counts.empty()) {
+    for (int l = 0; l <= stats.label_counts.rbegin()->first; ++l) {
+      auto it = stats.label_counts.find(l);
+      m.summary.add_label_counts(it == stats.label_counts.end() ? 0 : it->second);
+    }
+  }
+  if (stats.corrupt > 0)
+    spdlog::warn("cache {} holds {} corrupt records; they will never be served", cfg.cache_dir,
+                 stats.corrupt);
+
+  // Security.
+  std::string scheduler_public;
+  if (cfg.insecure) {
+    std::vector<std::string> eps{cfg.peer_bind};
+    if (!cfg.scheduler_endpoint.empty()) eps.push_back(cfg.scheduler_endpoint);
+    if (!cfg.peer_advertise.empty()) eps.push_back(cfg.peer_advertise);
+    LOFT_RETURN_IF_ERROR(CheckInsecureAllowed(eps));
+  } else {
+    LOFT_ASSIGN_OR_RETURN(auto allowed, ReadCurveAllowList(cfg.keys_dir));
+    LOFT_ASSIGN_OR_RETURN(CurveKeyPair own,
+                          ReadCurveKeyPair((fs::path(cfg.keys_dir) / (cfg.node_name + ".key")).string()));
+    m.own = own;
+    if (!cfg.scheduler_endpoint.empty()) {
+      LOFT_ASSIGN_OR_RETURN(scheduler_public,
+                            ReadCurvePublicKey((fs::path(cfg.keys_dir) / "scheduler.pub").string()));
+    }
+    LOFT_ASSIGN_OR_RETURN(m.zap, ZapAuthenticator::Start(m.ctx, std::move(allowed)));
+  }
+
+  // Peer ROUTER.
+  SocketOptions po;
+  po.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
+  if (m.own) {
+    po.curve_own = m.own;
+    po.curve_server = true;
+  }
+  LOFT_ASSIGN_OR_RETURN(m.peer_sock, MakeSocket(m.ctx, zmq::socket_type::router, po));
+  LOFT_RETURN_IF_ERROR(Bind(m.peer_sock, cfg.peer_bind));
+  LOFT_ASSIGN_OR_RETURN(std::string bound, LastEndpoint(m.peer_sock));
+  m.advertised = cfg.peer_advertise.empty() ? bound : cfg.peer_advertise;
+  if (m.advertised.find("0.0.0.0") != std::string::npos || m.advertised.find("*") != std::string::npos) {
+    return InvalidArgument("peer_bind " + cfg.peer_bind +
+                           " is a wildcard; set peer_advertise to an address peers can reach");
+  }
+
+  // Scheduler DEALER.
+  if (!cfg.scheduler_endpoint.empty()) {
+    SocketOptions so;
+    so.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
+    so.routing_id = cfg.node_name;
+    if (m.own) {
+      so.curve_own = m.own;
+      so.curve_server_public = scheduler_public;
+    }
+    LOFT_ASSIGN_OR_RETURN(m.sched_sock, MakeSocket(m.ctx, zmq::socket_type::dealer, so));
+    LOFT_RETURN_IF_ERROR(Connect(m.sched_sock, cfg.scheduler_endpoint));
+    m.has_scheduler = true;
+  }
+
+  AgentServiceOptions so;
+  so.node_name = cfg.node_name;
+  so.peer_endpoint = m.advertised;
+  so.credits = cfg.credits;
+  so.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
+  so.max_grants = static_cast<size_t>(cfg.max_grants);
+  so.authenticated = m.own.has_value();
+  m.service = std::make_unique<AgentService>(so, m.cache.get(), &m.metrics);
+
+  PeerFetcherOptions fo;
+  fo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
+  fo.fetch_batch = cfg.fetch_batch;
+  fo.timeout_ms = cfg.fetch_timeout_ms;
+  fo.own_keys = m.own;
+  fo.keys_dir = cfg.keys_dir;
+  if (cfg.link_emulation) {
+    m.down = std::make_unique<TokenBucket>(clock, m.link.down_mbps);
+    m.up = std::make_unique<TokenBucket>(clock, m.link.up_mbps);
+    fo.down = m.down.get();
+    fo.latency_ms = m.link.latency_ms;
+    spdlog::info(
+        "link EMULATION on: down {} Mbit/s, up {} Mbit/s, latency {} ms (token buckets on the fetch path)",
+        m.link.down_mbps, m.link.up_mbps, m.link.latency_ms);
+  }
+  AgentService* svc = m.service.get();
+  m.fetcher = std::make_unique<PeerFetcher>(&m.ctx, clock, fo, [svc](int32_t n) { return svc->PeerFor(n); });
+  m.runner = std::make_unique<PartitionRunner>(clock, m.cache.get(), m.fetcher.get(), &m.metrics);
+  m.trainer = std::make_unique<SyntheticTrainer>(clock, m.compute, cfg.seed);
+
+  if (cfg.metrics_port >= 0) {
+    LOFT_ASSIGN_OR_RETURN(m.http, MetricsHttpServer::Start(registry, cfg.metrics_address,
+                                                           static_cast<uint16_t>(cfg.metrics_port)));
+  }
+  if (!cfg.consumer_endpoint.empty()) {
+    spdlog::warn("consumer_endpoint {} is reserved for the C API consumer and not served yet",
+                 cfg.consumer_endpoint);
+  }
+  spdlog::info("agent {} serving peers on {} ({} samples cached, {})", cfg.node_name, m.advertised,
+               stats.samples, m.own ? "CURVE" : "INSECURE");
+  return std::unique_ptr<ZmqAgentServer>(new ZmqAgentServer(std::move(impl)));
+}
+
+const std::string& ZmqAgentServer::peer_endpoint() const {
+  return impl_->advertised;
+}
+int ZmqAgentServer::metrics_port() const {
+  return impl_->http ? impl_->http->port() : 0;
+}
+void ZmqAgentServer::Stop() {
+  impl_->stop = true;
+}
+
+Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
+  Impl& m = *impl_;
+  m.reader = std::thread([&m] { m.ReaderLoop(); });
+  m.computer = std::thread([&m] { m.ComputeLoop(); });
+  const int64_t hb_us = int64_t{m.cfg.heartbeat_interval_ms} * 1000;
+  const int64_t timeout_us = int64_t{m.cfg.scheduler_timeout_ms} * 1000;
+  int64_t last_heard = m.clock->NowMicros();
+  int64_t last_hb = last_heard;
+  bool draining = false;
+  if (m.has_scheduler) m.SendToScheduler(m.service->MakeRegister(m.summary));
+  Status result;
+  while (!m.stop && !(interrupt && interrupt->load())) {
+    std::vector<zmq::pollitem_t> items{{m.peer_sock.handle(), 0, ZMQ_POLLIN, 0}};
+    if (m.has_scheduler) items.push_back({m.sched_sock.handle(), 0, ZMQ_POLLIN, 0});
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(2));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      result = ZmqError(e, "poll");
+      break;
+    }
+    if (items[0].revents & ZMQ_POLLIN) m.ServePeer();
+    if (m.has_scheduler && (items[1].revents & ZMQ_POLLIN))
+      draining = m.ServeScheduler(&last_heard) || draining;
+    m.FlushReports();
+    int64_t now = m.clock->NowMicros();
+    if (m.has_scheduler) {
+      if (m.service->node() >= 0 && now - last_hb >= hb_us) {
+        m.SendToScheduler(m.service->MakeHeartbeat());
+        last_hb = now;
+      }
+      if (now - last_heard >= timeout_us) {
+        spdlog::warn("no message from the scheduler for {} ms; registering again",
+                     m.cfg.scheduler_timeout_ms);
+        m.SendToScheduler(m.service->MakeRegister(m.summary));
+        last_heard = now;
+      }
+    }
+    if (draining && m.service->in_flight() == 0) {
+      spdlog::info("shutdown: all partitions reported");
+      break;
+    }
+  }
+  m.StopThreads();
+  m.FlushReports();
+  return result;
+}
+
+}  // namespace loft::agent
