@@ -132,6 +132,13 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms) {
     NodeSession& n = nodes_[it->second];
     n.in_flight = std::max<int64_t>(0, n.in_flight - 1);
     sent_.erase(it);
+    if (rec->state == sched::PartitionState::kTimedOut) {
+      // The assignment (or its ack) was probably lost, e.g. with a crashed
+      // scheduler's send queue; its credit would never come back. Restore
+      // it: if the agent still holds the partition it refuses the extra
+      // one as over-window and reports it failed, so its window holds.
+      n.credits = std::min(n.window, n.credits + 1);
+    }
     if (rec->state == sched::PartitionState::kDone) {
       ++n.partitions_done;
       auto& it_stats = open_iterations_[rec->partition.iteration()];
@@ -193,7 +200,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
         return InvalidArgument("heartbeat credits out of range");
       *sender_node = node;
       n.last_seen_ms = now_ms;
-      n.credits = std::min<int64_t>(kMaxCredits, n.credits + hb.credits());
+      n.credits = std::min<int64_t>(n.window, n.credits + hb.credits());
       if (!driver_->state().alive(node)) {
         LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerAlive(node, now_ms));
         Record(u);
@@ -215,7 +222,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
         return InvalidArgument("credit grant out of range");
       *sender_node = node;
       n.last_seen_ms = now_ms;
-      n.credits = std::min<int64_t>(kMaxCredits, n.credits + cg.credits());
+      n.credits = std::min<int64_t>(n.window, n.credits + cg.credits());
       return OkStatus();
     }
     case v1::Envelope::kPartitionDone: {
@@ -240,6 +247,10 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       Observe(u, now_ms);
       return OkStatus();
     }
+    case v1::Envelope::kError:
+      // Never answer an Error with an Error (no ping-pong); just log it.
+      spdlog::info("error from a peer: {}", StatusFromError(in.error()).ToString());
+      return OkStatus();
     case v1::Envelope::kStatusRequest:
       reply->mutable_status_reply()->set_json(StatusJson(now_ms));
       return OkStatus();
@@ -270,6 +281,7 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerIn
   n.ring_endpoint = req.ring_endpoint();
   n.cache = req.cache();
   n.credits = req.credits();
+  n.window = req.credits();
   n.in_flight = 0;
   n.queue.clear();
   n.last_seen_ms = now_ms;
@@ -471,7 +483,7 @@ Status SchedulerService::SaveSessions() const {
     j.push_back({{"node", node},
                  {"peer_endpoint", n.peer_endpoint},
                  {"ring_endpoint", n.ring_endpoint},
-                 {"credits", n.credits + n.in_flight},
+                 {"credits", n.window},
                  {"cache_samples", n.cache.samples()}});
   }
   fs::path tmp = fs::path(opts_.journal_dir) / "sessions.json.tmp";
@@ -501,7 +513,8 @@ void SchedulerService::LoadSessions(double now_ms) {
     n.connected = true;
     n.peer_endpoint = e.value("peer_endpoint", "");
     n.ring_endpoint = e.value("ring_endpoint", "");
-    n.credits = e.value("credits", int64_t{1});
+    n.window = std::clamp<int64_t>(e.value("credits", int64_t{1}), 1, kMaxCredits);
+    n.credits = n.window;
     n.cache.set_samples(e.value("cache_samples", int64_t{0}));
     n.last_seen_ms = now_ms;
   }

@@ -81,6 +81,7 @@ class SchedulerService {
     std::string ring_endpoint;
     v1::CacheSummary cache;
     int64_t credits = 0;    // unused credits
+    int64_t window = 0;     // RegisterRequest.credits: the agent's whole window
     int64_t in_flight = 0;  // assignments sent and not yet finished
     int64_t max_in_flight = 0;
     int64_t partitions_done = 0;

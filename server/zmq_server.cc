@@ -63,6 +63,13 @@ Status ZmqSchedulerServer::Init() {
     so.curve_server = true;
   }
   LOFT_ASSIGN_OR_RETURN(router_, MakeSocket(ctx_, zmq::socket_type::router, so));
+  try {
+    // A restarted agent reconnects with the same routing id (its node
+    // name) before the old connection is reaped: the new one takes over.
+    router_.set(zmq::sockopt::router_handover, 1);
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "ZMQ_ROUTER_HANDOVER");
+  }
   LOFT_RETURN_IF_ERROR(Bind(router_, opts_.bind));
   LOFT_ASSIGN_OR_RETURN(endpoint_, LastEndpoint(router_));
   spdlog::info("scheduler listening on {}", endpoint_);
@@ -130,8 +137,15 @@ void ZmqSchedulerServer::HandleMessage(std::vector<zmq::message_t>& frames) {
   Status st = service_->Handle(*env, peer, clock_->NowMillis(), &reply, &sender_node);
   if (sender_node >= 0) routes_[sender_node] = frames[0].to_string();
   if (!st.ok()) {
-    Drop(st.code() == StatusCode::kUnimplemented ? "unknown_type" : "rejected");
     spdlog::debug("rejected {} from '{}': {}", BodyName(*env), peer.name, st.ToString());
+    if (st.code() == StatusCode::kFailedPrecondition) {
+      // A heartbeat/credit from a node without a session (dropped as dead,
+      // or unknown after a restart): stay silent so the agent's
+      // scheduler_timeout_ms expires and it registers again.
+      Drop("unregistered");
+      return;
+    }
+    Drop(st.code() == StatusCode::kUnimplemented ? "unknown_type" : "rejected");
     ReplyError(frames[0], st);
     return;
   }
