@@ -48,7 +48,7 @@ StatusOr<IngestResult> IngestSamples(SampleCache& cache, const IdxDataset& ds, s
                               std::span<const uint8_t>(ds.images.data() + id * sample_bytes, sample_bytes)});
     result.payload_bytes += static_cast<int64_t>(sample_bytes);
     if (batch.size() == options.batch_samples || i + 1 == ids.size()) {
-      LOFT_RETURN_IF_ERROR(cache.PutBatch(batch));
+      LOFT_RETURN_IF_ERROR(cache.PutBatch(batch, options.skip_wal));
       batch.clear();
       if (options.progress) options.progress(static_cast<int64_t>(i + 1), total);
     }

@@ -26,6 +26,9 @@ Status CheckSpecAgainstDataset(const ClusterSpec& spec, const IdxDataset& ds, st
 
 struct IngestOptions {
   size_t batch_samples = 4096;  // samples per WriteBatch
+  // Bypass the WAL (the final Flush makes the data durable before
+  // IngestSamples returns OK; on error the cache may hold part of the ids).
+  bool skip_wal = true;
   // Called after each batch with (done, total); may be empty.
   std::function<void(int64_t done, int64_t total)> progress;
 };
@@ -38,6 +41,7 @@ struct IngestResult {
 
 // Writes ds samples `ids` into `cache` in WriteBatches, then Flush()es so
 // the data is durable before returning OK. Every id must be < ds.count.
+// Ids already in the cache are overwritten; other records are kept.
 StatusOr<IngestResult> IngestSamples(SampleCache& cache, const IdxDataset& ds, std::span<const uint64_t> ids,
                                      const IngestOptions& options = {});
 

@@ -166,7 +166,10 @@ StatusOr<Sample> DecodeRecord(uint64_t id, std::string_view bytes) {
   Sample s;
   s.id = id;
   s.label = label;
-  s.payload.assign(payload->begin(), payload->end());
+  // Sized construction + memcpy: assigning char iterators to a uint8_t
+  // vector would copy element by element.
+  s.payload.resize(payload->size());
+  if (!payload->empty()) std::memcpy(s.payload.data(), payload->data(), payload->size());
   return s;
 }
 
@@ -243,12 +246,25 @@ StatusOr<std::unique_ptr<SampleCache>> SampleCache::Open(const std::string& dir,
       new SampleCache(dir, std::unique_ptr<rocksdb::DB>(raw), std::move(block_cache), options.sync_writes));
 }
 
+Status SampleCache::Destroy(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return OkStatus();
+  if (!fs::exists(fs::path(dir) / "CURRENT", ec)) {
+    if (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)) return OkStatus();
+    return FailedPrecondition("'" + dir +
+                              "' exists but is not a sample cache (no CURRENT file); not deleting it");
+  }
+  rocksdb::Options opts;
+  return FromRocks(rocksdb::DestroyDB(dir, opts), "destroy sample cache '" + dir + "'");
+}
+
 Status SampleCache::Put(uint64_t id, uint16_t label, std::span<const uint8_t> payload) {
   SampleRef ref{id, label, payload};
   return PutBatch(std::span<const SampleRef>(&ref, 1));
 }
 
-Status SampleCache::PutBatch(std::span<const SampleRef> samples) {
+Status SampleCache::PutBatch(std::span<const SampleRef> samples, bool skip_wal) {
   rocksdb::WriteBatch batch;
   std::string value;
   char key[8];
@@ -263,7 +279,8 @@ Status SampleCache::PutBatch(std::span<const SampleRef> samples) {
     if (!st.ok()) return FromRocks(st, "batch put " + SampleName(s.id));
   }
   rocksdb::WriteOptions wo;
-  wo.sync = sync_writes_;
+  wo.sync = sync_writes_ && !skip_wal;
+  wo.disableWAL = skip_wal;
   return FromRocks(db_->Write(wo, &batch), "write to sample cache '" + dir_ + "'");
 }
 

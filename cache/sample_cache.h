@@ -122,11 +122,18 @@ class SampleCache {
   SampleCache(const SampleCache&) = delete;
   SampleCache& operator=(const SampleCache&) = delete;
 
+  // Deletes the cache at `dir` (RocksDB's files, then the dir if empty).
+  // OK when nothing is there; fails when `dir` holds files but no database,
+  // so it never deletes unrelated data.
+  static Status Destroy(const std::string& dir);
+
   const std::string& dir() const { return dir_; }
 
   Status Put(uint64_t id, uint16_t label, std::span<const uint8_t> payload);
-  // Atomic batch write (one RocksDB WriteBatch).
-  Status PutBatch(std::span<const SampleRef> samples);
+  // Atomic batch write (one RocksDB WriteBatch). skip_wal = true is for
+  // bulk ingest: the batch bypasses the write-ahead log, so it is durable
+  // only after Flush() returns OK (a crash before that loses it).
+  Status PutBatch(std::span<const SampleRef> samples, bool skip_wal = false);
   Status Delete(uint64_t id);
 
   // NotFound when absent, DataLoss when the record is corrupt.

@@ -1,10 +1,225 @@
+// loftctl ingest | cache stat | cache verify | cache get.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cache/idx_reader.h"
+#include "cache/ingest.h"
+#include "cache/sample_cache.h"
+#include "core/cluster_spec.h"
+#include "core/placement.h"
 #include "tools/loftctl/commands.h"
 
 namespace loft::ctl {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitVerifyFailed = 3;
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "loftctl: %s\n", s.ToString().c_str());
+  return kExitError;
+}
+
+struct IngestArgs {
+  std::string cluster;
+  std::string node;
+  std::string db;
+  bool all = false;
+  std::string root;
+  std::string source = cache::kDefaultFashionMnistDir;
+  std::string split = "train";
+  bool overwrite = false;
+};
+
+// Ingests one node; prints one summary line on stdout.
+Status IngestOne(const ClusterSpec& spec, const Placement& placement, const cache::IdxDataset& ds, int node,
+                 const std::string& dir, bool overwrite) {
+  namespace fs = std::filesystem;
+  const std::string& name = spec.nodes[node].name;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec))) {
+    if (!overwrite) {
+      return AlreadyExists("node " + name + ": '" + dir +
+                           "' already exists and is not empty; pass --overwrite to replace its cache");
+    }
+    LOFT_RETURN_IF_ERROR(cache::SampleCache::Destroy(dir));
+  }
+  if (!fs::path(dir).parent_path().empty()) fs::create_directories(fs::path(dir).parent_path(), ec);
+  LOFT_ASSIGN_OR_RETURN(auto db, cache::SampleCache::Open(dir, cache::CacheOptions{}));
+  const auto& ids = placement.SamplesOf(node);
+  cache::IngestOptions opts;
+  const bool tty = isatty(fileno(stderr)) != 0;
+  if (tty) {
+    opts.progress = [&](int64_t done, int64_t total) {
+      std::fprintf(stderr, "\r  %s: %lld/%lld samples (%3.0f%%)", name.c_str(), static_cast<long long>(done),
+                   static_cast<long long>(total),
+                   total > 0 ? 100.0 * static_cast<double>(done) / total : 100.0);
+      std::fflush(stderr);
+    };
+  }
+  auto result = cache::IngestSamples(*db, ds, ids, opts);
+  if (tty) std::fprintf(stderr, "\n");
+  if (!result.ok()) return result.status().WithContext("node " + name);
+  std::printf("%s: ingested %lld samples (%.1f MB) into %s in %.2f s\n", name.c_str(),
+              static_cast<long long>(result->samples), static_cast<double>(result->payload_bytes) / 1e6,
+              dir.c_str(), result->seconds);
+  return OkStatus();
+}
+
+int RunIngest(const IngestArgs& a) {
+  const bool node_mode = !a.all && !a.node.empty() && !a.db.empty() && a.root.empty();
+  const bool all_mode = a.all && a.node.empty() && a.db.empty() && !a.root.empty();
+  if (!node_mode && !all_mode) {
+    std::fprintf(stderr, "loftctl ingest: use either --node NAME --db DIR or --all --root DIR\n");
+    return 2;
+  }
+  auto spec = LoadClusterSpecFile(a.cluster);
+  if (!spec.ok()) return Fail(spec.status());
+  int only = -1;
+  if (!a.all) {
+    only = spec->FindNode(a.node);
+    if (only < 0) {
+      std::string names;
+      for (const auto& n : spec->nodes) names += (names.empty() ? "" : ", ") + n.name;
+      return Fail(NotFound(a.cluster + ": no node named '" + a.node + "' (nodes: " + names + ")"));
+    }
+  }
+  auto ds = cache::LoadFashionMnist(a.source, a.split);
+  if (!ds.ok()) return Fail(ds.status());
+  if (Status s = cache::CheckSpecAgainstDataset(*spec, *ds, a.split); !s.ok()) return Fail(s);
+  auto placement = Placement::FromSpec(*spec);
+  if (!placement.ok()) return Fail(placement.status());
+  for (int i = 0; i < spec->num_nodes(); ++i) {
+    if (only >= 0 && i != only) continue;
+    const std::string dir = a.all ? a.root + "/" + spec->nodes[i].name : a.db;
+    if (Status s = IngestOne(*spec, *placement, *ds, i, dir, a.overwrite); !s.ok()) return Fail(s);
+  }
+  return kExitOk;
+}
+
+StatusOr<std::unique_ptr<cache::SampleCache>> OpenExisting(const std::string& dir) {
+  cache::CacheOptions opts;
+  opts.create_if_missing = false;
+  return cache::SampleCache::Open(dir, opts);
+}
+
+int RunStat(const std::string& dir, bool json) {
+  auto db = OpenExisting(dir);
+  if (!db.ok()) return Fail(db.status());
+  auto stats = (*db)->Stats();
+  if (!stats.ok()) return Fail(stats.status());
+  if (json) {
+    nlohmann::json labels = nlohmann::json::object();
+    for (const auto& [label, n] : stats->label_counts) labels[std::to_string(label)] = n;
+    nlohmann::json j = {{"db", dir},
+                        {"samples", stats->samples},
+                        {"bytes", stats->bytes},
+                        {"stored_bytes", stats->stored_bytes},
+                        {"corrupt", stats->corrupt},
+                        {"label_counts", labels}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("cache %s\n  samples:      %lld\n  bytes:        %lld (payload)\n  stored bytes: %lld\n",
+                dir.c_str(), static_cast<long long>(stats->samples), static_cast<long long>(stats->bytes),
+                static_cast<long long>(stats->stored_bytes));
+    if (stats->corrupt > 0) {
+      std::printf("  corrupt:      %lld (run `loftctl cache verify`)\n",
+                  static_cast<long long>(stats->corrupt));
+    }
+    std::printf("  labels:");
+    for (const auto& [label, n] : stats->label_counts)
+      std::printf(" %d:%lld", label, static_cast<long long>(n));
+    std::printf("\n");
+  }
+  return kExitOk;
+}
+
+int RunVerify(const std::string& dir) {
+  auto db = OpenExisting(dir);
+  if (!db.ok()) return Fail(db.status());
+  auto report = (*db)->Verify();
+  if (!report.ok()) return Fail(report.status());
+  for (size_t i = 0; i < report->bad_ids.size(); ++i) {
+    std::printf("bad sample %llu: %s\n", static_cast<unsigned long long>(report->bad_ids[i]),
+                report->bad_statuses[i].message().c_str());
+  }
+  std::printf("%s: %lld records checked, %zu bad\n", dir.c_str(), static_cast<long long>(report->checked),
+              report->bad_ids.size());
+  return report->ok() ? kExitOk : kExitVerifyFailed;
+}
+
+int RunGet(const std::string& dir, uint64_t id, const std::string& out) {
+  auto db = OpenExisting(dir);
+  if (!db.ok()) return Fail(db.status());
+  auto sample = (*db)->Get(id);
+  if (!sample.ok()) {
+    const int code = sample.status().code() == StatusCode::kDataLoss ? kExitVerifyFailed : kExitError;
+    (void)Fail(sample.status());
+    return code;
+  }
+  if (!out.empty()) {
+    std::ofstream f(out, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(sample->payload.data()),
+            static_cast<std::streamsize>(sample->payload.size()));
+    f.close();
+    if (!f) return Fail(IOError("cannot write payload to '" + out + "'"));
+  }
+  std::printf("id %llu label %u payload_bytes %zu%s%s\n", static_cast<unsigned long long>(id), sample->label,
+              sample->payload.size(), out.empty() ? "" : " written to ", out.c_str());
+  return kExitOk;
+}
+
+}  // namespace
 
 void RegisterCacheCommands(CLI::App& app, int* exit_code) {
-  (void)app;
-  (void)exit_code;
+  auto ingest_args = std::make_shared<IngestArgs>();
+  CLI::App* ingest =
+      app.add_subcommand("ingest", "Ingest Fashion-MNIST samples into node caches per the placement");
+  ingest->add_option("--cluster", ingest_args->cluster, "cluster spec YAML")
+      ->required()
+      ->check(CLI::ExistingFile);
+  ingest->add_option("--node", ingest_args->node, "node name (expanded, e.g. edge-0)");
+  ingest->add_option("--db", ingest_args->db, "cache directory for --node");
+  ingest->add_flag("--all", ingest_args->all, "ingest every node of the spec");
+  ingest->add_option("--root", ingest_args->root, "with --all: caches go to ROOT/<node name>");
+  ingest->add_option("--source", ingest_args->source, "directory with the Fashion-MNIST .gz files")
+      ->capture_default_str();
+  ingest->add_option("--split", ingest_args->split, "train|test")
+      ->check(CLI::IsMember({"train", "test"}))
+      ->capture_default_str();
+  ingest->add_flag("--overwrite", ingest_args->overwrite, "replace an existing non-empty cache directory");
+  ingest->callback([ingest_args, exit_code] { *exit_code = RunIngest(*ingest_args); });
+
+  CLI::App* cache_cmd = app.add_subcommand("cache", "Inspect and check a node's sample cache");
+  cache_cmd->require_subcommand(1);
+
+  auto db = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App* stat = cache_cmd->add_subcommand("stat", "Sample count, bytes and label counts");
+  stat->add_option("--db", *db, "cache directory")->required();
+  stat->add_flag("--json", *json, "print JSON");
+  stat->callback([db, json, exit_code] { *exit_code = RunStat(*db, *json); });
+
+  auto vdb = std::make_shared<std::string>();
+  CLI::App* verify = cache_cmd->add_subcommand("verify", "Check every record's CRC; exit 3 if any is bad");
+  verify->add_option("--db", *vdb, "cache directory")->required();
+  verify->callback([vdb, exit_code] { *exit_code = RunVerify(*vdb); });
+
+  auto gdb = std::make_shared<std::string>();
+  auto id = std::make_shared<uint64_t>(0);
+  auto out = std::make_shared<std::string>();
+  CLI::App* get = cache_cmd->add_subcommand("get", "Print one sample's label and size, or write its payload");
+  get->add_option("--db", *gdb, "cache directory")->required();
+  get->add_option("--id", *id, "sample id")->required();
+  get->add_option("--out", *out, "write the payload bytes to FILE");
+  get->callback([gdb, id, out, exit_code] { *exit_code = RunGet(*gdb, *id, *out); });
 }
 
 }  // namespace loft::ctl
