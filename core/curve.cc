@@ -1,5 +1,6 @@
 #include "core/curve.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -106,7 +107,9 @@ bool IsLoopbackEndpoint(const std::string& ep) {
   auto colon = host.rfind(':');
   if (colon != std::string::npos) host = host.substr(0, colon);
   if (host == "localhost" || host == "::1") return true;
-  return host.rfind("127.", 0) == 0;
+  in_addr addr{};
+  if (inet_pton(AF_INET, host.c_str(), &addr) != 1) return false;
+  return (ntohl(addr.s_addr) >> 24) == 127;
 }
 
 Status CheckInsecureAllowed(const std::vector<std::string>& endpoints) {

@@ -1,0 +1,331 @@
+// AgentService and PartitionRunner with a real RocksDB cache in a temp
+// dir and a fake PeerClient: no sockets.
+#include "edge_agent/agent_service.h"
+
+#include <rocksdb/db.h>
+
+#include <catch2/catch.hpp>
+
+#include "cache/sample_cache.h"
+#include "core/codec.h"
+#include "test_util.h"
+
+using namespace loft;
+using namespace loft::agent;
+using namespace loft::agent::testing;
+
+namespace {
+
+std::string Frame(const v1::Envelope& env) {
+  auto b = Encode(env);
+  REQUIRE(b.ok());
+  return *b;
+}
+
+v1::Envelope Fetch(uint64_t partition, int32_t requester, std::vector<uint64_t> ids, uint64_t rid = 1) {
+  v1::Envelope env;
+  auto* f = env.mutable_fetch_request();
+  f->set_request_id(rid);
+  f->set_partition_id(partition);
+  f->set_requester(requester);
+  for (auto id : ids) f->add_sample_ids(id);
+  return env;
+}
+
+v1::Envelope GrantEnv(uint64_t partition, int32_t requester, std::vector<uint64_t> ids) {
+  v1::Envelope env;
+  auto* g = env.mutable_serve_grant();
+  g->set_partition_id(partition);
+  g->set_requester(requester);
+  for (auto id : ids) g->add_sample_ids(id);
+  return env;
+}
+
+v1::Envelope Registered(int32_t node) {
+  v1::Envelope env;
+  env.mutable_register_reply()->set_node(node);
+  env.mutable_register_reply()->set_view(1);
+  return env;
+}
+
+v1::Envelope View(std::vector<std::pair<int32_t, std::string>> nodes) {
+  v1::Envelope env;
+  auto* v = env.mutable_view();
+  v->set_view(2);
+  for (auto& [n, name] : nodes) {
+    v->add_live_nodes(n);
+    v->add_peer_endpoints("tcp://127.0.0.1:" + std::to_string(9000 + n));
+    v->add_node_names(name);
+  }
+  return env;
+}
+
+struct Fixture {
+  TempDir dir;
+  metrics::Registry registry;
+  AgentMetrics metrics;
+  std::unique_ptr<cache::SampleCache> cache;
+
+  Fixture() {
+    MakeCache(dir.Sub("db"), Range(0, 100));
+    auto m = AgentMetrics::Create(&registry);
+    REQUIRE(m.ok());
+    metrics = *m;
+    auto c = cache::SampleCache::Open(dir.Sub("db"));
+    REQUIRE(c.ok());
+    cache = std::move(*c);
+  }
+  AgentService Service(bool authenticated = false, int credits = 2) {
+    AgentServiceOptions o;
+    o.node_name = "a";
+    o.peer_endpoint = "tcp://127.0.0.1:9000";
+    o.credits = credits;
+    o.authenticated = authenticated;
+    return AgentService(o, cache.get(), &metrics);
+  }
+};
+
+class FakePeers : public PeerClient {
+ public:
+  std::map<int32_t, PeerFetchResult> FetchAll(uint64_t partition_id, int32_t requester,
+                                              const std::map<int32_t, std::vector<uint64_t>>& ids) override {
+    calls.push_back({partition_id, requester, ids});
+    std::map<int32_t, PeerFetchResult> out;
+    for (const auto& [peer, list] : ids) {
+      PeerFetchResult r;
+      r.ms = 3;
+      for (uint64_t id : list) {
+        auto p = Payload(id);
+        r.records.push_back(cache::EncodeRecord(static_cast<uint16_t>(id % 10), p));
+        r.bytes += static_cast<int64_t>(r.records.back().size());
+      }
+      if (corrupt_first && !r.records.empty()) r.records[0][10] ^= 0x1;
+      if (fail_peer == peer) r.status = Unavailable("peer gone");
+      out[peer] = std::move(r);
+    }
+    return out;
+  }
+  struct Call {
+    uint64_t partition;
+    int32_t requester;
+    std::map<int32_t, std::vector<uint64_t>> ids;
+  };
+  std::vector<Call> calls;
+  bool corrupt_first = false;
+  int32_t fail_peer = -1;
+};
+
+v1::Partition MakePartition(uint64_t id, int32_t worker, std::vector<std::pair<uint64_t, int32_t>> samples) {
+  v1::Partition p;
+  p.set_id(id);
+  p.set_worker(worker);
+  p.set_attempt(1);
+  for (auto [s, src] : samples) {
+    p.add_sample_ids(s);
+    p.add_sources(src);
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("A granted fetch returns the stored records as raw frames") {
+  Fixture fx;
+  AgentService svc = fx.Service();
+  (void)svc.HandleScheduler(Frame(Registered(0)), 0);
+  (void)svc.HandleScheduler(Frame(GrantEnv(5, 1, {3, 4, 99})), 0);
+  PeerReply r = svc.HandlePeer(Frame(Fetch(5, 1, {99, 3}, 42)), 0, "");
+  REQUIRE(r.header.has_fetch_reply());
+  CHECK(r.header.fetch_reply().request_id() == 42);
+  CHECK(r.header.fetch_reply().count() == 2);
+  REQUIRE(r.records.size() == 2);
+  auto s = cache::DecodeRecord(99, r.records[0]);
+  REQUIRE(s.ok());
+  CHECK(s->payload == Payload(99));
+  CHECK(s->label == 9);
+  CHECK(fx.metrics.served_samples->Value() == 2);
+}
+
+TEST_CASE("Ungranted, repeated and misattributed fetches are refused") {
+  Fixture fx;
+  AgentService svc = fx.Service();
+  (void)svc.HandleScheduler(Frame(GrantEnv(5, 1, {3})), 0);
+  PeerReply none = svc.HandlePeer(Frame(Fetch(6, 1, {3})), 0, "");
+  REQUIRE(none.header.has_error());
+  CHECK(none.header.error().code() == static_cast<int>(StatusCode::kUnavailable));
+  PeerReply other = svc.HandlePeer(Frame(Fetch(5, 1, {4})), 0, "");
+  REQUIRE(other.header.has_error());
+  CHECK(other.header.error().code() == static_cast<int>(StatusCode::kPermissionDenied));
+  CHECK(other.records.empty());
+  CHECK(svc.HandlePeer(Frame(Fetch(5, 1, {3})), 0, "").header.has_fetch_reply());
+  CHECK(svc.HandlePeer(Frame(Fetch(5, 1, {3})), 0, "").header.error().code() ==
+        static_cast<int>(StatusCode::kPermissionDenied));
+}
+
+TEST_CASE("With authentication the key's name must be the requester's node") {
+  Fixture fx;
+  AgentService svc = fx.Service(/*authenticated=*/true);
+  (void)svc.HandleScheduler(Frame(View({{0, "a"}, {1, "b"}, {2, "c"}})), 0);
+  (void)svc.HandleScheduler(Frame(GrantEnv(5, 1, {3, 4})), 0);
+  PeerReply spoof = svc.HandlePeer(Frame(Fetch(5, 1, {3})), 0, "c");
+  REQUIRE(spoof.header.has_error());
+  CHECK(spoof.header.error().code() == static_cast<int>(StatusCode::kPermissionDenied));
+  CHECK(spoof.header.error().message() == "key 'c' may not fetch as node 1");
+  CHECK(svc.HandlePeer(Frame(Fetch(5, 1, {3})), 0, "b").header.has_fetch_reply());
+}
+
+TEST_CASE("A grant for an id the cache lacks answers NotFound") {
+  Fixture fx;
+  AgentService svc = fx.Service();
+  (void)svc.HandleScheduler(Frame(GrantEnv(5, 1, {500})), 0);
+  PeerReply r = svc.HandlePeer(Frame(Fetch(5, 1, {500})), 0, "");
+  REQUIRE(r.header.has_error());
+  CHECK(r.header.error().code() == static_cast<int>(StatusCode::kNotFound));
+}
+
+TEST_CASE("Garbage on the peer path gets an Error and is counted by reason") {
+  Fixture fx;
+  AgentService svc = fx.Service();
+  CHECK(svc.HandlePeer("\xff\xff\xff", 0, "").header.has_error());
+  v1::Envelope old = Fetch(1, 1, {1});
+  old.set_protocol_version(7);
+  PeerReply v = svc.HandlePeer(Frame(old), 0, "");
+  CHECK(v.header.error().message() == "protocol version 7 is not supported (this build speaks version 1)");
+  CHECK(svc.HandlePeer(Frame(Registered(3)), 0, "").header.has_error());
+  CHECK(svc.HandlePeer(Frame(Fetch(1, 1, {})), 0, "").header.has_error());
+  CHECK(svc.HandlePeer(Frame(Fetch(1, 1, {1})), 2, "").header.has_error());
+  CHECK(fx.metrics.rejected_frames->WithLabels({"peer", "undecodable"}).Value() == 1);
+  CHECK(fx.metrics.rejected_frames->WithLabels({"peer", "version"}).Value() == 1);
+  CHECK(fx.metrics.rejected_frames->WithLabels({"peer", "unexpected_type"}).Value() == 1);
+  CHECK(fx.metrics.rejected_frames->WithLabels({"peer", "unexpected_frames"}).Value() == 1);
+}
+
+TEST_CASE("Assignments are accepted within the credit window and validated") {
+  Fixture fx;
+  AgentService svc = fx.Service(false, /*credits=*/1);
+  v1::Envelope a;
+  *a.mutable_assignment()->mutable_partition() = MakePartition(1, 0, {{1, 0}});
+  auto before = svc.HandleScheduler(Frame(a), 0);
+  CHECK(before.run.empty());  // not registered yet
+  REQUIRE(before.to_scheduler.size() == 1);
+  CHECK(before.to_scheduler[0].has_partition_failed());
+  CHECK(before.credits_to_return == 1);
+
+  (void)svc.HandleScheduler(Frame(Registered(0)), 0);
+  auto ok = svc.HandleScheduler(Frame(a), 0);
+  REQUIRE(ok.run.size() == 1);
+  CHECK(svc.in_flight() == 1);
+  auto over = svc.HandleScheduler(Frame(a), 0);
+  CHECK(over.run.empty());
+  CHECK(over.credits_to_return == 0);  // an over-window assignment had no credit
+  svc.PartitionFinished();
+  CHECK(svc.in_flight() == 0);
+
+  v1::Envelope wrong;
+  *wrong.mutable_assignment()->mutable_partition() = MakePartition(2, 5, {{1, 0}});
+  auto w = svc.HandleScheduler(Frame(wrong), 0);
+  CHECK(w.run.empty());
+  REQUIRE(w.to_scheduler.size() == 1);
+  CHECK(w.to_scheduler[0].partition_failed().reason() ==
+        "InvalidArgument: partition 2 is for worker 5, this node is 0");
+  v1::Envelope unknown_src;
+  *unknown_src.mutable_assignment()->mutable_partition() = MakePartition(3, 0, {{1, 4}});
+  CHECK(svc.HandleScheduler(Frame(unknown_src), 0).run.empty());
+}
+
+TEST_CASE("Scheduler-side garbage is answered with an Error") {
+  Fixture fx;
+  AgentService svc = fx.Service();
+  auto g = svc.HandleScheduler("garbage!", 0);
+  REQUIRE(g.to_scheduler.size() == 1);
+  CHECK(g.to_scheduler[0].has_error());
+  auto t = svc.HandleScheduler(Frame(Fetch(1, 1, {1})), 0);
+  REQUIRE(t.to_scheduler.size() == 1);
+  CHECK(t.to_scheduler[0].error().message() == "an agent does not accept fetch_request from the scheduler");
+  v1::Envelope sd;
+  sd.mutable_shutdown()->set_reason("done");
+  CHECK(svc.HandleScheduler(Frame(sd), 0).shutdown);
+}
+
+TEST_CASE("A partition reads local and remote samples, computes and reports timings") {
+  Fixture fx;
+  ManualClock clock;
+  FakePeers peers;
+  PartitionRunner runner(&clock, fx.cache.get(), &peers, &fx.metrics);
+  SyntheticTrainer trainer(&clock, ComputeSpec{2.0, 0.1, 0.0}, 1);
+  v1::Partition p = MakePartition(9, 0, {{1, 0}, {200, 1}, {2, 0}, {201, 1}, {300, 2}});
+  ReadPartition r = runner.Read(p, 0);
+  REQUIRE(r.status.ok());
+  REQUIRE(peers.calls.size() == 1);
+  CHECK(peers.calls[0].ids.at(1) == std::vector<uint64_t>{200, 201});
+  CHECK(peers.calls[0].ids.at(2) == std::vector<uint64_t>{300});
+  REQUIRE(r.batch.samples.size() == 5);
+  CHECK(r.batch.samples[1].id == 200);
+  CHECK(r.batch.samples[1].payload == Payload(200));
+  CHECK(r.batch.samples[2].payload == Payload(2));
+  v1::Envelope done = runner.Finish(std::move(r), &trainer, 0);
+  REQUIRE(done.has_partition_done());
+  const auto& t = done.partition_done().timings();
+  CHECK(done.partition_done().partition_id() == 9);
+  CHECK(done.partition_done().attempt() == 1);
+  CHECK(t.local_samples() == 2);
+  CHECK(t.remote_samples() == 3);
+  CHECK(t.local_bytes() == 2 * 796);
+  CHECK(t.remote_bytes() == 3 * 796);
+  CHECK(t.remote_read_ms_by_peer().at(1) == 3);
+  CHECK(t.compute_ms() == Approx(2.5));
+}
+
+TEST_CASE("A corrupt peer record fails the partition and is never used") {
+  Fixture fx;
+  ManualClock clock;
+  FakePeers peers;
+  peers.corrupt_first = true;
+  PartitionRunner runner(&clock, fx.cache.get(), &peers, &fx.metrics);
+  SyntheticTrainer trainer(&clock, ComputeSpec{2.0, 0.1, 0.0}, 1);
+  ReadPartition r = runner.Read(MakePartition(9, 0, {{1, 0}, {200, 1}}), 0);
+  CHECK(r.status.code() == StatusCode::kDataLoss);
+  CHECK(r.batch.samples.empty());
+  v1::Envelope failed = runner.Finish(std::move(r), &trainer, 0);
+  REQUIRE(failed.has_partition_failed());
+  CHECK(failed.partition_failed().reason().find("DataLoss") == 0);
+  CHECK(clock.NowMicros() == 0);  // no compute was spent on it
+}
+
+TEST_CASE("A missing local sample or a failed peer fails the partition") {
+  Fixture fx;
+  ManualClock clock;
+  FakePeers peers;
+  peers.fail_peer = 1;
+  PartitionRunner runner(&clock, fx.cache.get(), &peers, &fx.metrics);
+  ReadPartition missing = runner.Read(MakePartition(9, 0, {{1000, 0}}), 0);
+  CHECK(missing.status.code() == StatusCode::kNotFound);
+  ReadPartition gone = runner.Read(MakePartition(10, 0, {{1, 0}, {200, 1}}), 0);
+  CHECK(gone.status.code() == StatusCode::kUnavailable);
+}
+
+TEST_CASE("A local record corrupted underneath the cache fails the partition") {
+  Fixture fx;
+  fx.cache.reset();
+  {
+    auto raw = cache::OpenRawDb(fx.dir.Sub("db"));
+    REQUIRE(raw.ok());
+    std::string v;
+    REQUIRE((*raw)->Get(rocksdb::ReadOptions(), cache::EncodeKey(5), &v).ok());
+    v[20] ^= 0x40;
+    REQUIRE((*raw)->Put(rocksdb::WriteOptions(), cache::EncodeKey(5), v).ok());
+  }
+  auto c = cache::SampleCache::Open(fx.dir.Sub("db"));
+  REQUIRE(c.ok());
+  fx.cache = std::move(*c);
+  ManualClock clock;
+  PartitionRunner runner(&clock, fx.cache.get(), nullptr, &fx.metrics);
+  ReadPartition r = runner.Read(MakePartition(9, 0, {{4, 0}, {5, 0}}), 0);
+  CHECK(r.status.code() == StatusCode::kDataLoss);
+  // And the serving side never sends it.
+  AgentService svc = fx.Service();
+  (void)svc.HandleScheduler(Frame(GrantEnv(5, 1, {5})), 0);
+  PeerReply pr = svc.HandlePeer(Frame(Fetch(5, 1, {5})), 0, "");
+  REQUIRE(pr.header.has_error());
+  CHECK(pr.header.error().code() == static_cast<int>(StatusCode::kDataLoss));
+}
