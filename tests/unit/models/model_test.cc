@@ -102,7 +102,9 @@ TEST_CASE("initialisation is deterministic and seed-dependent", "[models]") {
   (*a)->Init(7);
   (*b)->Init(7);
   CHECK(std::equal((*a)->params().begin(), (*a)->params().end(), (*b)->params().begin()));
+  CHECK(ParameterHash((*a)->params()) == ParameterHash((*b)->params()));
   (*b)->Init(8);
+  CHECK(ParameterHash((*a)->params()) != ParameterHash((*b)->params()));
   CHECK(!std::equal((*a)->params().begin(), (*a)->params().end(), (*b)->params().begin()));
   // He: first-layer weights have std ~ sqrt(2/784).
   std::span<const float> w1 = (*a)->params().subspan(0, 784 * 256);
