@@ -66,7 +66,7 @@ struct PlanRequest {
   bool overlap = false;
   std::vector<WorkerInput> workers;
   int64_t epoch = 0;
-  int64_t iteration = 0;               // global iteration counter
+  int64_t iteration = 0;                 // global iteration counter
   int64_t iterations_left_in_epoch = 1;  // including this one
   int64_t unconsumed_in_epoch = 0;       // samples not yet consumed this epoch
 };
@@ -120,5 +120,42 @@ class Policy {
 
 // uniform | lbbsp | pid | loft | loft-epoch
 StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
+
+}  // namespace loft::sched
+
+// ---------------------------------------------------------------------------
+// Planning helpers (appended; scheduler/README-planning.md explains them).
+namespace loft::sched {
+
+// Checks B > 0, at least one worker, distinct nodes, finite non-negative
+// costs, 0 ≤ min_batch ≤ max_batch, local_available ≥ 0, Σ min ≤ B ≤ Σ max.
+// InvalidArgument naming the offending worker/field otherwise.
+Status ValidatePlanRequest(const PlanRequest& req);
+
+// Iteration time with fractional counts of a worker that reads remotely
+// from peers whose uplinks are busy for up to `uplink_floor_ms` this
+// iteration: the iteration cannot end before that (DESIGN.md: a serving
+// peer's Σ_i r_ij·s/up_j ≤ T). The floor applies only when remote > 0.
+// PredictMs(c, l, r, o) == PredictMsWithUplink(c, l, r, 0, o).
+double PredictMsWithUplink(const CostParams& c, double local, double remote, double uplink_floor_ms,
+                           bool overlap);
+
+// Expected behaviour of a global-shuffle plan (uniform, lbbsp, pid) under
+// the cost model. Rule: a sample drawn from the shuffle is cached on worker
+// i with probability f_i = min(1, local_available_i / U), U =
+// unconsumed_in_epoch (or Σ local_available if larger). Expected local_i =
+// b_i·f_i, remote_i = b_i − local_i, the remote part split across peers
+// j ≠ i ∝ local_available_j. Peer j's uplink time is u_j·(expected samples
+// it serves); a worker that reads remotely finishes no earlier than the
+// busiest uplink among its peers (PredictMsWithUplink). predicted_ms uses the fractional expectations; the
+// plan's integer local/remote are the rounded expectations and remote_from
+// is left empty. Keeps plan.policy and the batch sizes.
+Plan EvaluateShuffle(const PlanRequest& req, Plan plan);
+
+// Recomputes predicted_ms and makespan_ms of a locality-aware plan from
+// its local, remote and remote_from: peer j serves Σ counts naming it, its
+// uplink time is that times s/up_j, and every worker it serves finishes no
+// earlier than that (PredictMsWithUplink). Unknown peers in remote_from are ignored.
+void EvaluateLocalityPlan(const PlanRequest& req, Plan& plan);
 
 }  // namespace loft::sched

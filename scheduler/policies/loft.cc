@@ -1,0 +1,443 @@
+#include "scheduler/policies/loft.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <queue>
+#include <vector>
+
+namespace loft::sched {
+namespace {
+
+constexpr double kInf = 1e300;
+
+double Div(double num, double den) {
+  if (den > 0) return num / den;
+  return num >= 0 ? kInf : -kInf;
+}
+
+// Per-worker constants, precomputed once per plan.
+struct W {
+  double c0, c1, l0, l1, a, rr, u, pool, mn, mx;
+};
+
+// A worker's capacity at makespan T (see loft.h).
+struct Cap {
+  bool ok = false;
+  double local = 0;  // L: most local samples alone
+  double ra = 0;     // end of the slope-1 remote segment
+  double rb = 0;     // end of the trading segment (rb ≥ ra)
+  double sigma = 0;  // gain per remote sample on the trading segment
+  double drop = 0;   // local samples given up per remote sample on it
+  double max_b() const { return local + ra + sigma * (rb - ra); }
+};
+
+Cap CapacityAt(const W& w, double t, bool overlap) {
+  Cap c;
+  if (t < w.c0) return c;
+  c.ok = true;
+  if (!overlap) {
+    c.local = std::max(0.0, std::min({w.pool, w.mx, Div(t - w.c0 - w.l0, w.l1 + w.c1)}));
+    const double tl = c.local > 0 ? w.l0 + w.l1 * c.local : 0.0;
+    const double local_bound = Div(t - w.c0 - tl, w.c1) - c.local;
+    const double remote_bound = Div(t - w.a - w.c0 - w.c1 * c.local, w.rr + w.c1);
+    const double max_bound = w.mx - c.local;
+    c.ra = std::max(0.0, std::min({local_bound, remote_bound, max_bound}));
+    c.rb = c.ra;
+    if (c.local > 0 && w.l1 > 0 && w.c1 > 0 && local_bound <= std::min(remote_bound, max_bound) + 1e-12) {
+      const double k1 = t - w.c0 - w.l0;
+      const double k2 = t - w.c0 - w.a;
+      const double lc = w.l1 + w.c1;
+      const double coef = (w.rr + w.c1) - w.c1 * w.c1 / lc;
+      const double rx = coef > 0 ? (k2 - w.c1 * k1 / lc) / coef : kInf;
+      const double r0 = k1 / w.c1;
+      const double rm = (w.mx - k1 / lc) * lc / w.l1;
+      const double rb = std::min({rx, r0, rm});
+      if (rb > c.ra) {
+        c.rb = rb;
+        c.sigma = w.l1 / lc;
+        c.drop = w.c1 / lc;
+      }
+    }
+  } else {
+    const double lt = t >= w.l0 ? Div(t - w.l0, w.l1) : 0.0;
+    const double lcmp = Div(t - w.c0, w.c1);
+    c.local = std::max(0.0, std::min({w.pool, w.mx, lt, lcmp}));
+    const double rt = t >= w.a ? Div(t - w.a, w.rr) : 0.0;
+    c.ra = std::max(0.0, std::min({rt, lcmp - c.local, w.mx - c.local}));
+    c.rb = c.ra;
+  }
+  return c;
+}
+
+class Solver {
+ public:
+  Solver(const PlanRequest& req) : req_(req), n_(req.workers.size()), w_(n_), caps_(n_) {
+    for (size_t i = 0; i < n_; ++i) {
+      const WorkerInput& in = req.workers[i];
+      const CostParams& c = in.cost;
+      w_[i] = W{c.compute_fixed_ms,
+                c.compute_per_sample_ms,
+                c.local_fixed_ms,
+                c.local_per_sample_ms,
+                c.remote_fixed_ms,
+                c.remote_per_sample_ms,
+                c.uplink_per_sample_ms,
+                static_cast<double>(in.local_available),
+                static_cast<double>(in.min_batch),
+                static_cast<double>(in.max_batch)};
+    }
+  }
+
+  // Whether Σ b ≥ B is reachable at makespan t; when `lf`/`rf` are given,
+  // fills a fractional allocation (local, remote per worker).
+  bool Feasible(double t, std::vector<double>* lf = nullptr, std::vector<double>* rf = nullptr) {
+    const bool overlap = req_.overlap;
+    double supply = 0;
+    double base = 0;
+    for (size_t i = 0; i < n_; ++i) {
+      caps_[i] = CapacityAt(w_[i], t, overlap);
+      if (!caps_[i].ok || caps_[i].max_b() < w_[i].mn - 1e-9) return false;
+      supply += std::min(Div(t, w_[i].u), w_[i].pool - caps_[i].local);
+      base += caps_[i].local;
+    }
+    if (lf) {
+      lf->assign(n_, 0.0);
+      rf->assign(n_, 0.0);
+      for (size_t i = 0; i < n_; ++i) (*lf)[i] = caps_[i].local;
+    }
+    // min_batch first.
+    used1_.assign(n_, 0.0);
+    used2_.assign(n_, 0.0);
+    for (size_t i = 0; i < n_; ++i) {
+      const Cap& c = caps_[i];
+      if (c.local >= w_[i].mn) continue;
+      double need = w_[i].mn - c.local;
+      used1_[i] = std::min(need, c.ra);
+      need -= used1_[i];
+      if (need > 0) used2_[i] = std::min(need / c.sigma, c.rb - c.ra);
+      supply -= used1_[i] + used2_[i];
+      base += used1_[i] + used2_[i] * c.sigma;
+    }
+    if (supply < -1e-9) return false;
+    const double total = static_cast<double>(req_.global_batch);
+    double demand = total - base;
+    // Slope-1 segments, shared proportionally.
+    if (demand > 0 && supply > 0) {
+      double room = 0;
+      for (size_t i = 0; i < n_; ++i) room += caps_[i].ra - used1_[i];
+      const double take = std::min({room, supply, demand});
+      if (take > 0) {
+        const double frac = take / room;
+        for (size_t i = 0; i < n_; ++i) used1_[i] += (caps_[i].ra - used1_[i]) * frac;
+        supply -= take;
+        demand -= take;
+      }
+    }
+    // Trading segments by decreasing gain.
+    if (demand > 1e-9 && supply > 0) {
+      order_.clear();
+      for (size_t i = 0; i < n_; ++i) {
+        if (caps_[i].rb - caps_[i].ra - used2_[i] > 0) order_.push_back(i);
+      }
+      std::sort(order_.begin(), order_.end(), [&](size_t x, size_t y) {
+        return caps_[x].sigma != caps_[y].sigma ? caps_[x].sigma > caps_[y].sigma : x < y;
+      });
+      for (size_t i : order_) {
+        if (demand <= 0 || supply <= 0) break;
+        const Cap& c = caps_[i];
+        const double take = std::min({c.rb - c.ra - used2_[i], supply, demand / c.sigma});
+        used2_[i] += take;
+        supply -= take;
+        demand -= take * c.sigma;
+      }
+    }
+    if (lf) {
+      for (size_t i = 0; i < n_; ++i) {
+        (*rf)[i] = used1_[i] + used2_[i];
+        (*lf)[i] = std::max(0.0, caps_[i].local - used2_[i] * caps_[i].drop);
+      }
+    }
+    return demand <= 1e-6;
+  }
+
+  const std::vector<W>& workers() const { return w_; }
+
+ private:
+  const PlanRequest& req_;
+  size_t n_;
+  std::vector<W> w_;
+  std::vector<Cap> caps_;
+  std::vector<double> used1_, used2_;
+  std::vector<size_t> order_;
+};
+
+}  // namespace
+
+StatusOr<Plan> RoundPlan(const PlanRequest& req, double t, const std::vector<double>& lf,
+                         const std::vector<double>& rf, std::string_view name);
+
+StatusOr<Plan> LoftPolicy::PlanIteration(const PlanRequest& req) {
+  LOFT_RETURN_IF_ERROR(ValidatePlanRequest(req));
+  const int64_t big_b = req.global_batch;
+  int64_t pool_total = 0;
+  for (const WorkerInput& w : req.workers) pool_total += w.local_available;
+  if (pool_total < big_b) {
+    return FailedPrecondition(
+        fmt::format("loft: live workers cache {} unconsumed samples in total, fewer than global_batch {}",
+                    pool_total, big_b));
+  }
+  Solver solver(req);
+  double hi = 1.0;
+  for (const W& w : solver.workers()) hi = std::max(hi, 2 * w.c0);
+  int doublings = 0;
+  while (!solver.Feasible(hi)) {
+    hi *= 2;
+    if (++doublings > 200)
+      return Internal("loft: no feasible makespan found (cost parameters out of range?)");
+  }
+  double lo = 0;
+  while (hi - lo > 1e-6 * hi) {
+    const double mid = 0.5 * (lo + hi);
+    (solver.Feasible(mid) ? hi : lo) = mid;
+  }
+  std::vector<double> lf, rf;
+  (void)solver.Feasible(hi, &lf, &rf);
+
+  return RoundPlan(req, hi, lf, rf, name());
+}
+
+namespace {
+
+// Integer plan from the fractional allocation at makespan `t` (loft.h step 2
+// and 3): floor, assign the floored remote counts to peers (most spare
+// samples first, within floor(t/up_j)), then add samples one at a time where
+// the resulting time is lowest — a remote sample costs max(the worker's time,
+// the chosen peer's uplink time after it) and comes from the peer whose
+// uplink would finish first — or trim where the time is highest.
+class Rounder {
+ public:
+  Rounder(const PlanRequest& req)
+      : req_(req), n_(req.workers.size()), l_(n_), r_(n_), spare_(n_), served_(n_), from_(n_) {}
+
+  StatusOr<Plan> Run(double t, const std::vector<double>& lf, const std::vector<double>& rf,
+                     std::string_view name) {
+    const int64_t big_b = req_.global_batch;
+    int64_t sum = 0;
+    for (size_t i = 0; i < n_; ++i) {
+      const WorkerInput& w = req_.workers[i];
+      l_[i] = std::clamp<int64_t>(static_cast<int64_t>(std::floor(lf[i] + 1e-9)), 0, w.local_available);
+      r_[i] = std::max<int64_t>(0, static_cast<int64_t>(std::floor(rf[i] + 1e-9)));
+      if (l_[i] > w.max_batch) l_[i] = w.max_batch;
+      if (l_[i] + r_[i] > w.max_batch) r_[i] = w.max_batch - l_[i];
+      spare_[i] = w.local_available - l_[i];
+    }
+    AssignFloored(t);
+    for (size_t j = 0; j < n_; ++j) peers_.emplace(Key(j), j);
+    for (size_t i = 0; i < n_; ++i) sum += l_[i] + r_[i];
+    for (size_t i = 0; i < n_; ++i) {
+      while (l_[i] + r_[i] < req_.workers[i].min_batch) {
+        auto [cost, local] = BestAdd(i);
+        if (cost >= kInf)
+          return Internal(fmt::format("loft: cannot reach min_batch for node {}", req_.workers[i].node));
+        Add(i, local);
+        ++sum;
+      }
+    }
+    using Item = std::pair<double, size_t>;
+    if (sum < big_b) {
+      std::priority_queue<Item, std::vector<Item>, std::greater<>> heap;
+      for (size_t i = 0; i < n_; ++i) {
+        const double cost = BestAdd(i).first;
+        if (cost < kInf) heap.emplace(cost, i);
+      }
+      while (sum < big_b) {
+        if (heap.empty())
+          return FailedPrecondition("loft: not enough samples or batch room to reach global_batch");
+        auto [cost, i] = heap.top();
+        heap.pop();
+        auto [now, local] = BestAdd(i);
+        if (now >= kInf) continue;
+        if (now > cost + 1e-12) {
+          heap.emplace(now, i);
+          continue;
+        }
+        Add(i, local);
+        ++sum;
+        const double next = BestAdd(i).first;
+        if (next < kInf) heap.emplace(next, i);
+      }
+    } else if (sum > big_b) {
+      std::priority_queue<Item> heap;  // largest time first
+      for (size_t i = 0; i < n_; ++i) {
+        if (l_[i] + r_[i] > req_.workers[i].min_batch) heap.emplace(Time(i, l_[i], r_[i]), i);
+      }
+      while (sum > big_b) {
+        if (heap.empty()) return Internal("loft: cannot trim the plan to global_batch");
+        auto [tm, i] = heap.top();
+        heap.pop();
+        if (l_[i] + r_[i] <= req_.workers[i].min_batch) continue;
+        const double now = Time(i, l_[i], r_[i]);
+        if (std::abs(now - tm) > 1e-12) {
+          heap.emplace(now, i);
+          continue;
+        }
+        const double drop_l = l_[i] > 0 ? Time(i, l_[i] - 1, r_[i]) : kInf;
+        const double drop_r = r_[i] > 0 ? Time(i, l_[i], r_[i] - 1) : kInf;
+        if (drop_r <= drop_l) {
+          auto& back = from_[i].back();
+          --served_[back.first];
+          ++spare_[back.first];
+          if (--back.second == 0) from_[i].pop_back();
+          --r_[i];
+        } else {
+          --l_[i];
+          ++spare_[i];
+        }
+        --sum;
+        if (l_[i] + r_[i] > req_.workers[i].min_batch) heap.emplace(Time(i, l_[i], r_[i]), i);
+      }
+    }
+    Plan plan;
+    plan.policy = std::string(name);
+    plan.workers.resize(n_);
+    for (size_t i = 0; i < n_; ++i) {
+      WorkerPlan& wp = plan.workers[i];
+      wp.node = req_.workers[i].node;
+      wp.local = l_[i];
+      wp.remote = r_[i];
+      wp.batch = l_[i] + r_[i];
+      for (const auto& [j, count] : from_[i]) wp.remote_from.emplace_back(req_.workers[j].node, count);
+    }
+    EvaluateLocalityPlan(req_, plan);
+    return plan;
+  }
+
+ private:
+  double Time(size_t i, int64_t l, int64_t r) const {
+    return PredictMs(req_.workers[i].cost, l, r, req_.overlap);
+  }
+  double Key(size_t j) const {
+    return static_cast<double>(served_[j] + 1) * req_.workers[j].cost.uplink_per_sample_ms;
+  }
+
+  void Take(size_t i, size_t j, int64_t count) {
+    served_[j] += count;
+    spare_[j] -= count;
+    if (!from_[i].empty() && from_[i].back().first == j) {
+      from_[i].back().second += count;
+    } else {
+      from_[i].emplace_back(j, count);
+    }
+  }
+
+  // Floored remote counts: peers with the most spare samples first, each
+  // within its uplink budget at t; what does not fit goes through BestPeer.
+  void AssignFloored(double t) {
+    std::vector<size_t> order;
+    std::vector<int64_t> budget(n_);
+    for (size_t j = 0; j < n_; ++j) {
+      const double u = req_.workers[j].cost.uplink_per_sample_ms;
+      const double up = u > 0 ? std::floor(t * (1 + 1e-9) / u) : 9e18;
+      budget[j] = std::min<int64_t>(spare_[j], static_cast<int64_t>(std::min(up, 9e18)));
+      if (budget[j] > 0) order.push_back(j);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return spare_[x] > spare_[y]; });
+    std::vector<int64_t> need(r_);
+    size_t ptr = 0;
+    for (size_t i = 0; i < n_; ++i) {
+      size_t k = ptr;
+      while (need[i] > 0 && k < order.size()) {
+        const size_t j = order[k];
+        if (budget[j] == 0) {
+          if (k == ptr) ++ptr;
+          ++k;
+          continue;
+        }
+        if (j == i) {
+          ++k;
+          continue;
+        }
+        const int64_t take = std::min(need[i], budget[j]);
+        budget[j] -= take;
+        need[i] -= take;
+        Take(i, j, take);
+      }
+    }
+    // Leftovers (rounding): drop them; the add phase re-adds at best cost.
+    for (size_t i = 0; i < n_; ++i) r_[i] -= need[i];
+  }
+
+  // Peer whose uplink would finish first after one more sample, ≠ exclude,
+  // with spare samples; n_ if none.
+  size_t BestPeer(size_t exclude) {
+    std::vector<std::pair<double, size_t>> held;
+    size_t best = n_;
+    while (!peers_.empty()) {
+      auto [key, j] = peers_.top();
+      if (spare_[j] <= 0) {
+        peers_.pop();
+        continue;
+      }
+      if (key != Key(j)) {
+        peers_.pop();
+        peers_.emplace(Key(j), j);
+        continue;
+      }
+      if (j == exclude) {
+        held.emplace_back(key, j);
+        peers_.pop();
+        continue;
+      }
+      best = j;
+      break;
+    }
+    for (auto& h : held) peers_.push(h);
+    return best;
+  }
+
+  // {cost, local?} of the cheapest one-sample addition to worker i.
+  std::pair<double, bool> BestAdd(size_t i) {
+    const WorkerInput& w = req_.workers[i];
+    std::pair<double, bool> best{kInf, true};
+    if (l_[i] + r_[i] >= w.max_batch) return best;
+    if (l_[i] < w.local_available && spare_[i] > 0) best = {Time(i, l_[i] + 1, r_[i]), true};
+    const size_t j = BestPeer(i);
+    if (j < n_) {
+      const double cost = std::max(Time(i, l_[i], r_[i] + 1), Key(j));
+      if (cost < best.first) best = {cost, false};
+    }
+    return best;
+  }
+
+  void Add(size_t i, bool local) {
+    if (local) {
+      ++l_[i];
+      --spare_[i];
+    } else {
+      const size_t j = BestPeer(i);
+      ++r_[i];
+      Take(i, j, 1);
+      peers_.emplace(Key(j), j);
+    }
+  }
+
+  const PlanRequest& req_;
+  size_t n_;
+  std::vector<int64_t> l_, r_, spare_, served_;
+  std::vector<std::vector<std::pair<size_t, int64_t>>> from_;
+  std::priority_queue<std::pair<double, size_t>, std::vector<std::pair<double, size_t>>, std::greater<>>
+      peers_;
+};
+
+}  // namespace
+
+StatusOr<Plan> RoundPlan(const PlanRequest& req, double t, const std::vector<double>& lf,
+                         const std::vector<double>& rf, std::string_view name) {
+  Rounder rounder(req);
+  return rounder.Run(t, lf, rf, name);
+}
+
+}  // namespace loft::sched
