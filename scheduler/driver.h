@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/proto/loft.pb.h"
 #include "core/status.h"
 #include "scheduler/plan.h"
 #include "scheduler/proto/state.pb.h"

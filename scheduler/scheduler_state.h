@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -33,15 +34,23 @@
 
 #include "core/cluster_spec.h"
 #include "core/placement.h"
+#include "core/proto/loft.pb.h"
 #include "core/status.h"
 #include "scheduler/assigner.h"
-#include "scheduler/cost_model.h"
 #include "scheduler/epoch_sampler.h"
 #include "scheduler/ledger.h"
 #include "scheduler/plan.h"
 #include "scheduler/proto/state.pb.h"
 
 namespace loft::sched {
+
+// Conversions between the journal's mirrors (state.proto) and the wire
+// messages (core/proto/loft.proto). They are wire-identical, so this is a
+// serialize + parse.
+loft::v1::Partition ToWire(const loft::v1::JournaledPartition& p);
+loft::v1::JournaledPartition ToJournal(const loft::v1::Partition& p);
+loft::v1::JournaledDone ToJournal(const loft::v1::PartitionDone& d);
+loft::v1::JournaledFailed ToJournal(const loft::v1::PartitionFailed& f);
 
 struct SchedulerOptions {
   uint64_t job_id = 1;
@@ -110,13 +119,21 @@ class SchedulerState {
   // True when no partition of the last planned iteration is in flight.
   bool IterationComplete() const;
   uint64_t next_partition_id() const { return ledger_.last_id() + 1; }
-  CostParams cost(int node) const { return cost_models_[node].params(); }
+  // The fitted cost model of `node` (scheduler/cost_model.h CostModel).
+  CostParams cost(int node) const;
   int64_t observations(int node) const { return observations_[node]; }
+  // Done acks whose timings were negative or not finite: the samples are
+  // committed but the timings are not fed to the cost model or policy.
+  int64_t rejected_observations() const { return rejected_observations_; }
 
   // Deterministic JSON of the whole state (membership, costs, sampler
   // digest and counts, ledger, counters) and its 64-bit FNV-1a digest.
   std::string ToJson() const;
   uint64_t Digest() const;
+
+  ~SchedulerState();
+  SchedulerState(const SchedulerState&) = delete;
+  SchedulerState& operator=(const SchedulerState&) = delete;
 
  private:
   SchedulerState(const ClusterSpec& spec, Placement placement, std::unique_ptr<Policy> policy,
@@ -136,8 +153,10 @@ class SchedulerState {
   int64_t global_batch_ = 0;
   EpochSampler sampler_;
   Ledger ledger_;
-  std::vector<CostModel> cost_models_;
+  struct CostModels;  // one CostModel per node (pimpl: keeps cost_model.h private)
+  std::unique_ptr<CostModels> cost_models_;
   std::vector<int64_t> observations_;
+  int64_t rejected_observations_ = 0;
   std::vector<bool> registered_;
   std::vector<bool> alive_;
   int64_t view_ = 0;

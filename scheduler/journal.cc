@@ -1,0 +1,156 @@
+#include "scheduler/journal.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <boost/crc.hpp>
+#include <memory>
+#include <string>
+
+namespace loft::sched {
+
+namespace {
+uint32_t Crc32(std::string_view bytes) {
+  boost::crc_32_type crc;
+  crc.process_bytes(bytes.data(), bytes.size());
+  return crc.checksum();
+}
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return OkStatus();
+  if (s.IsCorruption()) return DataLoss(what + ": " + s.ToString());
+  if (s.IsNotFound()) return NotFound(what + ": " + s.ToString());
+  if (s.IsInvalidArgument()) return InvalidArgument(what + ": " + s.ToString());
+  return IOError(what + ": " + s.ToString());
+}
+
+uint64_t DecodeKey(std::string_view key) {
+  uint64_t seq = 0;
+  for (unsigned char c : key.substr(0, 8)) seq = (seq << 8) | c;
+  return seq;
+}
+}  // namespace
+
+std::string Journal::EncodeKey(uint64_t seq) {
+  std::string key(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    key[i] = static_cast<char>(seq & 0xff);
+    seq >>= 8;
+  }
+  return key;
+}
+
+std::string Journal::EncodeValue(const loft::v1::StateUpdate& update) {
+  const std::string payload = update.SerializeAsString();
+  const uint32_t crc = Crc32(payload);
+  std::string value(4, '\0');
+  for (int i = 0; i < 4; ++i) value[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  value += payload;
+  return value;
+}
+
+StatusOr<loft::v1::StateUpdate> Journal::DecodeValue(uint64_t seq, std::string_view value) {
+  const std::string where = "journal entry " + std::to_string(seq);
+  if (value.size() < 4) {
+    return DataLoss(where + ": " + std::to_string(value.size()) + " bytes, shorter than its CRC");
+  }
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i)
+    stored |= static_cast<uint32_t>(static_cast<unsigned char>(value[i])) << (8 * i);
+  const std::string_view payload = value.substr(4);
+  if (Crc32(payload) != stored) return DataLoss(where + ": CRC mismatch (truncated or corrupt)");
+  loft::v1::StateUpdate u;
+  if (!u.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return DataLoss(where + ": payload is not a StateUpdate");
+  }
+  if (u.kind_case() == loft::v1::StateUpdate::KIND_NOT_SET) return DataLoss(where + ": update has no kind");
+  return u;
+}
+
+Journal::Journal(std::string path, JournalOptions options, rocksdb::DB* db, uint64_t next_seq)
+    : path_(std::move(path)), options_(options), db_(db), next_seq_(next_seq) {}
+
+Journal::~Journal() {
+  if (db_ != nullptr) {
+    db_->Close().PermitUncheckedError();
+    delete db_;
+  }
+}
+
+StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& path, JournalOptions options) {
+  if (path.empty()) return InvalidArgument("journal: empty path");
+  rocksdb::Options o;
+  o.create_if_missing = options.create_if_missing;
+  o.error_if_exists = options.error_if_exists;
+  o.paranoid_checks = true;
+  rocksdb::DB* db = nullptr;
+  LOFT_RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(o, path, &db), "journal: open " + path));
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  it->SeekToLast();
+  uint64_t next = 0;
+  if (it->Valid()) {
+    if (it->key().size() != 8) {
+      delete db;
+      return DataLoss("journal " + path + ": last key is " + std::to_string(it->key().size()) +
+                      " bytes, expected 8");
+    }
+    next = DecodeKey(it->key().ToStringView()) + 1;
+  }
+  const rocksdb::Status st = it->status();
+  it.reset();
+  if (!st.ok()) {
+    delete db;
+    return FromRocks(st, "journal: scan " + path);
+  }
+  return std::unique_ptr<Journal>(new Journal(path, options, db, next));
+}
+
+Status Journal::Append(const loft::v1::StateUpdate& update) {
+  return AppendAll(std::span<const loft::v1::StateUpdate>(&update, 1));
+}
+
+Status Journal::AppendAll(std::span<const loft::v1::StateUpdate> updates) {
+  if (updates.empty()) return OkStatus();
+  rocksdb::WriteBatch batch;
+  uint64_t seq = next_seq_;
+  for (const auto& u : updates) {
+    if (u.kind_case() == loft::v1::StateUpdate::KIND_NOT_SET) {
+      return InvalidArgument("journal: update " + std::to_string(seq) + " has no kind");
+    }
+    LOFT_RETURN_IF_ERROR(FromRocks(batch.Put(EncodeKey(seq), EncodeValue(u)), "journal: batch"));
+    ++seq;
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  wo.disableWAL = false;
+  LOFT_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "journal: write " + path_));
+  next_seq_ = seq;
+  return OkStatus();
+}
+
+StatusOr<std::vector<loft::v1::StateUpdate>> Journal::ReadAll() const {
+  std::vector<loft::v1::StateUpdate> out;
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  uint64_t expected = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (it->key().size() != 8) {
+      return DataLoss("journal entry after " + std::to_string(expected) + ": key is " +
+                      std::to_string(it->key().size()) + " bytes, expected 8");
+    }
+    const uint64_t seq = DecodeKey(it->key().ToStringView());
+    if (seq != expected) {
+      return DataLoss("journal entry " + std::to_string(expected) + " is missing (next entry is " +
+                      std::to_string(seq) + ")");
+    }
+    LOFT_ASSIGN_OR_RETURN(loft::v1::StateUpdate u, DecodeValue(seq, it->value().ToStringView()));
+    out.push_back(std::move(u));
+    ++expected;
+  }
+  LOFT_RETURN_IF_ERROR(FromRocks(it->status(), "journal: read " + path_));
+  return out;
+}
+
+}  // namespace loft::sched

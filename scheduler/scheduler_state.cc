@@ -1,0 +1,527 @@
+#include "scheduler/scheduler_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#if __has_include("scheduler/cost_model.h")
+#include "scheduler/cost_model.h"
+#define LOFT_HAVE_COST_MODEL 1
+#else
+#define LOFT_HAVE_COST_MODEL 0
+#endif
+
+namespace loft::sched {
+
+#if LOFT_HAVE_COST_MODEL
+using WorkerCostModel = CostModel;
+#else
+// Until scheduler/cost_model.h lands: the spec prior, never updated.
+class WorkerCostModel {
+ public:
+  explicit WorkerCostModel(CostParams prior) : p_(prior) {}
+  void Observe(const Observation&) {}
+  CostParams params() const { return p_; }
+
+ private:
+  CostParams p_;
+};
+#endif
+
+struct SchedulerState::CostModels {
+  std::vector<WorkerCostModel> models;
+};
+
+namespace {
+bool Finite(double x) {
+  return std::isfinite(x) && x >= 0;
+}
+
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+}  // namespace
+
+namespace {
+template <class To, class From>
+To Mirror(const From& from) {
+  To to;
+  to.ParseFromString(from.SerializeAsString());
+  return to;
+}
+}  // namespace
+
+loft::v1::Partition ToWire(const loft::v1::JournaledPartition& p) {
+  return Mirror<loft::v1::Partition>(p);
+}
+loft::v1::JournaledPartition ToJournal(const loft::v1::Partition& p) {
+  return Mirror<loft::v1::JournaledPartition>(p);
+}
+loft::v1::JournaledDone ToJournal(const loft::v1::PartitionDone& d) {
+  return Mirror<loft::v1::JournaledDone>(d);
+}
+loft::v1::JournaledFailed ToJournal(const loft::v1::PartitionFailed& f) {
+  return Mirror<loft::v1::JournaledFailed>(f);
+}
+
+Status SchedulerOptions::Validate() const {
+  if (!(timeout_min_ms >= 0) || !std::isfinite(timeout_min_ms)) {
+    return InvalidArgument("scheduler options: timeout_min_ms must be finite and >= 0");
+  }
+  if (!(timeout_factor >= 0) || !std::isfinite(timeout_factor)) {
+    return InvalidArgument("scheduler options: timeout_factor must be finite and >= 0");
+  }
+  if (global_batch < 0) return InvalidArgument("scheduler options: global_batch must be >= 0");
+  return OkStatus();
+}
+
+SchedulerState::SchedulerState(const ClusterSpec& spec, Placement placement, std::unique_ptr<Policy> policy,
+                               SchedulerOptions options)
+    : spec_(spec),
+      placement_(std::move(placement)),
+      policy_(std::move(policy)),
+      options_(options),
+      global_batch_(options.global_batch > 0 ? options.global_batch : spec.training.global_batch),
+      sampler_(&placement_, options.seed != 0 ? options.seed : spec.training.seed) {
+  const int n = spec_.num_nodes();
+  cost_models_ = std::make_unique<CostModels>();
+  cost_models_->models.reserve(n);
+  for (int i = 0; i < n; ++i) cost_models_->models.emplace_back(PriorFromSpec(spec_, i));
+  observations_.assign(n, 0);
+  registered_.assign(n, false);
+  alive_.assign(n, false);
+}
+
+SchedulerState::~SchedulerState() = default;
+
+CostParams SchedulerState::cost(int node) const {
+  return cost_models_->models[node].params();
+}
+
+StatusOr<std::unique_ptr<SchedulerState>> SchedulerState::Create(const ClusterSpec& spec,
+                                                                 std::unique_ptr<Policy> policy,
+                                                                 SchedulerOptions options) {
+  LOFT_RETURN_IF_ERROR(options.Validate());
+  if (policy == nullptr) return InvalidArgument("scheduler state: policy is null");
+  if (spec.num_nodes() == 0) return InvalidArgument("scheduler state: cluster spec has no nodes");
+  const int64_t b = options.global_batch > 0 ? options.global_batch : spec.training.global_batch;
+  if (b <= 0) return InvalidArgument("scheduler state: global batch must be > 0");
+  LOFT_ASSIGN_OR_RETURN(Placement placement, Placement::FromSpec(spec));
+  return std::unique_ptr<SchedulerState>(
+      new SchedulerState(spec, std::move(placement), std::move(policy), options));
+}
+
+std::vector<int32_t> SchedulerState::LiveNodes() const {
+  std::vector<int32_t> out;
+  for (int i = 0; i < spec_.num_nodes(); ++i) {
+    if (alive_[i]) out.push_back(i);
+  }
+  return out;
+}
+
+bool SchedulerState::IterationComplete() const {
+  return next_iteration_ == 0 || ledger_.OpenInIteration(next_iteration_ - 1) == 0;
+}
+
+bool SchedulerState::Assignable(uint64_t id) const {
+  for (int32_t h : placement_.Holders(id)) {
+    if (alive_[h]) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// Apply
+
+Status SchedulerState::Apply(const loft::v1::StateUpdate& u) {
+  using K = loft::v1::StateUpdate::KindCase;
+  switch (u.kind_case()) {
+    case K::kWorkerRegistered:
+      return ApplyMembership(u.worker_registered().node(), u.worker_registered().view(), true, true);
+    case K::kWorkerAlive:
+      return ApplyMembership(u.worker_alive().node(), u.worker_alive().view(), false, true);
+    case K::kWorkerDead: return ApplyMembership(u.worker_dead().node(), u.worker_dead().view(), false, false);
+    case K::kIterationPlanned: return ApplyIterationPlanned(u.iteration_planned());
+    case K::kPartitionSent: {
+      const auto& s = u.partition_sent();
+      ledger_.MarkSent(s.partition_id(), s.attempt(), s.now_ms());
+      return OkStatus();
+    }
+    case K::kPartitionDone: return ApplyDone(u.partition_done());
+    case K::kPartitionFailed: {
+      const auto& f = u.partition_failed();
+      return ApplyFailed(f.failed().partition_id(), f.failed().attempt(), f.failed().node(), f.now_ms(),
+                         false);
+    }
+    case K::kPartitionTimedOut: {
+      const auto& t = u.partition_timed_out();
+      return ApplyFailed(t.partition_id(), t.attempt(), -1, t.now_ms(), true);
+    }
+    case K::kEpochAdvanced: return ApplyEpochAdvanced(u.epoch_advanced());
+    case K::KIND_NOT_SET: break;
+  }
+  return InvalidArgument("state update has no kind set");
+}
+
+Status SchedulerState::ApplyMembership(int32_t node, int64_t view, bool registered_event, bool alive) {
+  if (node < 0 || node >= spec_.num_nodes()) {
+    return InvalidArgument("membership update: node " + std::to_string(node) +
+                           " is not in the cluster spec (" + std::to_string(spec_.num_nodes()) + " nodes)");
+  }
+  if (view <= view_) {
+    return InvalidArgument("membership update: view " + std::to_string(view) +
+                           " is not greater than current " + std::to_string(view_));
+  }
+  if (!registered_event && !registered_[node]) {
+    return FailedPrecondition("membership update: node " + std::to_string(node) + " never registered");
+  }
+  if (registered_event) registered_[node] = true;
+  alive_[node] = alive;
+  view_ = view;
+  return OkStatus();
+}
+
+Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u) {
+  const std::string where = "iteration_planned " + std::to_string(u.iteration());
+  if (u.iteration() != next_iteration_) {
+    return InvalidArgument(where + ": expected iteration " + std::to_string(next_iteration_));
+  }
+  if (u.epoch() != sampler_.epoch()) {
+    return InvalidArgument(where + ": epoch " + std::to_string(u.epoch()) + " but the current epoch is " +
+                           std::to_string(sampler_.epoch()));
+  }
+  // Validate everything before changing anything.
+  std::vector<uint64_t> all;
+  uint64_t last = ledger_.last_id();
+  for (const auto& pp : u.partitions()) {
+    const auto& p = pp.partition();
+    const std::string pw = where + ": partition " + std::to_string(p.id());
+    if (p.id() <= last) return InvalidArgument(pw + ": id not greater than " + std::to_string(last));
+    last = p.id();
+    if (p.epoch() != u.epoch() || p.iteration() != u.iteration() || p.job() != options_.job_id) {
+      return InvalidArgument(pw + ": job/epoch/iteration do not match the update");
+    }
+    if (p.worker() < 0 || p.worker() >= spec_.num_nodes() || !alive_[p.worker()]) {
+      return InvalidArgument(pw + ": worker " + std::to_string(p.worker()) + " is not a live node");
+    }
+    if (p.sample_ids_size() == 0 || p.sources_size() != p.sample_ids_size()) {
+      return InvalidArgument(pw + ": needs sample ids and one source per sample");
+    }
+    int32_t expected_attempt = 0;
+    if (p.parent() != 0) {
+      const PartitionRecord* parent = ledger_.Find(p.parent());
+      if (parent == nullptr ||
+          (parent->state != PartitionState::kFailed && parent->state != PartitionState::kTimedOut)) {
+        return InvalidArgument(pw + ": parent " + std::to_string(p.parent()) + " is not a failed partition");
+      }
+      expected_attempt = parent->partition.attempt() + 1;
+    }
+    if (p.attempt() != expected_attempt) {
+      return InvalidArgument(pw + ": attempt " + std::to_string(p.attempt()) + ", expected " +
+                             std::to_string(expected_attempt));
+    }
+    for (int k = 0; k < p.sample_ids_size(); ++k) {
+      const uint64_t id = p.sample_ids(k);
+      const int32_t src = p.sources(k);
+      if (id >= static_cast<uint64_t>(placement_.num_samples())) {
+        return InvalidArgument(pw + ": sample id " + std::to_string(id) + " out of range");
+      }
+      if (src < 0 || src >= spec_.num_nodes() || !alive_[src] || !placement_.Holds(src, id)) {
+        return InvalidArgument(pw + ": source " + std::to_string(src) + " is not a live holder of sample " +
+                               std::to_string(id));
+      }
+      if (sampler_.state(id) == EpochSampler::SampleState::kPooled && sampler_.origin(id) != p.parent()) {
+        return InvalidArgument(pw + ": sample " + std::to_string(id) + " came back from partition " +
+                               std::to_string(sampler_.origin(id)) + ", not from parent " +
+                               std::to_string(p.parent()));
+      }
+      all.push_back(id);
+    }
+  }
+  LOFT_RETURN_IF_ERROR(sampler_.MarkTaken(all).WithContext(where));
+  for (const auto& pp : u.partitions()) {
+    Status s = ledger_.AddPlanned(ToWire(pp.partition()), u.now_ms(), pp.deadline_ms());
+    if (!s.ok()) return Internal(where + ": ledger rejected a validated partition: " + s.ToString());
+  }
+  ++next_iteration_;
+  return OkStatus();
+}
+
+Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
+  const auto& d = u.done();
+  if (ledger_.MarkDone(d.partition_id(), d.attempt(), d.node(), u.now_ms()) != AckOutcome::kAccepted) {
+    return OkStatus();  // ignored and counted by the ledger
+  }
+  const PartitionRecord* rec = ledger_.Find(d.partition_id());
+  const auto& p = rec->partition;
+  int64_t dups = 0;
+  LOFT_RETURN_IF_ERROR(
+      sampler_.Commit(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), &dups)
+          .WithContext("partition " + std::to_string(p.id())));
+  ledger_.CountCommitted(p.sample_ids_size(), dups);
+
+  const auto& t = d.timings();
+  Observation obs;
+  obs.node = p.worker();
+  obs.batch = p.sample_ids_size();
+  for (int32_t s : p.sources()) (s == p.worker() ? obs.local : obs.remote)++;
+  obs.local_read_ms = t.local_read_ms();
+  obs.remote_read_ms = t.remote_read_ms();
+  obs.compute_ms = t.compute_ms();
+  const double read = std::max(obs.local_read_ms, obs.remote_read_ms);
+  obs.iteration_ms = spec_.training.overlap ? std::max(read, obs.compute_ms) : read + obs.compute_ms;
+  if (Finite(obs.local_read_ms) && Finite(obs.remote_read_ms) && Finite(obs.compute_ms)) {
+    cost_models_->models[obs.node].Observe(obs);
+    ++observations_[obs.node];
+    Observation& merged = pending_observations_[p.iteration()][obs.node];
+    merged.node = obs.node;
+    merged.batch += obs.batch;
+    merged.local += obs.local;
+    merged.remote += obs.remote;
+    merged.local_read_ms += obs.local_read_ms;
+    merged.remote_read_ms += obs.remote_read_ms;
+    merged.compute_ms += obs.compute_ms;
+    merged.iteration_ms += obs.iteration_ms;
+  } else {
+    ++rejected_observations_;
+  }
+  MaybeDeliverObservations(p.iteration());
+  return OkStatus();
+}
+
+Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms,
+                                   bool timed_out) {
+  const AckOutcome o =
+      timed_out ? ledger_.MarkTimedOut(id, attempt, now_ms) : ledger_.MarkFailed(id, attempt, node, now_ms);
+  if (o != AckOutcome::kAccepted) return OkStatus();
+  const auto& p = ledger_.Find(id)->partition;
+  LOFT_RETURN_IF_ERROR(
+      sampler_.Return(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), id)
+          .WithContext("partition " + std::to_string(id)));
+  MaybeDeliverObservations(p.iteration());
+  return OkStatus();
+}
+
+Status SchedulerState::ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u) {
+  if (u.epoch() != sampler_.epoch() + 1) {
+    return InvalidArgument("epoch_advanced: epoch " + std::to_string(u.epoch()) + ", expected " +
+                           std::to_string(sampler_.epoch() + 1));
+  }
+  if (!sampler_.EpochDone()) {
+    return FailedPrecondition("epoch_advanced: epoch " + std::to_string(sampler_.epoch()) + " has " +
+                              std::to_string(sampler_.num_samples() - sampler_.committed()) +
+                              " uncommitted samples");
+  }
+  ledger_.CountEpochCompleted();
+  sampler_.StartEpoch(u.epoch());
+  ledger_.PruneBefore(u.epoch());
+  return OkStatus();
+}
+
+void SchedulerState::MaybeDeliverObservations(int64_t iteration) {
+  if (ledger_.OpenInIteration(iteration) != 0) return;
+  auto it = pending_observations_.find(iteration);
+  if (it == pending_observations_.end()) return;
+  std::vector<Observation> obs;
+  obs.reserve(it->second.size());
+  for (const auto& [node, o] : it->second) obs.push_back(o);
+  pending_observations_.erase(it);
+  policy_->Observe(obs);
+}
+
+// ---------------------------------------------------------------------------
+// Planning
+
+StatusOr<PlanRequest> SchedulerState::BuildPlanRequest() const {
+  const std::vector<int32_t> live = LiveNodes();
+  if (live.empty()) return Unavailable("no live workers");
+  if (sampler_.EpochDone()) {
+    return FailedPrecondition("epoch " + std::to_string(sampler_.epoch()) +
+                              " is complete; apply EpochAdvanced first");
+  }
+  const bool all_alive = static_cast<int64_t>(live.size()) == spec_.num_nodes();
+  const int64_t assignable = all_alive
+                                 ? sampler_.pooled()
+                                 : sampler_.CountAssignable([this](uint64_t id) { return Assignable(id); });
+  if (assignable == 0) {
+    if (sampler_.pooled() == 0) {
+      return Unavailable("epoch " + std::to_string(sampler_.epoch()) + ": pool empty, waiting for " +
+                         std::to_string(ledger_.in_flight()) + " partitions in flight");
+    }
+    return Unavailable("epoch " + std::to_string(sampler_.epoch()) + ": " +
+                       std::to_string(sampler_.pooled()) +
+                       " unconsumed samples are held only by dead nodes; waiting for a holder to come back");
+  }
+  int64_t b = std::min(global_batch_, assignable);
+  int64_t sum_max = 0;
+  for (int32_t n : live) sum_max += std::min(spec_.MaxBatch(n), b);
+  b = std::min(b, sum_max);
+
+  PlanRequest req;
+  req.global_batch = b;
+  req.overlap = spec_.training.overlap;
+  req.epoch = sampler_.epoch();
+  req.iteration = next_iteration_;
+  req.unconsumed_in_epoch = sampler_.pooled();
+  req.iterations_left_in_epoch =
+      std::max<int64_t>(1, (sampler_.pooled() + global_batch_ - 1) / global_batch_);
+  const int64_t min_batch =
+      std::min<int64_t>(spec_.training.min_batch, b / static_cast<int64_t>(live.size()));
+  for (int32_t n : live) {
+    WorkerInput w;
+    w.node = n;
+    w.cost = cost(n);
+    w.max_batch = std::min(spec_.MaxBatch(n), b);
+    w.min_batch = std::min(min_batch, w.max_batch);
+    w.local_available = sampler_.available(n);
+    req.workers.push_back(w);
+  }
+  return req;
+}
+
+StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
+  IterationProposal out;
+  StatusOr<PlanRequest> req = BuildPlanRequest();
+  if (!req.ok()) {
+    if (req.status().code() == StatusCode::kUnavailable ||
+        req.status().code() == StatusCode::kFailedPrecondition) {
+      out.blocked_reason = req.status().message();
+      return out;
+    }
+    return req.status();
+  }
+  const std::string pname(policy_->name());
+  StatusOr<Plan> plan = policy_->PlanIteration(*req);
+  if (!plan.ok()) return plan.status().WithContext("policy " + pname);
+  int64_t sum = 0;
+  for (const WorkerPlan& w : plan->workers) sum += w.batch;
+  if (sum != req->global_batch) {
+    return Internal("policy " + pname + " planned " + std::to_string(sum) + " samples, asked for " +
+                    std::to_string(req->global_batch));
+  }
+  LOFT_ASSIGN_OR_RETURN(
+      Assignment a, Assigner::Assign(*plan, *req, policy_->locality_aware(), placement_, alive_, sampler_));
+
+  loft::v1::StateUpdate update;
+  auto* ip = update.mutable_iteration_planned();
+  ip->set_iteration(next_iteration_);
+  ip->set_epoch(sampler_.epoch());
+  ip->set_plan_id(static_cast<uint64_t>(next_iteration_) + 1);
+  ip->set_now_ms(now_ms);
+  ip->set_global_batch(a.assigned);
+  ip->set_makespan_ms(a.makespan_ms);
+  ip->set_policy(pname);
+  uint64_t next_id = ledger_.last_id() + 1;
+  std::vector<uint64_t> taken;
+  for (const AssignedWorker& w : a.workers) {
+    if (w.sample_ids.empty()) continue;
+    const CostParams wcost = cost(w.node);
+    // Group by origin: 0 = fresh samples, else the failed parent partition.
+    std::map<uint64_t, std::vector<size_t>> groups;
+    for (size_t k = 0; k < w.sample_ids.size(); ++k) groups[sampler_.origin(w.sample_ids[k])].push_back(k);
+    const double timeout = options_.timeout_min_ms > 0
+                               ? std::max(options_.timeout_min_ms, options_.timeout_factor * w.predicted_ms)
+                               : 0.0;
+    for (const auto& [origin, idx] : groups) {
+      auto* pp = ip->add_partitions();
+      auto* p = pp->mutable_partition();
+      p->set_id(next_id++);
+      p->set_job(options_.job_id);
+      p->set_epoch(sampler_.epoch());
+      p->set_iteration(next_iteration_);
+      p->set_worker(w.node);
+      p->set_parent(origin);
+      p->set_attempt(origin == 0 ? 0 : ledger_.Find(origin)->partition.attempt() + 1);
+      p->set_plan_id(ip->plan_id());
+      p->set_view(view_);
+      int64_t local = 0;
+      for (size_t k : idx) {
+        p->add_sample_ids(w.sample_ids[k]);
+        p->add_sources(w.sources[k]);
+        local += w.sources[k] == w.node;
+      }
+      p->set_predicted_ms(PredictMs(wcost, local, static_cast<int64_t>(idx.size()) - local, req->overlap));
+      pp->set_deadline_ms(timeout > 0 ? now_ms + timeout : 0.0);
+    }
+    taken.insert(taken.end(), w.sample_ids.begin(), w.sample_ids.end());
+  }
+  LOFT_RETURN_IF_ERROR(sampler_.Untake(taken).WithContext("propose iteration"));
+  if (a.assigned == 0) {
+    out.blocked_reason = "policy " + pname + " planned no assignable samples";
+  } else {
+    out.update = std::move(update);
+  }
+  out.plan = std::move(plan).value();
+  out.assignment = std::move(a);
+  return out;
+}
+
+Status SchedulerState::Replay(std::span<const loft::v1::StateUpdate> updates) {
+  uint64_t seq = 0;
+  for (const auto& u : updates) {
+    if (u.has_iteration_planned()) {
+      // Rebuild the policy's own memory: the same request it saw live.
+      StatusOr<PlanRequest> req = BuildPlanRequest();
+      if (req.ok()) policy_->PlanIteration(*req).status().IgnoreError();
+    }
+    LOFT_RETURN_IF_ERROR(Apply(u).WithContext("replay of update " + std::to_string(seq)));
+    ++seq;
+  }
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Digest
+
+std::string SchedulerState::ToJson() const {
+  nlohmann::json j;
+  j["job"] = options_.job_id;
+  j["policy"] = std::string(policy_->name());
+  j["global_batch"] = global_batch_;
+  j["view"] = view_;
+  j["next_iteration"] = next_iteration_;
+  j["registered"] = std::vector<bool>(registered_.begin(), registered_.end());
+  j["alive"] = std::vector<bool>(alive_.begin(), alive_.end());
+  nlohmann::json costs = nlohmann::json::array();
+  for (int i = 0; i < spec_.num_nodes(); ++i) {
+    const CostParams c = cost(i);
+    costs.push_back({{"c0", c.compute_fixed_ms},
+                     {"c1", c.compute_per_sample_ms},
+                     {"l0", c.local_fixed_ms},
+                     {"l1", c.local_per_sample_ms},
+                     {"a", c.remote_fixed_ms},
+                     {"r", c.remote_per_sample_ms},
+                     {"u", c.uplink_per_sample_ms},
+                     {"observations", observations_[i]}});
+  }
+  j["costs"] = std::move(costs);
+  j["rejected_observations"] = rejected_observations_;
+  std::vector<int64_t> available;
+  for (int i = 0; i < placement_.num_nodes(); ++i) available.push_back(sampler_.available(i));
+  j["sampler"] = {{"epoch", sampler_.epoch()}, {"pooled", sampler_.pooled()},
+                  {"taken", sampler_.taken()}, {"committed", sampler_.committed()},
+                  {"available", available},    {"digest", sampler_.Digest()}};
+  nlohmann::json pending = nlohmann::json::object();
+  for (const auto& [iteration, by_node] : pending_observations_) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& [node, o] : by_node) {
+      arr.push_back({node, o.batch, o.local, o.remote, o.local_read_ms, o.remote_read_ms, o.compute_ms});
+    }
+    pending[std::to_string(iteration)] = std::move(arr);
+  }
+  j["pending_observations"] = std::move(pending);
+  j["ledger"] = nlohmann::json::parse(ledger_.ToJson());
+  return j.dump();
+}
+
+uint64_t SchedulerState::Digest() const {
+  return Fnv1a(ToJson());
+}
+
+}  // namespace loft::sched
