@@ -33,13 +33,63 @@ uint32_t PortableExtend(uint32_t crc, const void* data, size_t n) {
 }
 
 #if LOFT_CRC32C_X86
+// Three independent crc32 streams over 256-byte lanes hide the
+// instruction's 3-cycle latency; the lane results are combined with a
+// table-driven "append 256 zero bytes" operator (the CRC register update
+// is linear, so crc(a||b) = shift_|b|(crc(a)) ^ crc_from_zero(b)).
+constexpr size_t kLane = 256;
+
+struct ShiftTable {
+  uint32_t t[4][256];
+};
+
+__attribute__((target("sse4.2"))) uint32_t RawShiftSlow(uint32_t reg) {
+  uint64_t r = reg;
+  for (size_t i = 0; i < kLane / 8; ++i) r = _mm_crc32_u64(r, 0);
+  return static_cast<uint32_t>(r);
+}
+
+const ShiftTable& LaneShiftTable() {
+  static const ShiftTable table = [] {
+    ShiftTable st{};
+    for (int k = 0; k < 4; ++k) {
+      for (uint32_t b = 0; b < 256; ++b) st.t[k][b] = RawShiftSlow(b << (8 * k));
+    }
+    return st;
+  }();
+  return table;
+}
+
+inline uint32_t RawShift(const ShiftTable& st, uint32_t r) {
+  return st.t[0][r & 0xff] ^ st.t[1][(r >> 8) & 0xff] ^ st.t[2][(r >> 16) & 0xff] ^ st.t[3][r >> 24];
+}
+
+inline uint64_t Load64(const unsigned char* p) {
+  uint64_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+
 __attribute__((target("sse4.2"))) uint32_t Sse42Extend(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
   uint64_t state = ~crc;
+  if (n >= 3 * kLane) {
+    const ShiftTable& st = LaneShiftTable();
+    while (n >= 3 * kLane) {
+      uint64_t s0 = state, s1 = 0, s2 = 0;
+      for (size_t i = 0; i < kLane; i += 8) {
+        s0 = _mm_crc32_u64(s0, Load64(p + i));
+        s1 = _mm_crc32_u64(s1, Load64(p + kLane + i));
+        s2 = _mm_crc32_u64(s2, Load64(p + 2 * kLane + i));
+      }
+      const uint32_t r01 = RawShift(st, static_cast<uint32_t>(s0)) ^ static_cast<uint32_t>(s1);
+      state = RawShift(st, r01) ^ static_cast<uint32_t>(s2);
+      p += 3 * kLane;
+      n -= 3 * kLane;
+    }
+  }
   while (n >= 8) {
-    uint64_t word;
-    std::memcpy(&word, p, sizeof word);
-    state = _mm_crc32_u64(state, word);
+    state = _mm_crc32_u64(state, Load64(p));
     p += 8;
     n -= 8;
   }

@@ -322,7 +322,15 @@ void BatchedMultiGet(rocksdb::DB* db, std::span<const uint64_t> ids, Fn&& on_val
   db->MultiGet(rocksdb::ReadOptions(), db->DefaultColumnFamily(), n, keys.data(), values.data(),
                statuses.data(),
                /*sorted_input=*/false);
-  for (size_t i = 0; i < n; ++i) on_value(i, statuses[i], values[i]);
+  for (size_t i = 0; i < n; ++i) {
+    // The values sit in block-cache blocks that are usually not in the CPU
+    // cache: start loading the next record while this one is verified.
+    if (i + 1 < n && statuses[i + 1].ok()) {
+      const char* next = values[i + 1].data();
+      for (size_t off = 0; off < values[i + 1].size(); off += 64) __builtin_prefetch(next + off);
+    }
+    on_value(i, statuses[i], values[i]);
+  }
 }
 
 }  // namespace
