@@ -1,1 +1,401 @@
+// Integration tests: real ZmqAgentServers on tcp://127.0.0.1 (free ports),
+// real RocksDB caches, a fake scheduler (a ROUTER driven by the test).
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "core/codec.h"
+#include "core/curve.h"
+#include "core/zmq_util.h"
+#include "edge_agent/zmq_agent_server.h"
+#include "test_util.h"
+
+using namespace loft;
+using namespace loft::agent;
+using namespace loft::agent::testing;
+
+namespace {
+
+// Drives agents like loft-scheduler would (README "Protocol").
+class FakeScheduler {
+ public:
+  explicit FakeScheduler(std::optional<CurveKeyPair> keys = std::nullopt) {
+    SocketOptions o;
+    o.recv_timeout_ms = 5000;
+    if (keys) {
+      o.curve_own = keys;
+      o.curve_server = true;
+    }
+    auto s = MakeSocket(ctx_, zmq::socket_type::router, o);
+    REQUIRE(s.ok());
+    sock_ = std::move(*s);
+    REQUIRE(Bind(sock_, "tcp://127.0.0.1:*").ok());
+    endpoint_ = *LastEndpoint(sock_);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Next message of the given body from anyone (others are skipped).
+  std::pair<std::string, v1::Envelope> WaitFor(v1::Envelope::BodyCase body) {
+    for (int i = 0; i < 1000; ++i) {
+      auto frames = RecvMultipart(sock_);
+      REQUIRE(frames.ok());
+      REQUIRE(frames->size() >= 2);
+      auto env = Decode(std::string_view(static_cast<const char*>((*frames)[1].data()), (*frames)[1].size()));
+      REQUIRE(env.ok());
+      if (env->body_case() == body) return {(*frames)[0].to_string(), *env};
+    }
+    FAIL("message not received");
+    return {};
+  }
+  void Send(const std::string& to, const v1::Envelope& env) {
+    zmq::message_t id(to.data(), to.size());
+    REQUIRE(SendEnvelopeTo(sock_, id, env).ok());
+  }
+
+ private:
+  zmq::context_t ctx_;
+  zmq::socket_t sock_;
+  std::string endpoint_;
+};
+
+struct RunningAgent {
+  std::unique_ptr<ZmqAgentServer> server;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  Status result;
+
+  void Start() {
+    thread = std::thread([this] { result = server->Run(&stop); });
+  }
+  ~RunningAgent() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+  }
+};
+
+AgentConfig Config(const TempDir& dir, const std::string& node, const std::string& spec,
+                   const std::string& sched) {
+  AgentConfig c;
+  c.node_name = node;
+  c.cluster_spec = spec;
+  c.cache_dir = dir.Sub(node);
+  c.scheduler_endpoint = sched;
+  c.peer_bind = "tcp://127.0.0.1:*";
+  c.insecure = true;
+  c.fetch_timeout_ms = 1000;
+  c.log_level = "warn";
+  return c;
+}
+
+// Registers both agents and sends them the view; returns name -> routing id.
+void RegisterAll(FakeScheduler& sched, std::map<std::string, int32_t> nodes) {
+  v1::Envelope view;
+  view.mutable_view()->set_view(1);
+  std::map<std::string, std::string> endpoints;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto [from, env] = sched.WaitFor(v1::Envelope::kRegisterRequest);
+    CHECK(from == env.register_request().node_name());
+    CHECK(env.register_request().credits() == 2);
+    CHECK(env.register_request().cache().samples() == 500);
+    endpoints[from] = env.register_request().peer_endpoint();
+    v1::Envelope reply;
+    reply.mutable_register_reply()->set_node(nodes.at(from));
+    reply.mutable_register_reply()->set_view(1);
+    sched.Send(from, reply);
+  }
+  for (auto& [name, node] : nodes) {
+    view.mutable_view()->add_live_nodes(node);
+    view.mutable_view()->add_peer_endpoints(endpoints[name]);
+    view.mutable_view()->add_node_names(name);
+  }
+  for (auto& [name, node] : nodes) sched.Send(name, view);
+}
+
+v1::Envelope Grant(uint64_t partition, int32_t requester, const std::vector<uint64_t>& ids) {
+  v1::Envelope env;
+  env.mutable_serve_grant()->set_partition_id(partition);
+  env.mutable_serve_grant()->set_requester(requester);
+  for (auto id : ids) env.mutable_serve_grant()->add_sample_ids(id);
+  return env;
+}
+
+v1::Envelope FetchReq(uint64_t partition, int32_t requester, const std::vector<uint64_t>& ids, uint64_t rid) {
+  v1::Envelope env;
+  auto* f = env.mutable_fetch_request();
+  f->set_request_id(rid);
+  f->set_partition_id(partition);
+  f->set_requester(requester);
+  for (auto id : ids) f->add_sample_ids(id);
+  return env;
+}
+
+// Sum of peer messages the agent accounted for: rejected frames (except
+// failed reply sends) plus fetch requests by result.
+int64_t HandledPeerMessages(const std::string& text) {
+  int64_t total = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    bool rejected = line.rfind("loft_agent_rejected_frames_total{socket=\"peer\"", 0) == 0 &&
+                    line.find("send_failed") == std::string::npos;
+    bool fetched = line.rfind("loft_agent_fetch_requests_total{", 0) == 0;
+    if (rejected || fetched) total += std::stoll(line.substr(line.rfind(' ') + 1));
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("Peer fetch round trip between two agents on real caches") {
+  TempDir dir;
+  MakeCache(dir.Sub("a"), Range(0, 500));
+  MakeCache(dir.Sub("b"), Range(500, 1000));
+  std::string spec = WriteSpec(dir);
+  FakeScheduler sched;
+  metrics::Registry ra, rb;
+  RunningAgent a, b;
+  auto sa = ZmqAgentServer::Create(Config(dir, "a", spec, sched.endpoint()), SystemClock::Default(), &ra);
+  REQUIRE(sa.ok());
+  a.server = std::move(*sa);
+  auto sb = ZmqAgentServer::Create(Config(dir, "b", spec, sched.endpoint()), SystemClock::Default(), &rb);
+  REQUIRE(sb.ok());
+  b.server = std::move(*sb);
+  a.Start();
+  b.Start();
+  RegisterAll(sched, {{"a", 0}, {"b", 1}});
+
+  // Partition 77 for a: 50 local samples, 100 from b (two fetch batches).
+  std::vector<uint64_t> remote = Range(500, 600);
+  sched.Send("b", Grant(77, 0, remote));
+  v1::Envelope assign;
+  auto* p = assign.mutable_assignment()->mutable_partition();
+  p->set_id(77);
+  p->set_worker(0);
+  for (uint64_t id = 0; id < 50; ++id) {
+    p->add_sample_ids(id);
+    p->add_sources(0);
+  }
+  for (uint64_t id : remote) {
+    p->add_sample_ids(id);
+    p->add_sources(1);
+  }
+  sched.Send("a", assign);
+  auto [from, done] = sched.WaitFor(v1::Envelope::kPartitionDone);
+  CHECK(from == "a");
+  const auto& t = done.partition_done().timings();
+  CHECK(done.partition_done().partition_id() == 77);
+  CHECK(t.local_samples() == 50);
+  CHECK(t.remote_samples() == 100);
+  CHECK(t.remote_bytes() == 100 * 796);
+  CHECK(t.remote_read_ms_by_peer().count(1) == 1);
+  CHECK(t.compute_ms() >= 2.0);  // fixed 1 ms + 150 * 0.01 ms
+  auto [from2, credit] = sched.WaitFor(v1::Envelope::kCreditGrant);
+  CHECK(from2 == "a");
+  CHECK(credit.credit_grant().credits() == 1);
+  CHECK(rb.Render().find("loft_agent_served_samples_total 100\n") != std::string::npos);
+
+  // Partition 78 names b as the source of ids b was never told to serve:
+  // b refuses, a reports the partition failed.
+  v1::Envelope bad = assign;
+  bad.mutable_assignment()->mutable_partition()->set_id(78);
+  sched.Send("a", bad);
+  auto [from3, failed] = sched.WaitFor(v1::Envelope::kPartitionFailed);
+  CHECK(failed.partition_failed().partition_id() == 78);
+  CHECK(failed.partition_failed().reason().find("peer 1") != std::string::npos);
+}
+
+TEST_CASE("10,000 random and malformed frames: the agent stays up and serves a valid request") {
+  TempDir dir;
+  MakeCache(dir.Sub("b"), Range(500, 1000));
+  std::string spec = WriteSpec(dir);
+  FakeScheduler sched;
+  metrics::Registry rb;
+  RunningAgent b;
+  AgentConfig cfg = Config(dir, "b", spec, sched.endpoint());
+  cfg.max_message_bytes = 64 * 1024;
+  auto sb = ZmqAgentServer::Create(cfg, SystemClock::Default(), &rb);
+  REQUIRE(sb.ok());
+  b.server = std::move(*sb);
+  b.Start();
+  auto [who, reg] = sched.WaitFor(v1::Envelope::kRegisterRequest);
+  v1::Envelope reply;
+  reply.mutable_register_reply()->set_node(1);
+  sched.Send(who, reply);
+  sched.Send("b", Grant(5, 0, Range(500, 564)));
+
+  zmq::context_t ctx;
+  std::mt19937_64 rng(12345);
+  std::optional<zmq::socket_t> garbage;  // kept open until everything it sent was handled
+  {
+    SocketOptions o;
+    o.send_timeout_ms = 5000;
+    o.linger_ms = 10000;  // deliver every queued frame before closing
+    auto g = MakeSocket(ctx, zmq::socket_type::dealer, o);
+    REQUIRE(g.ok());
+    REQUIRE(Connect(*g, b.server->peer_endpoint()).ok());
+    auto valid = Encode(FetchReq(5, 0, {500}, 1));
+    REQUIRE(valid.ok());
+    for (int i = 0; i < 10000; ++i) {
+      std::vector<zmq::message_t> frames;
+      int kind = i % 8;
+      if (kind == 0) {  // random bytes
+        std::string s(rng() % 512, '\0');
+        for (auto& c : s) c = static_cast<char>(rng());
+        frames.emplace_back(s.data(), s.size());
+      } else if (kind == 1) {  // truncated valid request
+        frames.emplace_back(valid->data(), rng() % valid->size());
+      } else if (kind == 2) {  // bit-flipped valid request
+        std::string s = *valid;
+        s[rng() % s.size()] ^= static_cast<char>(1 << (rng() % 8));
+        frames.emplace_back(s.data(), s.size());
+      } else if (kind == 3) {  // wrong version
+        v1::Envelope e = FetchReq(5, 0, {500}, 1);
+        e.set_protocol_version(2);
+        frames.emplace_back(e.SerializeAsString());
+      } else if (kind == 4) {  // unexpected type / no body
+        v1::Envelope e;
+        e.set_protocol_version(kProtocolVersion);
+        if (i % 16 == 4) e.mutable_heartbeat()->set_node(3);
+        frames.emplace_back(e.SerializeAsString());
+      } else if (kind == 5) {  // many frames
+        for (int k = 0; k < 20; ++k) frames.emplace_back("x", 1);
+      } else if (kind == 6) {  // empty frame
+        frames.emplace_back();
+      } else {  // an ungranted request
+        auto e = Encode(FetchReq(6, 0, {900 + static_cast<uint64_t>(i % 50)}, 2));
+        frames.emplace_back(e->data(), e->size());
+      }
+      REQUIRE(SendMultipart(*g, frames).ok());
+    }
+    garbage = std::move(*g);
+  }
+  // Every one of the 10,000 messages was counted exactly once, as a
+  // rejected frame or as a fetch request with a result.
+  int64_t handled = 0;
+  std::string text;
+  for (int wait = 0; wait < 400 && handled < 10000; ++wait) {
+    text = rb.Render();
+    handled = HandledPeerMessages(text);
+    if (handled < 10000) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  INFO(text);
+  CHECK(handled == 10000);
+  CHECK(text.find("loft_agent_rejected_frames_total{socket=\"peer\",reason=\"undecodable\"}") !=
+        std::string::npos);
+  CHECK(text.find("loft_agent_rejected_frames_total{socket=\"peer\",reason=\"version\"}") !=
+        std::string::npos);
+  CHECK(text.find("loft_agent_rejected_frames_total{socket=\"peer\",reason=\"too_many_frames\"} 1250\n") !=
+        std::string::npos);
+  {
+    // An oversized frame (over ZMQ_MAXMSGSIZE), on its own connection:
+    // libzmq drops that connection (with whatever it had queued).
+    SocketOptions o;
+    o.linger_ms = 2000;
+    auto g = MakeSocket(ctx, zmq::socket_type::dealer, o);
+    REQUIRE(g.ok());
+    REQUIRE(Connect(*g, b.server->peer_endpoint()).ok());
+    std::string big(100 * 1024, 'x');
+    std::vector<zmq::message_t> frames;
+    frames.emplace_back(big.data(), big.size());
+    REQUIRE(SendMultipart(*g, frames).ok());
+  }
+  // A well-behaved peer is still served.
+  SocketOptions o;
+  o.recv_timeout_ms = 10000;
+  auto c = MakeSocket(ctx, zmq::socket_type::dealer, o);
+  REQUIRE(c.ok());
+  REQUIRE(Connect(*c, b.server->peer_endpoint()).ok());
+  REQUIRE(SendEnvelope(*c, FetchReq(5, 0, Range(510, 520), 99)).ok());
+  std::vector<zmq::message_t> records;
+  auto env = RecvEnvelope(*c, kDefaultMaxMessageBytes, &records);
+  // Replies to earlier garbage never reach this new connection.
+  REQUIRE(env.ok());
+  REQUIRE(env->has_fetch_reply());
+  CHECK(env->fetch_reply().request_id() == 99);
+  REQUIRE(records.size() == 10);
+  auto s = cache::DecodeRecord(
+      515, std::string_view(static_cast<const char*>(records[5].data()), records[5].size()));
+  REQUIRE(s.ok());
+  CHECK(s->payload == Payload(515));
+  CHECK(HandledPeerMessages(rb.Render()) == 10001);
+}
+
+TEST_CASE("CURVE: an unknown key cannot fetch; a listed key can") {
+  TempDir dir;
+  MakeCache(dir.Sub("b"), Range(500, 1000));
+  std::string spec = WriteSpec(dir);
+  std::string keys = dir.Sub("keys");
+  std::map<std::string, CurveKeyPair> kp;
+  for (std::string name : {"a", "b", "scheduler"}) {
+    auto k = GenerateCurveKeyPair();
+    REQUIRE(k.ok());
+    kp[name] = *k;
+    REQUIRE(WriteCurveKeyPair(keys, name, *k).ok());
+  }
+  FakeScheduler sched(kp["scheduler"]);
+  metrics::Registry rb;
+  RunningAgent b;
+  AgentConfig cfg = Config(dir, "b", spec, sched.endpoint());
+  cfg.insecure = false;
+  cfg.keys_dir = keys;
+  auto sb = ZmqAgentServer::Create(cfg, SystemClock::Default(), &rb);
+  REQUIRE(sb.ok());
+  b.server = std::move(*sb);
+  b.Start();
+  auto [who, reg] = sched.WaitFor(v1::Envelope::kRegisterRequest);
+  v1::Envelope reply;
+  reply.mutable_register_reply()->set_node(1);
+  sched.Send(who, reply);
+  v1::Envelope view;
+  view.mutable_view()->set_view(2);
+  view.mutable_view()->add_live_nodes(0);
+  view.mutable_view()->add_peer_endpoints("tcp://127.0.0.1:1");
+  view.mutable_view()->add_node_names("a");
+  view.mutable_view()->add_live_nodes(1);
+  view.mutable_view()->add_peer_endpoints(b.server->peer_endpoint());
+  view.mutable_view()->add_node_names("b");
+  sched.Send("b", view);
+  sched.Send("b", Grant(5, 0, Range(500, 600)));
+
+  zmq::context_t ctx;
+  auto try_fetch = [&](std::optional<CurveKeyPair> own, uint64_t first_id) -> StatusOr<v1::Envelope> {
+    SocketOptions o;
+    o.recv_timeout_ms = 1500;
+    if (own) {
+      o.curve_own = own;
+      o.curve_server_public = kp["b"].public_key;
+    }
+    LOFT_ASSIGN_OR_RETURN(zmq::socket_t s, MakeSocket(ctx, zmq::socket_type::dealer, o));
+    LOFT_RETURN_IF_ERROR(Connect(s, b.server->peer_endpoint()));
+    o.send_timeout_ms = 1000;
+    LOFT_RETURN_IF_ERROR(SendEnvelope(s, FetchReq(5, 0, {first_id, first_id + 1}, 7), /*dontwait=*/false));
+    return RecvEnvelope(s);
+  };
+  auto intruder = GenerateCurveKeyPair();
+  REQUIRE(intruder.ok());
+  auto denied = try_fetch(*intruder, 500);
+  CHECK(denied.status().code() == StatusCode::kDeadlineExceeded);  // the handshake never completes
+  auto plain = try_fetch(std::nullopt, 502);
+  CHECK(plain.status().code() == StatusCode::kDeadlineExceeded);
+  // b's own key is listed but names node "b", not requester 0 ("a").
+  auto spoof = try_fetch(kp["b"], 504);
+  REQUIRE(spoof.ok());
+  REQUIRE(spoof->has_error());
+  CHECK(spoof->error().code() == static_cast<int>(StatusCode::kPermissionDenied));
+  auto ok = try_fetch(kp["a"], 506);
+  REQUIRE(ok.ok());
+  CHECK(ok->has_fetch_reply());
+}
+
+TEST_CASE("Insecure mode refuses non-loopback endpoints") {
+  TempDir dir;
+  MakeCache(dir.Sub("b"), Range(500, 510));
+  std::string spec = WriteSpec(dir);
+  metrics::Registry r;
+  AgentConfig cfg = Config(dir, "b", spec, "tcp://10.1.2.3:7400");
+  auto s = ZmqAgentServer::Create(cfg, SystemClock::Default(), &r);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.status().code() == StatusCode::kPermissionDenied);
+}
