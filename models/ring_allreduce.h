@@ -19,7 +19,9 @@
 // its start); a member that does not deliver ends the attempt with
 // DeadlineExceeded (or Unavailable from the transport). `data` is left
 // untouched on any error, so the caller can restart the same round with a
-// new view among the survivors. A scatter payload of the wrong size counts
+// new view among the survivors. A retry must use a higher view number
+// (views < 2^24) and rounds must not decrease within a view: the tag floor
+// drops everything below (view, round). A scatter payload of the wrong size counts
 // as a Byzantine input: it becomes a NaN vector (robust reducers discard it)
 // and the sender is listed in the report; a malformed all-gather payload
 // fails the attempt with DataLoss.

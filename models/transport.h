@@ -15,8 +15,8 @@
 //    rise.
 //  - Message boundaries and per-(sender, tag) FIFO order are preserved.
 //
-// Tags used by RingAllReduce (MakeTag): bits 63..32 membership view,
-// 31..8 round (low 24 bits of the caller's iteration counter), 7..0 phase.
+// Tags used by RingAllReduce (MakeTag): bits 63..40 membership view (low 24
+// bits), 39..8 round (the caller's 32-bit iteration counter), 7..0 phase.
 // Because the view is in the high bits, raising the floor to the first tag
 // of a new view drops everything from older views.
 //
@@ -48,10 +48,13 @@ class Transport {
 };
 
 inline constexpr uint64_t MakeTag(uint32_t view, uint32_t round, uint8_t phase) {
-  return (static_cast<uint64_t>(view) << 32) | (static_cast<uint64_t>(round & 0xFFFFFFu) << 8) | phase;
+  return (static_cast<uint64_t>(view & 0xFFFFFFu) << 40) | (static_cast<uint64_t>(round) << 8) | phase;
 }
 inline constexpr uint32_t TagView(uint64_t tag) {
-  return static_cast<uint32_t>(tag >> 32);
+  return static_cast<uint32_t>(tag >> 40);
+}
+inline constexpr uint32_t TagRound(uint64_t tag) {
+  return static_cast<uint32_t>(tag >> 8);
 }
 
 }  // namespace loft::models

@@ -305,3 +305,10 @@ TEST_CASE("a malformed scatter payload counts as a Byzantine input", "[ring]") {
     for (size_t j = 0; j < d; ++j) CHECK(std::isfinite(res[r].data[j]));
   }
 }
+
+TEST_CASE("tags order by view, then round, then phase", "[ring]") {
+  CHECK(MakeTag(2, 0, 0) > MakeTag(1, 0xFFFFFFFFu, 255));
+  CHECK(MakeTag(1, 8, 0) > MakeTag(1, 7, 2));
+  CHECK(TagView(MakeTag(77, 123456789, 2)) == 77);
+  CHECK(TagRound(MakeTag(77, 123456789, 2)) == 123456789u);
+}
