@@ -15,20 +15,23 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "cache/idx_reader.h"
 #include "core/placement.h"
+#include "models/in_memory_transport.h"
 #include "models/model.h"
+#include "models/ring_allreduce.h"
 #include "models/sgd.h"
 
 using namespace loft;
 using namespace loft::models;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
-double Seconds(Clock::time_point a, Clock::time_point b) {
+double Seconds(SteadyClock::time_point a, SteadyClock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
@@ -75,7 +78,7 @@ template <typename F>
 PerCall TimePerCall(F&& f, double min_cpu_seconds) {
   f();  // warm-up
   int calls = 0;
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   const double c0 = ThreadCpuSeconds();
   double cpu = 0;
   do {
@@ -83,7 +86,7 @@ PerCall TimePerCall(F&& f, double min_cpu_seconds) {
     ++calls;
     cpu = ThreadCpuSeconds() - c0;
   } while (cpu < min_cpu_seconds);
-  return {Seconds(t0, Clock::now()) / calls, cpu / calls};
+  return {Seconds(t0, SteadyClock::now()) / calls, cpu / calls};
 }
 
 }  // namespace
@@ -94,14 +97,17 @@ int main(int argc, char** argv) {
   int epochs = 8, batch = 512;
   double lr = 0.1, momentum = 0.9;
   uint64_t seed = 1;
-  bool skip_train = false;
+  bool skip_train = false, skip_allreduce = false;
+  int ranks = 4;
   app.add_option("--data", data_dir, "Fashion-MNIST directory (gz IDX files)");
   app.add_option("--epochs", epochs, "training epochs")->check(CLI::Range(1, 1000));
   app.add_option("--batch", batch, "batch size")->check(CLI::Range(1, 60000));
   app.add_option("--lr", lr, "peak learning rate (cosine schedule to 0)");
   app.add_option("--momentum", momentum, "SGD momentum");
   app.add_option("--seed", seed, "initialisation and shuffle seed");
-  app.add_flag("--skip-train", skip_train, "only the throughput part");
+  app.add_flag("--skip-train", skip_train, "skip the Fashion-MNIST training");
+  app.add_flag("--skip-allreduce", skip_allreduce, "skip the in-memory all-reduce timing");
+  app.add_option("--ranks", ranks, "ranks for the all-reduce timing")->check(CLI::Range(2, 64));
   CLI11_PARSE(app, argc, argv);
 
   openblas_set_num_threads(1);  // "one core"
@@ -165,16 +171,58 @@ int main(int argc, char** argv) {
     t["wall_gemm_only_samples_per_s"] = b / t_gemm.wall_s;
   }
 
+  // ---- 1b. RingAllReduce of one MLP gradient, in-memory transport ---------
+  if (!skip_allreduce) {
+    const size_t d = 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10;
+    nlohmann::json& a = out["allreduce_in_memory"];
+    a["ranks"] = ranks;
+    a["floats"] = d;
+    a["note"] = "one thread per rank on this (shared) machine; wall ms per all-reduce incl. reducer";
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> g(0, 1);
+    std::vector<std::vector<float>> base(ranks, std::vector<float>(d));
+    for (auto& v : base) {
+      for (auto& x : v) x = g(rng);
+    }
+    for (ReducerKind kind : {ReducerKind::kMean, ReducerKind::kTrimmedMean, ReducerKind::kMedian,
+                             ReducerKind::kMultiKrum, ReducerKind::kCenteredClipping}) {
+      InMemoryNetwork net(ranks);
+      AllReduceOptions opt;
+      opt.reducer.kind = kind;
+      opt.reducer.krum_f = std::max(0, (ranks - 3) / 2);
+      opt.timeout_ms = 60000;
+      RingView view{1, {}};
+      for (int r = 0; r < ranks; ++r) view.members.push_back(r);
+      constexpr int kReps = 5;
+      bool ok = true;
+      const auto t0 = SteadyClock::now();
+      std::vector<std::thread> threads;
+      for (int r = 0; r < ranks; ++r) {
+        threads.emplace_back([&, r] {
+          RingAllReduce ar(net.endpoint(r), opt);
+          for (int rep = 0; rep < kReps; ++rep) {
+            std::vector<float> v = base[r];
+            if (!ar.Run(view, static_cast<uint32_t>(rep), v, {}).ok()) ok = false;
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      const double ms = Seconds(t0, SteadyClock::now()) * 1e3 / kReps;
+      a["ms_per_allreduce"][std::string(ReducerKindName(kind))] =
+          ok ? nlohmann::json(ms) : nlohmann::json("failed");
+    }
+  }
+
   // ---- 2. reference training on Fashion-MNIST --------------------------------
   if (!skip_train) {
-    const auto t_load = Clock::now();
+    const auto t_load = SteadyClock::now();
     auto train = cache::LoadFashionMnist(data_dir, "train");
     auto test = cache::LoadFashionMnist(data_dir, "test");
     if (!train.ok() || !test.ok()) {
       std::cerr << (train.ok() ? test.status() : train.status()) << "\n";
       return 1;
     }
-    const double load_s = Seconds(t_load, Clock::now());
+    const double load_s = Seconds(t_load, SteadyClock::now());
     auto made = MakeModel(ModelKind::kMlp, Device::kCpu);
     if (!made.ok()) return 1;
     Model& model = **made;
@@ -198,7 +246,7 @@ int main(int argc, char** argv) {
     double train_s = 0, train_cpu_s = 0, time_to_85 = -1, acc = 0, last_loss = 0;
     for (int e = 0; e < epochs; ++e) {
       const std::vector<uint64_t> perm = SeededPermutation(static_cast<uint64_t>(n), seed * 1000003 + e);
-      const auto t0 = Clock::now();
+      const auto t0 = SteadyClock::now();
       const double c0 = ThreadCpuSeconds();
       double loss_sum = 0;
       for (int64_t s = 0; s < steps_per_epoch; ++s) {
@@ -216,7 +264,7 @@ int main(int argc, char** argv) {
         }
         loss_sum += *loss;
       }
-      train_s += Seconds(t0, Clock::now());
+      train_s += Seconds(t0, SteadyClock::now());
       train_cpu_s += ThreadCpuSeconds() - c0;
       last_loss = loss_sum / steps_per_epoch;
       acc = *model.Evaluate(test_view);
