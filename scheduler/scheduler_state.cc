@@ -38,6 +38,28 @@ bool Finite(double x) {
   return std::isfinite(x) && x >= 0;
 }
 
+// Fallback when the policy fails: B split evenly within [min, max], samples
+// from the global shuffle.
+Plan EvenPlan(const PlanRequest& req) {
+  Plan plan;
+  plan.policy = "even-fallback";
+  const auto n = static_cast<int64_t>(req.workers.size());
+  int64_t left = req.global_batch;
+  for (int64_t i = 0; i < n; ++i) {
+    WorkerPlan w;
+    w.node = req.workers[i].node;
+    w.batch = std::min(left, std::clamp(left / (n - i), req.workers[i].min_batch, req.workers[i].max_batch));
+    left -= w.batch;
+    plan.workers.push_back(w);
+  }
+  for (int64_t i = 0; i < n && left > 0; ++i) {
+    const int64_t add = std::min(left, req.workers[i].max_batch - plan.workers[i].batch);
+    plan.workers[i].batch += add;
+    left -= add;
+  }
+  return plan;
+}
+
 uint64_t Fnv1a(std::string_view s) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : s) {
@@ -249,6 +271,7 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
     Status s = ledger_.AddPlanned(ToWire(pp.partition()), u.now_ms(), pp.deadline_ms());
     if (!s.ok()) return Internal(where + ": ledger rejected a validated partition: " + s.ToString());
   }
+  if (!u.policy_error().empty()) ++policy_failures_;
   ++next_iteration_;
   return OkStatus();
 }
@@ -398,15 +421,26 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
   }
   const std::string pname(policy_->name());
   StatusOr<Plan> plan = policy_->PlanIteration(*req);
-  if (!plan.ok()) return plan.status().WithContext("policy " + pname);
-  int64_t sum = 0;
-  for (const WorkerPlan& w : plan->workers) sum += w.batch;
-  if (sum != req->global_batch) {
-    return Internal("policy " + pname + " planned " + std::to_string(sum) + " samples, asked for " +
-                    std::to_string(req->global_batch));
+  std::string policy_error;
+  if (plan.ok()) {
+    int64_t sum = 0;
+    bool parallel = plan->workers.size() == req->workers.size();
+    for (size_t i = 0; i < plan->workers.size(); ++i) {
+      sum += plan->workers[i].batch;
+      parallel = parallel && plan->workers[i].node == req->workers[i].node;
+    }
+    if (sum != req->global_batch || !parallel) {
+      plan = Internal("policy " + pname + " planned " + std::to_string(sum) + " samples for " +
+                      std::to_string(plan->workers.size()) + " workers, asked for " +
+                      std::to_string(req->global_batch) + " over " + std::to_string(req->workers.size()));
+    }
   }
-  LOFT_ASSIGN_OR_RETURN(
-      Assignment a, Assigner::Assign(*plan, *req, policy_->locality_aware(), placement_, alive_, sampler_));
+  if (!plan.ok()) {
+    policy_error = plan.status().ToString();
+    plan = EvenPlan(*req);
+  }
+  const bool locality = policy_error.empty() && policy_->locality_aware();
+  LOFT_ASSIGN_OR_RETURN(Assignment a, Assigner::Assign(*plan, *req, locality, placement_, alive_, sampler_));
 
   loft::v1::StateUpdate update;
   auto* ip = update.mutable_iteration_planned();
@@ -417,6 +451,7 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
   ip->set_global_batch(a.assigned);
   ip->set_makespan_ms(a.makespan_ms);
   ip->set_policy(pname);
+  ip->set_policy_error(policy_error);
   uint64_t next_id = ledger_.last_id() + 1;
   std::vector<uint64_t> taken;
   for (const AssignedWorker& w : a.workers) {
@@ -502,6 +537,7 @@ std::string SchedulerState::ToJson() const {
   }
   j["costs"] = std::move(costs);
   j["rejected_observations"] = rejected_observations_;
+  j["policy_failures"] = policy_failures_;
   std::vector<int64_t> available;
   for (int i = 0; i < placement_.num_nodes(); ++i) available.push_back(sampler_.available(i));
   j["sampler"] = {{"epoch", sampler_.epoch()}, {"pooled", sampler_.pooled()},

@@ -88,7 +88,12 @@ class SchedulerState {
 
   // Dry run: builds the PlanRequest, asks the policy, assigns samples and
   // returns the IterationPlanned update WITHOUT applying it (the sampler
-  // is restored; only the policy's own memory may change). Blocked (no
+  // is restored; only the policy's own memory may change). If the policy
+  // fails or returns an invalid plan (Σ batch != B, workers not parallel
+  // to the request), the iteration is planned by an even split with
+  // global-shuffle assignment and the update records policy_error: the
+  // job keeps its exactly-once guarantee and the failure is counted
+  // (policy_failures()). Blocked (no
   // update) when: no live worker; the pool is empty but partitions are in
   // flight (waiting for their acks); every pooled sample is held only by
   // dead nodes (waiting for a holder to come back). An epoch whose samples
@@ -125,6 +130,9 @@ class SchedulerState {
   // Done acks whose timings were negative or not finite: the samples are
   // committed but the timings are not fed to the cost model or policy.
   int64_t rejected_observations() const { return rejected_observations_; }
+  // Iterations planned by the even fallback because the policy returned an
+  // error or an invalid plan (IterationPlanned.policy_error).
+  int64_t policy_failures() const { return policy_failures_; }
 
   // Deterministic JSON of the whole state (membership, costs, sampler
   // digest and counts, ledger, counters) and its 64-bit FNV-1a digest.
@@ -157,6 +165,7 @@ class SchedulerState {
   std::unique_ptr<CostModels> cost_models_;
   std::vector<int64_t> observations_;
   int64_t rejected_observations_ = 0;
+  int64_t policy_failures_ = 0;
   std::vector<bool> registered_;
   std::vector<bool> alive_;
   int64_t view_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <set>
@@ -39,6 +40,7 @@ struct Harness {
   std::unique_ptr<JobDriver> driver;
   Updates journal;
   void Take(const loft::StatusOr<Updates>& u) {
+    INFO(u.status().ToString());
     REQUIRE(u.ok());
     journal.insert(journal.end(), u->begin(), u->end());
   }
@@ -46,7 +48,8 @@ struct Harness {
 
 // Runs `epochs` epochs with random failures, timeouts, deaths, duplicate and
 // stale acks; checks exactly-once per epoch and replay equality.
-void RunChaos(std::unique_ptr<loft::sched::Policy> policy, int replication, uint64_t seed, int epochs) {
+void RunChaos(std::unique_ptr<loft::sched::Policy> policy, int replication, uint64_t seed, int epochs,
+              const char* policy_name = nullptr) {
   const auto spec = SmallSpec(600, replication, 64);
   SchedulerOptions opt;
   opt.timeout_min_ms = 50;
@@ -163,11 +166,18 @@ void RunChaos(std::unique_ptr<loft::sched::Policy> policy, int replication, uint
   CHECK(c.timed_out > 0);
   CHECK(st.view() > nodes);  // some workers died and came back
   CHECK(st.rejected_observations() == 0);
+  if (policy_name == nullptr || std::string(policy_name) == "uniform") CHECK(st.policy_failures() == 0);
+  if (std::getenv("LOFT_STATE_TEST_VERBOSE") != nullptr) {
+    WARN((policy_name ? policy_name : "fake") << ": iterations " << st.next_iteration() << " policy failures "
+                                              << st.policy_failures() << " retries " << c.retries);
+  }
   CHECK(c.acks_ignored >= ignored_sent_by_test);
 
   // Replay from the recorded updates rebuilds identical state.
-  auto replayed = JobDriver::RecoverWithPolicy(
-      spec, std::make_unique<FakePolicy>(st.policy().locality_aware()), opt, h.journal);
+  auto replayed = policy_name != nullptr
+                      ? JobDriver::Recover(spec, policy_name, opt, h.journal)
+                      : JobDriver::RecoverWithPolicy(
+                            spec, std::make_unique<FakePolicy>(st.policy().locality_aware()), opt, h.journal);
   REQUIRE(replayed.ok());
   CHECK((*replayed)->state().ToJson() == st.ToJson());
   CHECK((*replayed)->state().Digest() == st.Digest());
@@ -186,4 +196,69 @@ TEST_CASE("JobDriver: exactly once per epoch under chaos (locality, r=1)", "[dri
 }
 TEST_CASE("JobDriver: exactly once per epoch under chaos (locality, r=2)", "[driver]") {
   RunChaos(std::make_unique<FakePolicy>(true), 2, 4, 3);
+}
+
+TEST_CASE("JobDriver: exactly once per epoch under chaos with the real policies", "[driver]") {
+  for (const char* name : {"uniform", "loft"}) {
+    for (int r : {1, 2}) {
+      DYNAMIC_SECTION(name << " r=" << r) {
+        auto p = loft::sched::MakePolicy(name);
+        REQUIRE(p.ok());
+        RunChaos(std::move(p).value(), r, 17 + r, 2, name);
+      }
+    }
+  }
+}
+
+TEST_CASE("JobDriver: journal-before-act ordering and blocked reasons", "[driver]") {
+  const auto spec = SmallSpec(100, 1, 32, 4);
+  auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(false), {});
+  REQUIRE(d.ok());
+  JobDriver& drv = **d;
+  // No live worker: nothing planned, reason given, no updates.
+  auto none = drv.PlanNextIteration(0);
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+  CHECK(drv.BlockedReason().find("no live workers") != std::string::npos);
+  for (int i = 0; i < 4; ++i) REQUIRE(drv.RegisterWorker(i, 0).ok());
+  CHECK(drv.state().view() == 4);
+  CHECK(drv.OnWorkerAlive(1, 0)->empty());  // already alive: no update
+  CHECK(drv.RegisterWorker(7, 0).status().code() == loft::StatusCode::kInvalidArgument);
+  // Plan the whole epoch without acking: 32+32+32+4, then blocked on in-flight.
+  std::vector<int64_t> sizes;
+  for (int k = 0; k < 4; ++k) {
+    auto u = drv.PlanNextIteration(k);
+    REQUIRE(u.ok());
+    REQUIRE(u->size() == 1);
+    REQUIRE(u->front().has_iteration_planned());
+    sizes.push_back(u->front().iteration_planned().global_batch());
+  }
+  CHECK(sizes == std::vector<int64_t>{32, 32, 32, 4});
+  auto blocked = drv.PlanNextIteration(10);
+  REQUIRE(blocked.ok());
+  CHECK(blocked->empty());
+  CHECK(drv.BlockedReason().find("in flight") != std::string::npos);
+  // Killing node 0 fails its partitions and those reading from it.
+  auto dead = drv.OnWorkerDead(0, "test", 11);
+  REQUIRE(dead.ok());
+  REQUIRE(dead->size() >= 2);
+  CHECK(dead->front().has_worker_dead());
+  for (size_t k = 1; k < dead->size(); ++k) CHECK((*dead)[k].has_partition_failed());
+  // The returned samples are replanned, except those only node 0 holds.
+  auto again = drv.PlanNextIteration(12);
+  REQUIRE(again.ok());
+  for (const auto& p : JobDriver::PartitionsToSend(*again)) {
+    CHECK(p.worker() != 0);
+    CHECK(p.attempt() == 1);
+    CHECK(p.parent() != 0);
+    for (int32_t s : p.sources()) CHECK(s != 0);
+  }
+  while (true) {
+    auto more = drv.PlanNextIteration(13);
+    REQUIRE(more.ok());
+    if (more->empty()) break;
+  }
+  const int64_t only0 = drv.state().sampler().pooled();
+  CHECK(only0 == drv.state().sampler().available(0));
+  if (only0 > 0) CHECK(drv.BlockedReason().find("dead") != std::string::npos);
 }
