@@ -1,13 +1,18 @@
 // Integration tests: real ZmqAgentServers on tcp://127.0.0.1 (free ports),
 // real RocksDB caches, a fake scheduler (a ROUTER driven by the test).
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>  // before Boost 1.74 asio (awaitable.hpp uses std::exchange)
 
 #include "core/codec.h"
 #include "core/curve.h"
+#include "core/metrics_http.h"
 #include "core/zmq_util.h"
 #include "edge_agent/zmq_agent_server.h"
 #include "test_util.h"
@@ -398,4 +403,35 @@ TEST_CASE("Insecure mode refuses non-loopback endpoints") {
   auto s = ZmqAgentServer::Create(cfg, SystemClock::Default(), &r);
   REQUIRE_FALSE(s.ok());
   CHECK(s.status().code() == StatusCode::kPermissionDenied);
+}
+
+TEST_CASE("The metrics HTTP server answers GET /metrics with the registry's text") {
+  metrics::Registry reg;
+  auto c = reg.AddCounter("loft_test_total", "A test counter.");
+  REQUIRE(c.ok());
+  (*c)->Get().Increment(7);
+  auto server = MetricsHttpServer::Start(&reg, "127.0.0.1", 0);
+  REQUIRE(server.ok());
+  REQUIRE((*server)->port() > 0);
+  auto get = [&](const std::string& target) {
+    namespace beast = boost::beast;
+    namespace http = beast::http;
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket sock(io);
+    sock.connect({boost::asio::ip::make_address("127.0.0.1"), (*server)->port()});
+    http::request<http::empty_body> req{http::verb::get, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    http::write(sock, req);
+    beast::flat_buffer buf;
+    http::response<http::string_body> res;
+    http::read(sock, buf, res);
+    return res;
+  };
+  auto ok = get("/metrics");
+  CHECK(ok.result_int() == 200);
+  CHECK(ok[boost::beast::http::field::content_type] == "text/plain; version=0.0.4");
+  CHECK(ok.body() ==
+        "# HELP loft_test_total A test counter.\n# TYPE loft_test_total counter\nloft_test_total 7\n");
+  CHECK(get("/nope").result_int() == 404);
+  (*server)->Stop();
 }
