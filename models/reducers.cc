@@ -36,6 +36,7 @@ Status ReducerOptions::Validate() const {
   if (!(trim_fraction >= 0 && trim_fraction < 0.5)) {
     return InvalidArgument("reducer trim_fraction must be in [0, 0.5), got " + std::to_string(trim_fraction));
   }
+  if (trim_count < -1) return InvalidArgument("reducer trim_count must be >= 0 (or -1 to use trim_fraction)");
   if (krum_f < 0) return InvalidArgument("reducer krum_f must be >= 0");
   if (krum_m < 0) return InvalidArgument("reducer krum_m must be >= 0 (0 = N - f)");
   if (!(clip_tau > 0) || !std::isfinite(clip_tau))
@@ -76,7 +77,9 @@ double WeightedMedian(std::vector<std::pair<float, double>>& vw) {
 
 Status CoordinateWise(const ReducerOptions& o, Inputs in, std::span<const double> w, std::span<float> out) {
   const size_t n = in.size();
-  const size_t k = static_cast<size_t>(std::floor(o.trim_fraction * static_cast<double>(n)));
+  const size_t k = o.trim_count >= 0
+                       ? static_cast<size_t>(o.trim_count)
+                       : static_cast<size_t>(std::floor(o.trim_fraction * static_cast<double>(n)));
   std::vector<std::pair<float, double>> vw;
   vw.reserve(n);
   for (size_t j = 0; j < out.size(); ++j) {
@@ -247,8 +250,14 @@ Status Reduce(const ReducerOptions& options, std::span<const std::span<const flo
       for (size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(acc[j]);
       return OkStatus();
     }
-    case ReducerKind::kMedian:
-    case ReducerKind::kTrimmedMean: return CoordinateWise(options, inputs, w, out);
+    case ReducerKind::kMedian: return CoordinateWise(options, inputs, w, out);
+    case ReducerKind::kTrimmedMean:
+      if (options.trim_count >= 0 && inputs.size() <= 2 * static_cast<size_t>(options.trim_count)) {
+        return InvalidArgument("trimmed_mean with trim_count=" + std::to_string(options.trim_count) +
+                               " needs more than " + std::to_string(2 * options.trim_count) +
+                               " inputs, got " + std::to_string(inputs.size()));
+      }
+      return CoordinateWise(options, inputs, w, out);
     case ReducerKind::kMultiKrum: return MultiKrum(options, inputs, w, out);
     case ReducerKind::kCenteredClipping: return CenteredClipping(options, inputs, w, out);
   }

@@ -6,6 +6,8 @@
 //   median             coordinate-wise weighted median (equal weights when
 //                      none given: the usual median, mid-point for even N).
 //   trimmed_mean       per coordinate, drop k = floor(trim_fraction * N)
+//                      (or k = trim_count when set; e.g. the number f of
+//                      tolerated Byzantine workers, since floor(0.2 * 4) = 0)
 //                      lowest and k highest values, weighted mean of the rest.
 //   multi_krum         score_i = sum of squared distances to the N - f - 2
 //                      nearest other vectors; the m lowest-scoring vectors
@@ -47,6 +49,7 @@ std::string_view ReducerKindName(ReducerKind kind);
 struct ReducerOptions {
   ReducerKind kind = ReducerKind::kMean;
   double trim_fraction = 0.2;  // trimmed_mean: in [0, 0.5)
+  int trim_count = -1;         // trimmed_mean: >= 0 overrides trim_fraction; needs N > 2 * trim_count
   int krum_f = 1;              // multi_krum: tolerated Byzantine inputs; needs N >= f + 3
   int krum_m = 0;              // multi_krum: vectors averaged; 0 means N - f
   double clip_tau = 1.0;       // centered_clipping radius (L2), > 0

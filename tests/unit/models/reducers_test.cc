@@ -80,6 +80,13 @@ TEST_CASE("trimmed mean", "[reducers]") {
   CHECK(Run(o, Col({1, 2, kNaN, kNaN, kInf}))[0] == Approx(1.5));
   o.trim_fraction = 0;
   CHECK(Run(o, Col({1, 2, 6}))[0] == Approx(3));
+  // trim_count overrides the fraction (floor(0.2 * 4) would trim nothing).
+  o.trim_fraction = 0.2;
+  o.trim_count = 1;
+  CHECK(Run(o, Col({1, 2, 3, 1000}))[0] == Approx(2.5));
+  std::vector<float> out2;
+  CHECK(Reduce(o, Col({1, 2}), {}, &out2).code() == StatusCode::kInvalidArgument);
+  o.trim_count = -1;
   o.trim_fraction = 0.5;
   std::vector<float> out;
   CHECK(Reduce(o, Col({1, 2}), {}, &out).code() == StatusCode::kInvalidArgument);
