@@ -1,5 +1,8 @@
 // Integration tests: real ZmqAgentServers on tcp://127.0.0.1 (free ports),
 // real RocksDB caches, a fake scheduler (a ROUTER driven by the test).
+// clang-format off
+#include <utility>  // before Boost 1.74 asio: awaitable.hpp uses std::exchange
+// clang-format on
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -8,7 +11,6 @@
 #include <random>
 #include <sstream>
 #include <thread>
-#include <utility>  // before Boost 1.74 asio (awaitable.hpp uses std::exchange)
 
 #include "core/codec.h"
 #include "core/curve.h"
