@@ -14,12 +14,15 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
                            " entries, placement has " + std::to_string(nodes) + " nodes");
   }
   // Validate the whole plan before taking anything.
+  std::vector<int> request_index(nodes, -1);  // node -> index in request.workers
+  for (size_t k = 0; k < request.workers.size(); ++k) {
+    const int32_t n = request.workers[k].node;
+    if (n >= 0 && n < nodes) request_index[n] = static_cast<int>(k);
+  }
   std::vector<int> cost_index(plan.workers.size(), -1);
   for (size_t w = 0; w < plan.workers.size(); ++w) {
     const WorkerPlan& wp = plan.workers[w];
-    for (size_t k = 0; k < request.workers.size(); ++k) {
-      if (request.workers[k].node == wp.node) cost_index[w] = static_cast<int>(k);
-    }
+    if (wp.node >= 0 && wp.node < nodes) cost_index[w] = request_index[wp.node];
     if (cost_index[w] < 0 || wp.node < 0 || wp.node >= nodes) {
       return InvalidArgument("assign: plan worker node " + std::to_string(wp.node) +
                              " is not in the request");
