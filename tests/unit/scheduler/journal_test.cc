@@ -184,3 +184,49 @@ TEST_CASE("Journal: a journaled run recovers to identical state and continues id
   CHECK_FALSE(ta->empty());
   CHECK((*rec)->state().Digest() == drv.state().Digest());
 }
+
+TEST_CASE("Journal mirrors are wire-identical to the wire messages", "[journal]") {
+  loft::v1::PartitionDone d;
+  d.set_partition_id(42);
+  d.set_attempt(3);
+  d.set_node(5);
+  auto* t = d.mutable_timings();
+  t->set_local_read_ms(1.5);
+  t->set_remote_read_ms(2.5);
+  t->set_compute_ms(3.5);
+  t->set_local_samples(7);
+  t->set_remote_samples(8);
+  t->set_local_bytes(700);
+  t->set_remote_bytes(800);
+  (*t->mutable_remote_read_ms_by_peer())[2] = 0.25;
+  t->set_wait_ms(9.5);
+  const auto j = loft::sched::ToJournal(d);
+  CHECK(j.partition_id() == 42);
+  CHECK(j.timings().remote_bytes() == 800);
+  CHECK(j.timings().remote_read_ms_by_peer().at(2) == 0.25);
+  CHECK(j.timings().wait_ms() == 9.5);
+  loft::v1::PartitionDone back;
+  REQUIRE(back.ParseFromString(j.SerializeAsString()));
+  CHECK(back.SerializeAsString() == d.SerializeAsString());
+
+  loft::v1::Partition p;
+  p.set_id(1);
+  p.set_job(2);
+  p.set_epoch(3);
+  p.set_iteration(4);
+  p.set_worker(5);
+  p.set_attempt(6);
+  p.set_parent(7);
+  p.add_sample_ids(8);
+  p.add_sources(9);
+  p.set_plan_id(10);
+  p.set_predicted_ms(11.5);
+  p.set_view(12);
+  CHECK(loft::sched::ToWire(loft::sched::ToJournal(p)).SerializeAsString() == p.SerializeAsString());
+  loft::v1::PartitionFailed f;
+  f.set_partition_id(1);
+  f.set_attempt(2);
+  f.set_node(3);
+  f.set_reason("disk");
+  CHECK(loft::sched::ToJournal(f).reason() == "disk");
+}
