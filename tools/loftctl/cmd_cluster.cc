@@ -231,6 +231,9 @@ Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const s
   for (int i : missing) {
     fs::path dir = cache_root / spec.nodes[i].name;
     LOFT_RETURN_IF_ERROR(cache::SampleCache::Destroy(dir.string()));
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return IOError("cannot create " + dir.string() + ": " + ec.message());
     LOFT_ASSIGN_OR_RETURN(auto c, cache::SampleCache::Open(dir.string()));
     LOFT_ASSIGN_OR_RETURN(auto r, cache::IngestSamples(*c, ds, placement.SamplesOf(i)));
     c.reset();
