@@ -46,6 +46,7 @@ std::string SummaryToJson(const RunSummary& summary) {
     if (p.final_accuracy) j["final_accuracy"] = *p.final_accuracy;
     j["iterations"] = p.iterations;
     j["epochs_completed"] = p.epochs_completed;
+    if (p.policy_failures) j["policy_failures"] = *p.policy_failures;
     policies[name] = std::move(j);
   }
   root["policies"] = std::move(policies);
@@ -98,6 +99,9 @@ StatusOr<RunSummary> ParseSummaryJson(const std::string& text) {
       p.iterations = j["iterations"].get<int64_t>();
     if (j.contains("epochs_completed") && j["epochs_completed"].is_number()) {
       p.epochs_completed = j["epochs_completed"].get<int64_t>();
+    }
+    if (j.contains("policy_failures") && j["policy_failures"].is_number()) {
+      p.policy_failures = j["policy_failures"].get<int64_t>();
     }
     s.policies[name] = p;
   }

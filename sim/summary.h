@@ -37,6 +37,9 @@ struct PolicySummary {
   std::optional<double> final_accuracy;
   int64_t iterations = 0;
   int64_t epochs_completed = 0;
+  // Iterations the scheduler planned by its fallback because the policy
+  // failed (unset when the engine does not know).
+  std::optional<int64_t> policy_failures;
 };
 
 struct RunSummary {

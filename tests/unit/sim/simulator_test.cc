@@ -1,0 +1,283 @@
+#include "sim/simulator.h"
+
+#include <catch2/catch.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "scheduler/plan.h"
+#include "sim/output.h"
+#include "sim/summary.h"
+
+namespace loft::sim {
+namespace {
+
+ClusterSpec Spec(const std::string& yaml) {
+  auto s = ParseClusterSpec(yaml, "test.yaml");
+  INFO(s.status().ToString());
+  REQUIRE(s.ok());
+  return *s;
+}
+
+SimResult MustRun(const ClusterSpec& spec, const std::string& policy, int64_t iterations) {
+  SimOptions o;
+  o.policy = policy;
+  o.iterations = iterations;
+  auto r = RunPolicy(spec, o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return std::move(*r);
+}
+
+// A worker's simulated time equals the planner's cost model (PredictMs
+// with the spec's priors) whenever links are uncontended and there is no
+// jitter.
+void CheckAgainstCostModel(const ClusterSpec& spec, const SimResult& r) {
+  REQUIRE_FALSE(r.iterations.empty());
+  for (const IterationRecord& it : r.iterations) {
+    double slowest = 0;
+    for (const WorkerIteration& w : it.workers) {
+      const sched::CostParams c = sched::PriorFromSpec(spec, w.node);
+      const double expect = sched::PredictMs(c, w.local, w.remote, spec.training.overlap);
+      INFO("iteration " << it.iteration << " node " << w.node << " local " << w.local << " remote "
+                        << w.remote);
+      CHECK(w.own_ms == Approx(expect).epsilon(1e-9));
+      CHECK(w.local_read_ms == Approx(sched::LocalReadMs(c, w.local)).epsilon(1e-9));
+      CHECK(w.remote_read_ms == Approx(sched::RemoteReadMs(c, w.remote)).epsilon(1e-9));
+      CHECK(w.compute_ms == Approx(sched::ComputeMs(c, w.batch)).epsilon(1e-9));
+      slowest = std::max(slowest, w.own_ms);
+    }
+    CHECK(it.makespan_ms == Approx(slowest).epsilon(1e-9));
+    for (const WorkerIteration& w : it.workers)
+      CHECK(w.wait_ms == Approx(it.makespan_ms - w.own_ms).margin(1e-9));
+  }
+}
+
+const char* kOneWorker = R"(
+dataset: {name: fashion-mnist, samples: 1000, sample_bytes: 784}
+placement: {kind: shards, replication: 1}
+training: {global_batch: 100, min_batch: 1, iterations: 12, overlap: OVERLAP, seed: 3}
+nodes:
+  - name: solo
+    compute: {fixed_ms: 2.0, per_sample_ms: 0.05}
+    disk: {read_mbps: 80}
+    link: {up_mbps: 100, down_mbps: 100, latency_ms: 2}
+)";
+
+std::string WithOverlap(const char* text, bool overlap) {
+  std::string s = text;
+  s.replace(s.find("OVERLAP"), 7, overlap ? "true" : "false");
+  return s;
+}
+
+TEST_CASE("one worker without contention takes exactly the cost model's time", "[sim][analytic]") {
+  for (bool overlap : {false, true}) {
+    const ClusterSpec spec = Spec(WithOverlap(kOneWorker, overlap));
+    const SimResult r = MustRun(spec, "loft", 12);
+    REQUIRE(r.iterations.size() == 12);
+    // 100 local samples: read 100·784·8/(80·1000) = 7.84 ms, compute 7 ms.
+    const double expect = overlap ? 7.84 : 7.84 + 7.0;
+    CHECK(r.iterations[0].makespan_ms == Approx(expect).epsilon(1e-12));
+    CHECK(r.iterations[0].workers.at(0).local == 100);
+    CHECK(r.summary.remote_bytes == 0);
+    CHECK(r.summary.local_bytes == 12 * 100 * 784);
+    CHECK(r.summary.epochs_completed == 1);  // 1000 samples, 10 iterations per epoch
+    CHECK(r.counters.duplicates == 0);
+    CHECK(r.counters.lost == 0);
+    CheckAgainstCostModel(spec, r);
+  }
+}
+
+const char* kTwoWorkers = R"(
+dataset: {name: fashion-mnist, samples: 2000, sample_bytes: 784}
+placement: {kind: shards, replication: 1}
+training: {global_batch: 200, min_batch: 1, iterations: 15, overlap: OVERLAP, seed: 5}
+nodes:
+  - name: a
+    compute: {fixed_ms: 1.0, per_sample_ms: 0.04}
+    disk: {read_mbps: 400}
+    link: {up_mbps: 200, down_mbps: 50, latency_ms: 3}
+  - name: b
+    compute: {fixed_ms: 2.0, per_sample_ms: 0.02}
+    disk: {read_mbps: 300}
+    link: {up_mbps: 200, down_mbps: 40, latency_ms: 5}
+)";
+
+TEST_CASE("global-shuffle reads between two peers follow the cost model", "[sim][analytic]") {
+  // Each node serves only the other: one flow per uplink, downlink-bound.
+  for (bool overlap : {false, true}) {
+    const ClusterSpec spec = Spec(WithOverlap(kTwoWorkers, overlap));
+    for (const char* policy : {"uniform", "lbbsp", "pid", "loft"}) {
+      INFO("policy " << policy << " overlap " << overlap);
+      const SimResult r = MustRun(spec, policy, 15);
+      REQUIRE(r.iterations.size() == 15);
+      CheckAgainstCostModel(spec, r);
+      CHECK(r.counters.duplicates == 0);
+      CHECK(r.counters.lost == 0);
+    }
+    const SimResult u = MustRun(spec, "uniform", 15);
+    CHECK(u.summary.remote_bytes > 0);  // the global shuffle reads from the peer
+  }
+}
+
+// Found by the simulator: at the end of epoch 0 of this two-worker run
+// (overlap on) node 0 holds all 200 remaining samples, node 1 none, B =
+// 200, min_batch 1. The loft policy returns "no feasible makespan found"
+// and the scheduler falls back to an even split (policy_failures = 1),
+// although l0 = 199, r1 = 1 is feasible. Reported to the policy owners;
+// [!mayfail] until fixed so the suite stays green.
+TEST_CASE("loft plans every iteration itself on the two-worker run", "[sim][policy][!mayfail]") {
+  const ClusterSpec spec = Spec(WithOverlap(kTwoWorkers, true));
+  const SimResult r = MustRun(spec, "loft", 15);
+  INFO(r.first_policy_error);
+  CHECK(r.policy_failures == 0);
+}
+
+TEST_CASE("a crash mid-iteration still ends the epoch with every sample consumed once", "[sim][failure]") {
+  const ClusterSpec spec = Spec(R"(
+dataset: {name: fashion-mnist, samples: 1200, sample_bytes: 784}
+placement: {kind: shards, replication: 2}
+training: {global_batch: 120, min_batch: 1, iterations: 40, overlap: false, seed: 9}
+nodes:
+  - name: steady
+    count: 2
+    compute: {fixed_ms: 2.0, per_sample_ms: 0.05}
+    disk: {read_mbps: 800}
+    link: {up_mbps: 100, down_mbps: 100, latency_ms: 2}
+  - name: flaky
+    compute: {fixed_ms: 2.0, per_sample_ms: 0.05}
+    disk: {read_mbps: 800}
+    link: {up_mbps: 100, down_mbps: 100, latency_ms: 2}
+    failures: [{at_s: 0.0401, down_s: 0.05}]
+)");
+  for (const char* policy : {"loft", "uniform"}) {
+    INFO("policy " << policy);
+    const SimResult r = MustRun(spec, policy, 40);
+    REQUIRE(r.iterations.size() == 40);
+    bool saw_failure = false;
+    for (const IterationRecord& it : r.iterations) {
+      for (const WorkerIteration& w : it.workers) saw_failure |= w.failed;
+    }
+    CHECK(saw_failure);
+    CHECK(r.counters.failed >= 1);
+    CHECK(r.counters.retries >= 1);  // the failed samples were re-planned as children
+    CHECK(r.counters.duplicates == 0);
+    CHECK(r.counters.lost == 0);
+    REQUIRE(r.summary.epochs_completed >= 3);
+    // Every committed sample was consumed once per epoch: the commits cover
+    // whole epochs plus the current epoch's progress, never more.
+    CHECK(r.counters.samples_committed >= r.summary.epochs_completed * 1200);
+    CHECK(r.counters.samples_committed < (r.summary.epochs_completed + 1) * 1200);
+  }
+}
+
+TEST_CASE("a node down with the only copy of samples blocks the epoch's end until it returns",
+          "[sim][failure]") {
+  const ClusterSpec spec = Spec(R"(
+dataset: {name: fashion-mnist, samples: 600, sample_bytes: 784}
+placement: {kind: shards, replication: 1}
+training: {global_batch: 120, min_batch: 1, iterations: 12, overlap: true, seed: 2}
+nodes:
+  - name: n
+    count: 3
+    compute: {fixed_ms: 1.0, per_sample_ms: 0.05}
+    disk: {read_mbps: 800}
+    link: {up_mbps: 100, down_mbps: 100, latency_ms: 1}
+    failures: []
+  - name: gone
+    compute: {fixed_ms: 1.0, per_sample_ms: 0.05}
+    disk: {read_mbps: 800}
+    link: {up_mbps: 100, down_mbps: 100, latency_ms: 1}
+    failures: [{at_s: 0.001, down_s: 2}]
+)");
+  const SimResult r = MustRun(spec, "loft", 12);
+  REQUIRE(r.iterations.size() == 12);
+  CHECK(r.counters.duplicates == 0);
+  CHECK(r.counters.lost == 0);
+  CHECK(r.summary.epochs_completed >= 2);
+  // The first epoch could only end after the node came back at 2 s.
+  CHECK(r.summary.total_s > 2.0);
+}
+
+TEST_CASE("same spec and seed give byte-identical outputs", "[sim][determinism]") {
+  const ClusterSpec spec = Spec(R"(
+dataset: {name: fashion-mnist, samples: 3000, sample_bytes: 784}
+placement: {kind: zipf, skew: 1.0, replication: 1}
+training: {global_batch: 256, min_batch: 4, iterations: 30, overlap: true, seed: 11}
+nodes:
+  - name: fast
+    count: 2
+    compute: {fixed_ms: 1.0, per_sample_ms: 0.02, jitter: 0.1}
+    disk: {read_mbps: 800}
+    link: {up_mbps: 50, down_mbps: 100, latency_ms: 2}
+  - name: slow
+    count: 2
+    compute: {fixed_ms: 1.0, per_sample_ms: 0.05, jitter: 0.1}
+    disk: {read_mbps: 200}
+    link: {up_mbps: 10, down_mbps: 20, latency_ms: 10}
+    slowdowns: [{at_s: 0.1, factor: 2.0, for_s: 0.1}]
+    failures: [{at_s: 0.3, down_s: 0.1}]
+)");
+  auto render = [&](uint64_t seed) {
+    std::vector<SimResult> results;
+    for (const char* p : {"loft", "uniform"}) {
+      SimOptions o;
+      o.policy = p;
+      o.seed = seed;
+      auto r = RunPolicy(spec, o);
+      INFO(p << ": " << r.status().ToString());
+      REQUIRE(r.ok());
+      results.push_back(std::move(*r));
+    }
+    std::ostringstream csv, trace;
+    WriteIterationsCsv(results, spec, csv);
+    WriteTraceJson(results, spec, trace);
+    return SummaryToJson(MakeRunSummary(results)) + csv.str() + trace.str();
+  };
+  const std::string a = render(0), b = render(0), c = render(12345);
+  CHECK(a == b);
+  CHECK(a != c);  // a different jitter seed changes the run
+}
+
+TEST_CASE("bad input gets a clear error", "[sim][errors]") {
+  auto bad = ParseClusterSpec(R"(
+training: {global_batch: 64}
+nodes:
+  - name: a
+    link: {up_mbps: -5}
+)",
+                              "bad.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("up_mbps") != std::string::npos);
+
+  const ClusterSpec spec = Spec(WithOverlap(kOneWorker, true));
+  SimOptions o;
+  o.policy = "no-such-policy";
+  auto r = RunPolicy(spec, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("no-such-policy") != std::string::npos);
+}
+
+TEST_CASE("iterations.csv has one row per worker per iteration", "[sim][output]") {
+  const ClusterSpec spec = Spec(WithOverlap(kTwoWorkers, true));
+  std::vector<SimResult> results;
+  results.push_back(MustRun(spec, "loft", 5));
+  std::ostringstream csv;
+  WriteIterationsCsv(results, spec, csv);
+  std::istringstream in(csv.str());
+  std::string line;
+  std::getline(in, line);
+  CHECK(line.rfind("policy,iteration,epoch,worker,batch,local,remote,read_ms,compute_ms,wait_ms,makespan_ms",
+                   0) == 0);
+  int rows = 0;
+  while (std::getline(in, line)) ++rows;
+  CHECK(rows == 5 * 2);
+  std::ostringstream trace;
+  WriteTraceJson(results, spec, trace);
+  CHECK(trace.str().find("\"thread_name\"") != std::string::npos);
+  CHECK(trace.str().find("\"compute\"") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace loft::sim
