@@ -148,7 +148,14 @@ StatusOr<CacheCompression> ParseCacheCompression(std::string_view name) {
 // Codecs
 
 std::string EncodeRecord(uint16_t label, std::span<const uint8_t> payload) {
-  std::string out(kRecordHeaderBytes + payload.size() + kRecordTrailerBytes, '\0');
+  std::string out;
+  EncodeRecordTo(label, payload, &out);
+  return out;
+}
+
+void EncodeRecordTo(uint16_t label, std::span<const uint8_t> payload, std::string* out_ptr) {
+  std::string& out = *out_ptr;
+  out.resize(kRecordHeaderBytes + payload.size() + kRecordTrailerBytes);
   out[0] = static_cast<char>(kRecordVersion);
   out[1] = 0;
   PutU16(out.data() + 2, label);
@@ -156,7 +163,6 @@ std::string EncodeRecord(uint16_t label, std::span<const uint8_t> payload) {
   if (!payload.empty()) std::memcpy(out.data() + kRecordHeaderBytes, payload.data(), payload.size());
   const size_t body = kRecordHeaderBytes + payload.size();
   PutU32(out.data() + body, Crc32c(out.data(), body));
-  return out;
 }
 
 StatusOr<Sample> DecodeRecord(uint64_t id, std::string_view bytes) {
@@ -273,7 +279,7 @@ Status SampleCache::PutBatch(std::span<const SampleRef> samples, bool skip_wal) 
       return InvalidArgument(SampleName(s.id) + ": payload of " + std::to_string(s.payload.size()) +
                              " bytes exceeds the " + std::to_string(kMaxPayloadBytes) + "-byte limit");
     }
-    value = EncodeRecord(s.label, s.payload);
+    EncodeRecordTo(s.label, s.payload, &value);  // reuses value's buffer
     EncodeKeyTo(s.id, key);
     rocksdb::Status st = batch.Put(rocksdb::Slice(key, 8), value);
     if (!st.ok()) return FromRocks(st, "batch put " + SampleName(s.id));

@@ -104,6 +104,8 @@ struct VerifyReport {
 
 // Record codec (shared with receivers of peer-fetched records).
 std::string EncodeRecord(uint16_t label, std::span<const uint8_t> payload);
+// Same, into *out (replacing its contents; reuses its capacity).
+void EncodeRecordTo(uint16_t label, std::span<const uint8_t> payload, std::string* out);
 // Verifies header and CRC; `id` only names the sample in errors.
 StatusOr<Sample> DecodeRecord(uint64_t id, std::string_view bytes);
 // Verify without copying the payload.
