@@ -1,0 +1,130 @@
+/* libloft C API: an in-process planner and the simulator, for programs
+ * that cannot link loft's C++ internals (C trainers, gateways, FFI).
+ *
+ * Conventions (modelled on RocksDB's include/rocksdb/c.h):
+ *  - Objects are opaque handles created by loft_X_create and released by
+ *    loft_X_destroy. loft_X_destroy(NULL) is a no-op. A handle must not be
+ *    used after it is destroyed; destroying it twice is undefined (the
+ *    library does not track freed handles). Passing a NULL handle to any
+ *    other function is reported through errptr (or returns 0/-1 for
+ *    accessors without errptr).
+ *  - Every call that can fail takes `char** errptr` last. On failure it
+ *    stores a malloc'd, NUL-terminated, human-readable message in *errptr
+ *    (freeing any message already there) and returns NULL / -1 / 0 as
+ *    documented. On success *errptr is left untouched, so callers
+ *    initialise it to NULL and test it after each call. errptr may be NULL
+ *    (errors are then only signalled by the return value).
+ *  - Strings and buffers returned to the caller are freed with loft_free.
+ *  - Thread-safety: distinct handles may be used from different threads;
+ *    one handle must not be used concurrently.
+ * Every function is exported from libloft.so and listed in capi/loft.symbols.
+ */
+#ifndef LOFT_C_H_
+#define LOFT_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define LOFT_EXPORT __declspec(dllexport)
+#elif defined(__GNUC__)
+#define LOFT_EXPORT __attribute__((visibility("default")))
+#else
+#define LOFT_EXPORT
+#endif
+
+/* LOFT_VERSION_MAJOR, LOFT_VERSION_MINOR, LOFT_VERSION_PATCH: generated
+ * from the top-level project(VERSION) (capi/version.h.in). */
+#include "loft/version.h"
+
+/* ---- library ----------------------------------------------------------- */
+
+/* "MAJOR.MINOR.PATCH" of the library actually loaded (static string). */
+LOFT_EXPORT const char* loft_version(void);
+/* Frees a message or buffer returned by this library. NULL is a no-op. */
+LOFT_EXPORT void loft_free(void* ptr);
+
+/* ---- planner ------------------------------------------------------------
+ * An in-process copy of the scheduler's planning step: a policy, a set of
+ * workers with cost parameters (milliseconds; see DESIGN.md "Planning")
+ * and the observed timings it learns from. Each loft_planner_plan call
+ * plans one iteration of `global_batch` samples. */
+typedef struct loft_planner_t loft_planner_t;
+typedef struct loft_plan_t loft_plan_t;
+
+/* policy: "uniform", "lbbsp", "pid", "loft" or "loft-epoch" (when the
+ * scheduler provides it). overlap != 0: reads overlap compute. */
+LOFT_EXPORT loft_planner_t* loft_planner_create(const char* policy, int64_t global_batch, int overlap,
+                                                char** errptr);
+LOFT_EXPORT void loft_planner_destroy(loft_planner_t* planner);
+
+/* Adds worker `node` (distinct, >= 0). Cost parameters as in
+ * scheduler/plan.h CostParams: compute c0 + c1*b, local read
+ * local_per_sample*l, remote read remote_fixed + remote_per_sample*r, and
+ * uplink_per_sample per sample served to peers. local_available: samples
+ * of the current epoch cached on this node. Returns 0, or -1 on error. */
+LOFT_EXPORT int loft_planner_add_worker(loft_planner_t* planner, int32_t node, double compute_fixed_ms,
+                                        double compute_per_sample_ms, double local_per_sample_ms,
+                                        double remote_fixed_ms, double remote_per_sample_ms,
+                                        double uplink_per_sample_ms, int64_t min_batch, int64_t max_batch,
+                                        int64_t local_available, char** errptr);
+/* Updates the cached-sample count of an added worker. 0 or -1. */
+LOFT_EXPORT int loft_planner_set_local_available(loft_planner_t* planner, int32_t node,
+                                                 int64_t local_available, char** errptr);
+LOFT_EXPORT int loft_planner_num_workers(const loft_planner_t* planner);
+
+/* Records what worker `node` measured for its partition of the last
+ * planned iteration. The worker's cost model is refitted at once; the
+ * policy receives the observations of an iteration together, at the next
+ * loft_planner_plan. Negative or non-finite times are rejected. 0 or -1. */
+LOFT_EXPORT int loft_planner_observe(loft_planner_t* planner, int32_t node, int64_t batch, int64_t local,
+                                     int64_t remote, double local_read_ms, double remote_read_ms,
+                                     double compute_ms, double iteration_ms, char** errptr);
+/* The cost parameters the planner currently uses for `node` (the fitted
+ * model when one is available, otherwise the values given to add_worker).
+ * Writes 7 doubles in add_worker order: c0, c1, local_fixed, local per
+ * sample, remote fixed, remote per sample, uplink per sample. 0 or -1. */
+LOFT_EXPORT int loft_planner_cost(const loft_planner_t* planner, int32_t node, double out_params[7],
+                                  char** errptr);
+
+/* Plans the next iteration. NULL on error (e.g. no workers, the batch
+ * does not fit between the workers' min/max). */
+LOFT_EXPORT loft_plan_t* loft_planner_plan(loft_planner_t* planner, char** errptr);
+/* Lower bound on the makespan of any plan for the current workers
+ * (scheduler/bound.h); -1 on error. */
+LOFT_EXPORT double loft_planner_bound_ms(const loft_planner_t* planner, char** errptr);
+
+/* Plan accessors. i indexes workers in the order they were added;
+ * out-of-range i or a NULL plan gives 0 (or -1 for loft_plan_node). */
+LOFT_EXPORT void loft_plan_destroy(loft_plan_t* plan);
+LOFT_EXPORT const char* loft_plan_policy(const loft_plan_t* plan); /* valid until destroy */
+LOFT_EXPORT int loft_plan_num_workers(const loft_plan_t* plan);
+LOFT_EXPORT int32_t loft_plan_node(const loft_plan_t* plan, int i);
+LOFT_EXPORT int64_t loft_plan_batch(const loft_plan_t* plan, int i);
+LOFT_EXPORT int64_t loft_plan_local(const loft_plan_t* plan, int i);
+LOFT_EXPORT int64_t loft_plan_remote(const loft_plan_t* plan, int i);
+LOFT_EXPORT double loft_plan_predicted_ms(const loft_plan_t* plan, int i);
+LOFT_EXPORT double loft_plan_makespan_ms(const loft_plan_t* plan);
+
+/* ---- simulator ----------------------------------------------------------
+ * Runs a cluster spec (YAML text, DESIGN.md "Cluster spec") in virtual
+ * time with each policy of the comma-separated list (e.g.
+ * "loft,lbbsp,uniform") and returns summary.json text (sim/summary.h
+ * format, including bound_mean_iteration_ms), freed with loft_free. NULL
+ * with *errptr set on a bad spec, an unknown policy or a failed run. */
+LOFT_EXPORT char* loft_sim_run(const char* spec_yaml, const char* policies, char** errptr);
+/* As loft_sim_run with the number of iterations per policy (0: the spec's
+ * training.iterations), the jitter seed (0: the spec's training.seed) and
+ * whether to evaluate the lower bound (compute_bound != 0). */
+LOFT_EXPORT char* loft_sim_run_with(const char* spec_yaml, const char* policies, int64_t iterations,
+                                    uint64_t seed, int compute_bound, char** errptr);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LOFT_C_H_ */

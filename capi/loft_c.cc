@@ -1,0 +1,217 @@
+// The C shim over loft (capi/include/loft/loft.h): converts arguments,
+// forwards to capi::PlannerSession / capi::RunSimulationSummary and turns
+// Status into errptr messages. No logic lives here (STYLE.md item 10;
+// model: rocksdb db/c.cc).
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "capi/src/planner_session.h"
+#include "core/status.h"
+#include "loft/loft.h"
+
+using loft::Status;
+using loft::capi::PlannerSession;
+
+extern "C" {
+struct loft_planner_t {
+  PlannerSession* rep;
+};
+struct loft_plan_t {
+  loft::sched::Plan rep;
+};
+}
+
+namespace {
+
+char* CopyString(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out != nullptr) std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+void SetError(char** errptr, const std::string& message) {
+  if (errptr == nullptr) return;
+  std::free(*errptr);
+  *errptr = CopyString(message);
+}
+
+// True (and *errptr set) when `s` is an error.
+bool SaveError(char** errptr, const Status& s) {
+  if (s.ok()) return false;
+  SetError(errptr, s.message());
+  return true;
+}
+
+bool NullArg(const void* p, const char* fn, const char* what, char** errptr) {
+  if (p != nullptr) return false;
+  SetError(errptr, std::string(fn) + ": " + what + " is NULL");
+  return true;
+}
+
+const loft::sched::WorkerPlan* At(const loft_plan_t* plan, int i) {
+  if (plan == nullptr || i < 0 || static_cast<size_t>(i) >= plan->rep.workers.size()) return nullptr;
+  return &plan->rep.workers[static_cast<size_t>(i)];
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* loft_version(void) {
+  return LOFT_VERSION_STRING;
+}
+
+void loft_free(void* ptr) {
+  std::free(ptr);
+}
+
+loft_planner_t* loft_planner_create(const char* policy, int64_t global_batch, int overlap, char** errptr) {
+  if (NullArg(policy, "loft_planner_create", "policy", errptr)) return nullptr;
+  auto s = PlannerSession::Create(policy, global_batch, overlap != 0);
+  if (SaveError(errptr, s.status())) return nullptr;
+  return new loft_planner_t{s->release()};
+}
+
+void loft_planner_destroy(loft_planner_t* planner) {
+  if (planner == nullptr) return;
+  delete planner->rep;
+  delete planner;
+}
+
+int loft_planner_add_worker(loft_planner_t* planner, int32_t node, double compute_fixed_ms,
+                            double compute_per_sample_ms, double local_per_sample_ms, double remote_fixed_ms,
+                            double remote_per_sample_ms, double uplink_per_sample_ms, int64_t min_batch,
+                            int64_t max_batch, int64_t local_available, char** errptr) {
+  if (NullArg(planner, "loft_planner_add_worker", "planner", errptr)) return -1;
+  loft::sched::WorkerInput w;
+  w.node = node;
+  w.cost.compute_fixed_ms = compute_fixed_ms;
+  w.cost.compute_per_sample_ms = compute_per_sample_ms;
+  w.cost.local_per_sample_ms = local_per_sample_ms;
+  w.cost.remote_fixed_ms = remote_fixed_ms;
+  w.cost.remote_per_sample_ms = remote_per_sample_ms;
+  w.cost.uplink_per_sample_ms = uplink_per_sample_ms;
+  w.min_batch = min_batch;
+  w.max_batch = max_batch;
+  w.local_available = local_available;
+  return SaveError(errptr, planner->rep->AddWorker(w)) ? -1 : 0;
+}
+
+int loft_planner_set_local_available(loft_planner_t* planner, int32_t node, int64_t local_available,
+                                     char** errptr) {
+  if (NullArg(planner, "loft_planner_set_local_available", "planner", errptr)) return -1;
+  return SaveError(errptr, planner->rep->SetLocalAvailable(node, local_available)) ? -1 : 0;
+}
+
+int loft_planner_num_workers(const loft_planner_t* planner) {
+  return planner == nullptr ? 0 : planner->rep->num_workers();
+}
+
+int loft_planner_observe(loft_planner_t* planner, int32_t node, int64_t batch, int64_t local, int64_t remote,
+                         double local_read_ms, double remote_read_ms, double compute_ms, double iteration_ms,
+                         char** errptr) {
+  if (NullArg(planner, "loft_planner_observe", "planner", errptr)) return -1;
+  loft::sched::Observation o;
+  o.node = node;
+  o.batch = batch;
+  o.local = local;
+  o.remote = remote;
+  o.local_read_ms = local_read_ms;
+  o.remote_read_ms = remote_read_ms;
+  o.compute_ms = compute_ms;
+  o.iteration_ms = iteration_ms;
+  return SaveError(errptr, planner->rep->Observe(o)) ? -1 : 0;
+}
+
+int loft_planner_cost(const loft_planner_t* planner, int32_t node, double out_params[7], char** errptr) {
+  if (NullArg(planner, "loft_planner_cost", "planner", errptr)) return -1;
+  if (NullArg(out_params, "loft_planner_cost", "out_params", errptr)) return -1;
+  auto c = planner->rep->Cost(node);
+  if (SaveError(errptr, c.status())) return -1;
+  const double v[7] = {c->compute_fixed_ms,    c->compute_per_sample_ms, c->local_fixed_ms,
+                       c->local_per_sample_ms, c->remote_fixed_ms,       c->remote_per_sample_ms,
+                       c->uplink_per_sample_ms};
+  std::memcpy(out_params, v, sizeof(v));
+  return 0;
+}
+
+loft_plan_t* loft_planner_plan(loft_planner_t* planner, char** errptr) {
+  if (NullArg(planner, "loft_planner_plan", "planner", errptr)) return nullptr;
+  auto p = planner->rep->Plan();
+  if (SaveError(errptr, p.status())) return nullptr;
+  return new loft_plan_t{std::move(*p)};
+}
+
+double loft_planner_bound_ms(const loft_planner_t* planner, char** errptr) {
+  if (NullArg(planner, "loft_planner_bound_ms", "planner", errptr)) return -1;
+  auto b = planner->rep->BoundMs();
+  if (SaveError(errptr, b.status())) return -1;
+  return *b;
+}
+
+void loft_plan_destroy(loft_plan_t* plan) {
+  delete plan;
+}
+
+const char* loft_plan_policy(const loft_plan_t* plan) {
+  return plan == nullptr ? "" : plan->rep.policy.c_str();
+}
+
+int loft_plan_num_workers(const loft_plan_t* plan) {
+  return plan == nullptr ? 0 : static_cast<int>(plan->rep.workers.size());
+}
+
+int32_t loft_plan_node(const loft_plan_t* plan, int i) {
+  const auto* w = At(plan, i);
+  return w == nullptr ? -1 : w->node;
+}
+
+int64_t loft_plan_batch(const loft_plan_t* plan, int i) {
+  const auto* w = At(plan, i);
+  return w == nullptr ? 0 : w->batch;
+}
+
+int64_t loft_plan_local(const loft_plan_t* plan, int i) {
+  const auto* w = At(plan, i);
+  return w == nullptr ? 0 : w->local;
+}
+
+int64_t loft_plan_remote(const loft_plan_t* plan, int i) {
+  const auto* w = At(plan, i);
+  return w == nullptr ? 0 : w->remote;
+}
+
+double loft_plan_predicted_ms(const loft_plan_t* plan, int i) {
+  const auto* w = At(plan, i);
+  return w == nullptr ? 0 : w->predicted_ms;
+}
+
+double loft_plan_makespan_ms(const loft_plan_t* plan) {
+  return plan == nullptr ? 0 : plan->rep.makespan_ms;
+}
+
+char* loft_sim_run(const char* spec_yaml, const char* policies, char** errptr) {
+  return loft_sim_run_with(spec_yaml, policies, 0, 0, 1, errptr);
+}
+
+char* loft_sim_run_with(const char* spec_yaml, const char* policies, int64_t iterations, uint64_t seed,
+                        int compute_bound, char** errptr) {
+  if (NullArg(spec_yaml, "loft_sim_run", "spec_yaml", errptr)) return nullptr;
+  if (NullArg(policies, "loft_sim_run", "policies", errptr)) return nullptr;
+  if (iterations < 0) {
+    SetError(errptr, "loft_sim_run: iterations must be >= 0");
+    return nullptr;
+  }
+  loft::capi::SimRunOptions o;
+  o.iterations = iterations;
+  o.seed = seed;
+  o.compute_bound = compute_bound != 0;
+  auto s = loft::capi::RunSimulationSummary(spec_yaml, policies, o);
+  if (SaveError(errptr, s.status())) return nullptr;
+  return CopyString(*s);
+}
+
+}  // extern "C"
