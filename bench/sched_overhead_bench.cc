@@ -5,7 +5,8 @@
 // has received its partition. Compared with the iteration time the planner
 // predicts for the same cluster (the "example cluster" is homogeneous.yaml
 // scaled to 64 nodes with the per-node batch kept). Prints JSON.
-//   sched_overhead_bench [--iterations N] [--policy P] [--nosync]
+//   sched_overhead_bench [--iterations N] [--policy P] [--nosync] [--global-batch B]
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   int iterations = 50;
   std::string policy = "loft";
   bool sync = true;
+  int64_t global_batch = 8192;  // 128 per agent, as in homogeneous.yaml (512 over 4)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--iterations" && i + 1 < argc)
@@ -65,11 +67,14 @@ int main(int argc, char** argv) {
     else if (a == "--nosync")
       sync = false;
   }
+  spdlog::set_level(spdlog::level::warn);
   const int kNodes = 64;
   std::string spec_text =
       "dataset: {name: fashion-mnist, samples: 60000, sample_bytes: 784}\n"
       "placement: {kind: shards, replication: 1}\n"
-      "training: {global_batch: 8192, min_batch: 8, iterations: 1000, overlap: true, seed: 7}\n"
+      "training: {global_batch: " +
+      std::to_string(global_batch) +
+      ", min_batch: 8, iterations: 1000, overlap: true, seed: 7}\n"
       "nodes:\n  - name: edge\n    count: 64\n    compute: {fixed_ms: 2.0, per_sample_ms: 0.05}\n"
       "    disk: {read_mbps: 800}\n    link: {up_mbps: 100, down_mbps: 100, latency_ms: 2}\n";
   auto dir = std::filesystem::temp_directory_path() / ("loft-sched-bench-" + std::to_string(::getpid()));
@@ -178,6 +183,7 @@ int main(int argc, char** argv) {
   j["benchmark"] = "sched_overhead";
   j["agents"] = kNodes;
   j["policy"] = policy;
+  j["global_batch"] = global_batch;
   j["journal_sync"] = sync;
   j["iterations_measured"] = total_ms.size();
   j["mean_overhead_ms"] = mean;
