@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/placement.h"
+
 namespace loft::sched {
 
 namespace {
@@ -174,6 +176,27 @@ void EvaluateLocalityPlan(const PlanRequest& req, Plan& plan) {
                                           static_cast<double>(wp.remote), floor_ms, req.overlap);
     plan.makespan_ms = std::max(plan.makespan_ms, wp.predicted_ms);
   }
+}
+
+PlanRequest FirstIterationRequest(const ClusterSpec& spec, const Placement& placement) {
+  PlanRequest req;
+  req.global_batch = spec.training.global_batch;
+  req.overlap = spec.training.overlap;
+  req.epoch = 0;
+  req.iteration = 0;
+  req.unconsumed_in_epoch = spec.dataset.samples;
+  req.iterations_left_in_epoch =
+      req.global_batch > 0 ? (spec.dataset.samples + req.global_batch - 1) / req.global_batch : 1;
+  for (int i = 0; i < spec.num_nodes(); ++i) {
+    WorkerInput w;
+    w.node = i;
+    w.cost = PriorFromSpec(spec, i);
+    w.min_batch = spec.training.min_batch;
+    w.max_batch = spec.MaxBatch(i);
+    w.local_available = i < placement.num_nodes() ? static_cast<int64_t>(placement.SamplesOf(i).size()) : 0;
+    req.workers.push_back(w);
+  }
+  return req;
 }
 
 }  // namespace loft::sched

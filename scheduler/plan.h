@@ -159,3 +159,18 @@ Plan EvaluateShuffle(const PlanRequest& req, Plan plan);
 void EvaluateLocalityPlan(const PlanRequest& req, Plan& plan);
 
 }  // namespace loft::sched
+
+namespace loft {
+class Placement;
+}
+
+namespace loft::sched {
+
+// The request for the first iteration of epoch 0 of a cluster spec: every
+// node a live worker, cost = PriorFromSpec, min_batch = training.min_batch,
+// max_batch = spec.MaxBatch(i), local_available = samples placed on the node
+// (primary or replica), nothing consumed yet (unconsumed = dataset.samples,
+// iterations_left = ⌈samples / B⌉). Used by `loftctl plan`.
+PlanRequest FirstIterationRequest(const ClusterSpec& spec, const Placement& placement);
+
+}  // namespace loft::sched

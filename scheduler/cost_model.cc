@@ -1,0 +1,128 @@
+#include "scheduler/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace loft::sched {
+
+Status CostModelOptions::Validate() const {
+  if (!(forgetting > 0 && forgetting <= 1)) return InvalidArgument("forgetting must be in (0, 1]");
+  if (!(prior_scale > 0)) return InvalidArgument("prior_scale must be > 0");
+  if (!(outlier_k > 0)) return InvalidArgument("outlier_k must be > 0");
+  if (residual_window < 1 || min_residuals < 1)
+    return InvalidArgument("residual_window and min_residuals must be >= 1");
+  if (accept_after < 1) return InvalidArgument("accept_after must be >= 1");
+  if (!(uplink_alpha > 0 && uplink_alpha <= 1)) return InvalidArgument("uplink_alpha must be in (0, 1]");
+  return OkStatus();
+}
+
+RobustLinearRls::RobustLinearRls(double theta0, double theta1, const CostModelOptions& opts)
+    : opts_(opts), theta_{theta0, theta1} {
+  const double s0 = opts.prior_scale * std::max(std::abs(theta0), 1.0);
+  const double s1 = opts.prior_scale * std::max(std::abs(theta1), 1e-3);
+  p_[0][0] = s0 * s0;
+  p_[1][1] = s1 * s1;
+  p_[0][1] = p_[1][0] = 0;
+  trace_cap_ = p_[0][0] + p_[1][1];
+}
+
+bool RobustLinearRls::Update(double x, double y) {
+  if (!std::isfinite(x) || !std::isfinite(y)) return false;
+  const double pred = Predict(x);
+  const double err = y - pred;
+  if (static_cast<int>(residuals_.size()) >= opts_.min_residuals) {
+    std::vector<double> r(residuals_.begin(), residuals_.end());
+    std::nth_element(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(r.size() / 2), r.end());
+    const double scale = std::max(1.4826 * r[r.size() / 2], 0.01 * std::abs(pred));
+    if (std::abs(err) > opts_.outlier_k * scale && ++consecutive_rejections_ < opts_.accept_after) {
+      ++rejected_;
+      return false;
+    }
+  }
+  consecutive_rejections_ = 0;
+  // RLS with forgetting: k = P·φ / (λ + φᵀPφ); θ += k·e; P = (P − k·φᵀP)/λ.
+  const double phi[2] = {1.0, x};
+  const double pphi[2] = {p_[0][0] * phi[0] + p_[0][1] * phi[1], p_[1][0] * phi[0] + p_[1][1] * phi[1]};
+  const double denom = opts_.forgetting + phi[0] * pphi[0] + phi[1] * pphi[1];
+  const double k[2] = {pphi[0] / denom, pphi[1] / denom};
+  theta_[0] += k[0] * err;
+  theta_[1] += k[1] * err;
+  for (int a = 0; a < 2; ++a) {
+    for (int b = 0; b < 2; ++b) p_[a][b] = (p_[a][b] - k[a] * pphi[b]) / opts_.forgetting;
+  }
+  const double trace = p_[0][0] + p_[1][1];
+  if (trace > trace_cap_) {
+    const double f = trace_cap_ / trace;
+    for (auto& row : p_) {
+      for (double& v : row) v *= f;
+    }
+  }
+  residuals_.push_back(std::abs(err));
+  while (static_cast<int>(residuals_.size()) > opts_.residual_window) residuals_.pop_front();
+  ++accepted_;
+  return true;
+}
+
+CostModel::CostModel(const CostParams& prior, const CostModelOptions& opts)
+    : opts_(opts),
+      compute_(prior.compute_fixed_ms, prior.compute_per_sample_ms, opts),
+      local_(prior.local_fixed_ms, prior.local_per_sample_ms, opts),
+      remote_(prior.remote_fixed_ms, prior.remote_per_sample_ms, opts),
+      uplink_per_sample_ms_(prior.uplink_per_sample_ms) {}
+
+void CostModel::Observe(const Observation& o) {
+  ++observations_;
+  if (o.batch > 0 && o.compute_ms > 0) compute_.Update(static_cast<double>(o.batch), o.compute_ms);
+  if (o.local > 0 && o.local_read_ms > 0) local_.Update(static_cast<double>(o.local), o.local_read_ms);
+  if (o.remote > 0 && o.remote_read_ms > 0) remote_.Update(static_cast<double>(o.remote), o.remote_read_ms);
+}
+
+void CostModel::ObserveUplink(int64_t samples, double ms) {
+  if (samples <= 0 || !(ms > 0) || !std::isfinite(ms)) return;
+  const double v = ms / static_cast<double>(samples);
+  const double cur = uplink_per_sample_ms_;
+  if (cur > 0 && (v > opts_.outlier_k * cur || v * opts_.outlier_k < cur) &&
+      ++uplink_rejections_ < opts_.accept_after) {
+    return;
+  }
+  uplink_rejections_ = 0;
+  uplink_per_sample_ms_ = cur > 0 ? opts_.uplink_alpha * v + (1 - opts_.uplink_alpha) * cur : v;
+}
+
+CostParams CostModel::params() const {
+  CostParams c;
+  c.compute_fixed_ms = std::max(0.0, compute_.intercept());
+  c.compute_per_sample_ms = std::max(0.0, compute_.slope());
+  c.local_fixed_ms = std::max(0.0, local_.intercept());
+  c.local_per_sample_ms = std::max(0.0, local_.slope());
+  c.remote_fixed_ms = std::max(0.0, remote_.intercept());
+  c.remote_per_sample_ms = std::max(0.0, remote_.slope());
+  c.uplink_per_sample_ms = std::max(0.0, uplink_per_sample_ms_);
+  return c;
+}
+
+void CostModelSet::SetPrior(int32_t node, const CostParams& prior) {
+  models_.insert_or_assign(node, CostModel(prior, opts_));
+}
+
+void CostModelSet::Observe(std::span<const Observation> observations) {
+  for (const Observation& o : observations) {
+    auto it = models_.find(o.node);
+    if (it == models_.end()) {
+      ++ignored_;
+      continue;
+    }
+    it->second.Observe(o);
+  }
+}
+
+StatusOr<CostParams> CostModelSet::params(int32_t node) const {
+  auto it = models_.find(node);
+  if (it == models_.end()) return NotFound(fmt::format("no cost model for node {}", node));
+  return it->second.params();
+}
+
+}  // namespace loft::sched

@@ -1,0 +1,115 @@
+// CostModel: a worker's cost parameters (scheduler/plan.h CostParams)
+// fitted online from the timings it reports.
+//
+// Method: one two-parameter recursive least squares (RLS) per linear law,
+//   compute      compute_ms     = c0 + c1·batch
+//   local read   local_read_ms  = l0 + l1·local     (only when local > 0)
+//   remote read  remote_read_ms = a  + r1·remote    (only when remote > 0)
+// with a forgetting factor λ (default 0.98: an effective memory of ~50
+// partitions, so slow drifts such as thermal throttling or a changed link
+// are tracked while per-partition noise averages out). RLS rather than an
+// EWMA because the laws have two parameters: an EWMA of per-sample cost
+// cannot separate the fixed from the per-sample part, RLS does as soon as
+// two distinct sizes are seen, in O(1) per observation.
+// - Cold start: the RLS starts at the prior (PriorFromSpec) with covariance
+//   diag((prior_scale·max(|θ0|, 1 ms))², (prior_scale·max(|θ1|, 1e-3))²):
+//   a ridge penalty toward the prior that keeps the estimate sane while all
+//   observations have the same size, and fades with the forgetting factor.
+// - Wind-up: with forgetting, an unexcited direction's covariance grows as
+//   1/λ per step; it is capped at the prior's trace.
+// - Outliers: an observation whose a-priori residual exceeds
+//   outlier_k × 1.4826 × median(|recent accepted residuals|) (a MAD scale;
+//   floor 1 % of the prediction) is rejected once the window holds
+//   min_residuals observations. `accept_after` consecutive rejections are
+//   taken as a regime change and accepted, so a real slowdown is learnt.
+// - Uplink (s/up as a serving peer): observations carry no serving time,
+//   so it stays at the prior unless ObserveUplink reports (samples, ms)
+//   measured by the serving agent; then an EWMA (weight uplink_alpha) of
+//   ms/sample, with the same outlier rule.
+// Estimates are clamped to ≥ 0.
+// Not responsible for: deciding sizes (policies), choosing which worker's
+// model an observation belongs to (CostModelSet does that by node).
+// Thread-safety: not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <unordered_map>
+
+#include "core/status.h"
+#include "scheduler/plan.h"
+
+namespace loft::sched {
+
+struct CostModelOptions {
+  double forgetting = 0.98;   // RLS λ, in (0, 1]
+  double prior_scale = 1.0;   // prior std-dev relative to the prior values
+  double outlier_k = 5.0;     // residuals beyond k robust std-devs are rejected
+  int residual_window = 16;   // residuals kept for the MAD scale
+  int min_residuals = 6;      // no rejection before this many
+  int accept_after = 3;       // consecutive rejections that signal a regime change
+  double uplink_alpha = 0.2;  // EWMA weight of a new uplink measurement
+  Status Validate() const;
+};
+
+// y = θ0 + θ1·x by RLS with forgetting, a prior and MAD outlier rejection.
+class RobustLinearRls {
+ public:
+  RobustLinearRls(double theta0, double theta1, const CostModelOptions& opts);
+  // Returns false when the point was rejected as an outlier.
+  bool Update(double x, double y);
+  double intercept() const { return theta_[0]; }
+  double slope() const { return theta_[1]; }
+  double Predict(double x) const { return theta_[0] + theta_[1] * x; }
+  int64_t accepted() const { return accepted_; }
+  int64_t rejected() const { return rejected_; }
+
+ private:
+  CostModelOptions opts_;
+  double theta_[2];
+  double p_[2][2];
+  double trace_cap_;
+  std::deque<double> residuals_;  // |a-priori residual| of accepted points
+  int consecutive_rejections_ = 0;
+  int64_t accepted_ = 0;
+  int64_t rejected_ = 0;
+};
+
+class CostModel {
+ public:
+  explicit CostModel(const CostParams& prior, const CostModelOptions& opts = {});
+  void Observe(const Observation& o);
+  void ObserveUplink(int64_t samples, double ms);
+  CostParams params() const;
+  int64_t observations() const { return observations_; }
+  // Observations rejected as outliers, over all three laws.
+  int64_t rejected() const { return compute_.rejected() + local_.rejected() + remote_.rejected(); }
+
+ private:
+  CostModelOptions opts_;
+  RobustLinearRls compute_, local_, remote_;
+  double uplink_per_sample_ms_;
+  int uplink_rejections_ = 0;
+  int64_t observations_ = 0;
+};
+
+// One CostModel per node, created from its prior on first use.
+// Thread-safety: not thread-safe.
+class CostModelSet {
+ public:
+  explicit CostModelSet(const CostModelOptions& opts = {}) : opts_(opts) {}
+  void SetPrior(int32_t node, const CostParams& prior);  // (re)starts the node's model
+  // Observations for nodes without a prior are ignored (counted in ignored()).
+  void Observe(std::span<const Observation> observations);
+  // The node's fitted parameters; NotFound when no prior was set.
+  StatusOr<CostParams> params(int32_t node) const;
+  int64_t ignored() const { return ignored_; }
+
+ private:
+  CostModelOptions opts_;
+  std::unordered_map<int32_t, CostModel> models_;
+  int64_t ignored_ = 0;
+};
+
+}  // namespace loft::sched

@@ -1,0 +1,142 @@
+// CostModel: recovers known parameters from noisy synthetic timings, shrugs
+// off a single outlier, follows a regime change, starts at the prior.
+#include "scheduler/cost_model.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "core/placement.h"
+
+namespace loft::sched {
+namespace {
+
+// Deterministic N(0, 1) from SplitMix64 (Box–Muller).
+double Gaussian(uint64_t& st) {
+  const double u1 = (static_cast<double>(SplitMix64(st) >> 11) + 1.0) * 0x1.0p-53;
+  const double u2 = static_cast<double>(SplitMix64(st) >> 11) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2);
+}
+
+CostParams Truth() {
+  CostParams c;
+  c.compute_fixed_ms = 2.0;
+  c.compute_per_sample_ms = 0.05;
+  c.local_fixed_ms = 0.3;
+  c.local_per_sample_ms = 0.008;
+  c.remote_fixed_ms = 4.0;
+  c.remote_per_sample_ms = 0.063;
+  c.uplink_per_sample_ms = 0.07;
+  return c;
+}
+
+CostParams Prior() {  // off by 2× in every direction
+  CostParams c;
+  c.compute_fixed_ms = 1.0;
+  c.compute_per_sample_ms = 0.1;
+  c.local_fixed_ms = 0;
+  c.local_per_sample_ms = 0.016;
+  c.remote_fixed_ms = 2.0;
+  c.remote_per_sample_ms = 0.12;
+  c.uplink_per_sample_ms = 0.07;
+  return c;
+}
+
+Observation Synth(const CostParams& t, uint64_t& st, double noise) {
+  Observation o;
+  o.batch = 16 + static_cast<int64_t>(UniformBelow(st, 241));
+  o.local = static_cast<int64_t>(UniformBelow(st, static_cast<uint64_t>(o.batch) + 1));
+  o.remote = o.batch - o.local;
+  auto noisy = [&](double v) { return v * (1 + noise * Gaussian(st)); };
+  o.compute_ms = noisy(ComputeMs(t, o.batch));
+  o.local_read_ms = o.local > 0 ? noisy(LocalReadMs(t, o.local)) : 0;
+  o.remote_read_ms = o.remote > 0 ? noisy(RemoteReadMs(t, o.remote)) : 0;
+  return o;
+}
+
+void CheckClose(const CostParams& got, const CostParams& want, double rel) {
+  CHECK(got.compute_fixed_ms == Approx(want.compute_fixed_ms).epsilon(rel));
+  CHECK(got.compute_per_sample_ms == Approx(want.compute_per_sample_ms).epsilon(rel));
+  CHECK(got.local_per_sample_ms == Approx(want.local_per_sample_ms).epsilon(rel));
+  CHECK(got.remote_fixed_ms == Approx(want.remote_fixed_ms).epsilon(rel));
+  CHECK(got.remote_per_sample_ms == Approx(want.remote_per_sample_ms).epsilon(rel));
+}
+
+TEST_CASE("cost model starts at the prior", "[cost_model]") {
+  CostModel m(Prior());
+  const CostParams p = m.params();
+  CHECK(p.compute_fixed_ms == Prior().compute_fixed_ms);
+  CHECK(p.remote_per_sample_ms == Prior().remote_per_sample_ms);
+  CHECK(m.observations() == 0);
+}
+
+TEST_CASE("cost model recovers known parameters from noisy timings within 5%", "[cost_model]") {
+  uint64_t st = 42;
+  CostModel m(Prior());
+  for (int k = 0; k < 400; ++k) m.Observe(Synth(Truth(), st, 0.02));
+  CheckClose(m.params(), Truth(), 0.05);
+  // The local fixed cost is small (0.3 ms against up to 2 ms of reading):
+  // judge it on the absolute scale of the local read times.
+  CHECK(std::abs(m.params().local_fixed_ms - Truth().local_fixed_ms) < 0.05 * 2.0);
+}
+
+TEST_CASE("a single 50x outlier moves no estimate by more than 2%", "[cost_model]") {
+  uint64_t st = 7;
+  CostModel m(Prior());
+  for (int k = 0; k < 300; ++k) m.Observe(Synth(Truth(), st, 0.02));
+  const CostParams before = m.params();
+  Observation bad = Synth(Truth(), st, 0.0);
+  bad.compute_ms *= 50;
+  bad.local_read_ms *= 50;
+  bad.remote_read_ms *= 50;
+  m.Observe(bad);
+  CHECK(m.rejected() >= 3);
+  CheckClose(m.params(), before, 0.02);
+}
+
+TEST_CASE("a lasting slowdown is learnt after a few rejections", "[cost_model]") {
+  uint64_t st = 9;
+  CostModel m(Truth());
+  for (int k = 0; k < 100; ++k) m.Observe(Synth(Truth(), st, 0.01));
+  CostParams slow = Truth();
+  slow.compute_fixed_ms *= 8;
+  slow.compute_per_sample_ms *= 8;
+  for (int k = 0; k < 300; ++k) m.Observe(Synth(slow, st, 0.01));
+  CHECK(m.params().compute_per_sample_ms == Approx(slow.compute_per_sample_ms).epsilon(0.05));
+}
+
+TEST_CASE("same batch size every time: the prior keeps the split sane", "[cost_model]") {
+  CostModel m(Prior());
+  Observation o;
+  o.batch = 100;
+  o.compute_ms = ComputeMs(Truth(), 100);  // 7 ms
+  for (int k = 0; k < 500; ++k) m.Observe(o);
+  const CostParams p = m.params();
+  CHECK(ComputeMs(p, 100) == Approx(7.0).epsilon(0.01));
+  CHECK(std::isfinite(p.compute_fixed_ms));
+  CHECK(p.compute_fixed_ms >= 0);
+  CHECK(p.compute_per_sample_ms >= 0);
+}
+
+TEST_CASE("uplink EWMA and CostModelSet routing", "[cost_model]") {
+  CostModelSet set;
+  set.SetPrior(3, Prior());
+  Observation o;
+  o.node = 5;
+  o.batch = 10;
+  o.compute_ms = 3;
+  set.Observe(std::span<const Observation>(&o, 1));
+  CHECK(set.ignored() == 1);
+  CHECK(set.params(5).status().code() == StatusCode::kNotFound);
+  REQUIRE(set.params(3).ok());
+  CostModel m(Prior());
+  for (int k = 0; k < 40; ++k) m.ObserveUplink(100, 10.0);  // 0.1 ms/sample
+  CHECK(m.params().uplink_per_sample_ms == Approx(0.1).epsilon(0.01));
+  m.ObserveUplink(100, 500.0);  // one 50× outlier
+  CHECK(m.params().uplink_per_sample_ms == Approx(0.1).epsilon(0.01));
+  CostModelOptions bad;
+  bad.forgetting = 1.5;
+  CHECK_FALSE(bad.Validate().ok());
+}
+
+}  // namespace
+}  // namespace loft::sched
