@@ -1,0 +1,180 @@
+"""ctypes bindings over libloft (capi/include/loft/loft.h).
+
+    import loft
+    with loft.Planner("loft", global_batch=256, overlap=True) as p:
+        p.add_worker(0, compute_fixed_ms=2, compute_per_sample_ms=0.05, ...)
+        plan = p.plan()            # list of WorkerPlan, plan.makespan_ms
+    summary = loft.sim_run(open("spec.yaml").read(), "loft,uniform")  # dict
+
+The library is found through $LOFT_LIBRARY (a path), else
+ctypes.util.find_library("loft"). Errors from the C API (its errptr
+messages) raise loft.LoftError. Not thread-safe per object, like the C API.
+"""
+import ctypes
+import ctypes.util
+import json
+import os
+from dataclasses import dataclass
+from typing import List, Optional
+
+__all__ = ["LoftError", "Planner", "Plan", "WorkerPlan", "sim_run", "version", "library"]
+
+
+class LoftError(RuntimeError):
+    """An error reported by libloft through errptr."""
+
+
+def _load() -> ctypes.CDLL:
+    path = os.environ.get("LOFT_LIBRARY") or ctypes.util.find_library("loft")
+    if not path:
+        raise OSError("libloft not found: set LOFT_LIBRARY to the path of libloft.so")
+    return ctypes.CDLL(path)
+
+
+_lib = _load()
+_c = ctypes
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(_lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+_errp = _c.POINTER(_c.c_void_p)
+_version = _fn("loft_version", _c.c_char_p)
+_free = _fn("loft_free", None, _c.c_void_p)
+_planner_create = _fn("loft_planner_create", _c.c_void_p, _c.c_char_p, _c.c_int64, _c.c_int, _errp)
+_planner_destroy = _fn("loft_planner_destroy", None, _c.c_void_p)
+_add_worker = _fn("loft_planner_add_worker", _c.c_int, _c.c_void_p, _c.c_int32, _c.c_double, _c.c_double,
+                  _c.c_double, _c.c_double, _c.c_double, _c.c_double, _c.c_int64, _c.c_int64, _c.c_int64, _errp)
+_set_local = _fn("loft_planner_set_local_available", _c.c_int, _c.c_void_p, _c.c_int32, _c.c_int64, _errp)
+_observe = _fn("loft_planner_observe", _c.c_int, _c.c_void_p, _c.c_int32, _c.c_int64, _c.c_int64, _c.c_int64,
+               _c.c_double, _c.c_double, _c.c_double, _c.c_double, _errp)
+_cost = _fn("loft_planner_cost", _c.c_int, _c.c_void_p, _c.c_int32, _c.POINTER(_c.c_double), _errp)
+_plan = _fn("loft_planner_plan", _c.c_void_p, _c.c_void_p, _errp)
+_bound = _fn("loft_planner_bound_ms", _c.c_double, _c.c_void_p, _errp)
+_plan_destroy = _fn("loft_plan_destroy", None, _c.c_void_p)
+_plan_policy = _fn("loft_plan_policy", _c.c_char_p, _c.c_void_p)
+_plan_n = _fn("loft_plan_num_workers", _c.c_int, _c.c_void_p)
+_plan_node = _fn("loft_plan_node", _c.c_int32, _c.c_void_p, _c.c_int)
+_plan_batch = _fn("loft_plan_batch", _c.c_int64, _c.c_void_p, _c.c_int)
+_plan_local = _fn("loft_plan_local", _c.c_int64, _c.c_void_p, _c.c_int)
+_plan_remote = _fn("loft_plan_remote", _c.c_int64, _c.c_void_p, _c.c_int)
+_plan_pred = _fn("loft_plan_predicted_ms", _c.c_double, _c.c_void_p, _c.c_int)
+_plan_makespan = _fn("loft_plan_makespan_ms", _c.c_double, _c.c_void_p)
+_sim_run_with = _fn("loft_sim_run_with", _c.c_void_p, _c.c_char_p, _c.c_char_p, _c.c_int64, _c.c_uint64,
+                    _c.c_int, _errp)
+
+
+class _Err:
+    """An errptr: call(..., e.ptr) then e.check()."""
+
+    def __init__(self):
+        self.value = _c.c_void_p(None)
+        self.ptr = _c.byref(self.value)
+
+    def check(self):
+        if self.value.value is not None:
+            msg = _c.string_at(self.value.value).decode("utf-8", "replace")
+            _free(self.value)
+            self.value = _c.c_void_p(None)
+            raise LoftError(msg)
+
+
+def _call(f, *args):
+    e = _Err()
+    r = f(*args, _c.byref(e.value))
+    e.check()
+    return r
+
+
+def version() -> str:
+    return _version().decode()
+
+
+def library() -> str:
+    return _lib._name
+
+
+@dataclass
+class WorkerPlan:
+    node: int
+    batch: int
+    local: int
+    remote: int
+    predicted_ms: float
+
+
+class Plan(list):
+    """The workers' plans (in add_worker order) plus policy and makespan_ms."""
+
+    policy: str = ""
+    makespan_ms: float = 0.0
+
+
+class Planner:
+    """loft_planner_t: a policy plus workers with cost parameters (ms)."""
+
+    def __init__(self, policy: str, global_batch: int, overlap: bool = False):
+        self._h = _call(_planner_create, policy.encode(), global_batch, 1 if overlap else 0)
+
+    def close(self):
+        if self._h:
+            _planner_destroy(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def add_worker(self, node: int, compute_fixed_ms: float, compute_per_sample_ms: float,
+                   local_per_sample_ms: float = 0.0, remote_fixed_ms: float = 0.0,
+                   remote_per_sample_ms: float = 0.0, uplink_per_sample_ms: float = 0.0,
+                   min_batch: int = 0, max_batch: int = 0, local_available: int = 0):
+        _call(_add_worker, self._h, node, compute_fixed_ms, compute_per_sample_ms, local_per_sample_ms,
+              remote_fixed_ms, remote_per_sample_ms, uplink_per_sample_ms, min_batch, max_batch, local_available)
+
+    def set_local_available(self, node: int, local_available: int):
+        _call(_set_local, self._h, node, local_available)
+
+    def observe(self, node: int, batch: int, local: int, remote: int, local_read_ms: float,
+                remote_read_ms: float, compute_ms: float, iteration_ms: float):
+        _call(_observe, self._h, node, batch, local, remote, local_read_ms, remote_read_ms, compute_ms,
+              iteration_ms)
+
+    def cost(self, node: int) -> List[float]:
+        out = (_c.c_double * 7)()
+        _call(_cost, self._h, node, out)
+        return list(out)
+
+    def plan(self) -> Plan:
+        h = _call(_plan, self._h)
+        try:
+            p = Plan(WorkerPlan(_plan_node(h, i), _plan_batch(h, i), _plan_local(h, i), _plan_remote(h, i),
+                                _plan_pred(h, i)) for i in range(_plan_n(h)))
+            p.policy = _plan_policy(h).decode()
+            p.makespan_ms = _plan_makespan(h)
+            return p
+        finally:
+            _plan_destroy(h)
+
+    def bound_ms(self) -> float:
+        return _call(_bound, self._h)
+
+
+def sim_run(spec_yaml: str, policies: str = "loft,lbbsp,uniform,pid", iterations: int = 0, seed: int = 0,
+            compute_bound: bool = True, raw: bool = False):
+    """Runs the simulator; returns summary.json parsed (or its text if raw)."""
+    p = _call(_sim_run_with, spec_yaml.encode(), policies.encode(), iterations, seed, 1 if compute_bound else 0)
+    try:
+        text = _c.string_at(p).decode()
+    finally:
+        _free(p)
+    return text if raw else json.loads(text)
