@@ -14,8 +14,11 @@ constexpr double kDoneBytes = 1e-6;
 }  // namespace
 
 FlowNetwork::FlowNetwork(EventQueue* queue, std::vector<double> up_bytes_per_ms,
-                         std::vector<double> down_bytes_per_ms)
-    : queue_(queue), up_(std::move(up_bytes_per_ms)), down_(std::move(down_bytes_per_ms)) {
+                         std::vector<double> down_bytes_per_ms, double recompute_interval_ms)
+    : queue_(queue),
+      up_(std::move(up_bytes_per_ms)),
+      down_(std::move(down_bytes_per_ms)),
+      interval_ms_(std::max(0.0, recompute_interval_ms)) {
   const size_t r = up_.size() * 2;
   cap_.assign(r, 0);
   unfrozen_.assign(r, 0);
@@ -23,10 +26,28 @@ FlowNetwork::FlowNetwork(EventQueue* queue, std::vector<double> up_bytes_per_ms,
   last_ms_ = queue_->now_ms();
 }
 
+uint32_t FlowNetwork::Alloc() {
+  if (!free_.empty()) {
+    const uint32_t s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+  slots_.emplace_back();
+  return static_cast<uint32_t>(slots_.size() - 1);
+}
+
+void FlowNetwork::Free(uint32_t slot) {
+  index_.erase(slots_[slot].id);
+  slots_[slot] = Flow{};
+  free_.push_back(slot);
+}
+
 uint64_t FlowNetwork::Start(int server, int reader, double bytes, Done done) {
   Advance();
   const uint64_t id = next_id_++;
-  flows_.emplace(id, Flow{server, reader, bytes, 0, std::move(done)});
+  const uint32_t slot = Alloc();
+  slots_[slot] = Flow{id, server, reader, bytes, 0, std::move(done)};
+  index_.emplace(id, slot);
   dirty_ = true;
   if (!settle_pending_) {
     settle_pending_ = true;
@@ -45,12 +66,11 @@ void FlowNetwork::Settle() {
 void FlowNetwork::CancelNode(int node) {
   Advance();
   std::vector<Done> cancelled;
-  for (auto it = flows_.begin(); it != flows_.end();) {
-    if (it->second.server == node || it->second.reader == node) {
-      cancelled.push_back(std::move(it->second.done));
-      it = flows_.erase(it);
-    } else {
-      ++it;
+  for (uint32_t s = 0; s < slots_.size(); ++s) {
+    Flow& f = slots_[s];
+    if (f.id != 0 && (f.server == node || f.reader == node)) {
+      cancelled.push_back(std::move(f.done));
+      Free(s);
     }
   }
   if (cancelled.empty()) return;
@@ -59,10 +79,10 @@ void FlowNetwork::CancelNode(int node) {
 }
 
 void FlowNetwork::Cancel(uint64_t flow) {
-  auto it = flows_.find(flow);
-  if (it == flows_.end()) return;
+  auto it = index_.find(flow);
+  if (it == index_.end()) return;
   Advance();
-  flows_.erase(it);
+  Free(it->second);
   Recompute();
 }
 
@@ -71,27 +91,30 @@ double FlowNetwork::RateOf(uint64_t flow) {
     Advance();
     Recompute();
   }
-  auto it = flows_.find(flow);
-  return it == flows_.end() ? 0.0 : it->second.rate;
+  auto it = index_.find(flow);
+  return it == index_.end() ? 0.0 : slots_[it->second].rate;
 }
 
 void FlowNetwork::Advance() {
   const double now = queue_->now_ms();
   const double dt = now - last_ms_;
   if (dt > 0) {
-    for (auto& [id, f] : flows_) f.remaining -= f.rate * dt;
+    for (Flow& f : slots_) {
+      if (f.id != 0) f.remaining -= f.rate * dt;
+    }
   }
   last_ms_ = now;
 }
 
 void FlowNetwork::Recompute() {
   ++recomputes_;
-  ++generation_;
   dirty_ = false;
-  if (flows_.empty()) return;
+  last_recompute_ms_ = last_ms_;
   // Resources: 2·node = uplink of node, 2·node + 1 = downlink of node.
   touched_.clear();
-  for (auto& [id, f] : flows_) {
+  for (uint32_t s = 0; s < slots_.size(); ++s) {
+    Flow& f = slots_[s];
+    if (f.id == 0) continue;
     const int32_t rs[2] = {2 * f.server, 2 * f.reader + 1};
     for (int32_t r : rs) {
       if (by_resource_[r].empty()) {
@@ -99,7 +122,7 @@ void FlowNetwork::Recompute() {
         cap_[r] = (r % 2 == 0) ? up_[r / 2] : down_[r / 2];
         unfrozen_[r] = 0;
       }
-      by_resource_[r].push_back(id);
+      by_resource_[r].push_back(s);
       ++unfrozen_[r];
     }
     f.rate = -1;  // unfrozen
@@ -114,29 +137,31 @@ void FlowNetwork::Recompute() {
     auto [share, r] = heap.top();
     heap.pop();
     if (unfrozen_[r] == 0) continue;
-    const double current = cap_[r] / unfrozen_[r];
-    if (current != share) continue;  // stale entry; a fresher one exists
-    for (uint64_t id : by_resource_[r]) {
-      Flow& f = flows_.at(id);
+    if (cap_[r] / unfrozen_[r] != share) continue;  // stale entry; a fresher one exists
+    for (uint32_t s : by_resource_[r]) {
+      Flow& f = slots_[s];
       if (f.rate >= 0) continue;
       f.rate = share;
       const int32_t other = (r == 2 * f.server) ? 2 * f.reader + 1 : 2 * f.server;
       cap_[r] -= share;
       --unfrozen_[r];
-      if (other != r) {
-        cap_[other] = std::max(0.0, cap_[other] - share);
-        --unfrozen_[other];
-        if (unfrozen_[other] > 0) heap.emplace(cap_[other] / unfrozen_[other], other);
-      }
+      cap_[other] = std::max(0.0, cap_[other] - share);
+      --unfrozen_[other];
+      if (unfrozen_[other] > 0) heap.emplace(cap_[other] / unfrozen_[other], other);
     }
   }
   for (int32_t r : touched_) by_resource_[r].clear();
-  // Next finishing flow.
+  ScheduleNext();
+}
+
+void FlowNetwork::ScheduleNext() {
+  ++generation_;
   double soonest = std::numeric_limits<double>::infinity();
-  for (auto& [id, f] : flows_) {
-    const double t = f.remaining <= kDoneBytes ? 0.0 : f.remaining / f.rate;
-    soonest = std::min(soonest, t);
+  for (const Flow& f : slots_) {
+    if (f.id == 0 || f.rate <= 0) continue;
+    soonest = std::min(soonest, f.remaining <= kDoneBytes ? 0.0 : f.remaining / f.rate);
   }
+  if (soonest == std::numeric_limits<double>::infinity()) return;
   const uint64_t gen = generation_;
   queue_->At(last_ms_ + soonest, [this, gen] { OnTimer(gen); });
 }
@@ -145,17 +170,27 @@ void FlowNetwork::OnTimer(uint64_t generation) {
   if (generation != generation_) return;  // superseded by a later recompute
   Advance();
   std::vector<Done> finished;
-  for (auto it = flows_.begin(); it != flows_.end();) {
+  for (uint32_t s = 0; s < slots_.size(); ++s) {
+    Flow& f = slots_[s];
+    if (f.id == 0 || f.rate <= 0) continue;
     // A flow whose remaining time rounds to now is done.
-    if (it->second.remaining <= kDoneBytes ||
-        it->second.remaining / it->second.rate <= 1e-12 * std::max(1.0, last_ms_)) {
-      finished.push_back(std::move(it->second.done));
-      it = flows_.erase(it);
-    } else {
-      ++it;
+    if (f.remaining <= kDoneBytes || f.remaining / f.rate <= 1e-12 * std::max(1.0, last_ms_)) {
+      finished.push_back(std::move(f.done));
+      Free(s);
     }
   }
-  Recompute();
+  if (interval_ms_ <= 0 || last_ms_ - last_recompute_ms_ >= interval_ms_) {
+    Recompute();
+  } else {
+    // Hand the freed bandwidth out at the next tick; until then the other
+    // flows keep their rates.
+    dirty_ = true;
+    if (!settle_pending_) {
+      settle_pending_ = true;
+      queue_->At(last_recompute_ms_ + interval_ms_, [this] { Settle(); });
+    }
+    ScheduleNext();
+  }
   for (auto& d : finished) d(true);
 }
 

@@ -3,11 +3,18 @@
 // carries `bytes` from a serving node to a reading node and is limited by
 // the server's uplink and the reader's downlink, shared with every other
 // flow crossing either. Rates are the max-min fair allocation computed by
-// progressive filling, recomputed whenever a flow starts, finishes or is
-// cancelled; the earliest finishing flow is the one pending event. Flows
-// started at the same instant are settled by one recomputation (an event
-// at the same time, after the ones already queued), so starting k flows
-// costs one progressive filling, not k.
+// progressive filling; the earliest finishing flow is the one pending
+// event. Flows started at the same instant are settled by one
+// recomputation (an event at the same time, after the ones already
+// queued), so starting k flows costs one progressive filling, not k.
+//
+// Exact mode (recompute_interval_ms = 0, the default): rates are
+// recomputed whenever a flow starts, finishes or is cancelled. With an
+// interval > 0 (for networks with thousands of concurrent flows), a
+// finishing flow's bandwidth is handed to the others at most once per
+// interval: in between, the remaining flows keep their rates (capacity
+// freed by a finished flow stays idle until the next recomputation), so
+// completion times can only be later than exact max-min, never earlier.
 //
 // Latency is not modelled here (the caller starts a flow after the link
 // latency). Not responsible for: disks, compute, which samples a flow
@@ -17,7 +24,7 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/event_queue.h"
@@ -30,9 +37,10 @@ class FlowNetwork {
   using Done = std::function<void(bool ok)>;
 
   // Capacities in bytes per millisecond, one per node (> 0).
-  FlowNetwork(EventQueue* queue, std::vector<double> up_bytes_per_ms, std::vector<double> down_bytes_per_ms);
+  FlowNetwork(EventQueue* queue, std::vector<double> up_bytes_per_ms, std::vector<double> down_bytes_per_ms,
+              double recompute_interval_ms = 0);
 
-  // Starts a flow now. `bytes` > 0. Returns its id.
+  // Starts a flow now. `bytes` > 0. Returns its id (ids are never reused).
   uint64_t Start(int server, int reader, double bytes, Done done);
   // Cancels every flow whose server or reader is `node`; their Done run
   // (with ok = false) after the rates are recomputed.
@@ -43,37 +51,44 @@ class FlowNetwork {
   // Current rate of a flow in bytes/ms (0 if unknown); settles flows
   // started at this instant first. For tests.
   double RateOf(uint64_t flow);
-  size_t active() const { return flows_.size(); }
+  size_t active() const { return index_.size(); }
   uint64_t recomputes() const { return recomputes_; }
 
  private:
   struct Flow {
+    uint64_t id = 0;  // 0 = free slot
     int server = 0;
     int reader = 0;
     double remaining = 0;
     double rate = 0;
     Done done;
   };
-  void Advance();    // drain remaining bytes up to now
-  void Recompute();  // max-min fair rates + reschedule the next finish
+  uint32_t Alloc();
+  void Free(uint32_t slot);
+  void Advance();       // drain remaining bytes up to now
+  void Recompute();     // max-min fair rates, then ScheduleNext
+  void ScheduleNext();  // timer for the earliest finishing flow
   void OnTimer(uint64_t generation);
   void Settle();
-
-  bool settle_pending_ = false;
-  bool dirty_ = false;  // flows changed since the last Recompute
 
   EventQueue* queue_;
   std::vector<double> up_;
   std::vector<double> down_;
-  std::map<uint64_t, Flow> flows_;  // ordered by id: deterministic
+  double interval_ms_ = 0;
+  std::vector<Flow> slots_;
+  std::vector<uint32_t> free_;                    // free slots, reused LIFO
+  std::unordered_map<uint64_t, uint32_t> index_;  // live flow id -> slot
   uint64_t next_id_ = 1;
   uint64_t generation_ = 0;
   double last_ms_ = 0;
+  double last_recompute_ms_ = -1e300;
   uint64_t recomputes_ = 0;
+  bool settle_pending_ = false;
+  bool dirty_ = false;  // flows changed since the last Recompute
   // Scratch for progressive filling, sized 2·nodes.
   std::vector<double> cap_;
   std::vector<int32_t> unfrozen_;
-  std::vector<std::vector<uint64_t>> by_resource_;
+  std::vector<std::vector<uint32_t>> by_resource_;
   std::vector<int32_t> touched_;
 };
 

@@ -34,7 +34,8 @@ std::vector<std::string> SplitPolicies(const std::vector<std::string>& args) {
 }
 
 int Run(const std::string& spec_path, const std::vector<std::string>& policy_args, int64_t iterations,
-        uint64_t seed, int64_t trace_iterations, bool bound, const std::string& out_dir) {
+        uint64_t seed, int64_t trace_iterations, bool bound, double flow_interval_ms,
+        const std::string& out_dir) {
   auto spec = loft::LoadClusterSpecFile(spec_path);
   if (!spec.ok()) {
     std::cerr << "loft-sim: " << spec.status().message() << "\n";
@@ -55,6 +56,7 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
     o.iterations = iterations;
     o.seed = seed;
     o.trace_iterations = trace_iterations;
+    o.flow_interval_ms = flow_interval_ms;
     // The bound is evaluated once, on the first locality-aware run (or the
     // first run when no policy is locality-aware, see below).
     o.compute_bound = bound && !bound_done && policy.rfind("loft", 0) == 0;
@@ -97,6 +99,7 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
     o.iterations = iterations;
     o.seed = seed;
     o.trace_iterations = 0;
+    o.flow_interval_ms = flow_interval_ms;
     o.compute_bound = true;
     auto r = loft::sim::RunPolicy(*spec, o);
     if (r.ok()) results.front().bound_mean_iteration_ms = r->bound_mean_iteration_ms;
@@ -125,6 +128,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   int64_t trace_iterations = 100;
   bool no_bound = false;
+  double flow_interval_ms = -1;
   run->add_option("spec", spec_path, "cluster spec (YAML)")->required();
   run->add_option("--policy", policies, "comma-separated policies (loft, loft-epoch, lbbsp, uniform, pid)");
   run->add_option("--iterations", iterations,
@@ -133,8 +137,11 @@ int main(int argc, char** argv) {
   run->add_option("--seed", seed, "jitter seed (default: the spec's training.seed)");
   run->add_option("--trace-iterations", trace_iterations, "iterations kept in trace.json (first N)")
       ->check(CLI::NonNegativeNumber);
+  run->add_option(
+      "--flow-interval-ms", flow_interval_ms,
+      "link-sharing recompute interval; 0 = exact max-min (default: exact up to 256 nodes, else 0.1)");
   run->add_flag("--no-bound", no_bound, "skip the lower bound");
   run->add_option("--out", out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);
-  return Run(spec_path, policies, iterations, seed, trace_iterations, !no_bound, out_dir);
+  return Run(spec_path, policies, iterations, seed, trace_iterations, !no_bound, flow_interval_ms, out_dir);
 }

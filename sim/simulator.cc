@@ -11,6 +11,13 @@
 
 namespace loft::sim {
 
+namespace {
+double FlowInterval(const SimOptions& o, const ClusterSpec& spec) {
+  if (o.flow_interval_ms >= 0) return o.flow_interval_ms;
+  return spec.num_nodes() <= kExactFlowNodes ? 0.0 : kLargeFlowIntervalMs;
+}
+}  // namespace
+
 struct Simulator::Active {
   loft::v1::Partition p;
   size_t row = 0;  // index in current_.workers
@@ -37,10 +44,11 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       driver_(std::move(driver)),
       clock_(0),
       model_(spec, options_.seed != 0 ? options_.seed : spec.training.seed),
-      network_(&queue_, model_.UpRates(), model_.DownRates()),
+      network_(&queue_, model_.UpRates(), model_.DownRates(), FlowInterval(options_, spec)),
       target_iterations_(options_.iterations > 0 ? options_.iterations : spec.training.iterations),
       down_(spec.nodes.size(), false) {
   result_.policy = options_.policy;
+  result_.flow_interval_ms = FlowInterval(options_, spec);
 }
 
 StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const ClusterSpec& spec, SimOptions options) {

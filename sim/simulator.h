@@ -51,6 +51,9 @@
 
 namespace loft::sim {
 
+inline constexpr int kExactFlowNodes = 256;
+inline constexpr double kLargeFlowIntervalMs = 0.1;
+
 struct SimOptions {
   std::string policy = "loft";
   int64_t iterations = 0;  // 0 = the spec's training.iterations
@@ -60,6 +63,10 @@ struct SimOptions {
   // Evaluate the lower bound (sched::LowerBoundMs) on every iteration's
   // plan request, with the spec's nominal costs.
   bool compute_bound = false;
+  // FlowNetwork recompute interval (ms): 0 = exact max-min fair sharing;
+  // < 0 = automatic: exact up to kExactFlowNodes nodes, else
+  // kLargeFlowIntervalMs (see flow_network.h for what an interval means).
+  double flow_interval_ms = -1;
   // Called after every iteration with (iterations done, total).
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -110,6 +117,7 @@ struct SimResult {
   // the policy failed (SchedulerState::policy_failures), and the first
   // such error.
   int64_t policy_failures = 0;
+  double flow_interval_ms = 0;  // the interval used
   std::string first_policy_error;
   std::string blocked_reason;  // set when the run ended early
 };
