@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "core/codec.h"
 
@@ -17,6 +18,19 @@ using nlohmann::json;
 namespace {
 constexpr size_t kMaxIterationSamples = 100000;
 constexpr int64_t kMaxCredits = 1024;
+
+// The ledger's partition record as the wire message (the journal may keep
+// a wire-identical mirror type).
+template <typename P>
+v1::Partition WireOf(const P& p) {
+  if constexpr (std::is_same_v<P, v1::Partition>) {
+    return p;
+  } else {
+    v1::Partition w;
+    w.ParseFromString(p.SerializeAsString());
+    return w;
+  }
+}
 
 double PercentileOf(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -329,7 +343,7 @@ Status SchedulerService::SendQueued(double now_ms) {
         n.queue.pop_front();
         continue;
       }
-      const v1::Partition& p = rec->partition;
+      const v1::Partition p = WireOf(rec->partition);
       // Serving peers learn what they may serve before the worker asks.
       std::map<int32_t, v1::Envelope> grants;
       for (int k = 0; k < p.sample_ids_size(); ++k) {
