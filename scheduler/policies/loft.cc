@@ -100,8 +100,17 @@ class Solver {
     for (size_t i = 0; i < n_; ++i) {
       caps_[i] = CapacityAt(w_[i], t, overlap);
       if (!caps_[i].ok || caps_[i].max_b() < w_[i].mn - 1e-9) return false;
-      supply += std::min(Div(t, w_[i].u), w_[i].pool - caps_[i].local);
+      own_[i] = std::min(Div(t, w_[i].u), w_[i].pool - caps_[i].local);
+      supply += own_[i];
       base += caps_[i].local;
+    }
+    // A worker cannot read remotely from itself: its remote ≤ the others' supply.
+    for (size_t i = 0; i < n_; ++i) {
+      Cap& c = caps_[i];
+      const double others = std::max(0.0, supply - own_[i]);
+      c.ra = std::min(c.ra, others);
+      c.rb = std::max(c.ra, std::min(c.rb, others));
+      if (c.max_b() < w_[i].mn - 1e-9) return false;
     }
     if (lf) {
       lf->assign(n_, 0.0);
@@ -170,6 +179,7 @@ class Solver {
   size_t n_;
   std::vector<W> w_;
   std::vector<Cap> caps_;
+  std::vector<double> own_ = std::vector<double>(n_);
   std::vector<double> used1_, used2_;
   std::vector<size_t> order_;
 };
@@ -226,17 +236,53 @@ class Rounder {
                      std::string_view name) {
     const int64_t big_b = req_.global_batch;
     int64_t sum = 0;
+    std::vector<double> frac(n_);
     for (size_t i = 0; i < n_; ++i) {
       const WorkerInput& w = req_.workers[i];
-      l_[i] = std::clamp<int64_t>(static_cast<int64_t>(std::floor(lf[i] + 1e-9)), 0, w.local_available);
-      r_[i] = std::max<int64_t>(0, static_cast<int64_t>(std::floor(rf[i] + 1e-9)));
-      if (l_[i] > w.max_batch) l_[i] = w.max_batch;
-      if (l_[i] + r_[i] > w.max_batch) r_[i] = w.max_batch - l_[i];
-      spare_[i] = w.local_available - l_[i];
+      l_[i] = std::clamp<int64_t>(static_cast<int64_t>(std::floor(lf[i] + 1e-9)), 0,
+                                  std::min(w.local_available, w.max_batch));
+      const double bf = lf[i] + rf[i];
+      int64_t b = static_cast<int64_t>(std::floor(bf + 1e-9));
+      frac[i] = bf - static_cast<double>(b);
+      b = std::clamp<int64_t>(b, std::max(l_[i], w.min_batch), w.max_batch);
+      r_[i] = b - l_[i];
+      sum += b;
     }
+    // Largest remainder towards Σ = B: the fractional plan fits in t, so a
+    // rounded-up worker is at most one sample over it.
+    if (sum < big_b) {
+      std::vector<size_t> order(n_);
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return frac[x] > frac[y]; });
+      for (size_t i : order) {
+        if (sum >= big_b) break;
+        if (frac[i] <= 1e-9 || l_[i] + r_[i] >= req_.workers[i].max_batch) continue;
+        // Local if the worker still has cached samples (no remote latency).
+        ++(l_[i] < req_.workers[i].local_available ? l_[i] : r_[i]);
+        ++sum;
+      }
+    }
+    for (size_t i = 0; i < n_; ++i) spare_[i] = req_.workers[i].local_available - l_[i];
     AssignFloored(t);
     for (size_t j = 0; j < n_; ++j) peers_.emplace(Key(j), j);
-    for (size_t i = 0; i < n_; ++i) sum += l_[i] + r_[i];
+    // Remote counts that did not fit the uplink budgets: cheapest peer each.
+    for (size_t i = 0; i < n_; ++i) {
+      while (pending_[i] > 0) {
+        const size_t j = BestPeer(i);
+        if (j < n_) {
+          Take(i, j, 1);
+          peers_.emplace(Key(j), j);
+        } else if (spare_[i] > 0 && l_[i] < req_.workers[i].local_available) {
+          ++l_[i];
+          --spare_[i];
+          --r_[i];
+        } else {
+          --r_[i];
+          --sum;
+        }
+        --pending_[i];
+      }
+    }
     for (size_t i = 0; i < n_; ++i) {
       while (l_[i] + r_[i] < req_.workers[i].min_batch) {
         auto [cost, local] = BestAdd(i);
@@ -366,8 +412,7 @@ class Rounder {
         Take(i, j, take);
       }
     }
-    // Leftovers (rounding): drop them; the add phase re-adds at best cost.
-    for (size_t i = 0; i < n_; ++i) r_[i] -= need[i];
+    pending_ = std::move(need);
   }
 
   // Peer whose uplink would finish first after one more sample, ≠ exclude,
@@ -426,7 +471,7 @@ class Rounder {
 
   const PlanRequest& req_;
   size_t n_;
-  std::vector<int64_t> l_, r_, spare_, served_;
+  std::vector<int64_t> l_, r_, spare_, served_, pending_;
   std::vector<std::vector<std::pair<size_t, int64_t>>> from_;
   std::priority_queue<std::pair<double, size_t>, std::vector<std::pair<double, size_t>>, std::greater<>>
       peers_;
