@@ -2,9 +2,8 @@
  * policy through libloft, prints each worker's share and the bound.
  * Build against an installed loft:
  *   cc plan.c $(pkg-config --cflags --libs loft) -o plan */
-#include <stdio.h>
-
 #include <loft/loft.h>
+#include <stdio.h>
 
 int main(void) {
   char* err = NULL;
@@ -22,9 +21,10 @@ int main(void) {
     if (err != NULL) goto fail;
     printf("loft %s, policy %s\n", loft_version(), loft_plan_policy(plan));
     for (i = 0; i < loft_plan_num_workers(plan); ++i) {
-      printf("worker %d: batch %lld (local %lld, remote %lld) predicted %.3f ms\n", (int)loft_plan_node(plan, i),
-             (long long)loft_plan_batch(plan, i), (long long)loft_plan_local(plan, i),
-             (long long)loft_plan_remote(plan, i), loft_plan_predicted_ms(plan, i));
+      printf("worker %d: batch %lld (local %lld, remote %lld) predicted %.3f ms\n",
+             (int)loft_plan_node(plan, i), (long long)loft_plan_batch(plan, i),
+             (long long)loft_plan_local(plan, i), (long long)loft_plan_remote(plan, i),
+             loft_plan_predicted_ms(plan, i));
     }
     bound = loft_planner_bound_ms(planner, &err);
     if (err != NULL) goto fail;

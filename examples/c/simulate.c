@@ -2,10 +2,9 @@
  * summary.json. Usage: simulate SPEC.yaml [POLICIES] (default
  * "loft,lbbsp,uniform,pid").
  *   cc simulate.c $(pkg-config --cflags --libs loft) -o simulate */
+#include <loft/loft.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#include <loft/loft.h>
 
 static char* ReadFile(const char* path) {
   FILE* f = fopen(path, "rb");
