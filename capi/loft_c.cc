@@ -4,6 +4,7 @@
 // model: rocksdb db/c.cc).
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
@@ -51,6 +52,20 @@ bool NullArg(const void* p, const char* fn, const char* what, char** errptr) {
   return true;
 }
 
+// No C++ exception crosses the C boundary: one escaping the library
+// (std::bad_alloc, a library bug) becomes an errptr message.
+template <typename Fn, typename R>
+R Guard(const char* fn, char** errptr, R on_error, Fn&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    SetError(errptr, std::string(fn) + ": " + e.what());
+  } catch (...) {
+    SetError(errptr, std::string(fn) + ": unknown exception");
+  }
+  return on_error;
+}
+
 const loft::sched::WorkerPlan* At(const loft_plan_t* plan, int i) {
   if (plan == nullptr || i < 0 || static_cast<size_t>(i) >= plan->rep.workers.size()) return nullptr;
   return &plan->rep.workers[static_cast<size_t>(i)];
@@ -69,10 +84,13 @@ void loft_free(void* ptr) {
 }
 
 loft_planner_t* loft_planner_create(const char* policy, int64_t global_batch, int overlap, char** errptr) {
-  if (NullArg(policy, "loft_planner_create", "policy", errptr)) return nullptr;
-  auto s = PlannerSession::Create(policy, global_batch, overlap != 0);
-  if (SaveError(errptr, s.status())) return nullptr;
-  return new loft_planner_t{s->release()};
+  return Guard("loft_planner_create", errptr, static_cast<loft_planner_t*>(nullptr),
+               [&]() -> loft_planner_t* {
+                 if (NullArg(policy, "loft_planner_create", "policy", errptr)) return nullptr;
+                 auto s = PlannerSession::Create(policy, global_batch, overlap != 0);
+                 if (SaveError(errptr, s.status())) return nullptr;
+                 return new loft_planner_t{s->release()};
+               });
 }
 
 void loft_planner_destroy(loft_planner_t* planner) {
@@ -85,25 +103,29 @@ int loft_planner_add_worker(loft_planner_t* planner, int32_t node, double comput
                             double compute_per_sample_ms, double local_per_sample_ms, double remote_fixed_ms,
                             double remote_per_sample_ms, double uplink_per_sample_ms, int64_t min_batch,
                             int64_t max_batch, int64_t local_available, char** errptr) {
-  if (NullArg(planner, "loft_planner_add_worker", "planner", errptr)) return -1;
-  loft::sched::WorkerInput w;
-  w.node = node;
-  w.cost.compute_fixed_ms = compute_fixed_ms;
-  w.cost.compute_per_sample_ms = compute_per_sample_ms;
-  w.cost.local_per_sample_ms = local_per_sample_ms;
-  w.cost.remote_fixed_ms = remote_fixed_ms;
-  w.cost.remote_per_sample_ms = remote_per_sample_ms;
-  w.cost.uplink_per_sample_ms = uplink_per_sample_ms;
-  w.min_batch = min_batch;
-  w.max_batch = max_batch;
-  w.local_available = local_available;
-  return SaveError(errptr, planner->rep->AddWorker(w)) ? -1 : 0;
+  return Guard("loft_planner_add_worker", errptr, -1, [&]() -> int {
+    if (NullArg(planner, "loft_planner_add_worker", "planner", errptr)) return -1;
+    loft::sched::WorkerInput w;
+    w.node = node;
+    w.cost.compute_fixed_ms = compute_fixed_ms;
+    w.cost.compute_per_sample_ms = compute_per_sample_ms;
+    w.cost.local_per_sample_ms = local_per_sample_ms;
+    w.cost.remote_fixed_ms = remote_fixed_ms;
+    w.cost.remote_per_sample_ms = remote_per_sample_ms;
+    w.cost.uplink_per_sample_ms = uplink_per_sample_ms;
+    w.min_batch = min_batch;
+    w.max_batch = max_batch;
+    w.local_available = local_available;
+    return SaveError(errptr, planner->rep->AddWorker(w)) ? -1 : 0;
+  });
 }
 
 int loft_planner_set_local_available(loft_planner_t* planner, int32_t node, int64_t local_available,
                                      char** errptr) {
-  if (NullArg(planner, "loft_planner_set_local_available", "planner", errptr)) return -1;
-  return SaveError(errptr, planner->rep->SetLocalAvailable(node, local_available)) ? -1 : 0;
+  return Guard("loft_planner_set_local_available", errptr, -1, [&]() -> int {
+    if (NullArg(planner, "loft_planner_set_local_available", "planner", errptr)) return -1;
+    return SaveError(errptr, planner->rep->SetLocalAvailable(node, local_available)) ? -1 : 0;
+  });
 }
 
 int loft_planner_num_workers(const loft_planner_t* planner) {
@@ -113,43 +135,51 @@ int loft_planner_num_workers(const loft_planner_t* planner) {
 int loft_planner_observe(loft_planner_t* planner, int32_t node, int64_t batch, int64_t local, int64_t remote,
                          double local_read_ms, double remote_read_ms, double compute_ms, double iteration_ms,
                          char** errptr) {
-  if (NullArg(planner, "loft_planner_observe", "planner", errptr)) return -1;
-  loft::sched::Observation o;
-  o.node = node;
-  o.batch = batch;
-  o.local = local;
-  o.remote = remote;
-  o.local_read_ms = local_read_ms;
-  o.remote_read_ms = remote_read_ms;
-  o.compute_ms = compute_ms;
-  o.iteration_ms = iteration_ms;
-  return SaveError(errptr, planner->rep->Observe(o)) ? -1 : 0;
+  return Guard("loft_planner_observe", errptr, -1, [&]() -> int {
+    if (NullArg(planner, "loft_planner_observe", "planner", errptr)) return -1;
+    loft::sched::Observation o;
+    o.node = node;
+    o.batch = batch;
+    o.local = local;
+    o.remote = remote;
+    o.local_read_ms = local_read_ms;
+    o.remote_read_ms = remote_read_ms;
+    o.compute_ms = compute_ms;
+    o.iteration_ms = iteration_ms;
+    return SaveError(errptr, planner->rep->Observe(o)) ? -1 : 0;
+  });
 }
 
 int loft_planner_cost(const loft_planner_t* planner, int32_t node, double out_params[7], char** errptr) {
-  if (NullArg(planner, "loft_planner_cost", "planner", errptr)) return -1;
-  if (NullArg(out_params, "loft_planner_cost", "out_params", errptr)) return -1;
-  auto c = planner->rep->Cost(node);
-  if (SaveError(errptr, c.status())) return -1;
-  const double v[7] = {c->compute_fixed_ms,    c->compute_per_sample_ms, c->local_fixed_ms,
-                       c->local_per_sample_ms, c->remote_fixed_ms,       c->remote_per_sample_ms,
-                       c->uplink_per_sample_ms};
-  std::memcpy(out_params, v, sizeof(v));
-  return 0;
+  return Guard("loft_planner_cost", errptr, -1, [&]() -> int {
+    if (NullArg(planner, "loft_planner_cost", "planner", errptr)) return -1;
+    if (NullArg(out_params, "loft_planner_cost", "out_params", errptr)) return -1;
+    auto c = planner->rep->Cost(node);
+    if (SaveError(errptr, c.status())) return -1;
+    const double v[7] = {c->compute_fixed_ms,    c->compute_per_sample_ms, c->local_fixed_ms,
+                         c->local_per_sample_ms, c->remote_fixed_ms,       c->remote_per_sample_ms,
+                         c->uplink_per_sample_ms};
+    std::memcpy(out_params, v, sizeof(v));
+    return 0;
+  });
 }
 
 loft_plan_t* loft_planner_plan(loft_planner_t* planner, char** errptr) {
-  if (NullArg(planner, "loft_planner_plan", "planner", errptr)) return nullptr;
-  auto p = planner->rep->Plan();
-  if (SaveError(errptr, p.status())) return nullptr;
-  return new loft_plan_t{std::move(*p)};
+  return Guard("loft_planner_plan", errptr, static_cast<loft_plan_t*>(nullptr), [&]() -> loft_plan_t* {
+    if (NullArg(planner, "loft_planner_plan", "planner", errptr)) return nullptr;
+    auto p = planner->rep->Plan();
+    if (SaveError(errptr, p.status())) return nullptr;
+    return new loft_plan_t{std::move(*p)};
+  });
 }
 
 double loft_planner_bound_ms(const loft_planner_t* planner, char** errptr) {
-  if (NullArg(planner, "loft_planner_bound_ms", "planner", errptr)) return -1;
-  auto b = planner->rep->BoundMs();
-  if (SaveError(errptr, b.status())) return -1;
-  return *b;
+  return Guard("loft_planner_bound_ms", errptr, -1.0, [&]() -> double {
+    if (NullArg(planner, "loft_planner_bound_ms", "planner", errptr)) return -1;
+    auto b = planner->rep->BoundMs();
+    if (SaveError(errptr, b.status())) return -1;
+    return *b;
+  });
 }
 
 void loft_plan_destroy(loft_plan_t* plan) {
@@ -199,19 +229,21 @@ char* loft_sim_run(const char* spec_yaml, const char* policies, char** errptr) {
 
 char* loft_sim_run_with(const char* spec_yaml, const char* policies, int64_t iterations, uint64_t seed,
                         int compute_bound, char** errptr) {
-  if (NullArg(spec_yaml, "loft_sim_run", "spec_yaml", errptr)) return nullptr;
-  if (NullArg(policies, "loft_sim_run", "policies", errptr)) return nullptr;
-  if (iterations < 0) {
-    SetError(errptr, "loft_sim_run: iterations must be >= 0");
-    return nullptr;
-  }
-  loft::capi::SimRunOptions o;
-  o.iterations = iterations;
-  o.seed = seed;
-  o.compute_bound = compute_bound != 0;
-  auto s = loft::capi::RunSimulationSummary(spec_yaml, policies, o);
-  if (SaveError(errptr, s.status())) return nullptr;
-  return CopyString(*s);
+  return Guard("loft_sim_run_with", errptr, static_cast<char*>(nullptr), [&]() -> char* {
+    if (NullArg(spec_yaml, "loft_sim_run", "spec_yaml", errptr)) return nullptr;
+    if (NullArg(policies, "loft_sim_run", "policies", errptr)) return nullptr;
+    if (iterations < 0) {
+      SetError(errptr, "loft_sim_run: iterations must be >= 0");
+      return nullptr;
+    }
+    loft::capi::SimRunOptions o;
+    o.iterations = iterations;
+    o.seed = seed;
+    o.compute_bound = compute_bound != 0;
+    auto s = loft::capi::RunSimulationSummary(spec_yaml, policies, o);
+    if (SaveError(errptr, s.status())) return nullptr;
+    return CopyString(*s);
+  });
 }
 
 }  // extern "C"
