@@ -17,27 +17,36 @@ void Fnv(uint64_t& h, uint64_t v) {
   }
 }
 
-// Validates that every id is in range, distinct, and in state `want`.
-Status CheckIds(std::span<const uint64_t> ids, const std::vector<uint8_t>& state, uint8_t want,
-                const char* what) {
-  std::vector<uint64_t> sorted(ids.begin(), ids.end());
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t k = 0; k < sorted.size(); ++k) {
-    const uint64_t id = sorted[k];
+// Validates that every id is in range, distinct, and in state `want`, in
+// O(ids) without sorting: ids seen are marked in `state` (kSeen) and
+// restored before returning.
+constexpr uint8_t kSeen = 0xFF;
+Status CheckIds(std::span<const uint64_t> ids, std::vector<uint8_t>& state, uint8_t want, const char* what) {
+  static const char* kNames[] = {"pooled", "taken", "committed"};
+  Status status = OkStatus();
+  size_t k = 0;
+  for (; k < ids.size(); ++k) {
+    const uint64_t id = ids[k];
     if (id >= state.size()) {
-      return OutOfRange(std::string(what) + ": sample id " + std::to_string(id) +
-                        " >= " + std::to_string(state.size()));
+      status = OutOfRange(std::string(what) + ": sample id " + std::to_string(id) +
+                          " >= " + std::to_string(state.size()));
+      break;
     }
-    if (k > 0 && sorted[k - 1] == id) {
-      return InvalidArgument(std::string(what) + ": sample id " + std::to_string(id) + " listed twice");
+    if (state[id] == kSeen) {
+      status = InvalidArgument(std::string(what) + ": sample id " + std::to_string(id) + " listed twice");
+      break;
     }
     if (state[id] != want) {
-      static const char* kNames[] = {"pooled", "taken", "committed"};
-      return FailedPrecondition(std::string(what) + ": sample id " + std::to_string(id) + " is " +
-                                kNames[state[id]] + ", expected " + kNames[want]);
+      status = FailedPrecondition(std::string(what) + ": sample id " + std::to_string(id) + " is " +
+                                  kNames[state[id]] + ", expected " + kNames[want]);
+      break;
     }
+    state[id] = kSeen;
   }
-  return OkStatus();
+  // Restore the marks (ids[0..k) are in range and were `want`, or a
+  // repeat of one of them, which is kSeen-then-want again: harmless).
+  for (size_t i = 0; i < k; ++i) state[ids[i]] = want;
+  return status;
 }
 }  // namespace
 
@@ -72,12 +81,18 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   node_behind_.assign(nodes, {});
   global_cursor_ = 0;
   global_behind_.clear();
+  trial_ = false;
+  trial_taken_.clear();
+  trial_node_cursors_.clear();
+  trial_ops_.clear();
+  trial_node_touched_.assign(nodes, 0);
   pooled_ = static_cast<int64_t>(n);
   taken_ = 0;
   committed_ = 0;
 }
 
 void EpochSampler::Unpool(uint64_t id) {
+  if (trial_) trial_taken_.push_back(id);
   state_[id] = kTaken;
   --pooled_;
   ++taken_;
@@ -101,13 +116,14 @@ int64_t EpochSampler::TakeHeldBy(int node, int64_t max_count, std::vector<uint64
   int64_t got = 0;
   auto& behind = node_behind_[node];
   auto& list = node_order_[node];
+  TouchNodeCursor(node);
   size_t& cursor = node_cursor_[node];
   while (got < max_count) {
-    while (!behind.empty() && state_[order_[*behind.begin()]] != kPooled) behind.erase(behind.begin());
+    while (!behind.empty() && state_[order_[*behind.begin()]] != kPooled) EraseBehind(node, *behind.begin());
     uint64_t id;
     if (!behind.empty()) {
       id = order_[*behind.begin()];
-      behind.erase(behind.begin());
+      EraseBehind(node, *behind.begin());
     } else {
       while (cursor < list.size() && state_[list[cursor]] != kPooled) ++cursor;
       if (cursor == list.size()) break;
@@ -124,19 +140,18 @@ int64_t EpochSampler::TakeInOrder(int64_t max_count, const std::function<bool(ui
                                   std::vector<uint64_t>& out) {
   int64_t got = 0;
   for (auto it = global_behind_.begin(); it != global_behind_.end() && got < max_count;) {
-    const uint64_t id = order_[*it];
+    const int64_t pos = *it;
+    const uint64_t id = order_[pos];
+    ++it;  // erasing `pos` below leaves `it` valid
     if (state_[id] != kPooled) {
-      it = global_behind_.erase(it);
+      EraseBehind(-1, pos);
       continue;
     }
-    if (!assignable(id)) {
-      ++it;
-      continue;
-    }
+    if (!assignable(id)) continue;
     Unpool(id);
     out.push_back(id);
     ++got;
-    it = global_behind_.erase(it);
+    EraseBehind(-1, pos);
   }
   while (got < max_count && global_cursor_ < order_.size()) {
     const uint64_t id = order_[global_cursor_];
@@ -146,12 +161,64 @@ int64_t EpochSampler::TakeInOrder(int64_t max_count, const std::function<bool(ui
         out.push_back(id);
         ++got;
       } else {
-        global_behind_.insert(static_cast<int64_t>(global_cursor_));
+        InsertBehind(-1, static_cast<int64_t>(global_cursor_));
       }
     }
     ++global_cursor_;
   }
   return got;
+}
+
+void EpochSampler::EraseBehind(int set, int64_t pos) {
+  auto& s = set < 0 ? global_behind_ : node_behind_[set];
+  if (s.erase(pos) > 0 && trial_) trial_ops_.push_back({set, false, pos});
+}
+
+void EpochSampler::InsertBehind(int set, int64_t pos) {
+  auto& s = set < 0 ? global_behind_ : node_behind_[set];
+  if (s.insert(pos).second && trial_) trial_ops_.push_back({set, true, pos});
+}
+
+void EpochSampler::TouchNodeCursor(int node) {
+  if (!trial_ || trial_node_touched_[node]) return;
+  trial_node_touched_[node] = 1;
+  trial_node_cursors_.emplace_back(node, node_cursor_[node]);
+}
+
+void EpochSampler::BeginTrial() {
+  trial_ = true;
+  trial_global_cursor_ = global_cursor_;
+  trial_taken_.clear();
+  trial_node_cursors_.clear();
+  trial_ops_.clear();
+  if (trial_node_touched_.size() != node_cursor_.size()) trial_node_touched_.assign(node_cursor_.size(), 0);
+}
+
+void EpochSampler::RollbackTrial() {
+  if (!trial_) return;
+  trial_ = false;
+  for (uint64_t id : trial_taken_) {
+    state_[id] = kPooled;
+    ++pooled_;
+    --taken_;
+    for (int32_t h : placement_->Holders(id)) ++available_[h];
+  }
+  global_cursor_ = trial_global_cursor_;
+  for (const auto& [node, cursor] : trial_node_cursors_) {
+    node_cursor_[node] = cursor;
+    trial_node_touched_[node] = 0;
+  }
+  for (auto it = trial_ops_.rbegin(); it != trial_ops_.rend(); ++it) {
+    auto& s = it->set < 0 ? global_behind_ : node_behind_[it->set];
+    if (it->inserted) {
+      s.erase(it->pos);
+    } else {
+      s.insert(it->pos);
+    }
+  }
+  trial_taken_.clear();
+  trial_node_cursors_.clear();
+  trial_ops_.clear();
 }
 
 int64_t EpochSampler::CountAssignable(const std::function<bool(uint64_t)>& assignable) const {
@@ -164,7 +231,22 @@ int64_t EpochSampler::CountAssignable(const std::function<bool(uint64_t)>& assig
 
 Status EpochSampler::MarkTaken(std::span<const uint64_t> ids) {
   LOFT_RETURN_IF_ERROR(CheckIds(ids, state_, kPooled, "take"));
-  for (uint64_t id : ids) Unpool(id);
+  for (uint64_t id : ids) {
+    Unpool(id);
+    // Keep the indexes tight so later takes (and dry runs) do not rescan
+    // what is no longer pooled: drop index entries of the taken ids and
+    // move cursors over non-pooled entries (each entry is passed once per
+    // epoch, so this is amortized O(replication) per sample).
+    const int64_t pos = position_[id];
+    if (!global_behind_.empty()) EraseBehind(-1, pos);
+    for (int32_t h : placement_->Holders(id)) {
+      if (!node_behind_[h].empty()) EraseBehind(h, pos);
+      const auto& list = node_order_[h];
+      size_t& c = node_cursor_[h];
+      while (c < list.size() && state_[list[c]] != kPooled) ++c;
+    }
+  }
+  while (global_cursor_ < order_.size() && state_[order_[global_cursor_]] != kPooled) ++global_cursor_;
   return OkStatus();
 }
 

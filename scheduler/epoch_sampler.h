@@ -79,9 +79,21 @@ class EpochSampler {
   // Marks specific ids taken (replay and the scheduler state's Apply).
   // Error if an id is out of range or not pooled; nothing changes then.
   Status MarkTaken(std::span<const uint64_t> ids);
-  // Undoes a tentative take (planning dry-run): ids go back to pooled with
-  // their origin unchanged. Error if an id is not taken.
+  // Undoes a tentative take: ids go back to pooled with their origin
+  // unchanged. Error if an id is not taken. (Planning uses the cheaper
+  // BeginTrial/RollbackTrial instead.)
   Status Untake(std::span<const uint64_t> ids);
+
+  // Planning dry run. Between BeginTrial() and RollbackTrial() the Take*
+  // calls work as usual but are logged; RollbackTrial() restores the
+  // sampler exactly (pooled set, counts, cursors, internal indexes) in
+  // O(samples taken + index entries touched), i.e. O(B) per plan, not
+  // O(samples). Only TakeHeldBy / TakeInOrder may be called inside a
+  // trial (MarkTaken/Untake/Return/Commit/StartEpoch are errors or
+  // programming bugs there). Nested trials are not supported.
+  void BeginTrial();
+  void RollbackTrial();
+  bool in_trial() const { return trial_; }
   // A failed/timed-out partition's ids go back to the pool with origin
   // `from_partition`. Error if an id is not taken.
   Status Return(std::span<const uint64_t> ids, uint64_t from_partition);
@@ -96,6 +108,11 @@ class EpochSampler {
  private:
   void Pool(uint64_t id);
   void Unpool(uint64_t id);
+  // Index maintenance that the trial log can undo. set = -1: global_behind_,
+  // else node_behind_[set].
+  void EraseBehind(int set, int64_t pos);
+  void InsertBehind(int set, int64_t pos);
+  void TouchNodeCursor(int node);
 
   const Placement* placement_;
   uint64_t seed_;
@@ -113,6 +130,18 @@ class EpochSampler {
   std::vector<std::vector<uint64_t>> node_order_;
   std::vector<size_t> node_cursor_;
   std::vector<std::set<int64_t>> node_behind_;
+  // Trial (dry-run) undo log.
+  struct BehindOp {
+    int set;
+    bool inserted;  // true: inserted during the trial; false: erased
+    int64_t pos;
+  };
+  bool trial_ = false;
+  size_t trial_global_cursor_ = 0;
+  std::vector<uint64_t> trial_taken_;
+  std::vector<std::pair<int, size_t>> trial_node_cursors_;  // first touch: (node, old cursor)
+  std::vector<uint8_t> trial_node_touched_;
+  std::vector<BehindOp> trial_ops_;
 };
 
 }  // namespace loft::sched

@@ -440,6 +440,13 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
     plan = EvenPlan(*req);
   }
   const bool locality = policy_error.empty() && policy_->locality_aware();
+  // Dry run: the assigner takes from the sampler inside a trial that is
+  // rolled back (O(B)) on every exit path; Apply re-takes the same ids.
+  struct TrialGuard {
+    EpochSampler& s;
+    ~TrialGuard() { s.RollbackTrial(); }
+  } guard{sampler_};
+  sampler_.BeginTrial();
   LOFT_ASSIGN_OR_RETURN(Assignment a, Assigner::Assign(*plan, *req, locality, placement_, alive_, sampler_));
 
   loft::v1::StateUpdate update;
@@ -453,7 +460,6 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
   ip->set_policy(pname);
   ip->set_policy_error(policy_error);
   uint64_t next_id = ledger_.last_id() + 1;
-  std::vector<uint64_t> taken;
   for (const AssignedWorker& w : a.workers) {
     if (w.sample_ids.empty()) continue;
     const CostParams wcost = cost(w.node);
@@ -484,9 +490,8 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
       p->set_predicted_ms(PredictMs(wcost, local, static_cast<int64_t>(idx.size()) - local, req->overlap));
       pp->set_deadline_ms(timeout > 0 ? now_ms + timeout : 0.0);
     }
-    taken.insert(taken.end(), w.sample_ids.begin(), w.sample_ids.end());
   }
-  LOFT_RETURN_IF_ERROR(sampler_.Untake(taken).WithContext("propose iteration"));
+  sampler_.RollbackTrial();
   if (a.assigned == 0) {
     out.blocked_reason = "policy " + pname + " planned no assignable samples";
   } else {
