@@ -1,6 +1,7 @@
 #include "scheduler/assigner.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 namespace loft::sched {
@@ -39,12 +40,16 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
   }
 
   std::vector<int64_t> served(nodes, 0);
-  auto assignable = [&](uint64_t id) {
-    for (int32_t h : placement.Holders(id)) {
-      if (live[h]) return true;
-    }
-    return false;
-  };
+  const bool all_live = std::find(live.begin(), live.end(), false) == live.end();
+  std::function<bool(uint64_t)> assignable;  // empty: every sample (all nodes live)
+  if (!all_live) {
+    assignable = [&](uint64_t id) {
+      for (int32_t h : placement.Holders(id)) {
+        if (live[h]) return true;
+      }
+      return false;
+    };
+  }
   auto source_for = [&](uint64_t id, int32_t self) {
     if (placement.Holds(self, id)) return self;
     int32_t best = -1;

@@ -147,7 +147,7 @@ int64_t EpochSampler::TakeInOrder(int64_t max_count, const std::function<bool(ui
       EraseBehind(-1, pos);
       continue;
     }
-    if (!assignable(id)) continue;
+    if (assignable && !assignable(id)) continue;
     Unpool(id);
     out.push_back(id);
     ++got;
@@ -156,7 +156,7 @@ int64_t EpochSampler::TakeInOrder(int64_t max_count, const std::function<bool(ui
   while (got < max_count && global_cursor_ < order_.size()) {
     const uint64_t id = order_[global_cursor_];
     if (state_[id] == kPooled) {
-      if (assignable(id)) {
+      if (!assignable || assignable(id)) {
         Unpool(id);
         out.push_back(id);
         ++got;

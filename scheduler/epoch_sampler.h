@@ -71,6 +71,7 @@ class EpochSampler {
   // Takes up to `max_count` pooled samples for which `assignable(id)` is
   // true, smallest position first (the epoch's global shuffle order).
   // Pooled samples that are not assignable are skipped and stay pooled.
+  // An empty `assignable` means every pooled sample is assignable.
   int64_t TakeInOrder(int64_t max_count, const std::function<bool(uint64_t)>& assignable,
                       std::vector<uint64_t>& out);
   // Number of pooled samples with assignable(id) true (O(pooled)).

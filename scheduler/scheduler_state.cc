@@ -1,5 +1,7 @@
 #include "scheduler/scheduler_state.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -437,6 +439,21 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
   }
   if (!plan.ok()) {
     policy_error = plan.status().ToString();
+    // Visible, but not flooding: the 1st, 2nd, 4th, 8th … fallback of this
+    // state is logged (the count is policy_failures() + 1 once applied and
+    // is in ToJson as "policy_failures").
+    const int64_t nth = policy_failures_ + 1;
+    if ((nth & (nth - 1)) == 0) {
+      int64_t local_sum = 0;
+      for (const WorkerInput& w : req->workers) local_sum += w.local_available;
+      spdlog::warn(
+          "scheduler: policy {} failed for epoch {} iteration {} (B={}, {} live workers, min_batch={}, "
+          "sum local_available={}, unconsumed={}); planned by an even split instead (fallback #{}, "
+          "logged at #1, 2, 4, 8 ...): {}",
+          pname, req->epoch, req->iteration, req->global_batch, req->workers.size(),
+          req->workers.empty() ? 0 : req->workers[0].min_batch, local_sum, req->unconsumed_in_epoch, nth,
+          policy_error);
+    }
     plan = EvenPlan(*req);
   }
   const bool locality = policy_error.empty() && policy_->locality_aware();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "core/placement.h"
 
@@ -114,4 +116,73 @@ TEST_CASE("EpochSampler: bad ids are rejected without changes", "[sampler]") {
   REQUIRE(s.Untake(one).ok());
   REQUIRE(s.MarkTaken(one).ok());
   CHECK(s.Digest() == d);
+}
+
+TEST_CASE("EpochSampler: a rolled-back trial leaves no trace; picks equal a sampler without trials",
+          "[sampler]") {
+  for (int replication : {1, 2}) {
+    Placement pl = MakePlacement(600, 5, replication, 9);
+    EpochSampler live(&pl, 17), ref(&pl, 17);
+    auto not_node2 = [&](uint64_t id) {
+      for (int32_t h : pl.Holders(id))
+        if (h != 2) return true;
+      return false;
+    };
+    // Same real history on both: takes (via MarkTaken, as Apply does),
+    // a failed partition returned, a commit.
+    uint64_t next_partition = 1;
+    for (int round = 0; round < 8; ++round) {
+      std::vector<uint64_t> planned;
+      {
+        // Dry run on `live` only: take per node + in order, then roll back.
+        const uint64_t before = live.Digest();
+        std::vector<int64_t> avail_before;
+        for (int n = 0; n < 5; ++n) avail_before.push_back(live.available(n));
+        live.BeginTrial();
+        for (int n = 0; n < 5; ++n) live.TakeHeldBy(n, 7, planned);
+        live.TakeInOrder(20, not_node2, planned);
+        live.TakeInOrder(5, {}, planned);
+        live.RollbackTrial();
+        CHECK(live.Digest() == before);
+        for (int n = 0; n < 5; ++n) CHECK(live.available(n) == avail_before[n]);
+      }
+      // The reference takes the same way for real; picks must match.
+      std::vector<uint64_t> ref_ids;
+      for (int n = 0; n < 5; ++n) ref.TakeHeldBy(n, 7, ref_ids);
+      ref.TakeInOrder(20, not_node2, ref_ids);
+      ref.TakeInOrder(5, {}, ref_ids);
+      REQUIRE(ref_ids == planned);
+      REQUIRE(live.MarkTaken(planned).ok());
+      CHECK(live.Digest() == ref.Digest());
+      // Half of the round comes back (a failed partition), half commits.
+      const size_t half = planned.size() / 2;
+      std::span<const uint64_t> failed(planned.data(), half);
+      std::span<const uint64_t> done(planned.data() + half, planned.size() - half);
+      REQUIRE(live.Return(failed, next_partition).ok());
+      REQUIRE(ref.Return(failed, next_partition).ok());
+      ++next_partition;
+      int64_t dups = -1;
+      REQUIRE(live.Commit(done, &dups).ok());
+      REQUIRE(ref.Commit(done, &dups).ok());
+      CHECK(live.Digest() == ref.Digest());
+    }
+  }
+}
+
+TEST_CASE("EpochSampler: MarkTaken rejects duplicates and bad states without changes", "[sampler]") {
+  Placement pl = MakePlacement(50, 2, 1);
+  EpochSampler s(&pl, 5);
+  const uint64_t before = s.Digest();
+  std::vector<uint64_t> dup = {3, 4, 3};
+  CHECK(s.MarkTaken(dup).code() == loft::StatusCode::kInvalidArgument);
+  CHECK(s.Digest() == before);
+  std::vector<uint64_t> range = {1, 50};
+  CHECK(s.MarkTaken(range).code() == loft::StatusCode::kOutOfRange);
+  CHECK(s.Digest() == before);
+  std::vector<uint64_t> ok = {1, 2};
+  REQUIRE(s.MarkTaken(ok).ok());
+  std::vector<uint64_t> again = {7, 2};
+  CHECK(s.MarkTaken(again).code() == loft::StatusCode::kFailedPrecondition);
+  CHECK(s.state(7) == EpochSampler::SampleState::kPooled);
+  CHECK(s.pooled() == 48);
 }
