@@ -203,20 +203,38 @@ StatusOr<Plan> LoftPolicy::PlanIteration(const PlanRequest& req) {
   double hi = 1.0;
   for (const W& w : solver.workers()) hi = std::max(hi, 2 * w.c0);
   int doublings = 0;
+  bool found = true;
   while (!solver.Feasible(hi)) {
     hi *= 2;
-    if (++doublings > 200)
-      return Internal("loft: no feasible makespan found (cost parameters out of range?)");
+    if (++doublings > 200) {
+      found = false;
+      break;
+    }
   }
-  double lo = 0;
-  while (hi - lo > 1e-6 * hi) {
-    const double mid = 0.5 * (lo + hi);
-    (solver.Feasible(mid) ? hi : lo) = mid;
+  if (found) {
+    double lo = 0;
+    while (hi - lo > 1e-6 * hi) {
+      const double mid = 0.5 * (lo + hi);
+      (solver.Feasible(mid) ? hi : lo) = mid;
+    }
+    std::vector<double> lf, rf;
+    (void)solver.Feasible(hi, &lf, &rf);
+    StatusOr<Plan> plan = RoundPlan(req, hi, lf, rf, name());
+    if (plan.ok()) return plan;
   }
-  std::vector<double> lf, rf;
-  (void)solver.Feasible(hi, &lf, &rf);
-
-  return RoundPlan(req, hi, lf, rf, name());
+  // The capacity model lets every worker keep all its cached samples, so it
+  // finds no makespan when some workers must give up local samples for
+  // peers to reach min_batch (a tight pool near the epoch's end). Fallback
+  // (README-planning.md "loft"): start from min_batch — local first, the
+  // rest remote — and let the rounder add samples where the time is lowest.
+  // Always succeeds when Σ min ≤ B ≤ Σ max and B ≤ Σ local_available.
+  std::vector<double> lf(req.workers.size()), rf(req.workers.size());
+  for (size_t i = 0; i < req.workers.size(); ++i) {
+    const WorkerInput& w = req.workers[i];
+    lf[i] = static_cast<double>(std::min(w.min_batch, w.local_available));
+    rf[i] = static_cast<double>(w.min_batch) - lf[i];
+  }
+  return RoundPlan(req, 0.0, lf, rf, name());
 }
 
 namespace {
