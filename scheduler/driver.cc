@@ -112,7 +112,9 @@ StatusOr<Updates> JobDriver::PlanNextIteration(double now_ms) {
     blocked_reason_ = p.blocked_reason;
     return out;
   }
-  LOFT_RETURN_IF_ERROR(ApplyAndAppend(*p.update, out));
+  // The update (B sample ids) is moved, not copied, into `out`.
+  LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(*p.update), out));
+  p.update.reset();
   last_proposal_ = std::move(p);
   return out;
 }

@@ -74,7 +74,9 @@ class JobDriver {
   // IterationComplete() first).
   StatusOr<Updates> PlanNextIteration(double now_ms);
   const std::string& BlockedReason() const { return blocked_reason_; }
-  // The assignment behind the last successful PlanNextIteration.
+  // The assignment behind the last successful PlanNextIteration (plan and
+  // assignment; its `update` is empty: it was moved into the returned
+  // Updates).
   const IterationProposal& LastProposal() const { return last_proposal_; }
 
   // Partition events. Stale/duplicate/unknown acks produce an update that
