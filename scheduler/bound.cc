@@ -224,4 +224,37 @@ StatusOr<double> LowerBoundMs(const PlanRequest& req) {
   return lo;
 }
 
+StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node) {
+  LOFT_RETURN_IF_ERROR(ValidatePlanRequest(req));
+  const size_t n = req.workers.size();
+  if (!unconsumed_by_node.empty() && unconsumed_by_node.size() != n) {
+    return InvalidArgument(fmt::format("epoch bound: unconsumed_by_node has {} entries for {} workers",
+                                       unconsumed_by_node.size(), n));
+  }
+  std::vector<double> h(n);
+  double total = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const int64_t v = unconsumed_by_node.empty() ? req.workers[j].local_available : unconsumed_by_node[j];
+    if (v < 0) {
+      return InvalidArgument(
+          fmt::format("epoch bound: unconsumed_by_node[{}] (node {}) is negative", j, req.workers[j].node));
+    }
+    h[j] = static_cast<double>(v);
+    total += h[j];
+  }
+  const double big_b = static_cast<double>(req.global_batch);
+  if (total < big_b) {
+    return FailedPrecondition(fmt::format(
+        "epoch bound: {} unconsumed samples on live nodes, fewer than global_batch {}", total, big_b));
+  }
+  PlanRequest steady = req;
+  for (size_t j = 0; j < n; ++j) {
+    const double rate = h[j] * big_b / total;
+    steady.workers[j].local_available = static_cast<int64_t>(std::ceil(rate - 1e-9));
+  }
+  steady.unconsumed_in_epoch = 0;
+  for (const WorkerInput& w : steady.workers) steady.unconsumed_in_epoch += w.local_available;
+  return LowerBoundMs(steady);
+}
+
 }  // namespace loft::sched
