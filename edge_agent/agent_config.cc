@@ -30,6 +30,10 @@ Status AgentConfig::Validate() const {
   if (fetch_batch < 1 || fetch_batch > 4096) return InvalidArgument("fetch_batch must be 1 … 4096");
   if (max_message_bytes < 1024) return InvalidArgument("max_message_bytes must be >= 1024");
   if (max_grants < 1) return InvalidArgument("max_grants must be >= 1");
+  if (ring_bind.empty()) return InvalidArgument("ring_bind is required");
+  if (eval_every < 0) return InvalidArgument(fmt::format("eval_every must be >= 0 (got {})", eval_every));
+  if (last_iteration < -1) return InvalidArgument("last_iteration must be >= -1");
+  if (ring_timeout_ms < 1) return InvalidArgument("ring_timeout_ms must be >= 1");
   return OkStatus();
 }
 
@@ -92,6 +96,18 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::
         c.max_grants = v.as<int>();
       else if (key == "seed")
         c.seed = v.as<uint64_t>();
+      else if (key == "ring_bind")
+        c.ring_bind = v.as<std::string>();
+      else if (key == "ring_advertise")
+        c.ring_advertise = v.as<std::string>();
+      else if (key == "test_data_dir")
+        c.test_data_dir = v.as<std::string>();
+      else if (key == "eval_every")
+        c.eval_every = v.as<int>();
+      else if (key == "last_iteration")
+        c.last_iteration = v.as<int64_t>();
+      else if (key == "ring_timeout_ms")
+        c.ring_timeout_ms = v.as<int>();
       else
         return InvalidArgument(fmt::format("{}:{}: unknown agent setting '{}'", source, line, key));
     } catch (const YAML::Exception&) {

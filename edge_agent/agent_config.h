@@ -38,6 +38,13 @@ struct AgentConfig {
   int64_t max_message_bytes = static_cast<int64_t>(kDefaultMaxMessageBytes);
   int max_grants = 4096;  // ServeGrant table bound (oldest evicted)
   uint64_t seed = 1;      // compute jitter seed
+  // Training (used when the spec's training.model is softmax|mlp; see README "Training").
+  std::string ring_bind = "tcp://127.0.0.1:0";  // all-reduce ROUTER (plain TCP); port 0 = any free port
+  std::string ring_advertise;                   // endpoint peers connect to; empty = resolved ring_bind
+  std::string test_data_dir = "/usr/share/datasets/fashion-mnist";  // t10k-*.gz for evaluation
+  int eval_every = 50;          // evaluate on the test set every N iterations; 0 = never
+  int64_t last_iteration = -1;  // also evaluate after this iteration; -1 = none
+  int ring_timeout_ms = 20000;  // one all-reduce attempt's deadline
 
   Status Validate() const;
 };

@@ -179,6 +179,7 @@ SchedulerEffects AgentService::HandleScheduler(std::string_view frame, size_t ex
         }
         view_ = env->view();
       }
+      if (options_.on_view) options_.on_view(env->view());
       for (int32_t n : gone) grants_.DropRequester(n);
       metrics_->grants->Set(static_cast<double>(grants_.size()));
       break;
@@ -237,6 +238,7 @@ v1::Envelope AgentService::MakeRegister(const v1::CacheSummary& summary) const {
   r->set_peer_endpoint(options_.peer_endpoint);
   *r->mutable_cache() = summary;
   r->set_credits(options_.credits);
+  r->set_ring_endpoint(options_.ring_endpoint);
   return env;
 }
 
@@ -291,6 +293,8 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
   ReadPartition out;
   out.partition = p;
   out.batch.partition_id = p.id();
+  out.batch.iteration = p.iteration();
+  out.batch.view = p.view();
   std::vector<uint64_t> local;
   std::map<int32_t, std::vector<uint64_t>> remote;
   for (int i = 0; i < p.sample_ids_size(); ++i) {
@@ -394,6 +398,7 @@ v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32
     read.timings.set_compute_ms(ms);
     metrics_->partition_ms->WithLabels({"compute"}).Observe(ms);
     if (!loss.ok()) st = loss.status().WithContext("compute");
+    if (auto rep = trainer->TakeReport()) *read.timings.mutable_training() = std::move(*rep);
   }
   if (!st.ok()) {
     auto* f = env.mutable_partition_failed();

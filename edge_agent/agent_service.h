@@ -86,6 +86,9 @@ struct AgentServiceOptions {
   size_t max_message_bytes = 16u << 20;
   size_t max_grants = 4096;
   bool authenticated = false;  // CURVE on: peers must present their node's key
+  std::string ring_endpoint;   // advertised all-reduce endpoint (training); empty = none
+  // Called (on the thread handling scheduler messages) with every MembershipView.
+  std::function<void(const v1::MembershipView&)> on_view;
 };
 
 class AgentService {

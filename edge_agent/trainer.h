@@ -10,12 +10,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "cache/sample_cache.h"
 #include "core/clock.h"
 #include "core/cluster_spec.h"
+#include "core/proto/loft.pb.h"
 #include "core/status.h"
 
 namespace loft::agent {
@@ -23,6 +25,8 @@ namespace loft::agent {
 // One partition's samples, in the partition's sample_ids order.
 struct Batch {
   uint64_t partition_id = 0;
+  int64_t iteration = 0;  // the partition's iteration (the all-reduce round)
+  int64_t view = 0;       // the membership view it was planned in
   std::vector<cache::Sample> samples;
 };
 
@@ -31,6 +35,8 @@ class Trainer {
   virtual ~Trainer() = default;
   // Returns the batch loss (NaN when the trainer has none).
   virtual StatusOr<double> Compute(const Batch& batch) = 0;
+  // What the last Compute measured for the scheduler (training only).
+  virtual std::optional<v1::TrainingReport> TakeReport() { return std::nullopt; }
 };
 
 class SyntheticTrainer final : public Trainer {

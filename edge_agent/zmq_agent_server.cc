@@ -18,6 +18,7 @@
 #include "core/zmq_util.h"
 #include "edge_agent/agent_service.h"
 #include "edge_agent/link_emulator.h"
+#include "edge_agent/model_trainer.h"
 #include "edge_agent/peer_fetcher.h"
 #include "edge_agent/trainer.h"
 
@@ -275,6 +276,28 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     m.has_scheduler = true;
   }
 
+  // Real training when the spec names a model (README "Training").
+  ModelTrainer* model_trainer = nullptr;
+  if (spec.training.model != "none" && cfg.compute_mode == "synthetic") {
+    // The ring sockets are plain TCP (no CURVE yet): loopback only.
+    std::vector<std::string> ring_eps{cfg.ring_bind};
+    if (!cfg.ring_advertise.empty()) ring_eps.push_back(cfg.ring_advertise);
+    LOFT_RETURN_IF_ERROR(
+        CheckInsecureAllowed(ring_eps).WithContext("ring_bind (the all-reduce is not authenticated)"));
+    ModelTrainerOptions mo;
+    mo.node = idx;
+    mo.num_nodes = spec.num_nodes();
+    mo.ring_bind = cfg.ring_bind;
+    mo.test_data_dir = cfg.test_data_dir;
+    mo.eval_every = cfg.eval_every;
+    mo.last_iteration = cfg.last_iteration;
+    mo.ring_timeout_ms = cfg.ring_timeout_ms;
+    mo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
+    LOFT_ASSIGN_OR_RETURN(auto mt, ModelTrainer::Create(spec, mo));
+    model_trainer = mt.get();
+    m.trainer = std::move(mt);
+  }
+
   AgentServiceOptions so;
   so.node_name = cfg.node_name;
   so.peer_endpoint = m.advertised;
@@ -282,6 +305,10 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   so.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
   so.max_grants = static_cast<size_t>(cfg.max_grants);
   so.authenticated = m.own.has_value();
+  if (model_trainer != nullptr) {
+    so.ring_endpoint = cfg.ring_advertise.empty() ? model_trainer->ring_endpoint() : cfg.ring_advertise;
+    so.on_view = [model_trainer](const v1::MembershipView& v) { model_trainer->OnView(v); };
+  }
   m.service = std::make_unique<AgentService>(so, m.cache.get(), &m.metrics);
 
   PeerFetcherOptions fo;
@@ -302,7 +329,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   AgentService* svc = m.service.get();
   m.fetcher = std::make_unique<PeerFetcher>(&m.ctx, clock, fo, [svc](int32_t n) { return svc->PeerFor(n); });
   m.runner = std::make_unique<PartitionRunner>(clock, m.cache.get(), m.fetcher.get(), &m.metrics);
-  m.trainer = std::make_unique<SyntheticTrainer>(clock, m.compute, cfg.seed);
+  if (!m.trainer) m.trainer = std::make_unique<SyntheticTrainer>(clock, m.compute, cfg.seed);
 
   if (cfg.metrics_port >= 0) {
     LOFT_ASSIGN_OR_RETURN(m.http, MetricsHttpServer::Start(registry, cfg.metrics_address,

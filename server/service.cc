@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -161,6 +162,17 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms) {
       if (u.has_partition_done()) {
         local_bytes_ += u.partition_done().done().timings().local_bytes();
         remote_bytes_ += u.partition_done().done().timings().remote_bytes();
+        // The journal keeps no training report: take it from the ack.
+        auto tr = pending_training_.find(id);
+        if (tr != pending_training_.end() && training_.size() < kMaxIterationSamples) {
+          const v1::TrainingReport& t = tr->second;
+          TrainingStats& ts = training_[rec->partition.iteration()];
+          ts.loss_sum += t.loss();
+          ++ts.reports;
+          ts.done_ms = std::max(ts.done_ms, now_ms);
+          if (t.evaluated()) ts.test_accuracy = t.test_accuracy();
+          ts.hashes.push_back(t.param_hash());
+        }
       }
     }
   }
@@ -244,9 +256,15 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, d.node()));
       *sender_node = node;
       nodes_[node].last_seen_ms = now_ms;
-      LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionDone(d, now_ms));
-      Record(u);
-      Observe(u, now_ms);
+      if (d.timings().has_training()) pending_training_[d.partition_id()] = d.timings().training();
+      auto u = driver_->OnPartitionDone(d, now_ms);
+      if (!u.ok()) {
+        pending_training_.erase(d.partition_id());
+        return u.status();
+      }
+      Record(*u);
+      Observe(*u, now_ms);
+      pending_training_.erase(d.partition_id());
       return OkStatus();
     }
     case v1::Envelope::kPartitionFailed: {
@@ -588,6 +606,34 @@ std::string SchedulerService::StatusJson(double now_ms) const {
   if (!iteration_ms_.empty()) mean /= static_cast<double>(iteration_ms_.size());
   double start = first_plan_ms_ >= 0 ? first_plan_ms_ : started_ms_;
   double end = finished_ ? finished_ms_ : now_ms;
+  if (!training_.empty()) {
+    // Per iteration: mean worker loss, test accuracy when evaluated, and
+    // whether every worker reported the same parameter hash.
+    json iters = json::array();
+    double final_accuracy = -1;
+    int64_t mismatches = 0;
+    for (const auto& [it, ts] : training_) {
+      bool same =
+          std::all_of(ts.hashes.begin(), ts.hashes.end(), [&](uint64_t h) { return h == ts.hashes[0]; });
+      mismatches += same ? 0 : 1;
+      json e = {{"iteration", it},
+                {"wall_s", std::max(0.0, ts.done_ms - start) / 1000.0},
+                {"loss", ts.reports > 0 ? ts.loss_sum / ts.reports : 0.0},
+                {"workers", ts.reports},
+                {"hashes_equal", same},
+                {"param_hash", fmt::format("{:016x}", ts.hashes.empty() ? 0 : ts.hashes[0])}};
+      if (ts.test_accuracy >= 0) {
+        e["test_accuracy"] = ts.test_accuracy;
+        final_accuracy = ts.test_accuracy;
+      }
+      iters.push_back(std::move(e));
+    }
+    j["training"] = {{"model", spec_.training.model},
+                     {"aggregation", spec_.training.aggregation},
+                     {"final_accuracy", final_accuracy},
+                     {"hash_mismatches", mismatches},
+                     {"iterations", std::move(iters)}};
+  }
   j["run"] = {
       {"iterations_completed", iteration_ms_.size()},
       {"mean_iteration_ms", mean},

@@ -127,6 +127,16 @@ class SchedulerService {
   std::map<int64_t, IterationStats> open_iterations_;
   std::vector<double> iteration_ms_;  // completed iterations, wall time plan -> last done
   double straggler_wait_sum_ms_ = 0;
+  // Training reports (PartitionTimings.training) by iteration.
+  struct TrainingStats {
+    double loss_sum = 0;
+    int reports = 0;
+    double done_ms = 0;
+    double test_accuracy = -1;  // -1 = not evaluated
+    std::vector<uint64_t> hashes;
+  };
+  std::map<int64_t, TrainingStats> training_;
+  std::map<uint64_t, v1::TrainingReport> pending_training_;  // the ack being observed
   int64_t local_bytes_ = 0, remote_bytes_ = 0;
   double started_ms_ = 0;
   double first_plan_ms_ = -1;

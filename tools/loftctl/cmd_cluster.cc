@@ -262,6 +262,7 @@ struct RunOptions {
   int heartbeat_timeout_ms = 1500;
   int partition_timeout_ms = 5000;
   std::string log_level = "info";
+  int eval_every = 50;  // training: test-set evaluation period (and after the last iteration)
 };
 
 Status ClusterRun(const RunOptions& ro) {
@@ -288,10 +289,16 @@ Status ClusterRun(const RunOptions& ro) {
   fs::path journal = out / "scheduler-journal";
   fs::remove_all(journal, ec);
   std::string spec_abs = fs::absolute(ro.spec_path).string();
+  const bool training = spec.training.model != "none";
+  const int64_t total_iterations = ro.iterations > 0 ? ro.iterations : spec.training.iterations;
+  // A training partition includes the all-reduce (it waits for the slowest
+  // member) and, on one agent, the test-set evaluation.
+  const int partition_timeout_ms =
+      training ? std::max(ro.partition_timeout_ms, 60000) : ro.partition_timeout_ms;
   std::string sched_yaml = fmt::format(
       "cluster_spec: {}\npolicy: {}\nbind: {}\njournal_dir: {}\nheartbeat_interval_ms: 250\n"
       "heartbeat_timeout_ms: {}\npartition_timeout_ms: {}\niterations: {}\nlog_level: {}\n",
-      spec_abs, ro.policy, endpoint, journal.string(), ro.heartbeat_timeout_ms, ro.partition_timeout_ms,
+      spec_abs, ro.policy, endpoint, journal.string(), ro.heartbeat_timeout_ms, partition_timeout_ms,
       ro.iterations, ro.log_level);
   sched_yaml += ro.insecure ? "insecure: true\n" : fmt::format("keys_dir: {}\n", keys.string());
   LOFT_RETURN_IF_ERROR(WriteText(out / "scheduler.yaml", sched_yaml));
@@ -308,6 +315,10 @@ Status ClusterRun(const RunOptions& ro) {
         name, spec_abs, (cache_root / name).string(), endpoint, ro.link_emulation ? "true" : "false",
         ro.log_level, i + 1);
     y += ro.insecure ? "insecure: true\n" : fmt::format("keys_dir: {}\n", keys.string());
+    if (training) {
+      y += fmt::format("test_data_dir: {}\neval_every: {}\nlast_iteration: {}\n", ro.dataset_dir,
+                       ro.eval_every, total_iterations - 1);
+    }
     fs::path cfg = out / ("agent-" + name + ".yaml");
     LOFT_RETURN_IF_ERROR(WriteText(cfg, y));
     agents.push_back(Child{name,
@@ -435,14 +446,41 @@ Status ClusterRun(const RunOptions& ro) {
                   {"retries", l.value("retries", int64_t{0})},
                   {"failed", l.value("failed", int64_t{0})},
                   {"timed_out", l.value("timed_out", int64_t{0})}};
+  // Training: final accuracy, loss and test accuracy over wall time.
+  std::map<int64_t, nlohmann::json> train_by_it;
+  if (last.contains("training")) {
+    const auto& tr = last["training"];
+    double acc = tr.value("final_accuracy", -1.0);
+    nlohmann::json fa = acc >= 0 ? nlohmann::json(acc) : nlohmann::json(nullptr);
+    sj["final_accuracy"] = fa;
+    if (sj.contains("policies") && sj["policies"].contains(ro.policy))
+      sj["policies"][ro.policy]["final_accuracy"] = fa;
+    sj["training"] = {{"model", tr.value("model", "")},
+                      {"aggregation", tr.value("aggregation", "")},
+                      {"final_accuracy", fa},
+                      {"hash_mismatches", tr.value("hash_mismatches", int64_t{0})},
+                      {"iterations_reported", tr["iterations"].size()}};
+    for (const auto& e : tr["iterations"]) train_by_it[e.value("iteration", int64_t{-1})] = e;
+  }
   LOFT_RETURN_IF_ERROR(WriteText(out / "summary.json", sj.dump(2) + "\n"));
-  std::string csv = "iteration,iteration_ms\n";
-  for (size_t i = 0; i < iters.size(); ++i) csv += fmt::format("{},{}\n", i, iters[i]);
+  std::string csv = "iteration,iteration_ms,wall_s,loss,test_accuracy\n";
+  for (size_t i = 0; i < iters.size(); ++i) {
+    std::string wall, loss, acc;
+    auto it = train_by_it.find(static_cast<int64_t>(i));
+    if (it != train_by_it.end()) {
+      const auto& e = it->second;
+      wall = fmt::format("{:.3f}", e.value("wall_s", 0.0));
+      if (e.contains("loss") && e["loss"].is_number()) loss = fmt::format("{:.6f}", e["loss"].get<double>());
+      if (e.contains("test_accuracy")) acc = fmt::format("{:.4f}", e["test_accuracy"].get<double>());
+    }
+    csv += fmt::format("{},{},{},{},{}\n", i, iters[i], wall, loss, acc);
+  }
   LOFT_RETURN_IF_ERROR(WriteText(out / "iterations.csv", csv));
   LOFT_RETURN_IF_ERROR(WriteText(out / "status.json", last.dump(2) + "\n"));
   std::fprintf(stderr, "cluster run: done. %s\n", (out / "summary.json").c_str());
   std::cout << sim::SummaryTable(summary);
   std::cout << "ledger " << sj["ledger"].dump() << "\n";
+  if (sj.contains("training")) std::cout << "training " << sj["training"].dump() << "\n";
   return OkStatus();
 }
 
@@ -465,6 +503,8 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--heartbeat-timeout-ms", ro->heartbeat_timeout_ms)->capture_default_str();
   run->add_option("--partition-timeout-ms", ro->partition_timeout_ms)->capture_default_str();
   run->add_option("--daemon-log-level", ro->log_level, "log level of the daemons")->capture_default_str();
+  run->add_option("--eval-every", ro->eval_every, "training: evaluate on the test set every N iterations")
+      ->capture_default_str();
   run->callback([=] {
     Status st = ClusterRun(*ro);
     if (!st.ok()) {

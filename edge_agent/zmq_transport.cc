@@ -1,0 +1,164 @@
+#include "edge_agent/zmq_transport.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "core/zmq_util.h"
+
+namespace loft::agent {
+namespace {
+
+uint64_t LoadTag(const zmq::message_t& m) {
+  uint64_t t = 0;
+  const auto* b = static_cast<const unsigned char*>(m.data());
+  for (int i = 7; i >= 0; --i) t = (t << 8) | b[i];
+  return t;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ZmqTransport>> ZmqTransport::Create(zmq::context_t* ctx,
+                                                             ZmqTransportOptions options) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return InvalidArgument("ring transport: rank " + std::to_string(options.rank) + " not in [0, " +
+                           std::to_string(options.world_size) + ")");
+  }
+  std::unique_ptr<ZmqTransport> t(new ZmqTransport(ctx, std::move(options)));
+  SocketOptions so;
+  so.max_message_bytes = t->options_.max_message_bytes;
+  so.recv_hwm = 100000;
+  LOFT_ASSIGN_OR_RETURN(t->router_, MakeSocket(*ctx, zmq::socket_type::router, so));
+  try {
+    t->router_.set(zmq::sockopt::router_handover, 1);  // a restarted peer takes over its routing id
+  } catch (const zmq::error_t& e) {
+    return Internal(std::string("ring ROUTER handover: ") + e.what());
+  }
+  LOFT_RETURN_IF_ERROR(Bind(t->router_, t->options_.bind));
+  LOFT_ASSIGN_OR_RETURN(t->endpoint_, LastEndpoint(t->router_));
+  return t;
+}
+
+Status ZmqTransport::SetPeers(const std::map<int, std::string>& endpoints) {
+  for (const auto& [r, ep] : endpoints) {
+    if (r < 0 || r >= options_.world_size) {
+      return InvalidArgument("ring transport: peer rank " + std::to_string(r) + " not in [0, " +
+                             std::to_string(options_.world_size) + ")");
+    }
+    if (ep.empty())
+      return InvalidArgument("ring transport: rank " + std::to_string(r) + " has no ring endpoint");
+    auto it = peers_.find(r);
+    if (it != peers_.end() && it->second.endpoint == ep) continue;
+    SocketOptions so;
+    so.max_message_bytes = options_.max_message_bytes;
+    so.send_hwm = 100000;
+    so.routing_id = std::to_string(options_.rank);
+    LOFT_ASSIGN_OR_RETURN(zmq::socket_t s, MakeSocket(*ctx_, zmq::socket_type::dealer, so));
+    LOFT_RETURN_IF_ERROR(Connect(s, ep).WithContext("ring peer " + std::to_string(r)));
+    peers_[r] = Peer{ep, std::move(s)};
+  }
+  return OkStatus();
+}
+
+Status ZmqTransport::Send(int to_rank, uint64_t tag, std::span<const std::byte> payload) {
+  auto it = peers_.find(to_rank);
+  if (it == peers_.end())
+    return Unavailable("ring transport: no endpoint for rank " + std::to_string(to_rank));
+  unsigned char tb[8];
+  for (int i = 0; i < 8; ++i) tb[i] = static_cast<unsigned char>(tag >> (8 * i));
+  try {
+    auto r1 = it->second.sock.send(zmq::buffer(tb, 8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    if (!r1) return Unavailable("ring transport: send queue to rank " + std::to_string(to_rank) + " is full");
+    auto r2 = it->second.sock.send(zmq::buffer(payload.data(), payload.size()), zmq::send_flags::dontwait);
+    if (!r2) return Unavailable("ring transport: send queue to rank " + std::to_string(to_rank) + " is full");
+  } catch (const zmq::error_t& e) {
+    return Unavailable(std::string("ring transport: send to rank ") + std::to_string(to_rank) + ": " +
+                       e.what());
+  }
+  return OkStatus();
+}
+
+Status ZmqTransport::Pump(int64_t timeout_ms) {
+  zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+  try {
+    zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms));
+    while (true) {
+      zmq::message_t id, tag, body;
+      if (!router_.recv(id, zmq::recv_flags::dontwait)) return OkStatus();
+      std::vector<zmq::message_t> frames;
+      while (router_.get(zmq::sockopt::rcvmore)) {
+        zmq::message_t m;
+        (void)router_.recv(m, zmq::recv_flags::none);
+        frames.push_back(std::move(m));
+      }
+      // Malformed messages (not [tag][payload], or an unknown sender) are dropped.
+      if (frames.size() != 2 || frames[0].size() != 8) continue;
+      int from = -1;
+      try {
+        from = std::stoi(id.to_string());
+      } catch (...) {
+        continue;
+      }
+      if (from < 0 || from >= options_.world_size) continue;
+      uint64_t t = LoadTag(frames[0]);
+      if (t < floor_) continue;
+      const auto* p = static_cast<const std::byte*>(frames[1].data());
+      if (buffered_ >= options_.max_buffered_messages) {
+        // Drop the lowest-tag message: the oldest view/round.
+        auto oldest = inbox_.begin();
+        for (auto it = inbox_.begin(); it != inbox_.end(); ++it)
+          if (it->first.second < oldest->first.second) oldest = it;
+        if (oldest != inbox_.end()) {
+          buffered_ -= oldest->second.size();
+          inbox_.erase(oldest);
+        }
+      }
+      inbox_[{from, t}].emplace_back(p, p + frames[1].size());
+      ++buffered_;
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return OkStatus();
+    return Internal(std::string("ring transport: receive: ") + e.what());
+  }
+}
+
+StatusOr<std::vector<std::byte>> ZmqTransport::Recv(int from_rank, uint64_t tag, int64_t timeout_ms) {
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
+  while (true) {
+    auto it = inbox_.find({from_rank, tag});
+    if (it != inbox_.end() && !it->second.empty()) {
+      std::vector<std::byte> out = std::move(it->second.front());
+      it->second.erase(it->second.begin());
+      if (it->second.empty()) inbox_.erase(it);
+      --buffered_;
+      return out;
+    }
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 && timeout_ms >= 0) {
+      // One last non-blocking look before giving up.
+      LOFT_RETURN_IF_ERROR(Pump(0));
+      auto again = inbox_.find({from_rank, tag});
+      if (again != inbox_.end() && !again->second.empty()) continue;
+      return DeadlineExceeded("ring transport: nothing from rank " + std::to_string(from_rank) +
+                              " with tag " + std::to_string(tag) + " within " + std::to_string(timeout_ms) +
+                              " ms");
+    }
+    LOFT_RETURN_IF_ERROR(Pump(std::min<int64_t>(left.count(), 50)));
+  }
+}
+
+void ZmqTransport::SetTagFloor(uint64_t floor) {
+  if (floor <= floor_) return;
+  floor_ = floor;
+  for (auto it = inbox_.begin(); it != inbox_.end();) {
+    if (it->first.second < floor_) {
+      buffered_ -= it->second.size();
+      it = inbox_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace loft::agent

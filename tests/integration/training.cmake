@@ -1,0 +1,18 @@
+# Training integration tests (issue 6): real loft-scheduler + loft-agents
+# via `loftctl cluster run` on Fashion-MNIST, and the ZeroMQ ring transport.
+if(Python3_Interpreter_FOUND AND TARGET loft-agent AND TARGET loft-scheduler)
+  foreach(t training training_byzantine)
+    add_test(NAME integration:${t}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/${t}_test.py)
+    set_tests_properties(integration:${t} PROPERTIES
+      LABELS integration TIMEOUT 900 RUN_SERIAL ON
+      ENVIRONMENT "LOFT_BIN_DIR=${CMAKE_BINARY_DIR}/bin;PYTHONDONTWRITEBYTECODE=1")
+  endforeach()
+endif()
+if(TARGET loft_agent_lib)
+  add_executable(zmq_transport_test ${CMAKE_CURRENT_SOURCE_DIR}/zmq_transport_test.cc)
+  target_link_libraries(zmq_transport_test PRIVATE loft_agent_lib loft_models Catch2::Catch2WithMain)
+  loft_add_warnings(zmq_transport_test)
+  add_test(NAME integration:zmq_transport COMMAND zmq_transport_test)
+  set_tests_properties(integration:zmq_transport PROPERTIES LABELS integration TIMEOUT 120)
+endif()

@@ -1,0 +1,62 @@
+"""Shared helpers of the training integration tests: write a spec, run
+`loftctl cluster run` on it (real scheduler + agents, insecure loopback,
+CURVE not needed), return summary.json and the iterations.csv rows."""
+import csv
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import loft_it
+
+SPEC = """dataset: {{name: fashion-mnist, samples: 60000, sample_bytes: 784}}
+placement: {{kind: shards, replication: 1}}
+training: {{global_batch: {batch}, min_batch: 8, iterations: {iterations}, overlap: true, seed: 7,
+           model: {model}, aggregation: {aggregation}, learning_rate: {lr}, momentum: 0.9}}
+nodes:
+  - name: edge
+    count: {honest}
+    compute: {{fixed_ms: 1.0, per_sample_ms: 0.01, jitter: 0.0}}
+    disk: {{read_mbps: 800}}
+    link: {{up_mbps: 1000, down_mbps: 1000, latency_ms: 1}}
+{byzantine}"""
+
+BYZ = """  - name: byz
+    count: 1
+    compute: {{fixed_ms: 1.0, per_sample_ms: 0.01, jitter: 0.0}}
+    disk: {{read_mbps: 800}}
+    link: {{up_mbps: 1000, down_mbps: 1000, latency_ms: 1}}
+    byzantine: {kind}
+    byzantine_scale: {scale}
+"""
+
+
+def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, model="mlp", byzantine=None,
+        scale=10, eval_every=50, cache_root=None, timeout_s=600):
+    tmp = tempfile.mkdtemp(prefix=f"loft-it-{name}-")
+    spec = os.path.join(tmp, "spec.yaml")
+    byz = BYZ.format(kind=byzantine, scale=scale) if byzantine else ""
+    with open(spec, "w") as f:
+        f.write(SPEC.format(batch=batch, iterations=iterations, model=model, aggregation=aggregation, lr=lr,
+                            honest=honest, byzantine=byz))
+    out = os.path.join(tmp, "out")
+    cmd = [loft_it.exe("loftctl"), "cluster", "run", spec, "--policy", "uniform", "--out", out, "--insecure",
+           "--timeout-s", str(timeout_s), "--eval-every", str(eval_every)]
+    if cache_root:
+        cmd += ["--cache-root", cache_root]
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 60)
+    loft_it.log(f"{name}: cluster run took {time.time() - t0:.1f} s")
+    if r.returncode != 0:
+        print(r.stderr[-4000:])
+        for log in sorted(os.listdir(os.path.join(out, "logs"))):
+            with open(os.path.join(out, "logs", log)) as f:
+                print(f"--- {log}\n" + f.read()[-2000:])
+        raise AssertionError(f"{name}: cluster run failed ({r.returncode})")
+    print(r.stdout)
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(out, "iterations.csv")) as f:
+        rows = list(csv.DictReader(f))
+    return summary, rows, out
