@@ -9,15 +9,15 @@ import loft_it
 import training_lib
 
 caches = tempfile.mkdtemp(prefix="loft-it-byz-caches-")
-ITER = 240
-robust, _, _ = training_lib.run("byz-trimmed", honest=5, byzantine="sign_flip", scale=10, iterations=ITER,
+ITER = 360
+robust, _, _ = training_lib.run("byz-trimmed", honest=5, byzantine="sign_flip", scale=10, iterations=ITER, lr=0.05,
                                 aggregation="trimmed_mean", eval_every=80, cache_root=caches)
 acc_r = robust["final_accuracy"]
 loft_it.log(f"trimmed_mean: final accuracy {acc_r}, {robust['training']}")
 assert robust["training"]["hash_mismatches"] == 0, robust["training"]
 assert acc_r is not None and acc_r >= 0.80, f"trimmed_mean with 1 Byzantine: accuracy {acc_r} < 0.80"
 
-med, _, _ = training_lib.run("byz-median", honest=5, byzantine="sign_flip", scale=10, iterations=ITER,
+med, _, _ = training_lib.run("byz-median", honest=5, byzantine="sign_flip", scale=10, iterations=ITER, lr=0.05,
                              aggregation="median", eval_every=80, cache_root=caches)
 acc_med = med["final_accuracy"]
 loft_it.log(f"median: final accuracy {acc_med}, {med['training']}")
