@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "capi/src/consumer_session.h"
 #include "capi/src/planner_session.h"
 #include "core/status.h"
 #include "loft/loft.h"
@@ -22,6 +23,13 @@ struct loft_planner_t {
 };
 struct loft_plan_t {
   loft::sched::Plan rep;
+};
+struct loft_consumer_t {
+  loft::capi::ConsumerSession* rep;
+};
+struct loft_batch_t {
+  loft::capi::ConsumerBatchData* rep;
+  loft::capi::ConsumerSession* session;
 };
 }
 
@@ -244,6 +252,73 @@ char* loft_sim_run_with(const char* spec_yaml, const char* policies, int64_t ite
     if (SaveError(errptr, s.status())) return nullptr;
     return CopyString(*s);
   });
+}
+
+loft_consumer_t* loft_consumer_open(const char* endpoint, char** errptr) {
+  return Guard("loft_consumer_open", errptr, static_cast<loft_consumer_t*>(nullptr),
+               [&]() -> loft_consumer_t* {
+                 if (NullArg(endpoint, "loft_consumer_open", "endpoint", errptr)) return nullptr;
+                 auto s = loft::capi::ConsumerSession::Open(endpoint, "libloft");
+                 if (SaveError(errptr, s.status())) return nullptr;
+                 return new loft_consumer_t{s->release()};
+               });
+}
+
+loft_batch_t* loft_consumer_next(loft_consumer_t* consumer, int timeout_ms, char** errptr) {
+  return Guard("loft_consumer_next", errptr, static_cast<loft_batch_t*>(nullptr), [&]() -> loft_batch_t* {
+    if (NullArg(consumer, "loft_consumer_next", "consumer", errptr)) return nullptr;
+    auto b = consumer->rep->Next(timeout_ms);
+    if (SaveError(errptr, b.status())) return nullptr;
+    return new loft_batch_t{b->release(), consumer->rep};
+  });
+}
+
+void loft_consumer_close(loft_consumer_t* consumer) {
+  if (consumer == nullptr) return;
+  delete consumer->rep;
+  delete consumer;
+}
+
+uint64_t loft_batch_partition_id(const loft_batch_t* batch) {
+  return batch == nullptr ? 0 : batch->rep->partition_id;
+}
+
+int64_t loft_batch_count(const loft_batch_t* batch) {
+  return batch == nullptr ? 0 : static_cast<int64_t>(batch->rep->sample_ids.size());
+}
+
+uint64_t loft_batch_sample_id(const loft_batch_t* batch, int64_t i) {
+  if (i < 0 || i >= loft_batch_count(batch)) return 0;
+  return batch->rep->sample_ids[static_cast<size_t>(i)];
+}
+
+const uint8_t* loft_batch_payload(const loft_batch_t* batch, int64_t i, size_t* len) {
+  if (i < 0 || i >= loft_batch_count(batch)) {
+    if (len != nullptr) *len = 0;
+    return nullptr;
+  }
+  const auto& m = batch->rep->payloads[static_cast<size_t>(i)];
+  if (len != nullptr) *len = m.size();
+  return static_cast<const uint8_t*>(m.data());
+}
+
+int loft_batch_label(const loft_batch_t* batch, int64_t i) {
+  if (i < 0 || i >= loft_batch_count(batch)) return -1;
+  return batch->rep->labels[static_cast<size_t>(i)];
+}
+
+void loft_batch_report(loft_batch_t* batch, double compute_ms, char** errptr) {
+  Guard("loft_batch_report", errptr, 0, [&]() -> int {
+    if (NullArg(batch, "loft_batch_report", "batch", errptr)) return 0;
+    SaveError(errptr, batch->session->Report(batch->rep, compute_ms));
+    return 0;
+  });
+}
+
+void loft_batch_destroy(loft_batch_t* batch) {
+  if (batch == nullptr) return;
+  delete batch->rep;
+  delete batch;
 }
 
 }  // extern "C"

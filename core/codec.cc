@@ -60,6 +60,9 @@ std::string_view BodyName(const v1::Envelope& env) {
     case E::kServeGrant: return "serve_grant";
     case E::kCreditGrant: return "credit_grant";
     case E::kShutdown: return "shutdown";
+    case E::kConsumerHello: return "consumer_hello";
+    case E::kConsumerBatch: return "consumer_batch";
+    case E::kConsumerReport: return "consumer_report";
     case E::BODY_NOT_SET: return "none";
   }
   return "unknown";

@@ -14,9 +14,13 @@ Status AgentConfig::Validate() const {
   if (peer_bind.empty()) return InvalidArgument("peer_bind is required");
   if (!insecure && keys_dir.empty()) return InvalidArgument("keys_dir is required unless insecure: true");
   if (credits < 1) return InvalidArgument(fmt::format("credits must be >= 1 (got {})", credits));
-  if (compute_mode != "synthetic") {
-    return InvalidArgument("compute_mode must be 'synthetic' (got '" + compute_mode + "')");
+  if (compute_mode != "synthetic" && compute_mode != "external") {
+    return InvalidArgument("compute_mode must be 'synthetic' or 'external' (got '" + compute_mode + "')");
   }
+  if (compute_mode == "external" && consumer_endpoint.empty()) {
+    return InvalidArgument("compute_mode external needs consumer_endpoint (ipc:// or loopback tcp://)");
+  }
+  if (consumer_timeout_ms < 1) return InvalidArgument("consumer_timeout_ms must be >= 1");
   if (compute_mode == "synthetic" && cluster_spec.empty()) {
     return InvalidArgument("compute_mode synthetic needs cluster_spec (the node's compute constants)");
   }
@@ -66,6 +70,8 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::
         c.peer_advertise = v.as<std::string>();
       else if (key == "consumer_endpoint")
         c.consumer_endpoint = v.as<std::string>();
+      else if (key == "consumer_timeout_ms")
+        c.consumer_timeout_ms = v.as<int>();
       else if (key == "keys_dir")
         c.keys_dir = v.as<std::string>();
       else if (key == "insecure")

@@ -395,6 +395,7 @@ v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32
     int64_t t0 = clock_->NowMicros();
     auto loss = trainer->Compute(read.batch);
     double ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
+    if (auto reported = trainer->ReportedComputeMs()) ms = *reported;
     read.timings.set_compute_ms(ms);
     metrics_->partition_ms->WithLabels({"compute"}).Observe(ms);
     if (!loss.ok()) st = loss.status().WithContext("compute");

@@ -37,6 +37,9 @@ class Trainer {
   virtual StatusOr<double> Compute(const Batch& batch) = 0;
   // What the last Compute measured for the scheduler (training only).
   virtual std::optional<v1::TrainingReport> TakeReport() { return std::nullopt; }
+  // The compute time measured outside the agent for the last Compute
+  // (compute_mode external: the consumer's report); nullopt = use wall time.
+  virtual std::optional<double> ReportedComputeMs() { return std::nullopt; }
 };
 
 class SyntheticTrainer final : public Trainer {

@@ -17,6 +17,7 @@
 #include "core/metrics_http.h"
 #include "core/zmq_util.h"
 #include "edge_agent/agent_service.h"
+#include "edge_agent/external_trainer.h"
 #include "edge_agent/link_emulator.h"
 #include "edge_agent/model_trainer.h"
 #include "edge_agent/peer_fetcher.h"
@@ -335,9 +336,19 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     LOFT_ASSIGN_OR_RETURN(m.http, MetricsHttpServer::Start(registry, cfg.metrics_address,
                                                            static_cast<uint16_t>(cfg.metrics_port)));
   }
-  if (!cfg.consumer_endpoint.empty()) {
-    spdlog::warn("consumer_endpoint {} is reserved for the C API consumer and not served yet",
-                 cfg.consumer_endpoint);
+  if (cfg.compute_mode == "external") {
+    // The consumer ROUTER has no CURVE: ipc:// or loopback tcp:// only.
+    if (cfg.consumer_endpoint.rfind("ipc://", 0) != 0) {
+      LOFT_RETURN_IF_ERROR(CheckInsecureAllowed({cfg.consumer_endpoint}).WithContext("consumer_endpoint"));
+    }
+    ExternalTrainerOptions eo;
+    eo.endpoint = cfg.consumer_endpoint;
+    eo.timeout_ms = cfg.consumer_timeout_ms;
+    eo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
+    eo.stop = &m.stop;
+    LOFT_ASSIGN_OR_RETURN(m.trainer, ExternalTrainer::Create(clock, std::move(eo)));
+  } else if (!cfg.consumer_endpoint.empty()) {
+    spdlog::warn("consumer_endpoint {} is only served with compute_mode external", cfg.consumer_endpoint);
   }
   spdlog::info("agent {} serving peers on {} ({} samples cached, {})", cfg.node_name, m.advertised,
                stats.samples, m.own ? "CURVE" : "INSECURE");

@@ -5,6 +5,10 @@
         p.add_worker(0, compute_fixed_ms=2, compute_per_sample_ms=0.05, ...)
         plan = p.plan()            # list of WorkerPlan, plan.makespan_ms
     summary = loft.sim_run(open("spec.yaml").read(), "loft,uniform")  # dict
+    with loft.Consumer("ipc:///run/loft/agent.sock") as c:   # agent compute_mode external
+        for batch in c.batches(timeout_ms=10000):            # stops after 10 s without a batch
+            x = numpy.frombuffer(batch.payload(0), dtype=numpy.uint8)  # zero copy
+            batch.report(compute_ms=3.2)                     # acknowledge; then the batch closes
 
 The library is found through $LOFT_LIBRARY (a path), else
 ctypes.util.find_library("loft"). Errors from the C API (its errptr
@@ -17,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional
 
-__all__ = ["LoftError", "Planner", "Plan", "WorkerPlan", "sim_run", "version", "library"]
+__all__ = ["LoftError", "Planner", "Plan", "WorkerPlan", "sim_run", "version", "library", "Consumer", "Batch"]
 
 
 class LoftError(RuntimeError):
@@ -66,6 +70,17 @@ _plan_pred = _fn("loft_plan_predicted_ms", _c.c_double, _c.c_void_p, _c.c_int)
 _plan_makespan = _fn("loft_plan_makespan_ms", _c.c_double, _c.c_void_p)
 _sim_run_with = _fn("loft_sim_run_with", _c.c_void_p, _c.c_char_p, _c.c_char_p, _c.c_int64, _c.c_uint64,
                     _c.c_int, _errp)
+_consumer_open = _fn("loft_consumer_open", _c.c_void_p, _c.c_char_p, _errp)
+_consumer_next = _fn("loft_consumer_next", _c.c_void_p, _c.c_void_p, _c.c_int, _errp)
+_consumer_close = _fn("loft_consumer_close", None, _c.c_void_p)
+_batch_pid = _fn("loft_batch_partition_id", _c.c_uint64, _c.c_void_p)
+_batch_count = _fn("loft_batch_count", _c.c_int64, _c.c_void_p)
+_batch_sid = _fn("loft_batch_sample_id", _c.c_uint64, _c.c_void_p, _c.c_int64)
+_batch_payload = _fn("loft_batch_payload", _c.POINTER(_c.c_ubyte), _c.c_void_p, _c.c_int64,
+                     _c.POINTER(_c.c_size_t))
+_batch_label = _fn("loft_batch_label", _c.c_int, _c.c_void_p, _c.c_int64)
+_batch_report = _fn("loft_batch_report", None, _c.c_void_p, _c.c_double, _errp)
+_batch_destroy = _fn("loft_batch_destroy", None, _c.c_void_p)
 
 
 class _Err:
@@ -178,3 +193,87 @@ def sim_run(spec_yaml: str, policies: str = "loft,lbbsp,uniform,pid", iterations
     finally:
         _free(p)
     return text if raw else json.loads(text)
+
+
+class Batch:
+    """One partition from the agent. payload(i) is a memoryview into the
+    received message (zero copy, numpy.frombuffer-compatible), valid until
+    close(); bytes_payload(i) copies. Call report() once, then close()."""
+
+    def __init__(self, handle):
+        self._h = handle
+        self.partition_id = _batch_pid(handle)
+        self.count = _batch_count(handle)
+        self.sample_ids = [_batch_sid(handle, i) for i in range(self.count)]
+        self.labels = [_batch_label(handle, i) for i in range(self.count)]
+
+    def __len__(self):
+        return self.count
+
+    def payload(self, i: int) -> memoryview:
+        if self._h is None:
+            raise LoftError("batch is closed")
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        n = _c.c_size_t(0)
+        p = _batch_payload(self._h, i, _c.byref(n))
+        return memoryview((_c.c_ubyte * n.value).from_address(_c.addressof(p.contents))).cast("B")
+
+    def bytes_payload(self, i: int) -> bytes:
+        return bytes(self.payload(i))
+
+    def report(self, compute_ms: float):
+        if self._h is None:
+            raise LoftError("batch is closed")
+        _call(_batch_report, self._h, float(compute_ms))
+
+    def close(self):
+        if self._h is not None:
+            _batch_destroy(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Consumer:
+    """Takes batches from a local agent running compute_mode external."""
+
+    def __init__(self, endpoint: str):
+        self._h = _call(_consumer_open, endpoint.encode())
+
+    def next(self, timeout_ms: int = 10000) -> Batch:
+        """The next batch; LoftError("... timeout ...") if none arrives in time."""
+        if self._h is None:
+            raise LoftError("consumer is closed")
+        return Batch(_call(_consumer_next, self._h, int(timeout_ms)))
+
+    def batches(self, timeout_ms: int = 10000):
+        """Yields batches until none arrives for timeout_ms; each is closed
+        when the loop moves on (report it inside the loop body)."""
+        while True:
+            try:
+                b = self.next(timeout_ms)
+            except LoftError as e:
+                if "timeout" in str(e):
+                    return
+                raise
+            with b:
+                yield b
+
+    def close(self):
+        if self._h is not None:
+            _consumer_close(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()

@@ -80,5 +80,19 @@ class SimTest(unittest.TestCase):
                 loft.sim_run(f.read(), "bogus")
 
 
+class ConsumerTest(unittest.TestCase):
+    def test_bad_endpoint(self):
+        with self.assertRaisesRegex(loft.LoftError, "ipc:// or tcp://"):
+            loft.Consumer("bogus")
+
+    def test_timeout(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            with loft.Consumer(f"ipc://{d}/nobody.sock") as c:
+                with self.assertRaisesRegex(loft.LoftError, "timeout"):
+                    c.next(timeout_ms=100)
+                self.assertEqual(list(c.batches(timeout_ms=50)), [])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -123,6 +123,34 @@ LOFT_EXPORT char* loft_sim_run(const char* spec_yaml, const char* policies, char
 LOFT_EXPORT char* loft_sim_run_with(const char* spec_yaml, const char* policies, int64_t iterations,
                                     uint64_t seed, int compute_bound, char** errptr);
 
+/* ---- consumer ------------------------------------------------------------
+ * Takes partitions from a local loft-agent running with compute_mode
+ * external (consumer_endpoint: ipc:///path or tcp://127.0.0.1:port). Each
+ * batch is one partition: sample ids, labels and payloads. Payload pointers
+ * point into the received message (zero copy) and stay valid until
+ * loft_batch_destroy. Report the compute time (loft_batch_report) within the
+ * agent's consumer_timeout_ms, or the partition is failed and retried
+ * elsewhere. One consumer per agent; not thread-safe; destroy every batch
+ * before closing its consumer. */
+typedef struct loft_consumer_t loft_consumer_t;
+typedef struct loft_batch_t loft_batch_t;
+
+LOFT_EXPORT loft_consumer_t* loft_consumer_open(const char* endpoint, char** errptr);
+/* The next batch, waiting up to timeout_ms (< 0: forever). NULL with
+ * *errptr containing "timeout" when none arrived in time. */
+LOFT_EXPORT loft_batch_t* loft_consumer_next(loft_consumer_t* consumer, int timeout_ms, char** errptr);
+LOFT_EXPORT void loft_consumer_close(loft_consumer_t* consumer);
+
+/* Accessors; out-of-range i or a NULL batch gives 0 (NULL payload, -1 label). */
+LOFT_EXPORT uint64_t loft_batch_partition_id(const loft_batch_t* batch);
+LOFT_EXPORT int64_t loft_batch_count(const loft_batch_t* batch);
+LOFT_EXPORT uint64_t loft_batch_sample_id(const loft_batch_t* batch, int64_t i);
+LOFT_EXPORT const uint8_t* loft_batch_payload(const loft_batch_t* batch, int64_t i, size_t* len);
+LOFT_EXPORT int loft_batch_label(const loft_batch_t* batch, int64_t i);
+/* Acknowledges the batch with its compute time in ms (once per batch). */
+LOFT_EXPORT void loft_batch_report(loft_batch_t* batch, double compute_ms, char** errptr);
+LOFT_EXPORT void loft_batch_destroy(loft_batch_t* batch);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
