@@ -102,7 +102,10 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
     o.flow_interval_ms = flow_interval_ms;
     o.compute_bound = true;
     auto r = loft::sim::RunPolicy(*spec, o);
-    if (r.ok()) results.front().bound_mean_iteration_ms = r->bound_mean_iteration_ms;
+    if (r.ok()) {
+      results.front().bound_mean_iteration_ms = r->bound_mean_iteration_ms;
+      results.front().bound_epoch_mean_iteration_ms = r->bound_epoch_mean_iteration_ms;
+    }
   }
   if (auto s = loft::sim::WriteOutputDir(results, *spec, out_dir); !s.ok()) {
     std::cerr << "loft-sim: " << s.ToString() << "\n";

@@ -93,6 +93,9 @@ RunSummary MakeRunSummary(std::span<const SimResult> results) {
     if (!s.bound_mean_iteration_ms && r.bound_mean_iteration_ms >= 0) {
       s.bound_mean_iteration_ms = r.bound_mean_iteration_ms;
     }
+    if (!s.bound_epoch_mean_iteration_ms && r.bound_epoch_mean_iteration_ms >= 0) {
+      s.bound_epoch_mean_iteration_ms = r.bound_epoch_mean_iteration_ms;
+    }
   }
   return s;
 }

@@ -74,6 +74,15 @@ double Simulator::BoundForRequest() {
   auto req = driver_->state().BuildPlanRequest();
   if (!req.ok()) return -1;
   for (sched::WorkerInput& w : req->workers) w.cost = sched::PriorFromSpec(spec_, w.node);
+  if (req->epoch != bound_epoch_last_) {
+    // bound-epoch once per epoch, at its first plannable iteration.
+    auto e = sched::EpochBoundMs(*req);
+    if (e.ok()) {
+      bound_epoch_last_ = req->epoch;
+      bound_epoch_sum_ += *e;
+      ++bound_epoch_count_;
+    }
+  }
   auto b = sched::LowerBoundMs(*req);
   return b.ok() ? *b : -1;
 }
@@ -385,6 +394,15 @@ StatusOr<SimResult> Simulator::Run() {
   r.summary.policy_failures = r.policy_failures;
   r.summary.epochs_completed = r.counters.epochs_completed;
   r.bound_mean_iteration_ms = bound_count_ > 0 ? bound_sum_ / static_cast<double>(bound_count_) : -1;
+  r.bound_epoch_mean_iteration_ms =
+      bound_epoch_count_ > 0 ? bound_epoch_sum_ / static_cast<double>(bound_epoch_count_) : -1;
+  {
+    std::vector<int64_t> epochs;
+    for (const IterationRecord& it : r.iterations) epochs.push_back(it.epoch);
+    if (!makespans.empty()) {
+      r.summary.last_decile_iteration_ms = LastDecileMs(makespans, epochs, r.counters.epochs_completed);
+    }
+  }
   r.events = queue_.events_run();
   // Outage spans outside the simulated time are dropped.
   const double end_ms = r.summary.total_s * 1000.0;

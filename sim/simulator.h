@@ -111,7 +111,8 @@ struct SimResult {
   std::vector<TraceSpan> spans;
   PolicySummary summary;
   sched::LedgerCounters counters;
-  double bound_mean_iteration_ms = -1;  // -1 when not computed
+  double bound_mean_iteration_ms = -1;        // -1 when not computed
+  double bound_epoch_mean_iteration_ms = -1;  // -1 when not computed
   uint64_t events = 0;
   // Iterations the scheduler planned by its even-split fallback because
   // the policy failed (SchedulerState::policy_failures), and the first
@@ -168,6 +169,9 @@ class Simulator {
   SimResult result_;
   double bound_sum_ = 0;
   int64_t bound_count_ = 0;
+  double bound_epoch_sum_ = 0;
+  int64_t bound_epoch_count_ = 0;
+  int64_t bound_epoch_last_ = -1;  // epoch of the last EpochBoundMs
 };
 
 // Runs `policy` on `spec` (convenience for the CLI, tests and the bench).

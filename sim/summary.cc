@@ -32,6 +32,25 @@ void SetIterationStats(std::span<const double> iteration_ms, PolicySummary* out)
   out->p95_iteration_ms = Percentile(iteration_ms, 95.0);
 }
 
+double LastDecileMs(std::span<const double> iteration_ms, std::span<const int64_t> epoch,
+                    int64_t epochs_completed) {
+  double sum = 0;
+  int64_t count = 0;
+  size_t begin = 0;
+  const size_t n = std::min(iteration_ms.size(), epoch.size());
+  while (begin < n) {
+    size_t end = begin;
+    while (end < n && epoch[end] == epoch[begin]) ++end;
+    if (epochs_completed <= 0 || epoch[begin] < epochs_completed) {
+      const size_t tail = std::max<size_t>(1, (end - begin) / 10);
+      for (size_t i = end - tail; i < end; ++i) sum += iteration_ms[i];
+      count += static_cast<int64_t>(tail);
+    }
+    begin = end;
+  }
+  return count > 0 ? sum / static_cast<double>(count) : 0.0;
+}
+
 std::string SummaryToJson(const RunSummary& summary) {
   nlohmann::ordered_json root;
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
@@ -47,6 +66,7 @@ std::string SummaryToJson(const RunSummary& summary) {
     j["iterations"] = p.iterations;
     j["epochs_completed"] = p.epochs_completed;
     if (p.policy_failures) j["policy_failures"] = *p.policy_failures;
+    if (p.last_decile_iteration_ms) j["last_decile_iteration_ms"] = *p.last_decile_iteration_ms;
     policies[name] = std::move(j);
   }
   root["policies"] = std::move(policies);
@@ -54,6 +74,9 @@ std::string SummaryToJson(const RunSummary& summary) {
     root["bound_mean_iteration_ms"] = *summary.bound_mean_iteration_ms;
   } else {
     root["bound_mean_iteration_ms"] = nullptr;
+  }
+  if (summary.bound_epoch_mean_iteration_ms) {
+    root["bound_epoch_mean_iteration_ms"] = *summary.bound_epoch_mean_iteration_ms;
   }
   return root.dump(2) + "\n";
 }
@@ -103,25 +126,37 @@ StatusOr<RunSummary> ParseSummaryJson(const std::string& text) {
     if (j.contains("policy_failures") && j["policy_failures"].is_number()) {
       p.policy_failures = j["policy_failures"].get<int64_t>();
     }
+    if (j.contains("last_decile_iteration_ms") && j["last_decile_iteration_ms"].is_number()) {
+      p.last_decile_iteration_ms = j["last_decile_iteration_ms"].get<double>();
+    }
     s.policies[name] = p;
   }
   if (root.contains("bound_mean_iteration_ms") && root["bound_mean_iteration_ms"].is_number()) {
     s.bound_mean_iteration_ms = root["bound_mean_iteration_ms"].get<double>();
   }
+  if (root.contains("bound_epoch_mean_iteration_ms") && root["bound_epoch_mean_iteration_ms"].is_number()) {
+    s.bound_epoch_mean_iteration_ms = root["bound_epoch_mean_iteration_ms"].get<double>();
+  }
   return s;
 }
 
 std::string SummaryTable(const RunSummary& summary) {
-  std::string out = fmt::format("{:<12} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "policy", "mean_ms",
-                                "p95_ms", "total_s", "wait_ms", "local_MB", "remote_MB");
+  std::string out =
+      fmt::format("{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "policy", "mean_ms", "p95_ms",
+                  "last10%_ms", "total_s", "wait_ms", "local_MB", "remote_MB");
   for (const auto& [name, p] : summary.policies) {
-    out += fmt::format("{:<12} {:>10.3f} {:>10.3f} {:>10.2f} {:>10.3f} {:>12.2f} {:>12.2f}\n", name,
-                       p.mean_iteration_ms, p.p95_iteration_ms, p.total_s, p.straggler_wait_ms,
-                       static_cast<double>(p.local_bytes) / 1e6, static_cast<double>(p.remote_bytes) / 1e6);
+    out += fmt::format("{:<12} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f} {:>10.3f} {:>12.2f} {:>12.2f}\n", name,
+                       p.mean_iteration_ms, p.p95_iteration_ms, p.last_decile_iteration_ms.value_or(0.0),
+                       p.total_s, p.straggler_wait_ms, static_cast<double>(p.local_bytes) / 1e6,
+                       static_cast<double>(p.remote_bytes) / 1e6);
   }
   if (summary.bound_mean_iteration_ms) {
     out += fmt::format("{:<12} {:>10.3f}   (lower bound on mean iteration time)\n", "bound",
                        *summary.bound_mean_iteration_ms);
+  }
+  if (summary.bound_epoch_mean_iteration_ms) {
+    out += fmt::format("{:<12} {:>10.3f}   (bound-epoch: best stationary drain, mean over epochs)\n",
+                       "bound-epoch", *summary.bound_epoch_mean_iteration_ms);
   }
   return out;
 }

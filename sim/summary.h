@@ -4,7 +4,12 @@
 //   {"policies": {"<name>": {"mean_iteration_ms", "p95_iteration_ms",
 //     "total_s", "straggler_wait_ms", "local_bytes", "remote_bytes",
 //     "final_accuracy"?, "iterations", "epochs_completed"}},
-//    "bound_mean_iteration_ms"}
+//    "bound_mean_iteration_ms", "bound_epoch_mean_iteration_ms"?}
+// last_decile_iteration_ms (per policy, optional) is the mean iteration
+// time over the last 10 % (at least one) of the iterations of each
+// completed epoch (of every epoch seen when none completed);
+// bound_epoch_mean_iteration_ms the mean over epochs of bound-epoch
+// (sched::EpochBoundMs) at each epoch's first planned iteration.
 // Definitions: an iteration's time is its BSP makespan (slowest worker);
 // p95 is the nearest-rank 95th percentile; straggler_wait_ms is the mean,
 // over every (iteration, worker), of the worker's wait at the barrier
@@ -40,15 +45,22 @@ struct PolicySummary {
   // Iterations the scheduler planned by its fallback because the policy
   // failed (unset when the engine does not know).
   std::optional<int64_t> policy_failures;
+  std::optional<double> last_decile_iteration_ms;
 };
 
 struct RunSummary {
   std::map<std::string, PolicySummary> policies;  // by policy name
   std::optional<double> bound_mean_iteration_ms;
+  std::optional<double> bound_epoch_mean_iteration_ms;
 };
 
 // Fills mean/p95 of `iteration_ms` (and iterations). Empty → zeros.
 void SetIterationStats(std::span<const double> iteration_ms, PolicySummary* out);
+// Mean over epochs' last 10 % (≥ 1) of iterations, iterations given in
+// order with their epoch; only epochs < `epochs_completed` unless none
+// is (then every epoch). 0 if empty.
+double LastDecileMs(std::span<const double> iteration_ms, std::span<const int64_t> epoch,
+                    int64_t epochs_completed);
 // Nearest-rank percentile (p in (0, 100]) of unsorted values; 0 if empty.
 double Percentile(std::span<const double> values, double p);
 
