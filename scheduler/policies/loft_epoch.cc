@@ -4,8 +4,28 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 namespace loft::sched {
+namespace {
+
+// Whether some serving peer's uplink time (Σ counts naming it × s/up) is
+// (within 0.1 %) the plan's makespan.
+bool UplinkBound(const PlanRequest& req, const Plan& plan) {
+  std::unordered_map<int32_t, int64_t> served;
+  for (const WorkerPlan& wp : plan.workers) {
+    for (const auto& [peer, count] : wp.remote_from) served[peer] += count;
+  }
+  for (const WorkerInput& w : req.workers) {
+    auto it = served.find(w.node);
+    if (it == served.end()) continue;
+    if (static_cast<double>(it->second) * w.cost.uplink_per_sample_ms >= 0.999 * plan.makespan_ms)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 StatusOr<Plan> LoftEpochPolicy::PlanIteration(const PlanRequest& req) {
   LOFT_RETURN_IF_ERROR(ValidatePlanRequest(req));
@@ -22,11 +42,12 @@ StatusOr<Plan> LoftEpochPolicy::PlanIteration(const PlanRequest& req) {
   // but not in the pool).
   const int64_t drain_base =
       req.unconsumed_in_epoch >= req.global_batch ? std::min(pool, req.unconsumed_in_epoch) : pool;
-  // One plan at the steady rates (slack_) and, when alt_slack_ > slack_, one
-  // with a little more room; the faster of the two (the steady one on ties).
+  // One plan at the steady rates (slack_) and, when alt_slack_ > slack_ and
+  // that plan's makespan is set by a serving uplink, one with a little more
+  // room; the faster of the two (the steady one unless `margin` faster).
   StatusOr<Plan> best = Internal("loft-epoch: no plan");
   for (double slack : {slack_, alt_slack_}) {
-    if (best.ok() && slack <= slack_) continue;
+    if (best.ok() && (slack <= slack_ || !UplinkBound(req, best.value()))) continue;
     PlanRequest capped = req;
     const double scale =
         static_cast<double>(req.global_batch) / static_cast<double>(drain_base) * (1.0 + slack);

@@ -17,8 +17,9 @@
 // Σ caps ≥ B).
 // Integer plans at the exact steady caps can be poor when a node's uplink
 // is tiny (one sample more served costs a whole uplink slot), so a second
-// plan with caps at (1 + alt_slack)·h_j is also made and taken when it is
-// faster by more than `margin` (defaults 0.05 and 10 %, tuned on the
+// plan with caps at (1 + alt_slack)·h_j is also made when the first plan's
+// makespan is set by a serving uplink, and taken when it is faster by more
+// than `margin` (defaults 0.05 and 10 %, tuned on the
 // random instances of tests/unit/scheduler/loft_epoch_test.cc).
 // Not responsible for: concrete sample ids (the Assigner), cost fitting.
 // Thread-safety: stateless; not shared across threads by contract.
