@@ -85,7 +85,11 @@ void ExternalTrainer::Drain(std::optional<uint64_t> waiting_for, std::optional<d
   }
   while (true) {
     auto frames = RecvMultipart(router_, /*dontwait=*/true, /*max_frames=*/8);
-    if (!frames.ok()) continue;  // too many frames: dropped
+    if (!frames.ok()) {
+      if (frames.status().code() == StatusCode::kResourceExhausted) continue;  // too many frames: dropped
+      spdlog::warn("consumer receive: {}", frames.status().ToString());
+      break;
+    }
     if (frames->empty()) break;
     if (frames->size() < 2) continue;
     std::string id((*frames)[0].to_string());
