@@ -9,6 +9,10 @@ Writes one PNG (default DIR/sim.png) with two panels:
          iterations): read, compute and wait stacked. With overlap, read
          and compute run concurrently, so the bar shows the worker's own
          time split as read-only / compute-only / both.
+When iterations.csv has an `epoch` column, also writes DIR/epoch.png (or
+--epoch-out): iteration time against the position within the epoch, mean
+over the run's epochs, for loft vs loft-epoch (every policy when neither
+is present) — the end-of-epoch cliff of greedy planning.
 Needs python3-matplotlib (Debian); uses the Agg backend (no display).
 """
 import argparse
@@ -48,6 +52,7 @@ def main():
     ap.add_argument("--out", default=None, help="PNG path (default DIR/sim.png)")
     ap.add_argument("--title", default=None)
     ap.add_argument("--max-workers", type=int, default=64, help="breakdown shows at most this many workers")
+    ap.add_argument("--epoch-out", default=None, help="epoch-profile PNG path (default DIR/epoch.png)")
     args = ap.parse_args()
 
     rows = load(os.path.join(args.dir, "iterations.csv"))
@@ -104,6 +109,38 @@ def main():
         fig.suptitle(args.title)
     fig.tight_layout()
     out = args.out or os.path.join(args.dir, "sim.png")
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+    if "epoch" in rows[0]:
+        plot_epoch_profile(rows, args.epoch_out or os.path.join(args.dir, "epoch.png"), args.title)
+
+
+def plot_epoch_profile(rows, out, title):
+    """Mean iteration time at each position within an epoch, per policy."""
+    per = OrderedDict()  # policy -> epoch -> {iteration: ms}
+    for r in rows:
+        per.setdefault(r["policy"], defaultdict(dict))[int(r["epoch"])][int(r["iteration"])] = float(r["makespan_ms"])
+    chosen = [p for p in ("loft", "loft-epoch") if p in per] or list(per)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for p in chosen:
+        epochs = per[p]
+        # Only full-length epochs (the longest ones) when the run ends mid-epoch.
+        longest = max(len(v) for v in epochs.values())
+        full = [v for v in epochs.values() if len(v) >= longest - 1] or list(epochs.values())
+        n = min(len(v) for v in full)
+        mean = [0.0] * n
+        for v in full:
+            its = sorted(v)[:n]
+            for k, i in enumerate(its):
+                mean[k] += v[i] / len(full)
+        ax.plot(range(n), mean, label=f"{p} ({len(full)} epochs)", linewidth=1.2)
+    ax.set_xlabel("iteration within the epoch")
+    ax.set_ylabel("iteration time (ms), mean over epochs")
+    ax.set_title(title or "iteration time across an epoch")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
     fig.savefig(out, dpi=110)
     print(f"wrote {out}")
 
