@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <vector>
 
 namespace loft::sched {
 namespace {
@@ -40,20 +41,38 @@ StatusOr<Plan> LoftEpochPolicy::PlanIteration(const PlanRequest& req) {
   // local_available); unconsumed_in_epoch counts it once. The smaller of the
   // two keeps Σ caps ≥ B (dead nodes' samples are in unconsumed_in_epoch
   // but not in the pool).
-  const int64_t drain_base =
+  int64_t drain_base =
       req.unconsumed_in_epoch >= req.global_batch ? std::min(pool, req.unconsumed_in_epoch) : pool;
   // One plan at the steady rates (slack_) and, when alt_slack_ > slack_ and
   // that plan's makespan is set by a serving uplink, one with a little more
   // room; the faster of the two (the steady one unless `margin` faster).
   StatusOr<Plan> best = Internal("loft-epoch: no plan");
+  // When the epoch's last iteration is partial (unconsumed not a multiple of
+  // B), each worker keeps min(H_j, min_batch_j) back for it, so it is not forced to read its min_batch
+  // remotely then; only when the rest still holds ≥ B.
+  std::vector<int64_t> reserve(req.workers.size(), 0);
+  if (req.iterations_left_in_epoch > 1 && req.unconsumed_in_epoch % req.global_batch != 0) {
+    int64_t total_reserve = 0;
+    for (size_t i = 0; i < req.workers.size(); ++i) {
+      reserve[i] = std::min(req.workers[i].local_available, req.workers[i].min_batch);
+      total_reserve += reserve[i];
+    }
+    if (drain_base - total_reserve >= req.global_batch && pool - total_reserve >= req.global_batch) {
+      drain_base -= total_reserve;
+    } else {
+      std::fill(reserve.begin(), reserve.end(), 0);
+    }
+  }
   for (double slack : {slack_, alt_slack_}) {
     if (best.ok() && (slack <= slack_ || !UplinkBound(req, best.value()))) continue;
     PlanRequest capped = req;
     const double scale =
         static_cast<double>(req.global_batch) / static_cast<double>(drain_base) * (1.0 + slack);
-    for (WorkerInput& w : capped.workers) {
-      const double target = static_cast<double>(w.local_available) * scale;
-      w.local_available = std::min(w.local_available, static_cast<int64_t>(std::ceil(target - 1e-9)));
+    for (size_t i = 0; i < capped.workers.size(); ++i) {
+      WorkerInput& w = capped.workers[i];
+      const double target = static_cast<double>(w.local_available - reserve[i]) * scale;
+      w.local_available =
+          std::min(w.local_available - reserve[i], static_cast<int64_t>(std::ceil(target - 1e-9)));
     }
     StatusOr<Plan> plan = loft_.PlanIteration(capped);
     if (!plan.ok()) continue;
