@@ -8,6 +8,8 @@ ledger duplicates 0 / lost 0 and retries > 0. Also the error paths
 (bad endpoint, timeout).
 argv: <consumer_it binary>; env LOFT_BIN_DIR, LOFT_IT_DIR (loft_it.py)."""
 import os
+import re
+import urllib.request
 import subprocess
 import sys
 
@@ -31,7 +33,8 @@ try:
     with open(cfg) as f:
         text = f.read().replace("compute_mode: synthetic\n", "")
     with open(cfg, "w") as f:
-        f.write(text + f"compute_mode: external\nconsumer_endpoint: {endpoint}\nconsumer_timeout_ms: 3000\n")
+        metrics_port = loft_it.free_port()
+        f.write(text + f"metrics_port: {metrics_port}\ncompute_mode: external\nconsumer_endpoint: {endpoint}\nconsumer_timeout_ms: 3000\n")
     c._spawn("edge-0", [loft_it.exe("loft-agent"), "--config", cfg])
     c.start_agent("edge-1")
 
@@ -64,6 +67,14 @@ try:
     with open(os.path.join(c.tmp, "edge-0.log")) as f:
         agent_log = f.read()
     assert "consumer disconnected" in agent_log, agent_log[-3000:]
+    # The agent reported the consumer's compute time (250 ms per C batch),
+    # not its own wall time (a few ms per batch).
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    m = re.search(r'loft_agent_partition_ms_sum\{[^}]*"compute"[^}]*\} (\S+)', metrics)
+    assert m, metrics[-2000:]
+    compute_sum = float(m.group(1))
+    assert compute_sum >= 250.0 * batches, (compute_sum, batches)
+    loft_it.log(f"agent compute_ms sum {compute_sum:.1f} for {batches} C batches")
     print("ok", st["ledger"], f"consumer batches={batches}")
 finally:
     if consumer is not None and consumer.poll() is None:
