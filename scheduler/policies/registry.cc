@@ -4,6 +4,7 @@
 #include "scheduler/plan.h"
 #include "scheduler/policies/lbbsp.h"
 #include "scheduler/policies/loft.h"
+#include "scheduler/policies/loft_epoch.h"
 #include "scheduler/policies/pid.h"
 #include "scheduler/policies/uniform.h"
 
@@ -14,8 +15,9 @@ StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name) {
   if (name == "lbbsp") return std::unique_ptr<Policy>(std::make_unique<LbBspPolicy>());
   if (name == "pid") return std::unique_ptr<Policy>(std::make_unique<PidPolicy>());
   if (name == "loft") return std::unique_ptr<Policy>(std::make_unique<LoftPolicy>());
-  if (name == "loft-epoch") return Unimplemented("policy 'loft-epoch' is not implemented yet");
-  return InvalidArgument(fmt::format("unknown policy '{}' (expected uniform, lbbsp, pid or loft)", name));
+  if (name == "loft-epoch") return std::unique_ptr<Policy>(std::make_unique<LoftEpochPolicy>());
+  return InvalidArgument(
+      fmt::format("unknown policy '{}' (expected uniform, lbbsp, pid, loft or loft-epoch)", name));
 }
 
 }  // namespace loft::sched

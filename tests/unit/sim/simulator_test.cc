@@ -121,13 +121,12 @@ TEST_CASE("global-shuffle reads between two peers follow the cost model", "[sim]
   }
 }
 
-// Found by the simulator: at the end of epoch 0 of this two-worker run
-// (overlap on) node 0 holds all 200 remaining samples, node 1 none, B =
-// 200, min_batch 1. The loft policy returns "no feasible makespan found"
-// and the scheduler falls back to an even split (policy_failures = 1),
-// although l0 = 199, r1 = 1 is feasible. Reported to the policy owners;
-// [!mayfail] until fixed so the suite stays green.
-TEST_CASE("loft plans every iteration itself on the two-worker run", "[sim][policy][!mayfail]") {
+// Regression found by the simulator: at the end of epoch 0 of this
+// two-worker run (overlap on) node 0 holds all 200 remaining samples, node
+// 1 none, B = 200, min_batch 1. loft used to return "no feasible makespan
+// found" and the scheduler fell back to an even split, although l0 = 199,
+// r1 = 1 is feasible.
+TEST_CASE("loft plans every iteration itself on the two-worker run", "[sim][policy]") {
   const ClusterSpec spec = Spec(WithOverlap(kTwoWorkers, true));
   const SimResult r = MustRun(spec, "loft", 15);
   INFO(r.first_policy_error);
