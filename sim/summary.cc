@@ -151,7 +151,7 @@ std::string SummaryTable(const RunSummary& summary) {
                        static_cast<double>(p.remote_bytes) / 1e6);
   }
   if (summary.bound_mean_iteration_ms) {
-    out += fmt::format("{:<12} {:>10.3f}   (lower bound on mean iteration time)\n", "bound",
+    out += fmt::format("{:<12} {:>10.3f}   (per-iteration bound on the states of the first run; epoch-aware plans can beat it)\n", "bound",
                        *summary.bound_mean_iteration_ms);
   }
   if (summary.bound_epoch_mean_iteration_ms) {
