@@ -19,32 +19,28 @@ bool ValidName(const std::string& s, bool allow_colon) {
   return true;
 }
 
-std::string EscapeHelp(const std::string& s) {
+// Prometheus text escaping: backslash and newline always; double quotes
+// too inside label values (not in HELP text).
+std::string Escape(const std::string& s, bool quotes) {
   std::string out;
   for (char c : s) {
     if (c == '\\')
       out += "\\\\";
     else if (c == '\n')
       out += "\\n";
+    else if (quotes && c == '"')
+      out += "\\\"";
     else
       out += c;
   }
   return out;
 }
 
+std::string EscapeHelp(const std::string& s) {
+  return Escape(s, /*quotes=*/false);
+}
 std::string EscapeLabelValue(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '\n')
-      out += "\\n";
-    else if (c == '"')
-      out += "\\\"";
-    else
-      out += c;
-  }
-  return out;
+  return Escape(s, /*quotes=*/true);
 }
 
 // `{a="x",b="y"}` (with an optional extra label appended), or "" if none.

@@ -129,15 +129,16 @@ class Plan(list):
     makespan_ms: float = 0.0
 
 
-class Planner:
-    """loft_planner_t: a policy plus workers with cost parameters (ms)."""
+class _Handle:
+    """Owns one C handle: close() frees it once; usable as a context manager.
+    Subclasses set _release to the C destroy/close function."""
 
-    def __init__(self, policy: str, global_batch: int, overlap: bool = False):
-        self._h = _call(_planner_create, policy.encode(), global_batch, 1 if overlap else 0)
+    _h = None
+    _release = None
 
     def close(self):
-        if self._h:
-            _planner_destroy(self._h)
+        if self._h is not None:
+            type(self)._release(self._h)
             self._h = None
 
     def __enter__(self):
@@ -145,6 +146,15 @@ class Planner:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Planner(_Handle):
+    """loft_planner_t: a policy plus workers with cost parameters (ms)."""
+
+    def __init__(self, policy: str, global_batch: int, overlap: bool = False):
+        self._h = _call(_planner_create, policy.encode(), global_batch, 1 if overlap else 0)
+
+    _release = staticmethod(_planner_destroy)
 
     def __del__(self):
         self.close()
@@ -195,7 +205,7 @@ def sim_run(spec_yaml: str, policies: str = "loft,lbbsp,uniform,pid", iterations
     return text if raw else json.loads(text)
 
 
-class Batch:
+class Batch(_Handle):
     """One partition from the agent. payload(i) is a memoryview into the
     received message (zero copy, numpy.frombuffer-compatible), valid until
     close(); bytes_payload(i) copies. Call report() once, then close()."""
@@ -227,19 +237,10 @@ class Batch:
             raise LoftError("batch is closed")
         _call(_batch_report, self._h, float(compute_ms))
 
-    def close(self):
-        if self._h is not None:
-            _batch_destroy(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    _release = staticmethod(_batch_destroy)
 
 
-class Consumer:
+class Consumer(_Handle):
     """Takes batches from a local agent running compute_mode external."""
 
     def __init__(self, endpoint: str):
@@ -264,16 +265,7 @@ class Consumer:
             with b:
                 yield b
 
-    def close(self):
-        if self._h is not None:
-            _consumer_close(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    _release = staticmethod(_consumer_close)
 
     def __del__(self):
         self.close()
