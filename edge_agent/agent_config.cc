@@ -25,7 +25,11 @@ Status AgentConfig::Validate() const {
     return InvalidArgument("compute_mode synthetic needs cluster_spec (the node's compute constants)");
   }
   if (link_emulation && cluster_spec.empty()) return InvalidArgument("link_emulation needs cluster_spec");
-  if (metrics_port < -1 || metrics_port > 65535) return InvalidArgument("metrics_port must be -1 … 65535");
+  if (metrics_port < -1 || metrics_port > 65535) {
+    return InvalidArgument(fmt::format(
+        "metrics_port must be 0 (off) or a port 1..65535 (got {}; -1 is accepted as a legacy 'off')",
+        metrics_port));
+  }
   if (heartbeat_interval_ms < 1) return InvalidArgument("heartbeat_interval_ms must be >= 1");
   if (scheduler_timeout_ms <= heartbeat_interval_ms) {
     return InvalidArgument("scheduler_timeout_ms must be > heartbeat_interval_ms");

@@ -29,7 +29,9 @@ struct AgentConfig {
   int credits = 2;                         // partitions queued + running at once, >= 1
   std::string compute_mode = "synthetic";  // synthetic (spend the spec's compute time) | external (consumer)
   bool link_emulation = false;             // emulate the spec's link rates with token buckets
-  int metrics_port = -1;                   // -1 = no metrics server; 0 = any free port
+  // Prometheus HTTP port, as in loft-scheduler: 0 = off (default), 1..65535 =
+  // that port. -1 (the old "off") is still accepted and also means off.
+  int metrics_port = 0;
   std::string metrics_address = "127.0.0.1";
   std::string log_level = "info";
   int heartbeat_interval_ms = 500;

@@ -332,7 +332,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   m.runner = std::make_unique<PartitionRunner>(clock, m.cache.get(), m.fetcher.get(), &m.metrics);
   if (!m.trainer) m.trainer = std::make_unique<SyntheticTrainer>(clock, m.compute, cfg.seed);
 
-  if (cfg.metrics_port >= 0) {
+  if (cfg.metrics_port > 0) {  // 0 (and legacy -1) = off, as for loft-scheduler
     LOFT_ASSIGN_OR_RETURN(m.http, MetricsHttpServer::Start(registry, cfg.metrics_address,
                                                            static_cast<uint16_t>(cfg.metrics_port)));
   }
