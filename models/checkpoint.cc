@@ -29,12 +29,12 @@ uint32_t Crc32(const char* data, size_t n) {
 
 }  // namespace
 
-Status SaveCheckpoint(const std::string& path, const Model& model, const Sgd& sgd) {
+StatusOr<std::vector<char>> EncodeCheckpoint(const Model& model, const Sgd& sgd) {
   std::span<const float> params = model.params();
   std::span<const float> vel = sgd.velocity();
   if (vel.size() != params.size()) {
-    return InvalidArgument("checkpoint " + path + ": optimiser has " + std::to_string(vel.size()) +
-                           " floats but model " + model.name() + " has " + std::to_string(params.size()));
+    return InvalidArgument("checkpoint: optimiser has " + std::to_string(vel.size()) + " floats but model " +
+                           model.name() + " has " + std::to_string(params.size()));
   }
   std::vector<char> buf;
   buf.reserve(64 + model.name().size() + 8 * params.size());
@@ -49,7 +49,13 @@ Status SaveCheckpoint(const std::string& path, const Model& model, const Sgd& sg
   const char* vp = reinterpret_cast<const char*>(vel.data());
   buf.insert(buf.end(), vp, vp + vel.size_bytes());
   Put(&buf, Crc32(buf.data(), buf.size()));
+  return buf;
+}
 
+Status SaveCheckpoint(const std::string& path, const Model& model, const Sgd& sgd) {
+  auto encoded = EncodeCheckpoint(model, sgd);
+  if (!encoded.ok()) return encoded.status().WithContext(path);
+  const std::vector<char>& buf = *encoded;
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -69,8 +75,10 @@ Status LoadCheckpoint(const std::string& path, Model* model, Sgd* sgd) {
   if (!in) return NotFound("checkpoint: cannot open " + path);
   std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return IOError("checkpoint: read of " + path + " failed");
+  return DecodeCheckpoint(buf, "checkpoint " + path, model, sgd);
+}
 
-  const std::string where = "checkpoint " + path;
+Status DecodeCheckpoint(std::span<const char> buf, const std::string& where, Model* model, Sgd* sgd) {
   size_t pos = 0;
   auto take = [&](void* dst, size_t n, const char* what) -> Status {
     if (buf.size() - pos < n) {
@@ -110,7 +118,7 @@ Status LoadCheckpoint(const std::string& path, Model* model, Sgd* sgd) {
   std::memcpy(&stored_crc, buf.data() + buf.size() - 4, 4);
   const uint32_t crc = Crc32(buf.data(), buf.size() - 4);
   if (crc != stored_crc) return DataLoss(where + ": CRC mismatch (file is corrupt)");
-  if (name != model->name()) {
+  if (name != model->name()) {  // (checked after the CRC: a corrupt name is reported as corruption)
     return InvalidArgument(where + ": holds model " + name + " but the model is " + model->name());
   }
   if (static_cast<int64_t>(n) != model->num_params()) {

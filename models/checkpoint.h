@@ -14,7 +14,9 @@
 // Thread-safety: free functions; callers serialise access to the objects.
 #pragma once
 
+#include <span>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "models/model.h"
@@ -26,5 +28,11 @@ inline constexpr uint32_t kCheckpointVersion = 1;
 
 Status SaveCheckpoint(const std::string& path, const Model& model, const Sgd& sgd);
 Status LoadCheckpoint(const std::string& path, Model* model, Sgd* sgd);
+
+// The same bytes in memory (state transfer between agents). Decode makes
+// the same checks as LoadCheckpoint (`where` names the source in errors)
+// and changes nothing unless all pass.
+StatusOr<std::vector<char>> EncodeCheckpoint(const Model& model, const Sgd& sgd);
+Status DecodeCheckpoint(std::span<const char> bytes, const std::string& where, Model* model, Sgd* sgd);
 
 }  // namespace loft::models

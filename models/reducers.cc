@@ -20,6 +20,17 @@ StatusOr<ReducerKind> ParseReducerKind(std::string_view name) {
       "' (expected mean | weighted_mean | median | trimmed_mean | multi_krum | centered_clipping)");
 }
 
+std::vector<double> AggregationWeights(ReducerKind kind, std::span<const double> batch_sizes) {
+  std::vector<double> w;
+  w.reserve(batch_sizes.size());
+  const bool by_size = kind == ReducerKind::kMean || kind == ReducerKind::kWeightedMean;
+  for (double b : batch_sizes) {
+    const bool present = std::isfinite(b) && b > 0;
+    w.push_back(!present ? 0.0 : by_size ? b : 1.0);
+  }
+  return w;
+}
+
 std::string_view ReducerKindName(ReducerKind kind) {
   switch (kind) {
     case ReducerKind::kMean: return "mean";
@@ -236,15 +247,27 @@ Status Reduce(const ReducerOptions& options, std::span<const std::span<const flo
     if (!(sum > 0)) return InvalidArgument(name + ": weights sum to zero");
     w.assign(weights.begin(), weights.end());
   }
+  // A zero weight means "no input" for every reducer (a member with no
+  // samples this iteration): drop those inputs before reducing.
+  if (std::find(w.begin(), w.end(), 0.0) != w.end()) {
+    std::vector<std::span<const float>> kept;
+    std::vector<double> kw;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (w[i] > 0) {
+        kept.push_back(inputs[i]);
+        kw.push_back(w[i]);
+      }
+    }
+    return Reduce(options, kept, kw, out);
+  }
   switch (options.kind) {
     case ReducerKind::kMean:
     case ReducerKind::kWeightedMean: {
-      const bool plain = options.kind == ReducerKind::kMean;
-      const double ws = plain ? static_cast<double>(inputs.size()) : std::accumulate(w.begin(), w.end(), 0.0);
+      // Both are sum w_i x_i / sum w_i (w = 1 when no weights were given).
+      const double ws = std::accumulate(w.begin(), w.end(), 0.0);
       std::vector<double> acc(out.size(), 0.0);
       for (size_t i = 0; i < inputs.size(); ++i) {
-        const double c = (plain ? 1.0 : w[i]) / ws;
-        if (c == 0) continue;  // a zero-weight input does not contribute
+        const double c = w[i] / ws;
         for (size_t j = 0; j < out.size(); ++j) acc[j] += c * inputs[i][j];
       }
       for (size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(acc[j]);

@@ -1,8 +1,9 @@
 // Robust reducers: N input vectors of equal length d (+ optional
 // non-negative weights, e.g. batch sizes b_i) -> one output vector.
 //
-//   mean               plain arithmetic mean; weights ignored.
-//   weighted_mean      sum w_i x_i / sum w_i; weights required.
+//   mean               sum w_i x_i / sum w_i; the plain mean when no
+//                      weights are given (w_i = 1).
+//   weighted_mean      the same, but weights are required.
 //   median             coordinate-wise weighted median (equal weights when
 //                      none given: the usual median, mid-point for even N).
 //   trimmed_mean       per coordinate, drop k = floor(trim_fraction * N)
@@ -16,6 +17,11 @@
 //                      `clip_iterations` times v <- v + sum w_i clip_tau(x_i - v)
 //                      / sum w_i, clip_tau(z) = z * min(1, tau/||z||)
 //                      (Karimireddy et al. 2021).
+//
+// Weights: an input with weight 0 is absent for EVERY reducer (it is
+// dropped before reducing, so it neither shifts ranks nor counts towards
+// N); positive weights are used as stated above. Which weights a data-
+// parallel job passes is AggregationWeights' policy (below).
 //
 // Non-finite inputs (NaN, +-Inf): mean and weighted_mean are poisoned by
 // design (an Inf/NaN input gives Inf/NaN output; they are the non-robust
@@ -56,6 +62,17 @@ struct ReducerOptions {
   int clip_iterations = 3;     // centered_clipping, >= 1
   Status Validate() const;
 };
+
+// The weights a training job passes for worker batch sizes b_i (b_i <= 0 or
+// non-finite = the worker had no samples: weight 0, absent):
+//  - mean, weighted_mean: w_i = b_i, so the result is sum (b_i/B) g_i, the
+//    gradient of the global batch B = sum b_i (each g_i is a batch mean);
+//  - median, trimmed_mean, multi_krum, centered_clipping: w_i = 1 for every
+//    worker with samples. Each honest g_i is an unbiased estimate of the
+//    same full gradient, and b_i is self-reported: weighting a robust
+//    statistic by it would let one Byzantine worker claiming a huge batch
+//    outvote the others.
+std::vector<double> AggregationWeights(ReducerKind kind, std::span<const double> batch_sizes);
 
 // inputs: N >= 1 vectors, all of out.size() floats. weights: empty (equal)
 // or N finite values >= 0 with a positive sum.

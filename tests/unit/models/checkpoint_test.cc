@@ -123,3 +123,38 @@ TEST_CASE("corrupt, truncated or mismatched checkpoints give clear errors", "[ch
   // Nothing was changed by a failed load.
   CHECK(std::equal(target_before.begin(), target_before.end(), target->params().begin()));
 }
+
+TEST_CASE("in-memory checkpoint (state transfer) round-trips and rejects corruption", "[checkpoint]") {
+  auto a = Small();
+  a->Init(3);
+  auto sgd_a = Sgd::Create(SgdOptions{}, a->num_params()).value();
+  std::vector<float> g(static_cast<size_t>(a->num_params()), 0.25f);
+  REQUIRE(sgd_a.Step(a->params(), g).ok());
+  REQUIRE(sgd_a.Step(a->params(), g).ok());
+  auto bytes = EncodeCheckpoint(*a, sgd_a);
+  REQUIRE(bytes.ok());
+
+  auto b = Small();
+  b->Init(99);
+  auto sgd_b = Sgd::Create(SgdOptions{}, b->num_params()).value();
+  REQUIRE(ParameterHash(b->params()) != ParameterHash(a->params()));
+  REQUIRE(DecodeCheckpoint(*bytes, "peer 2", b.get(), &sgd_b).ok());
+  CHECK(ParameterHash(b->params()) == ParameterHash(a->params()));
+  CHECK(sgd_b.step() == 2);
+  CHECK(std::equal(sgd_b.velocity().begin(), sgd_b.velocity().end(), sgd_a.velocity().begin()));
+
+  auto c = Small();
+  c->Init(5);
+  const uint64_t before = ParameterHash(c->params());
+  auto sgd_c = Sgd::Create(SgdOptions{}, c->num_params()).value();
+  std::vector<char> bad = *bytes;
+  bad[bad.size() / 2] ^= 0x10;
+  Status st = DecodeCheckpoint(bad, "peer 2", c.get(), &sgd_c);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message().find("peer 2") != std::string::npos);
+  bad = *bytes;
+  bad.resize(bad.size() - 9);
+  CHECK(DecodeCheckpoint(bad, "peer 2", c.get(), &sgd_c).code() == StatusCode::kDataLoss);
+  CHECK(ParameterHash(c->params()) == before);  // nothing changed
+  CHECK(sgd_c.step() == 0);
+}

@@ -65,6 +65,7 @@ Outcome Train(int n, ReducerKind kind, int byzantine, int iterations) {
     weights[r] = batch[r];
     members[r] = r;
   }
+  weights = AggregationWeights(kind, weights);  // what the agents pass (b_i for the means, 1 otherwise)
   Outcome out;
   out.hashes.assign(static_cast<size_t>(iterations) * n, 0);
   out.accuracy.assign(n, 0);

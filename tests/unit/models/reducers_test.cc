@@ -40,8 +40,10 @@ std::vector<std::vector<float>> Col(std::vector<float> v) {
 
 TEST_CASE("mean and weighted mean", "[reducers]") {
   CHECK(Run(Opt(ReducerKind::kMean), {{1, 2}, {3, 6}})[1] == Approx(4));
-  // Plain mean ignores weights; weighted mean uses them.
-  CHECK(Run(Opt(ReducerKind::kMean), Col({1, 2, 3}), {1, 1, 2})[0] == Approx(2));
+  // Both means use the weights when given (sum w_i x_i / sum w_i); mean
+  // without weights is the plain mean.
+  CHECK(Run(Opt(ReducerKind::kMean), Col({1, 2, 3}))[0] == Approx(2));
+  CHECK(Run(Opt(ReducerKind::kMean), Col({1, 2, 3}), {1, 1, 2})[0] == Approx(2.25));
   CHECK(Run(Opt(ReducerKind::kWeightedMean), Col({1, 2, 3}), {1, 1, 2})[0] == Approx(2.25));
   std::vector<float> out;
   CHECK(Reduce(Opt(ReducerKind::kWeightedMean), Col({1, 2}), {}, &out).code() ==
@@ -49,6 +51,50 @@ TEST_CASE("mean and weighted mean", "[reducers]") {
   // Documented: the mean is poisoned by a single NaN or Inf input.
   CHECK(std::isnan(Run(Opt(ReducerKind::kMean), Col({1, kNaN, 3}))[0]));
   CHECK(std::isinf(Run(Opt(ReducerKind::kWeightedMean), Col({1, kInf, 3}), {1, 1, 1})[0]));
+}
+
+TEST_CASE("a zero weight makes an input absent for every reducer", "[reducers]") {
+  // Inputs {1, 2, 3, 0(weight 0)}: the zero-weight 0 must not shift any result.
+  const auto in = Col({1, 2, 3, 0});
+  const std::vector<double> w{1, 1, 1, 0};
+  CHECK(Run(Opt(ReducerKind::kMean), in, w)[0] == Approx(2));
+  CHECK(Run(Opt(ReducerKind::kWeightedMean), in, w)[0] == Approx(2));
+  CHECK(Run(Opt(ReducerKind::kMedian), in, w)[0] == Approx(2));  // median of 4 incl. 0 would be 1.5
+  ReducerOptions t = Opt(ReducerKind::kTrimmedMean);
+  t.trim_count = 1;
+  CHECK(Run(t, in, w)[0] == Approx(2));  // trimming {0,1,2,3} by 1 would give 1.5
+  // trim_count is checked against the inputs that are present: 3 > 2 ok, 2 is not.
+  std::vector<float> out;
+  CHECK(Reduce(t, Col({1, 2, 3}), std::vector<double>{1, 1, 0}, &out).code() == StatusCode::kInvalidArgument);
+  ReducerOptions k = Opt(ReducerKind::kMultiKrum);
+  k.krum_f = 1;
+  const std::vector<std::vector<float>> vin{{1, 1}, {1.1f, 1}, {0.9f, 1}, {1, 1.1f}, {0, 0}};
+  std::vector<float> kr = Run(k, vin, {1, 1, 1, 1, 0});
+  CHECK(kr[0] > 0.9f);
+  CHECK(kr[1] > 0.9f);
+  CHECK(Run(Opt(ReducerKind::kCenteredClipping), in, w)[0] == Approx(2).margin(1e-6));
+  // A NaN input with weight 0 does not poison the means either.
+  CHECK(Run(Opt(ReducerKind::kMean), Col({1, 3, kNaN}), {1, 1, 0})[0] == Approx(2));
+}
+
+TEST_CASE("aggregation weights: batch sizes for the means, equal for robust reducers", "[reducers]") {
+  const std::vector<double> b{100, 0, 50, std::nan(""), 10};
+  using W = std::vector<double>;
+  CHECK(AggregationWeights(ReducerKind::kMean, b) == W{100, 0, 50, 0, 10});
+  CHECK(AggregationWeights(ReducerKind::kWeightedMean, b) == W{100, 0, 50, 0, 10});
+  for (ReducerKind k : {ReducerKind::kMedian, ReducerKind::kTrimmedMean, ReducerKind::kMultiKrum,
+                        ReducerKind::kCenteredClipping}) {
+    CHECK(AggregationWeights(k, b) == W{1, 0, 1, 0, 1});
+  }
+  // The mean with these weights is the gradient of the global batch:
+  // sum (b_i / B) g_i with B = 160.
+  const auto g = Col({1, 7, 2, 5, 4});
+  CHECK(Run(Opt(ReducerKind::kMean), g, AggregationWeights(ReducerKind::kMean, b))[0] ==
+        Approx((100 * 1 + 50 * 2 + 10 * 4) / 160.0));
+  // A Byzantine worker claiming a huge batch cannot buy the median.
+  const std::vector<double> lie{1e9, 100, 100, 100, 100};
+  CHECK(Run(Opt(ReducerKind::kMedian), Col({-1000, 1, 2, 3, 4}),
+            AggregationWeights(ReducerKind::kMedian, lie))[0] == Approx(2));
 }
 
 TEST_CASE("coordinate-wise median", "[reducers]") {
