@@ -364,6 +364,7 @@ class Rounder {
         if (l_[i] + r_[i] > req_.workers[i].min_batch) heap.emplace(Time(i, l_[i], r_[i]), i);
       }
     }
+    Improve();
     Plan plan;
     plan.policy = std::string(name);
     plan.workers.resize(n_);
@@ -383,6 +384,132 @@ class Rounder {
   double Time(size_t i, int64_t l, int64_t r) const {
     return PredictMs(req_.workers[i].cost, l, r, req_.overlap);
   }
+  // Worker i's time including the busiest uplink among its peers.
+  double FullTime(size_t i, int64_t l, int64_t r) const {
+    double floor_ms = 0;
+    for (const auto& [j, count] : from_[i]) {
+      if (count > 0)
+        floor_ms =
+            std::max(floor_ms, static_cast<double>(served_[j]) * req_.workers[j].cost.uplink_per_sample_ms);
+    }
+    return PredictMsWithUplink(req_.workers[i].cost, static_cast<double>(l), static_cast<double>(r), floor_ms,
+                               req_.overlap);
+  }
+
+  // Index in from_[i] of the peer whose uplink is busiest (the one to give
+  // a remote sample back to).
+  size_t BusiestSource(size_t i) const {
+    size_t best = 0;
+    double key = -1;
+    for (size_t k = 0; k < from_[i].size(); ++k) {
+      const size_t j = from_[i][k].first;
+      const double v = static_cast<double>(served_[j]) * req_.workers[j].cost.uplink_per_sample_ms;
+      if (v > key) key = v, best = k;
+    }
+    return best;
+  }
+
+  void ReturnRemote(size_t i) {
+    const size_t k = BusiestSource(i);
+    auto& src = from_[i][k];
+    const size_t j = src.first;
+    --served_[j];
+    if (spare_[j]++ <= 0) peers_.emplace(Key(j), j);
+    if (--src.second == 0) from_[i].erase(from_[i].begin() + static_cast<std::ptrdiff_t>(k));
+    --r_[i];
+  }
+
+  // Local search on the integer plan (README-planning.md "loft"): while the
+  // slowest worker can be made faster — by reading one remote sample
+  // locally instead, or by handing one sample (local or remote) to the
+  // worker whose cheapest addition stays below the makespan — do it. Removes
+  // rounding artefacts such as a single remote sample over a slow link that
+  // costs the link's latency. Never increases the makespan: a move is taken
+  // only when every time it changes ends below the current maximum.
+  void Improve() {
+    using Item = std::pair<double, size_t>;
+    std::priority_queue<Item> slow;                                      // largest time first
+    std::priority_queue<Item, std::vector<Item>, std::greater<>> cheap;  // cheapest addition first
+    for (size_t i = 0; i < n_; ++i) {
+      slow.emplace(FullTime(i, l_[i], r_[i]), i);
+      const double add = BestAdd(i).first;
+      if (add < kInf) cheap.emplace(add, i);
+    }
+    const size_t budget = 4 * n_ + 64;
+    for (size_t move = 0; move < budget && !slow.empty(); ++move) {
+      auto [key, i] = slow.top();
+      slow.pop();
+      const double m = FullTime(i, l_[i], r_[i]);
+      if (std::abs(m - key) > 1e-12 * (1 + m)) {
+        slow.emplace(m, i);
+        continue;
+      }
+      const double below = m * (1 - 1e-9);
+      const WorkerInput& w = req_.workers[i];
+      // Read one remote sample locally instead (same batch, no receiver).
+      if (r_[i] > 0 && l_[i] < w.local_available && spare_[i] > 0 && Time(i, l_[i] + 1, r_[i] - 1) < below) {
+        ReturnRemote(i);
+        ++l_[i];
+        --spare_[i];
+        slow.emplace(FullTime(i, l_[i], r_[i]), i);
+        continue;
+      }
+      if (l_[i] + r_[i] <= w.min_batch) break;
+      // Hand one sample to the cheapest other worker.
+      const double drop_l = l_[i] > 0 ? Time(i, l_[i] - 1, r_[i]) : kInf;
+      const double drop_r = r_[i] > 0 ? Time(i, l_[i], r_[i] - 1) : kInf;
+      const bool remote = drop_r <= drop_l;
+      if (std::min(drop_l, drop_r) >= below) break;
+      // Apply the drop first so the receiver may read from i's freed sample.
+      if (remote) {
+        ReturnRemote(i);
+      } else {
+        --l_[i];
+        if (spare_[i]++ <= 0) peers_.emplace(Key(i), i);
+      }
+      size_t k = n_;
+      std::vector<Item> held;
+      while (!cheap.empty()) {
+        auto [c, x] = cheap.top();
+        if (x == i) {
+          held.push_back(cheap.top());
+          cheap.pop();
+          continue;
+        }
+        const double now = BestAdd(x).first;
+        if (std::abs(now - c) > 1e-12 * (1 + now)) {
+          cheap.pop();
+          if (now < kInf) cheap.emplace(now, x);
+          continue;
+        }
+        if (now < below) k = x;
+        break;
+      }
+      for (const Item& h : held) cheap.push(h);
+      if (k == n_ || FullTime(i, l_[i], r_[i]) >= below) {
+        // Undo: no receiver below the makespan.
+        if (remote) {
+          const size_t j = BestPeer(i);
+          if (j == n_) break;
+          ++r_[i];
+          Take(i, j, 1);
+          peers_.emplace(Key(j), j);
+        } else {
+          ++l_[i];
+          --spare_[i];
+        }
+        break;
+      }
+      Add(k, BestAdd(k).second);
+      slow.emplace(FullTime(i, l_[i], r_[i]), i);
+      slow.emplace(FullTime(k, l_[k], r_[k]), k);
+      for (size_t x : {i, k}) {
+        const double add = BestAdd(x).first;
+        if (add < kInf) cheap.emplace(add, x);
+      }
+    }
+  }
+
   double Key(size_t j) const {
     return static_cast<double>(served_[j] + 1) * req_.workers[j].cost.uplink_per_sample_ms;
   }
