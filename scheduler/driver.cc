@@ -132,7 +132,7 @@ StatusOr<Updates> JobDriver::OnPartitionSent(uint64_t partition_id, int32_t atte
 StatusOr<Updates> JobDriver::OnPartitionDone(const loft::v1::PartitionDone& done, double now_ms) {
   Updates out;
   loft::v1::StateUpdate u;
-  *u.mutable_partition_done()->mutable_done() = ToJournal(done);
+  *u.mutable_partition_done()->mutable_done() = done;
   u.mutable_partition_done()->set_now_ms(now_ms);
   LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
   if (state_->sampler().EpochDone()) {
@@ -146,7 +146,7 @@ StatusOr<Updates> JobDriver::OnPartitionDone(const loft::v1::PartitionDone& done
 StatusOr<Updates> JobDriver::OnPartitionFailed(const loft::v1::PartitionFailed& failed, double now_ms) {
   Updates out;
   loft::v1::StateUpdate u;
-  *u.mutable_partition_failed()->mutable_failed() = ToJournal(failed);
+  *u.mutable_partition_failed()->mutable_failed() = failed;
   u.mutable_partition_failed()->set_now_ms(now_ms);
   LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
   return out;
@@ -169,7 +169,7 @@ std::vector<loft::v1::Partition> JobDriver::PartitionsToSend(std::span<const lof
   std::vector<loft::v1::Partition> out;
   for (const auto& u : updates) {
     if (!u.has_iteration_planned()) continue;
-    for (const auto& pp : u.iteration_planned().partitions()) out.push_back(ToWire(pp.partition()));
+    for (const auto& pp : u.iteration_planned().partitions()) out.push_back(pp.partition());
   }
   return out;
 }

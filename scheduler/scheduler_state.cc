@@ -72,28 +72,6 @@ uint64_t Fnv1a(std::string_view s) {
 }
 }  // namespace
 
-namespace {
-template <class To, class From>
-To Mirror(const From& from) {
-  To to;
-  to.ParseFromString(from.SerializeAsString());
-  return to;
-}
-}  // namespace
-
-loft::v1::Partition ToWire(const loft::v1::JournaledPartition& p) {
-  return Mirror<loft::v1::Partition>(p);
-}
-loft::v1::JournaledPartition ToJournal(const loft::v1::Partition& p) {
-  return Mirror<loft::v1::JournaledPartition>(p);
-}
-loft::v1::JournaledDone ToJournal(const loft::v1::PartitionDone& d) {
-  return Mirror<loft::v1::JournaledDone>(d);
-}
-loft::v1::JournaledFailed ToJournal(const loft::v1::PartitionFailed& f) {
-  return Mirror<loft::v1::JournaledFailed>(f);
-}
-
 Status SchedulerOptions::Validate() const {
   if (!(timeout_min_ms >= 0) || !std::isfinite(timeout_min_ms)) {
     return InvalidArgument("scheduler options: timeout_min_ms must be finite and >= 0");
@@ -270,7 +248,7 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
   }
   LOFT_RETURN_IF_ERROR(sampler_.MarkTaken(all).WithContext(where));
   for (const auto& pp : u.partitions()) {
-    Status s = ledger_.AddPlanned(ToWire(pp.partition()), u.now_ms(), pp.deadline_ms());
+    Status s = ledger_.AddPlanned(pp.partition(), u.now_ms(), pp.deadline_ms());
     if (!s.ok()) return Internal(where + ": ledger rejected a validated partition: " + s.ToString());
   }
   if (!u.policy_error().empty()) ++policy_failures_;

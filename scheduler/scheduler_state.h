@@ -44,14 +44,6 @@
 
 namespace loft::sched {
 
-// Conversions between the journal's mirrors (state.proto) and the wire
-// messages (core/proto/loft.proto). They are wire-identical, so this is a
-// serialize + parse.
-loft::v1::Partition ToWire(const loft::v1::JournaledPartition& p);
-loft::v1::JournaledPartition ToJournal(const loft::v1::Partition& p);
-loft::v1::JournaledDone ToJournal(const loft::v1::PartitionDone& d);
-loft::v1::JournaledFailed ToJournal(const loft::v1::PartitionFailed& f);
-
 struct SchedulerOptions {
   uint64_t job_id = 1;
   // Epoch permutation seed; 0 = the spec's training.seed.

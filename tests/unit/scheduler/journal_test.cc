@@ -185,48 +185,78 @@ TEST_CASE("Journal: a journaled run recovers to identical state and continues id
   CHECK((*rec)->state().Digest() == drv.state().Digest());
 }
 
-TEST_CASE("Journal mirrors are wire-identical to the wire messages", "[journal]") {
-  loft::v1::PartitionDone d;
-  d.set_partition_id(42);
-  d.set_attempt(3);
-  d.set_node(5);
-  auto* t = d.mutable_timings();
-  t->set_local_read_ms(1.5);
-  t->set_remote_read_ms(2.5);
-  t->set_compute_ms(3.5);
-  t->set_local_samples(7);
-  t->set_remote_samples(8);
-  t->set_local_bytes(700);
-  t->set_remote_bytes(800);
-  (*t->mutable_remote_read_ms_by_peer())[2] = 0.25;
-  t->set_wait_ms(9.5);
-  const auto j = loft::sched::ToJournal(d);
-  CHECK(j.partition_id() == 42);
-  CHECK(j.timings().remote_bytes() == 800);
-  CHECK(j.timings().remote_read_ms_by_peer().at(2) == 0.25);
-  CHECK(j.timings().wait_ms() == 9.5);
-  loft::v1::PartitionDone back;
-  REQUIRE(back.ParseFromString(j.SerializeAsString()));
-  CHECK(back.SerializeAsString() == d.SerializeAsString());
+TEST_CASE("Journal entries written with the former mirror messages still parse", "[journal]") {
+  // StateUpdates serialized by the schema that embedded JournaledPartition /
+  // JournaledDone / JournaledFailed (field-for-field mirrors of the wire
+  // messages), kept as bytes: an IterationPlanned with one child partition,
+  // a PartitionDone with timings and a per-peer map, a PartitionFailed.
+  const std::string planned(
+      "\x22\x48\x08\x03\x10\x01\x18\x04\x21\x00\x00\x00\x00\x00\x00\x29\x40\x2a\x2f\x0a\x24\x08\x07\x10\x01"
+      "\x18\x01\x20\x03\x28\x02\x30\x01\x38\x05\x42"
+      "\x03\x0a\xac\x02\x4a\x02\x02\x00\x50\x04\x59\x00\x00\x00\x00\x00\x00\xf8\x3f\x60\x06\x11\x00\x00\x00"
+      "\x00\x00\xc0\x58\x40\x30\x02\x42\x04\x6c\x6f\x66\x74",
+      74);
+  const std::string done(
+      "\x32\x29\x0a\x1e\x08\x07\x10\x01\x18\x02\x22\x16\x19\x00\x00\x00\x00\x00\x00\x0a\x40\x42\x0b\x08\x00"
+      "\x11\x00\x00\x00\x00\x00\x00\xe0\x3f\x11\x00\x00\x00\x00\x00\x00\x34\x40",
+      43);
+  const std::string failed(
+      "\x3a\x15\x0a\x0a\x08\x08\x18\x01\x22\x04\x64\x69\x73\x6b\x11\x00\x00\x00\x00\x00\x00\x35\x40", 23);
 
-  loft::v1::Partition p;
-  p.set_id(1);
-  p.set_job(2);
-  p.set_epoch(3);
-  p.set_iteration(4);
-  p.set_worker(5);
-  p.set_attempt(6);
-  p.set_parent(7);
-  p.add_sample_ids(8);
-  p.add_sources(9);
-  p.set_plan_id(10);
-  p.set_predicted_ms(11.5);
-  p.set_view(12);
-  CHECK(loft::sched::ToWire(loft::sched::ToJournal(p)).SerializeAsString() == p.SerializeAsString());
-  loft::v1::PartitionFailed f;
-  f.set_partition_id(1);
-  f.set_attempt(2);
-  f.set_node(3);
-  f.set_reason("disk");
-  CHECK(loft::sched::ToJournal(f).reason() == "disk");
+  loft::v1::StateUpdate u;
+  REQUIRE(u.ParseFromString(planned));
+  REQUIRE(u.has_iteration_planned());
+  const auto& ip = u.iteration_planned();
+  CHECK(ip.iteration() == 3);
+  CHECK(ip.epoch() == 1);
+  CHECK(ip.plan_id() == 4);
+  CHECK(ip.now_ms() == 12.5);
+  CHECK(ip.global_batch() == 2);
+  CHECK(ip.policy() == "loft");
+  REQUIRE(ip.partitions_size() == 1);
+  CHECK(ip.partitions(0).deadline_ms() == 99);
+  const loft::v1::Partition& p = ip.partitions(0).partition();
+  CHECK(p.id() == 7);
+  CHECK(p.job() == 1);
+  CHECK(p.epoch() == 1);
+  CHECK(p.iteration() == 3);
+  CHECK(p.worker() == 2);
+  CHECK(p.attempt() == 1);
+  CHECK(p.parent() == 5);
+  REQUIRE(p.sample_ids_size() == 2);
+  CHECK(p.sample_ids(0) == 10);
+  CHECK(p.sample_ids(1) == 300);
+  REQUIRE(p.sources_size() == 2);
+  CHECK(p.sources(0) == 2);
+  CHECK(p.sources(1) == 0);
+  CHECK(p.plan_id() == 4);
+  CHECK(p.predicted_ms() == 1.5);
+  CHECK(p.view() == 6);
+  CHECK(u.SerializeAsString() == planned);
+
+  loft::v1::StateUpdate d;
+  REQUIRE(d.ParseFromString(done));
+  REQUIRE(d.has_partition_done());
+  CHECK(d.partition_done().now_ms() == 20);
+  const loft::v1::PartitionDone& pd = d.partition_done().done();
+  CHECK(pd.partition_id() == 7);
+  CHECK(pd.attempt() == 1);
+  CHECK(pd.node() == 2);
+  CHECK(pd.timings().compute_ms() == 3.25);
+  CHECK(pd.timings().remote_read_ms_by_peer().at(0) == 0.5);
+  CHECK(d.SerializeAsString() == done);
+
+  loft::v1::StateUpdate f;
+  REQUIRE(f.ParseFromString(failed));
+  REQUIRE(f.has_partition_failed());
+  CHECK(f.partition_failed().now_ms() == 21);
+  CHECK(f.partition_failed().failed().partition_id() == 8);
+  CHECK(f.partition_failed().failed().node() == 1);
+  CHECK(f.partition_failed().failed().reason() == "disk");
+  CHECK(f.SerializeAsString() == failed);
+
+  // Through the journal's own framing too.
+  auto decoded = Journal::DecodeValue(0, Journal::EncodeValue(u));
+  REQUIRE(decoded.ok());
+  CHECK(decoded->SerializeAsString() == planned);
 }
