@@ -103,7 +103,7 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   if (YAML::Node t = root["training"]; t.IsDefined()) {
     RET(r.CheckKeys(t, "training",
                     {"global_batch", "min_batch", "iterations", "overlap", "seed", "model",
-                     "aggregation", "learning_rate", "momentum"}));
+                     "aggregation", "learning_rate", "momentum", "lr_schedule"}));
     auto& tr = spec.training;
     RET(r.Get(t, "global_batch", "training", &tr.global_batch));
     RET(r.Get(t, "min_batch", "training", &tr.min_batch));
@@ -128,6 +128,30 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     if (!(tr.learning_rate > 0)) return r.Error(t["learning_rate"], "training.learning_rate", "must be > 0");
     if (!(tr.momentum >= 0 && tr.momentum < 1))
       return r.Error(t["momentum"], "training.momentum", "must be in [0, 1)");
+    if (YAML::Node ls = t["lr_schedule"]; ls.IsDefined() && !ls.IsNull()) {
+      const std::string p = "training.lr_schedule";
+      RET(r.CheckKeys(ls, p,
+                      {"kind", "step_every", "gamma", "total_steps", "min_learning_rate", "warmup_steps"}));
+      auto& s = tr.lr_schedule;
+      RET(r.Get(ls, "kind", p, &s.kind));
+      RET(r.Get(ls, "step_every", p, &s.step_every));
+      RET(r.Get(ls, "gamma", p, &s.gamma));
+      RET(r.Get(ls, "total_steps", p, &s.total_steps));
+      RET(r.Get(ls, "min_learning_rate", p, &s.min_learning_rate));
+      RET(r.Get(ls, "warmup_steps", p, &s.warmup_steps));
+      if (s.kind != "constant" && s.kind != "step" && s.kind != "cosine")
+        return r.Error(ls["kind"], p + ".kind",
+                       "must be one of constant, step, cosine (got '" + s.kind + "')");
+      if (s.step_every <= 0) return r.Error(ls["step_every"], p + ".step_every", "must be > 0");
+      if (!(s.gamma > 0 && s.gamma <= 1)) return r.Error(ls["gamma"], p + ".gamma", "must be in (0, 1]");
+      if (s.total_steps < 0) return r.Error(ls["total_steps"], p + ".total_steps", "must be >= 0");
+      if (!(s.min_learning_rate >= 0 && s.min_learning_rate <= tr.learning_rate))
+        return r.Error(ls["min_learning_rate"], p + ".min_learning_rate",
+                       "must be in [0, training.learning_rate]");
+      if (s.warmup_steps < 0) return r.Error(ls["warmup_steps"], p + ".warmup_steps", "must be >= 0");
+      if (s.kind == "cosine" && s.total_steps == 0 && tr.iterations == 0)
+        return r.Error(ls, p + ".total_steps", "must be > 0 for cosine when training.iterations is 0");
+    }
   }
 
   // nodes

@@ -45,6 +45,16 @@ struct TrainingSpec {
   std::string aggregation = "mean";  // mean | weighted_mean | median | trimmed_mean | krum | centered_clip
   double learning_rate = 0.05;
   double momentum = 0.9;
+  // training.lr_schedule (models::SgdOptions): the learning rate of update
+  // t. Default constant (= learning_rate every step).
+  struct LrSchedule {
+    std::string kind = "constant";  // constant | step | cosine
+    int64_t step_every = 1000;      // step: lr * gamma^floor(t / step_every)
+    double gamma = 0.1;             // step: decay factor, in (0, 1]
+    int64_t total_steps = 0;        // cosine: schedule length; 0 = training.iterations
+    double min_learning_rate = 0;   // cosine floor, in [0, learning_rate]
+    int64_t warmup_steps = 0;       // any kind: linear warm-up over the first steps
+  } lr_schedule;
 };
 
 struct ComputeSpec {

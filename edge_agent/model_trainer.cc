@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "cache/idx_reader.h"
+#include "models/checkpoint.h"
 #include "models/ring_allreduce.h"
 
 // OpenBLAS (the build requires BLA_VENDOR OpenBLAS): agents share the
@@ -18,7 +19,22 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace loft::agent {
 namespace {
 
-constexpr uint8_t kWeightsPhase = 0xFE;
+constexpr uint8_t kWeightsPhase = 0xFE;  // [f64 b][i64 last_round][u64 hash][u8 reports]
+constexpr uint8_t kStatePhase =
+    0xFD;  // request: [i64 want_round]; answer: [i64 last_round][u64 hash][checkpoint]
+constexpr size_t kExchangeBytes = 8 + 8 + 8 + 1;
+
+template <typename T>
+void PutLe(std::vector<std::byte>* out, T v) {
+  const auto* p = reinterpret_cast<const std::byte*>(&v);
+  out->insert(out->end(), p, p + sizeof v);
+}
+template <typename T>
+T GetLe(std::span<const std::byte> in, size_t at) {
+  T v{};
+  std::memcpy(&v, in.data() + at, sizeof v);
+  return v;
+}
 
 StatusOr<models::ReducerOptions> ReducerFor(const std::string& aggregation) {
   std::string name = aggregation;
@@ -35,6 +51,25 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+StatusOr<models::SgdOptions> SgdOptionsFromSpec(const TrainingSpec& tr) {
+  models::SgdOptions so;
+  so.learning_rate = tr.learning_rate;
+  so.momentum = tr.momentum;
+  const auto& ls = tr.lr_schedule;
+  auto kind = models::ParseLrSchedule(ls.kind);
+  if (!kind.ok()) return kind.status().WithContext("training.lr_schedule.kind");
+  so.schedule = *kind;
+  so.step_every = ls.step_every;
+  so.step_gamma = ls.gamma;
+  so.total_steps = ls.total_steps > 0 ? ls.total_steps : tr.iterations;
+  so.min_learning_rate = ls.min_learning_rate;
+  so.warmup_steps = ls.warmup_steps;
+  if (so.schedule != models::LrSchedule::kCosine && so.total_steps == 0) so.total_steps = 1;
+  Status st = so.Validate();
+  if (!st.ok()) return st.WithContext("training.lr_schedule");
+  return so;
+}
+
 ModelTrainer::~ModelTrainer() = default;
 
 StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& spec,
@@ -48,9 +83,7 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   LOFT_ASSIGN_OR_RETURN(models::ModelKind kind, models::ParseModelKind(spec.training.model));
   LOFT_ASSIGN_OR_RETURN(t->model_, models::MakeModel(kind, models::Device::kCpu));
   t->model_->Init(spec.training.seed);
-  models::SgdOptions so;
-  so.learning_rate = spec.training.learning_rate;
-  so.momentum = spec.training.momentum;
+  LOFT_ASSIGN_OR_RETURN(models::SgdOptions so, SgdOptionsFromSpec(spec.training));
   LOFT_ASSIGN_OR_RETURN(models::Sgd sgd, models::Sgd::Create(so, t->model_->num_params()));
   t->sgd_.emplace(std::move(sgd));
   auto red = ReducerFor(spec.training.aggregation);
@@ -71,16 +104,30 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->test_images_ = std::move(test->images);
   t->test_labels_ = std::move(test->labels);
 
-  t->ctx_ = std::make_unique<zmq::context_t>(1);
+  zmq::context_t* ctx = options.context;
+  if (ctx == nullptr) {
+    if (options.curve_own) return InvalidArgument("model trainer: CURVE needs the agent's context (ZAP)");
+    t->ctx_ = std::make_unique<zmq::context_t>(1);
+    ctx = t->ctx_.get();
+  }
   ZmqTransportOptions to;
   to.rank = options.node;
   to.world_size = spec.num_nodes();
   to.bind = options.ring_bind;
   to.max_message_bytes = options.max_message_bytes;
-  LOFT_ASSIGN_OR_RETURN(t->transport_, ZmqTransport::Create(t->ctx_.get(), to));
-  spdlog::info("training {} ({} params, aggregation {}, lr {}, momentum {}{}); ring endpoint {}",
-               t->model_->name(), t->model_->num_params(), spec.training.aggregation, so.learning_rate,
-               so.momentum, me.byzantine == ByzantineKind::kNone ? "" : ", BYZANTINE", t->ring_endpoint());
+  to.curve_own = options.curve_own;
+  to.public_keys = options.public_keys;
+  to.rank_names = options.rank_names;
+  LOFT_ASSIGN_OR_RETURN(t->transport_, ZmqTransport::Create(ctx, to));
+  ModelTrainer* self = t.get();
+  t->transport_->SetRequestHandler(kStatePhase, [self](int from, uint64_t tag, std::span<const std::byte>) {
+    return self->ServeState(from, tag);
+  });
+  spdlog::info(
+      "training {} ({} params, aggregation {}, lr {} ({} schedule), momentum {}{}); ring endpoint {} ({})",
+      t->model_->name(), t->model_->num_params(), spec.training.aggregation, so.learning_rate,
+      spec.training.lr_schedule.kind, so.momentum, me.byzantine == ByzantineKind::kNone ? "" : ", BYZANTINE",
+      t->ring_endpoint(), options.curve_own ? "CURVE" : "plain TCP");
   return t;
 }
 
@@ -97,7 +144,8 @@ StatusOr<ModelTrainer::Members> ModelTrainer::ViewMembers(int64_t v) {
   std::unique_lock lock(mu_);
   if (!cv_.wait_for(lock, std::chrono::milliseconds(options_.view_wait_ms),
                     [&] { return views_.count(v) > 0; })) {
-    return Unavailable("membership view " + std::to_string(v) + " never arrived");
+    return Unavailable("membership view " + std::to_string(v) + " never arrived within " +
+                       std::to_string(options_.view_wait_ms) + " ms");
   }
   const v1::MembershipView& mv = views_.at(v);
   if (v < 0 || v >= (int64_t{1} << 24)) return OutOfRange("view " + std::to_string(v) + " exceeds 2^24");
@@ -120,7 +168,29 @@ StatusOr<ModelTrainer::Members> ModelTrainer::ViewMembers(int64_t v) {
       return Unavailable("node " + std::to_string(n) + " has no ring endpoint in view " + std::to_string(v));
   }
   LOFT_RETURN_IF_ERROR(transport_->SetPeers(eps));
+  m.endpoints = std::move(eps);
   return m;
+}
+
+Status ModelTrainer::CheckMembersAlive(const Members& m) {
+  std::lock_guard lock(mu_);
+  if (views_.empty() || views_.rbegin()->first <= static_cast<int64_t>(m.view)) return OkStatus();
+  const v1::MembershipView& nv = views_.rbegin()->second;
+  for (int n : m.nodes) {
+    if (n == options_.node) continue;
+    int at = -1;
+    for (int i = 0; i < nv.live_nodes_size(); ++i) {
+      if (nv.live_nodes(i) == n) at = i;
+    }
+    if (at < 0)
+      return Unavailable("node " + std::to_string(n) + " is not live in view " + std::to_string(nv.view()));
+    auto it = m.endpoints.find(n);
+    if (at < nv.ring_endpoints_size() && it != m.endpoints.end() && nv.ring_endpoints(at) != it->second) {
+      return Unavailable("node " + std::to_string(n) + " restarted (new ring endpoint in view " +
+                         std::to_string(nv.view()) + ")");
+    }
+  }
+  return OkStatus();
 }
 
 std::optional<v1::MembershipView> ModelTrainer::NewerView(int64_t v) {
@@ -130,32 +200,105 @@ std::optional<v1::MembershipView> ModelTrainer::NewerView(int64_t v) {
   return views_.rbegin()->second;
 }
 
-StatusOr<std::vector<double>> ModelTrainer::ExchangeWeights(const Members& m, uint32_t round, double b) {
-  uint64_t tag = models::MakeTag(m.view, round, kWeightsPhase);
-  std::byte buf[sizeof(double)];
-  std::memcpy(buf, &b, sizeof b);
+StatusOr<ModelTrainer::Exchange> ModelTrainer::ExchangeState(const Members& m, uint32_t round, double b,
+                                                             bool reports) {
+  const uint64_t tag = models::MakeTag(m.view, round, kWeightsPhase);
+  const uint64_t hash = models::ParameterHash(model_->params());
+  std::vector<std::byte> buf;
+  PutLe(&buf, b);
+  PutLe(&buf, last_round_);
+  PutLe(&buf, hash);
+  PutLe(&buf, static_cast<uint8_t>(reports ? 1 : 0));
   for (int n : m.nodes) {
     if (n != options_.node) LOFT_RETURN_IF_ERROR(transport_->Send(n, tag, buf));
   }
-  std::vector<double> w;
+  Exchange ex;
   for (int n : m.nodes) {
-    if (n == options_.node) {
-      w.push_back(b);
+    double x = b;
+    int64_t lr = last_round_;
+    uint64_t h = hash;
+    bool rep = reports;
+    if (n != options_.node) {
+      LOFT_ASSIGN_OR_RETURN(auto bytes, transport_->Recv(n, tag, options_.ring_timeout_ms));
+      if (bytes.size() != kExchangeBytes) {
+        // Malformed: no weight, and a state nobody else holds.
+        x = 0;
+        lr = std::numeric_limits<int64_t>::min();
+        h = 0;
+        rep = false;
+      } else {
+        x = GetLe<double>(bytes, 0);
+        lr = GetLe<int64_t>(bytes, 8);
+        h = GetLe<uint64_t>(bytes, 16);
+        rep = GetLe<uint8_t>(bytes, 24) != 0;
+      }
+      // A lying member cannot poison the weights with NaN or negatives.
+      if (!std::isfinite(x) || x < 0) x = 0;
+    }
+    ex.b.push_back(x);
+    ex.last_round.push_back(lr);
+    ex.hash.push_back(h);
+    ex.reports.push_back(rep);
+  }
+  return ex;
+}
+
+std::vector<std::byte> ModelTrainer::ServeState(int from, uint64_t tag) {
+  std::vector<std::byte> out;
+  auto enc = models::EncodeCheckpoint(*model_, *sgd_);
+  if (!enc.ok()) {
+    spdlog::warn("cannot serve state to node {}: {}", from, enc.status().ToString());
+    return out;  // an empty answer: the requester tries another holder
+  }
+  PutLe(&out, last_round_);
+  PutLe(&out, models::ParameterHash(model_->params()));
+  const auto* p = reinterpret_cast<const std::byte*>(enc->data());
+  out.insert(out.end(), p, p + enc->size());
+  spdlog::info("served state (round {}, {} bytes) to node {} for round {}", last_round_, out.size(), from,
+               models::TagRound(tag));
+  return out;
+}
+
+Status ModelTrainer::SyncState(const Members& m, uint32_t round, int64_t want_round, uint64_t want_hash,
+                               const std::vector<int>& holders) {
+  const uint64_t tag = models::MakeTag(m.view, round, kStatePhase);
+  std::vector<std::byte> req;
+  PutLe(&req, want_round);
+  Status last = Unavailable("no member holds the state");
+  for (int h : holders) {
+    auto ans = transport_->Request(h, tag, req, options_.state_timeout_ms);
+    if (!ans.ok()) {
+      last = ans.status().WithContext("state from node " + std::to_string(h));
+      spdlog::warn("state transfer: {}", last.ToString());
       continue;
     }
-    LOFT_ASSIGN_OR_RETURN(auto bytes, transport_->Recv(n, tag, options_.ring_timeout_ms));
-    double x = 0;
-    if (bytes.size() != sizeof x)
-      return DataLoss("batch size from node " + std::to_string(n) + " is malformed");
-    std::memcpy(&x, bytes.data(), sizeof x);
-    // A lying member cannot poison the weights: clamp to a sane range.
-    if (!std::isfinite(x) || x < 0) x = 0;
-    w.push_back(x);
+    if (ans->size() < 16) {
+      last = DataLoss("state from node " + std::to_string(h) + ": " + std::to_string(ans->size()) + " bytes");
+      continue;
+    }
+    const int64_t lr = GetLe<int64_t>(*ans, 0);
+    const uint64_t hash = GetLe<uint64_t>(*ans, 8);
+    if (lr != want_round || hash != want_hash) {
+      last = FailedPrecondition("node " + std::to_string(h) + " now holds round " + std::to_string(lr) +
+                                ", not the agreed round " + std::to_string(want_round));
+      continue;
+    }
+    std::span<const char> ck(reinterpret_cast<const char*>(ans->data()) + 16, ans->size() - 16);
+    Status st = models::DecodeCheckpoint(ck, "state from node " + std::to_string(h), model_.get(), &*sgd_);
+    if (!st.ok()) {
+      last = st;
+      continue;
+    }
+    if (models::ParameterHash(model_->params()) != want_hash) {
+      last = DataLoss("state from node " + std::to_string(h) + " does not match its hash");
+      continue;  // another holder overwrites it (or the round fails)
+    }
+    spdlog::info("state transfer: took round {} (hash {:016x}, optimizer step {}) from node {}", lr, hash,
+                 sgd_->step(), h);
+    last_round_ = lr;
+    return OkStatus();
   }
-  double sum = 0;
-  for (double x : w) sum += x;
-  if (!(sum > 0)) return DataLoss("all batch sizes are zero");
-  return w;
+  return last;
 }
 
 void ModelTrainer::Corrupt(std::span<float> g) {
@@ -171,6 +314,143 @@ void ModelTrainer::Corrupt(std::span<float> g) {
     }
     case ByzantineKind::kNaN: std::fill(g.begin(), g.end(), std::numeric_limits<float>::quiet_NaN()); return;
   }
+}
+
+double ModelTrainer::ComputeGradient(size_t n) {
+  const size_t dim = static_cast<size_t>(model_->input_dim());
+  models::BatchView bv{std::span<const uint8_t>(images_.data(), n * dim),
+                       std::span<const uint8_t>(labels_.data(), n)};
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  auto l = model_->LossAndGradient(bv, grad_);
+  if (l.ok()) {
+    loss = *l;
+  } else {
+    // Diverged parameters: contribute a NaN gradient (robust reducers drop it).
+    std::fill(grad_.begin(), grad_.end(), std::numeric_limits<float>::quiet_NaN());
+  }
+  Corrupt(grad_);
+  return loss;
+}
+
+StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_t round, size_t n,
+                                                           bool reports, double* loss) {
+  auto t0 = std::chrono::steady_clock::now();
+  RoundResult res;
+  LOFT_ASSIGN_OR_RETURN(Members m, ViewMembers(view));
+  std::vector<float> data;
+  while (true) {
+    ++res.attempts;
+    transport_->SetAbortCheck([this, &m] { return CheckMembersAlive(m); });
+    Status st = [&]() -> Status {
+      LOFT_ASSIGN_OR_RETURN(Exchange ex, ExchangeState(m, round, static_cast<double>(n) + carry_b_, reports));
+      // 2. State check: the (last_round, hash) most members hold; ties -> the later round.
+      std::map<std::pair<int64_t, uint64_t>, int> votes;
+      for (size_t i = 0; i < m.nodes.size(); ++i) ++votes[{ex.last_round[i], ex.hash[i]}];
+      std::pair<int64_t, uint64_t> target = votes.begin()->first;
+      int best = 0;
+      for (const auto& [k, c] : votes) {
+        if (c > best || (c == best && k.first > target.first)) {
+          best = c;
+          target = k;
+        }
+      }
+      const std::pair<int64_t, uint64_t> mine{last_round_, models::ParameterHash(model_->params())};
+      if (mine != target) {
+        std::vector<int> holders;
+        for (size_t i = 0; i < m.nodes.size(); ++i) {
+          if (m.nodes[i] != options_.node && std::pair{ex.last_round[i], ex.hash[i]} == target)
+            holders.push_back(m.nodes[i]);
+        }
+        spdlog::info(
+            "round {}: this node holds round {} (hash {:016x}), {} of {} members hold round {} "
+            "(hash {:016x}): fetching their state",
+            round, mine.first, mine.second, best, m.nodes.size(), target.first, target.second);
+        LOFT_RETURN_IF_ERROR(SyncState(m, round, target.first, target.second, holders));
+        if (n > 0) *loss = ComputeGradient(n);  // the gradient at the agreed parameters
+      }
+      if (last_round_ >= static_cast<int64_t>(round)) {
+        res.carried = true;  // the others finished this round already
+        return OkStatus();
+      }
+      // 3. All-reduce this node's mean gradient over its n + carried samples.
+      const double b = static_cast<double>(n) + carry_b_;
+      data.assign(grad_.size(), 0.0f);
+      if (b > 0) {
+        for (size_t j = 0; j < data.size(); ++j) {
+          const double sum =
+              (n > 0 ? static_cast<double>(n) * grad_[j] : 0.0) + (carry_b_ > 0 ? carry_[j] : 0.0);
+          data[j] = static_cast<float>(sum / b);
+        }
+      }
+      std::vector<double> w = models::AggregationWeights(reducer_.kind, ex.b);
+      const int present = static_cast<int>(std::count_if(w.begin(), w.end(), [](double x) { return x > 0; }));
+      if (present == 0) return DataLoss("round " + std::to_string(round) + ": no member has samples");
+      models::AllReduceOptions ao;
+      ao.reducer = reducer_;
+      if (ao.reducer.kind == models::ReducerKind::kTrimmedMean) {
+        // Trim at least one per side when there are enough members with samples.
+        int k = std::max(1, static_cast<int>(std::floor(0.2 * present)));
+        while (k > 0 && present <= 2 * k) --k;
+        ao.reducer.trim_count = k;
+      }
+      if (ao.reducer.kind == models::ReducerKind::kMultiKrum && present < ao.reducer.krum_f + 3)
+        ao.reducer.krum_f = 0;
+      ao.timeout_ms = options_.ring_timeout_ms;
+      models::RingAllReduce ring(transport_.get(), ao);
+      LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, data, w));
+      for (size_t i = 0; i < m.nodes.size(); ++i) {
+        if (ex.reports[i]) {
+          res.evaluator = m.nodes[i] == options_.node;
+          break;
+        }
+      }
+      return OkStatus();
+    }();
+    transport_->SetAbortCheck(nullptr);
+    if (st.ok()) break;
+    if (st.code() != StatusCode::kDeadlineExceeded && st.code() != StatusCode::kUnavailable &&
+        st.code() != StatusCode::kFailedPrecondition) {
+      return st.WithContext("all-reduce of round " + std::to_string(round));
+    }
+    spdlog::warn("all-reduce of round {} in view {} failed ({}); waiting for a new view", round, m.view,
+                 st.ToString());
+    auto nv = NewerView(m.view);
+    if (!nv) return st.WithContext("all-reduce of round " + std::to_string(round) + ", no newer view");
+    std::vector<int> survivors;
+    for (int node : m.nodes) {
+      if (std::find(nv->live_nodes().begin(), nv->live_nodes().end(), node) != nv->live_nodes().end())
+        survivors.push_back(node);
+    }
+    LOFT_ASSIGN_OR_RETURN(Members next, ViewMembers(nv->view()));
+    next.nodes = survivors;
+    if (std::find(survivors.begin(), survivors.end(), options_.node) == survivors.end())
+      return FailedPrecondition("this node left the view during the all-reduce");
+    spdlog::info("restarting the all-reduce of round {} among {} survivors (view {})", round,
+                 survivors.size(), next.view);
+    m = next;
+  }
+  res.members = static_cast<int>(m.nodes.size());
+  res.allreduce_ms = MsSince(t0);
+  if (res.carried) {
+    // Keep this node's samples for the next round.
+    if (n > 0) {
+      if (carry_.empty()) carry_.assign(grad_.size(), 0.0f);
+      for (size_t j = 0; j < grad_.size(); ++j) carry_[j] += static_cast<float>(n) * grad_[j];
+      carry_b_ += static_cast<double>(n);
+    }
+    return res;
+  }
+  carry_.clear();
+  carry_b_ = 0;
+  Status step = sgd_->Step(model_->params(), data);
+  if (!step.ok()) {
+    // Every member got the same non-finite vector and refuses it alike, so
+    // parameters stay identical; the run goes on and shows the divergence.
+    spdlog::warn("round {}: update refused: {}", round, step.ToString());
+    *loss = std::numeric_limits<double>::quiet_NaN();
+  }
+  last_round_ = round;
+  return res;
 }
 
 StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
@@ -191,85 +471,33 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
     std::memcpy(images_.data() + i * static_cast<size_t>(dim), s.payload.data(), static_cast<size_t>(dim));
     labels_[i] = static_cast<uint8_t>(s.label);
   }
-  models::BatchView bv{images_, labels_};
-  double loss = std::numeric_limits<double>::quiet_NaN();
-  {
-    auto l = model_->LossAndGradient(bv, grad_);
-    if (l.ok()) {
-      loss = *l;
-    } else {
-      // Diverged parameters: contribute a NaN gradient (robust reducers drop it).
-      std::fill(grad_.begin(), grad_.end(), std::numeric_limits<float>::quiet_NaN());
-    }
-  }
-  Corrupt(grad_);
-
   if (batch.iteration < 0 || batch.iteration > std::numeric_limits<uint32_t>::max())
     return OutOfRange("iteration " + std::to_string(batch.iteration) +
                       " does not fit the ring's 32-bit round");
   const uint32_t round = static_cast<uint32_t>(batch.iteration);
-  auto t0 = std::chrono::steady_clock::now();
-  LOFT_ASSIGN_OR_RETURN(Members m, ViewMembers(batch.view));
-  int attempts = 0;
-  std::vector<float> data;
-  while (true) {
-    ++attempts;
-    data = grad_;
-    Status st = [&]() -> Status {
-      LOFT_ASSIGN_OR_RETURN(std::vector<double> w, ExchangeWeights(m, round, static_cast<double>(n)));
-      models::AllReduceOptions ao;
-      ao.reducer = reducer_;
-      const int N = static_cast<int>(m.nodes.size());
-      if (ao.reducer.kind == models::ReducerKind::kTrimmedMean) {
-        // Trim at least one per side when there are enough members.
-        int k = std::max(1, static_cast<int>(std::floor(0.2 * N)));
-        while (k > 0 && N <= 2 * k) --k;
-        ao.reducer.trim_count = k;
-      }
-      if (ao.reducer.kind == models::ReducerKind::kMultiKrum && N < ao.reducer.krum_f + 3)
-        ao.reducer.krum_f = 0;
-      ao.timeout_ms = options_.ring_timeout_ms;
-      models::RingAllReduce ring(transport_.get(), ao);
-      return ring.Run(models::RingView{m.view, m.nodes}, round, data, w);
-    }();
-    if (st.ok()) break;
-    if (st.code() != StatusCode::kDeadlineExceeded && st.code() != StatusCode::kUnavailable) {
-      return st.WithContext("all-reduce of iteration " + std::to_string(batch.iteration));
-    }
-    spdlog::warn("all-reduce of iteration {} in view {} failed ({}); waiting for a new view", batch.iteration,
-                 m.view, st.ToString());
-    auto nv = NewerView(m.view);
-    if (!nv)
-      return st.WithContext("all-reduce of iteration " + std::to_string(batch.iteration) + ", no newer view");
-    std::vector<int> survivors;
-    for (int node : m.nodes) {
-      if (std::find(nv->live_nodes().begin(), nv->live_nodes().end(), node) != nv->live_nodes().end())
-        survivors.push_back(node);
-    }
-    LOFT_ASSIGN_OR_RETURN(Members next, ViewMembers(nv->view()));
-    next.nodes = survivors;
-    if (std::find(survivors.begin(), survivors.end(), options_.node) == survivors.end())
-      return FailedPrecondition("this node left the view during the all-reduce");
-    spdlog::info("restarting the all-reduce of iteration {} among {} survivors (view {})", batch.iteration,
-                 survivors.size(), next.view);
-    m = next;
-  }
+  double loss = ComputeGradient(n);
   v1::TrainingReport rep;
-  rep.set_allreduce_ms(MsSince(t0));
-  rep.set_ring_members(static_cast<int32_t>(m.nodes.size()));
-  rep.set_ring_attempts(attempts);
-  Status step = sgd_->Step(model_->params(), data);
-  if (!step.ok()) {
-    // Every member got the same non-finite vector and refuses it alike, so
-    // parameters stay identical; the run goes on and shows the divergence.
-    spdlog::warn("iteration {}: update refused: {}", batch.iteration, step.ToString());
-    loss = std::numeric_limits<double>::quiet_NaN();
+  bool evaluator = false;
+  if (batch.iteration <= last_round_) {
+    // This round is already all-reduced here (a second partition of the
+    // iteration, or one that came after a weight-0 join): carry it.
+    if (carry_.empty()) carry_.assign(grad_.size(), 0.0f);
+    for (size_t j = 0; j < grad_.size(); ++j) carry_[j] += static_cast<float>(n) * grad_[j];
+    carry_b_ += static_cast<double>(n);
+    spdlog::info("partition {} of round {} arrived after the round: its {} samples go into the next round",
+                 batch.partition_id, round, n);
+  } else {
+    LOFT_ASSIGN_OR_RETURN(RoundResult r, RunRound(batch.view, round, n, /*reports=*/true, &loss));
+    rep.set_allreduce_ms(r.allreduce_ms);
+    rep.set_ring_members(r.members);
+    rep.set_ring_attempts(r.attempts);
+    evaluator = r.evaluator;
   }
   rep.set_loss(loss);
   rep.set_param_hash(models::ParameterHash(model_->params()));
   bool eval_now = (options_.eval_every > 0 && (batch.iteration + 1) % options_.eval_every == 0) ||
                   batch.iteration == options_.last_iteration;
-  if (eval_now && options_.node == m.nodes.front()) {
+  if (eval_now && evaluator) {
     auto acc = model_->Evaluate(models::BatchView{test_images_, test_labels_});
     if (acc.ok()) {
       rep.set_evaluated(true);
@@ -283,6 +511,46 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
                 rep.param_hash(), rep.allreduce_ms());
   report_ = rep;
   return loss;
+}
+
+void ModelTrainer::Idle() {
+  Status st = transport_->Poll(0);  // serves state requests too
+  if (!st.ok()) {
+    spdlog::warn("ring poll: {}", st.ToString());
+    return;
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  std::optional<std::pair<int, uint64_t>> join;
+  std::set<std::pair<int, uint64_t>> present;
+  for (const auto& [from, tag] : transport_->Buffered()) {
+    if ((tag & 0xFF) != kWeightsPhase) continue;
+    if (static_cast<int64_t>(models::TagRound(tag)) <= last_round_) {
+      transport_->Discard(from, tag);  // a round this node has done
+      continue;
+    }
+    if (idle_refused_.count(tag & ~uint64_t{0xFF})) continue;
+    present.insert({from, tag});
+    auto [it, fresh] = idle_seen_us_.emplace(std::pair{from, tag}, now);
+    if (!fresh && now - it->second >= options_.idle_join_grace_ms * 1000 && !join) join = {from, tag};
+  }
+  for (auto it = idle_seen_us_.begin(); it != idle_seen_us_.end();) {
+    it = present.count(it->first) ? std::next(it) : idle_seen_us_.erase(it);
+  }
+  if (!join) return;
+  const uint64_t tag = join->second;
+  const uint32_t view = models::TagView(tag), round = models::TagRound(tag);
+  spdlog::info("node {} started round {} (view {}) and this node has no partition: joining with weight 0",
+               join->first, round, view);
+  double loss = 0;
+  auto r = RunRound(view, round, 0, /*reports=*/false, &loss);
+  if (!r.ok()) {
+    spdlog::warn("weight-0 join of round {} (view {}) failed: {}", round, view, r.status().ToString());
+    idle_refused_.insert(tag & ~uint64_t{0xFF});
+    if (idle_refused_.size() > 256) idle_refused_.erase(idle_refused_.begin());
+  }
+  idle_seen_us_.clear();
 }
 
 std::optional<v1::TrainingReport> ModelTrainer::TakeReport() {

@@ -4,22 +4,42 @@
 // corrupts it (a Byzantine node of the spec: sign_flip / random / nan,
 // scaled by byzantine_scale), all-reduces it with the other members of the
 // partition's membership view over a ZmqTransport (RingAllReduce with the
-// spec's robust reducer, weights b_i exchanged first), applies the SGD
-// update, and — on the member with the lowest node index, every
-// `eval_every` iterations and at `last_iteration` — evaluates the model on
-// the test set. TakeReport returns loss, ParameterHash, accuracy.
+// spec's robust reducer), applies the SGD update (spec learning rate,
+// momentum and lr_schedule), and — on the lowest-index member that reports
+// this iteration, every `eval_every` iterations and at `last_iteration` —
+// evaluates the model on the test set. TakeReport returns loss,
+// ParameterHash, accuracy.
 //
-// Ring membership: the live nodes of the view the partition was planned in
-// (the scheduler gives every live worker a partition in BSP iterations).
-// Round = the iteration. If an attempt fails (a member is silent or gone),
-// the trainer waits for a newer view, keeps the survivors and restarts the
-// same round with that view's number; if no newer view arrives the
-// partition fails.
+// One round per iteration (round = iteration). Ring members = the live
+// nodes of the view the partition was planned in. Each round:
+//  1. exchange: every member sends [b_i, last_round, ParameterHash, reports]
+//     (b_i = samples this round, 0 for a member without a partition);
+//  2. state check: the (last_round, hash) pair held by most members (ties:
+//     the later round) is the job's state; a member holding anything else
+//     (a restarted agent starts from the seed's initial parameters; one
+//     whose last round failed) fetches parameters + optimizer state +
+//     last_round from a member holding it (ZmqTransport::Request, phase
+//     kStatePhase; every wait bounded by state_timeout_ms) and recomputes
+//     its gradient on them. Every member therefore all-reduces from the
+//     same parameters and applies the same update;
+//  3. RingAllReduce with models::AggregationWeights(b) (b_i for the means,
+//     1 per member with samples for the robust reducers, 0 = absent);
+//  4. SGD step; last_round = round.
+// A live member with no partition takes part with weight 0 (Idle(): when
+// a ring message of a newer round has waited idle_join_grace_ms and this
+// agent has nothing pending). A partition of a round this agent already
+// all-reduced (a second partition of the same iteration, e.g. a retried
+// child, or one that arrived after the weight-0 join) is not all-reduced
+// again: its b·g is carried into the next round's contribution.
+// If an attempt fails (a member is silent or gone) the trainer waits for a
+// newer view, keeps the survivors and restarts the same round with that
+// view's number; if no newer view arrives the partition fails.
 //
-// Not responsible for: reading samples, re-synchronising a restarted agent
-// (it starts from the seed's initial parameters), authenticating ring
-// traffic (plain TCP), learning-rate schedules beyond the spec's constant lr.
-// Thread-safety: Compute/TakeReport from one thread; OnView from any thread.
+// Not responsible for: reading samples, deciding membership, Byzantine
+// state: the state fetched on rejoin is the majority's (last_round, hash)
+// pair, but the bytes come from one holder and are checked against that
+// hash only.
+// Thread-safety: Compute/Idle/TakeReport from one thread; OnView from any thread.
 #pragma once
 
 #include <condition_variable>
@@ -28,11 +48,13 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
 #include "core/cluster_spec.h"
+#include "core/curve.h"
 #include "core/proto/loft.pb.h"
 #include "edge_agent/trainer.h"
 #include "edge_agent/zmq_transport.h"
@@ -50,9 +72,21 @@ struct ModelTrainerOptions {
   int64_t eval_every = 50;      // 0 = only at last_iteration
   int64_t last_iteration = -1;  // evaluate after this iteration too; -1 = none
   int64_t ring_timeout_ms = 20000;
-  int64_t view_wait_ms = 8000;  // how long to wait for a (newer) membership view
+  int64_t view_wait_ms = 8000;      // how long to wait for a (newer) membership view
+  int64_t state_timeout_ms = 5000;  // per state-transfer request
+  int64_t idle_join_grace_ms = 50;  // a newer round's message waits this long before a weight-0 join
   size_t max_message_bytes = 16u << 20;
+  // The ZeroMQ context to use (with its ZapAuthenticator when CURVE is on);
+  // null = the trainer makes its own (plain TCP only).
+  zmq::context_t* context = nullptr;
+  // CURVE on the ring (see ZmqTransportOptions); unset = plain TCP.
+  std::optional<CurveKeyPair> curve_own;
+  std::vector<std::string> public_keys;  // per rank
+  std::vector<std::string> rank_names;   // per rank
 };
+
+// The optimiser settings of training.learning_rate / momentum / lr_schedule.
+StatusOr<models::SgdOptions> SgdOptionsFromSpec(const TrainingSpec& training);
 
 class ModelTrainer final : public Trainer {
  public:
@@ -67,20 +101,49 @@ class ModelTrainer final : public Trainer {
 
   StatusOr<double> Compute(const Batch& batch) override;
   std::optional<v1::TrainingReport> TakeReport() override;
+  // Serves state requests and joins, with weight 0, a newer round that
+  // peers have started (the caller has no partition pending).
+  void Idle() override;
 
   std::span<const float> params() const { return model_->params(); }
+  int64_t last_round() const { return last_round_; }
 
  private:
   ModelTrainer() = default;
   struct Members {
     uint32_t view = 0;
     std::vector<int> nodes;
+    std::map<int, std::string> endpoints;  // ring endpoints of the other nodes in `view`
   };
+  // Unavailable when a view newer than m's drops a member or gives it a new
+  // ring endpoint (it restarted): the attempt can never complete.
+  Status CheckMembersAlive(const Members& m);
   // The live nodes of view v (waits up to view_wait_ms for it).
   StatusOr<Members> ViewMembers(int64_t v);
   // A view newer than v, after waiting up to view_wait_ms.
   std::optional<v1::MembershipView> NewerView(int64_t v);
-  StatusOr<std::vector<double>> ExchangeWeights(const Members& m, uint32_t round, double b);
+  struct Exchange {
+    std::vector<double> b;  // per member (0 = no samples / malformed)
+    std::vector<int64_t> last_round;
+    std::vector<uint64_t> hash;
+    std::vector<bool> reports;
+  };
+  StatusOr<Exchange> ExchangeState(const Members& m, uint32_t round, double b, bool reports);
+  // Fetches the state (last_round, hash) from a member holding it.
+  Status SyncState(const Members& m, uint32_t round, int64_t want_round, uint64_t want_hash,
+                   const std::vector<int>& holders);
+  std::vector<std::byte> ServeState(int from, uint64_t tag);
+  // The gradient of the current batch (images_/labels_, n samples) into grad_, corrupted if Byzantine.
+  double ComputeGradient(size_t n);
+  // Runs round `round` starting in view `view` with this node's b samples
+  // (grad_ holds their mean gradient when b > 0). On OK the update is applied.
+  struct RoundResult {
+    int members = 0, attempts = 0;
+    double allreduce_ms = 0;
+    bool evaluator = false;
+    bool carried = false;  // the round was already done (state fetched past it)
+  };
+  StatusOr<RoundResult> RunRound(int64_t view, uint32_t round, size_t n, bool reports, double* loss);
   void Corrupt(std::span<float> g);
 
   ModelTrainerOptions options_;
@@ -94,8 +157,14 @@ class ModelTrainer final : public Trainer {
   std::vector<uint8_t> images_, labels_;
   std::vector<uint8_t> test_images_, test_labels_;
 
-  std::unique_ptr<zmq::context_t> ctx_;
+  std::unique_ptr<zmq::context_t> ctx_;  // only when options_.context is null
   std::unique_ptr<ZmqTransport> transport_;
+
+  int64_t last_round_ = -1;   // the last round whose update this node applied
+  std::vector<float> carry_;  // sum of b * g of partitions of rounds already done
+  double carry_b_ = 0;
+  std::map<std::pair<int, uint64_t>, int64_t> idle_seen_us_;  // weights messages first seen idle
+  std::set<uint64_t> idle_refused_;                           // (view, round) tags not to join
 
   std::mutex mu_;
   std::condition_variable cv_;

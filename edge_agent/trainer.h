@@ -40,6 +40,10 @@ class Trainer {
   // The compute time measured outside the agent for the last Compute
   // (compute_mode external: the consumer's report); nullopt = use wall time.
   virtual std::optional<double> ReportedComputeMs() { return std::nullopt; }
+  // Called repeatedly (from the compute thread) while the agent has no
+  // partition queued, reading or computing; training uses it to take part
+  // in rounds it has no samples for. Must return within a few ms.
+  virtual void Idle() {}
 };
 
 class SyntheticTrainer final : public Trainer {

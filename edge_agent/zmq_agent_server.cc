@@ -56,6 +56,7 @@ struct ZmqAgentServer::Impl {
   std::condition_variable cv;
   std::deque<v1::Partition> assigned;
   std::optional<ReadPartition> ready;
+  bool reading = false;  // the reader thread holds a partition
   std::deque<v1::Envelope> outbox;
   bool threads_stop = false;
   std::thread reader, computer;
@@ -82,11 +83,13 @@ struct ZmqAgentServer::Impl {
         if (threads_stop) return;
         p = std::move(assigned.front());
         assigned.pop_front();
+        reading = true;
       }
       ReadPartition r = runner->Read(p, service->node());
       std::unique_lock lock(mu);
       cv.wait(lock, [&] { return threads_stop || !ready.has_value(); });  // prefetch depth 1
       if (threads_stop) return;
+      reading = false;
       ready = std::move(r);
       cv.notify_all();
     }
@@ -97,7 +100,18 @@ struct ZmqAgentServer::Impl {
       ReadPartition r;
       {
         std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return threads_stop || ready.has_value(); });
+        // While nothing is pending, let the trainer serve its ring (state
+        // requests, weight-0 joins of rounds it has no partition for).
+        while (!threads_stop && !ready.has_value()) {
+          if (cv.wait_for(lock, std::chrono::milliseconds(10),
+                          [&] { return threads_stop || ready.has_value(); }))
+            break;
+          if (assigned.empty() && !reading) {
+            lock.unlock();
+            trainer->Idle();
+            lock.lock();
+          }
+        }
         if (threads_stop) return;
         r = std::move(*ready);
         ready.reset();
@@ -280,12 +294,24 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   // Real training when the spec names a model (README "Training").
   ModelTrainer* model_trainer = nullptr;
   if (spec.training.model != "none" && cfg.compute_mode == "synthetic") {
-    // The ring sockets are plain TCP (no CURVE yet): loopback only.
-    std::vector<std::string> ring_eps{cfg.ring_bind};
-    if (!cfg.ring_advertise.empty()) ring_eps.push_back(cfg.ring_advertise);
-    LOFT_RETURN_IF_ERROR(
-        CheckInsecureAllowed(ring_eps).WithContext("ring_bind (the all-reduce is not authenticated)"));
     ModelTrainerOptions mo;
+    if (cfg.insecure) {
+      std::vector<std::string> ring_eps{cfg.ring_bind};
+      if (!cfg.ring_advertise.empty()) ring_eps.push_back(cfg.ring_advertise);
+      LOFT_RETURN_IF_ERROR(CheckInsecureAllowed(ring_eps).WithContext("ring_bind (insecure: no CURVE)"));
+    } else {
+      // CURVE on the ring with the same keys and allow-list as peer fetch.
+      mo.curve_own = m.own;
+      for (const NodeSpec& n : spec.nodes) {
+        auto pub = ReadCurvePublicKey((fs::path(cfg.keys_dir) / (n.name + ".pub")).string());
+        if (!pub.ok())
+          spdlog::warn("ring: no public key for node {} ({}); it cannot join the ring", n.name,
+                       pub.status().ToString());
+        mo.public_keys.push_back(pub.ok() ? *pub : std::string());
+        mo.rank_names.push_back(n.name);
+      }
+    }
+    mo.context = &m.ctx;
     mo.node = idx;
     mo.num_nodes = spec.num_nodes();
     mo.ring_bind = cfg.ring_bind;

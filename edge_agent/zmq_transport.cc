@@ -27,6 +27,15 @@ StatusOr<std::unique_ptr<ZmqTransport>> ZmqTransport::Create(zmq::context_t* ctx
   SocketOptions so;
   so.max_message_bytes = t->options_.max_message_bytes;
   so.recv_hwm = 100000;
+  if (t->options_.curve_own) {
+    const auto ws = static_cast<size_t>(t->options_.world_size);
+    if (t->options_.public_keys.size() != ws || t->options_.rank_names.size() != ws) {
+      return InvalidArgument("ring transport: CURVE needs a public key and a node name per rank (" +
+                             std::to_string(ws) + " ranks)");
+    }
+    so.curve_own = t->options_.curve_own;
+    so.curve_server = true;
+  }
   LOFT_ASSIGN_OR_RETURN(t->router_, MakeSocket(*ctx, zmq::socket_type::router, so));
   try {
     t->router_.set(zmq::sockopt::router_handover, 1);  // a restarted peer takes over its routing id
@@ -52,6 +61,12 @@ Status ZmqTransport::SetPeers(const std::map<int, std::string>& endpoints) {
     so.max_message_bytes = options_.max_message_bytes;
     so.send_hwm = 100000;
     so.routing_id = std::to_string(options_.rank);
+    if (options_.curve_own) {
+      if (options_.public_keys[static_cast<size_t>(r)].empty())
+        return Unavailable("ring transport: no CURVE public key for rank " + std::to_string(r));
+      so.curve_own = options_.curve_own;
+      so.curve_server_public = options_.public_keys[static_cast<size_t>(r)];
+    }
     LOFT_ASSIGN_OR_RETURN(zmq::socket_t s, MakeSocket(*ctx_, zmq::socket_type::dealer, so));
     LOFT_RETURN_IF_ERROR(Connect(s, ep).WithContext("ring peer " + std::to_string(r)));
     peers_[r] = Peer{ep, std::move(s)};
@@ -99,7 +114,23 @@ Status ZmqTransport::Pump(int64_t timeout_ms) {
         continue;
       }
       if (from < 0 || from >= options_.world_size) continue;
+      if (options_.curve_own &&
+          FrameProperty(frames[0], "User-Id") != options_.rank_names[static_cast<size_t>(from)]) {
+        ++rejected_identity_;  // a listed key claiming another rank's routing id
+        continue;
+      }
       uint64_t t = LoadTag(frames[0]);
+      if (handler_ && static_cast<uint8_t>(t & 0xFF) == request_phase_) {
+        std::vector<std::byte> answer = handler_(
+            from, t,
+            std::span<const std::byte>(static_cast<const std::byte*>(frames[1].data()), frames[1].size()));
+        unsigned char tb[8];
+        for (int i = 0; i < 8; ++i) tb[i] = static_cast<unsigned char>(t >> (8 * i));
+        auto r1 = router_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        if (r1) r1 = router_.send(zmq::buffer(tb, 8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        if (r1) (void)router_.send(zmq::buffer(answer.data(), answer.size()), zmq::send_flags::dontwait);
+        continue;
+      }
       if (t < floor_) continue;
       const auto* p = static_cast<const std::byte*>(frames[1].data());
       if (buffered_ >= options_.max_buffered_messages) {
@@ -144,6 +175,7 @@ StatusOr<std::vector<std::byte>> ZmqTransport::Recv(int from_rank, uint64_t tag,
                               " with tag " + std::to_string(tag) + " within " + std::to_string(timeout_ms) +
                               " ms");
     }
+    if (abort_check_) LOFT_RETURN_IF_ERROR(abort_check_());
     LOFT_RETURN_IF_ERROR(Pump(std::min<int64_t>(left.count(), 50)));
   }
 }
@@ -159,6 +191,63 @@ void ZmqTransport::SetTagFloor(uint64_t floor) {
       ++it;
     }
   }
+}
+
+}  // namespace loft::agent
+
+namespace loft::agent {
+
+void ZmqTransport::SetRequestHandler(uint8_t phase, RequestHandler handler) {
+  request_phase_ = phase;
+  handler_ = std::move(handler);
+}
+
+StatusOr<std::vector<std::byte>> ZmqTransport::Request(int to_rank, uint64_t tag,
+                                                       std::span<const std::byte> body, int64_t timeout_ms) {
+  LOFT_RETURN_IF_ERROR(Send(to_rank, tag, body));
+  zmq::socket_t& sock = peers_.at(to_rank).sock;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
+  try {
+    while (true) {
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      zmq::pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0}, {router_.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, std::chrono::milliseconds(std::min<int64_t>(left.count(), 50)));
+      if (items[1].revents & ZMQ_POLLIN) LOFT_RETURN_IF_ERROR(Pump(0));  // keep serving and buffering
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      std::vector<zmq::message_t> frames;
+      do {
+        zmq::message_t m;
+        if (!sock.recv(m, zmq::recv_flags::dontwait)) break;
+        frames.push_back(std::move(m));
+      } while (sock.get(zmq::sockopt::rcvmore));
+      if (frames.size() != 2 || frames[0].size() != 8 || LoadTag(frames[0]) != tag) continue;  // stale answer
+      const auto* p = static_cast<const std::byte*>(frames[1].data());
+      return std::vector<std::byte>(p, p + frames[1].size());
+    }
+  } catch (const zmq::error_t& e) {
+    return Unavailable(std::string("ring transport: request to rank ") + std::to_string(to_rank) + ": " +
+                       e.what());
+  }
+  return DeadlineExceeded("ring transport: no answer from rank " + std::to_string(to_rank) + " within " +
+                          std::to_string(timeout_ms) + " ms");
+}
+
+std::vector<std::pair<int, uint64_t>> ZmqTransport::Buffered() const {
+  std::vector<std::pair<int, uint64_t>> out;
+  for (const auto& [key, msgs] : inbox_) {
+    if (!msgs.empty()) out.push_back(key);
+  }
+  return out;
+}
+
+void ZmqTransport::Discard(int from_rank, uint64_t tag) {
+  auto it = inbox_.find({from_rank, tag});
+  if (it == inbox_.end()) return;
+  buffered_ -= it->second.size();
+  inbox_.erase(it);
 }
 
 }  // namespace loft::agent

@@ -7,21 +7,37 @@
 // keyed by (sender, tag), drops those below the tag floor and returns the
 // first match, or DeadlineExceeded.
 //
-// Not responsible for: authentication (the ring sockets are plain TCP: use
-// them on loopback or a trusted network; see edge_agent/README.md),
-// membership (callers pass endpoints from the scheduler's view), retries.
+// Authentication (CURVE, unless the options carry no key pair): the
+// ROUTER is a CURVE server (the context's ZapAuthenticator holds the
+// allow-list, so an unlisted key never completes its handshake), every
+// DEALER a CURVE client using the peer rank's public key, and a message is
+// accepted only if its ZAP User-Id is the node name of the rank it claims
+// as routing id (`rank_names`): a listed key cannot speak for another rank.
+//
+// Requests: messages whose tag has the phase given to SetRequestHandler
+// are not buffered; the handler's answer goes back over the ROUTER to the
+// requester's DEALER with the same tag. Request() sends one and waits
+// (bounded) for that answer on the DEALER, pumping the ROUTER meanwhile.
+// Used for state transfer to a restarted agent (model_trainer.h).
+//
+// Not responsible for: membership (callers pass endpoints from the
+// scheduler's view), retries, what requests mean.
 // Thread-safety: not thread-safe; one thread uses an instance (it may be
 // created on another thread before use).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 #include <zmq.hpp>
 
+#include "core/curve.h"
 #include "core/status.h"
 #include "models/transport.h"
 
@@ -33,6 +49,13 @@ struct ZmqTransportOptions {
   std::string bind = "tcp://127.0.0.1:0";  // ":0" = any free port
   size_t max_message_bytes = 16u << 20;
   size_t max_buffered_messages = 4096;  // beyond this the oldest buffered message is dropped
+  // CURVE: this node's key pair; unset = plain TCP (loopback only, checked
+  // by the caller). With CURVE, `public_keys` gives each peer rank's public
+  // key and `rank_names` each rank's node name (= its key name, the User-Id
+  // the ZAP handler reports); both are indexed by rank.
+  std::optional<CurveKeyPair> curve_own;
+  std::vector<std::string> public_keys;
+  std::vector<std::string> rank_names;
 };
 
 class ZmqTransport final : public models::Transport {
@@ -53,6 +76,28 @@ class ZmqTransport final : public models::Transport {
   StatusOr<std::vector<std::byte>> Recv(int from_rank, uint64_t tag, int64_t timeout_ms) override;
   void SetTagFloor(uint64_t floor) override;
 
+  // Answers requests whose tag has `phase` (see above). The handler runs on
+  // the thread that pumps (Recv, Poll, Request).
+  using RequestHandler =
+      std::function<std::vector<std::byte>(int from_rank, uint64_t tag, std::span<const std::byte> body)>;
+  void SetRequestHandler(uint8_t phase, RequestHandler handler);
+  // Sends a request to `to_rank` and waits up to timeout_ms for its answer.
+  StatusOr<std::vector<std::byte>> Request(int to_rank, uint64_t tag, std::span<const std::byte> body,
+                                           int64_t timeout_ms);
+
+  // Reads what is waiting (up to timeout_ms for the first message), serving requests.
+  Status Poll(int64_t timeout_ms) { return Pump(timeout_ms); }
+  // Checked while Recv waits (about every 50 ms): a non-OK status ends the
+  // Recv with it (e.g. "a member left the view": fail fast instead of
+  // waiting for the deadline). Empty = none.
+  void SetAbortCheck(std::function<Status()> check) { abort_check_ = std::move(check); }
+  // (sender, tag) of every buffered message.
+  std::vector<std::pair<int, uint64_t>> Buffered() const;
+  // Drops the buffered messages of (sender, tag).
+  void Discard(int from_rank, uint64_t tag);
+  // Messages dropped because their CURVE identity did not match the rank they claimed.
+  uint64_t rejected_identity() const { return rejected_identity_; }
+
  private:
   ZmqTransport(zmq::context_t* ctx, ZmqTransportOptions options) : ctx_(ctx), options_(std::move(options)) {}
   // Reads every message waiting on the ROUTER (waits up to timeout_ms for the first).
@@ -70,6 +115,10 @@ class ZmqTransport final : public models::Transport {
   std::map<std::pair<int, uint64_t>, std::vector<std::vector<std::byte>>> inbox_;
   size_t buffered_ = 0;
   uint64_t floor_ = 0;
+  uint8_t request_phase_ = 0;
+  RequestHandler handler_;
+  std::function<Status()> abort_check_;
+  uint64_t rejected_identity_ = 0;
 };
 
 }  // namespace loft::agent

@@ -32,17 +32,32 @@ BYZ = """  - name: byz
 """
 
 
+FLAKY = """  - name: flaky
+    count: 1
+    compute: {{fixed_ms: 1.0, per_sample_ms: 0.01, jitter: 0.0}}
+    disk: {{read_mbps: 800}}
+    link: {{up_mbps: 1000, down_mbps: 1000, latency_ms: 1}}
+    failures: [{{at_s: {at_s}, down_s: {down_s}}}]
+"""
+
+
 def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, model="mlp", byzantine=None,
-        scale=10, eval_every=50, cache_root=None, timeout_s=600):
+        scale=10, eval_every=50, cache_root=None, timeout_s=600, extra_nodes="", insecure=True,
+        min_batch=8, placement="{kind: shards, replication: 1}", training_extra=""):
     tmp = tempfile.mkdtemp(prefix=f"loft-it-{name}-")
     spec = os.path.join(tmp, "spec.yaml")
     byz = BYZ.format(kind=byzantine, scale=scale) if byzantine else ""
+    text = SPEC.format(batch=batch, iterations=iterations, model=model, aggregation=aggregation, lr=lr,
+                       honest=honest, byzantine=byz + extra_nodes)
+    text = text.replace("min_batch: 8,", f"min_batch: {min_batch},{training_extra}")
+    text = text.replace("placement: {kind: shards, replication: 1}", f"placement: {placement}")
     with open(spec, "w") as f:
-        f.write(SPEC.format(batch=batch, iterations=iterations, model=model, aggregation=aggregation, lr=lr,
-                            honest=honest, byzantine=byz))
+        f.write(text)
     out = os.path.join(tmp, "out")
-    cmd = [loft_it.exe("loftctl"), "cluster", "run", spec, "--policy", "uniform", "--out", out, "--insecure",
+    cmd = [loft_it.exe("loftctl"), "cluster", "run", spec, "--policy", "uniform", "--out", out,
            "--timeout-s", str(timeout_s), "--eval-every", str(eval_every)]
+    if insecure:
+        cmd.append("--insecure")
     if cache_root:
         cmd += ["--cache-root", cache_root]
     t0 = time.time()
@@ -60,3 +75,14 @@ def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, mode
     with open(os.path.join(out, "iterations.csv")) as f:
         rows = list(csv.DictReader(f))
     return summary, rows, out
+
+
+def status(out):
+    """The scheduler's last status JSON (per-iteration training entries)."""
+    with open(os.path.join(out, "status.json")) as f:
+        return json.load(f)
+
+
+def agent_log(out, name):
+    with open(os.path.join(out, "logs", f"agent-{name}.log")) as f:
+        return f.read()
