@@ -109,3 +109,143 @@ TEST_CASE("tag floor drops stale messages; a silent peer times out") {
   bad.world_size = 2;
   REQUIRE(!ZmqTransport::Create(&ctx, bad).ok());
 }
+
+namespace {
+
+struct CurveRing {
+  zmq::context_t ctx{1};
+  std::unique_ptr<loft::ZapAuthenticator> zap;
+  std::vector<loft::CurveKeyPair> keys;
+  std::vector<std::string> names;
+  std::vector<std::unique_ptr<ZmqTransport>> ts;
+};
+
+// n CURVE transports in one context (one ZAP handler, like one agent's
+// context holds one), allow-list = the n node keys.
+std::unique_ptr<CurveRing> MakeCurveRing(int n) {
+  auto c = std::make_unique<CurveRing>();
+  std::map<std::string, std::string> allowed;
+  std::vector<std::string> pubs;
+  for (int r = 0; r < n; ++r) {
+    c->keys.push_back(loft::GenerateCurveKeyPair().value());
+    c->names.push_back("node-" + std::to_string(r));
+    allowed[c->keys.back().public_key] = c->names.back();
+    pubs.push_back(c->keys.back().public_key);
+  }
+  auto zap = loft::ZapAuthenticator::Start(c->ctx, allowed);
+  REQUIRE(zap.ok());
+  c->zap = std::move(*zap);
+  std::map<int, std::string> eps;
+  for (int r = 0; r < n; ++r) {
+    ZmqTransportOptions o;
+    o.rank = r;
+    o.world_size = n;
+    o.curve_own = c->keys[r];
+    o.public_keys = pubs;
+    o.rank_names = c->names;
+    auto t = ZmqTransport::Create(&c->ctx, o);
+    REQUIRE(t.ok());
+    eps[r] = (*t)->endpoint();
+    c->ts.push_back(std::move(*t));
+  }
+  for (int r = 0; r < n; ++r) {
+    auto others = eps;
+    others.erase(r);
+    REQUIRE(c->ts[r]->SetPeers(others).ok());
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "CURVE ring: the all-reduce works; an unlisted key and a listed key claiming another rank are refused") {
+  auto c = MakeCurveRing(3);
+  std::vector<std::vector<float>> data{{1, 2, 3, 4}, {3, 2, 1, 0}, {5, 5, 5, 5}};
+  std::vector<loft::Status> st(3);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 3; ++r) {
+    th.emplace_back([&, r] {
+      loft::models::AllReduceOptions ao;
+      ao.timeout_ms = 10000;
+      loft::models::RingAllReduce ring(c->ts[r].get(), ao);
+      st[r] = ring.Run(loft::models::RingView{1, {0, 1, 2}}, 1, data[r], {});
+    });
+  }
+  for (auto& t : th) t.join();
+  for (int r = 0; r < 3; ++r) {
+    INFO(st[r].ToString());
+    REQUIRE(st[r].ok());
+    CHECK(data[r] == std::vector<float>{3, 3, 3, 3});
+  }
+  const uint64_t accepted = c->zap->accepted();
+  CHECK(accepted >= 6);  // every DEALER -> ROUTER connection completed a CURVE handshake
+
+  const std::string ep0 = c->ts[0]->endpoint();
+  // A tag above the floor the all-reduce left (view 1, round 1).
+  const uint64_t t9 = loft::models::MakeTag(5, 0, 9);
+  unsigned char tag[8];
+  for (int i = 0; i < 8; ++i) tag[i] = static_cast<unsigned char>(t9 >> (8 * i));
+  auto send_raw = [&](const loft::CurveKeyPair& own, const std::string& routing_id) {
+    zmq::socket_t s(c->ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::routing_id, routing_id);
+    s.set(zmq::sockopt::curve_publickey, own.public_key);
+    s.set(zmq::sockopt::curve_secretkey, own.secret_key);
+    s.set(zmq::sockopt::curve_serverkey, c->keys[0].public_key);
+    s.connect(ep0);
+    s.send(zmq::buffer(tag, 8), zmq::send_flags::sndmore);
+    s.send(zmq::str_buffer("hello"), zmq::send_flags::none);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  // 1. An unlisted key claiming rank 1: the handshake is denied, nothing arrives.
+  const uint64_t denied = c->zap->denied();
+  send_raw(loft::GenerateCurveKeyPair().value(), "1");
+  auto got = c->ts[0]->Recv(1, t9, 300);
+  CHECK(got.status().code() == loft::StatusCode::kDeadlineExceeded);
+  CHECK(c->zap->denied() > denied);
+  // 2. node-2's (listed) key claiming rank 1: authenticated, but dropped.
+  send_raw(c->keys[2], "1");
+  got = c->ts[0]->Recv(1, t9, 300);
+  CHECK(got.status().code() == loft::StatusCode::kDeadlineExceeded);
+  CHECK(c->ts[0]->rejected_identity() >= 1);
+  // 3. node-1's own key as rank 1 is accepted.
+  send_raw(c->keys[1], "1");
+  got = c->ts[0]->Recv(1, t9, 2000);
+  REQUIRE(got.ok());
+  CHECK(got->size() == 5);
+}
+
+TEST_CASE("a request is answered by the peer's handler while it waits in Recv; no answer times out") {
+  zmq::context_t ctx(1);
+  auto ts = MakeRing(&ctx, 2);
+  ts[1]->SetRequestHandler(0xFD, [](int from, uint64_t tag, std::span<const std::byte> body) {
+    std::vector<std::byte> out(body.begin(), body.end());
+    out.push_back(static_cast<std::byte>(from));
+    out.push_back(static_cast<std::byte>(tag & 0xFF));
+    return out;
+  });
+  std::thread server([&] { (void)ts[1]->Recv(0, 12345, 2000); });  // pumps (and serves) while waiting
+  const std::byte body[3] = {std::byte{7}, std::byte{8}, std::byte{9}};
+  auto ans = ts[0]->Request(1, loft::models::MakeTag(3, 4, 0xFD), body, 3000);
+  server.join();
+  REQUIRE(ans.ok());
+  CHECK(*ans ==
+        std::vector<std::byte>{std::byte{7}, std::byte{8}, std::byte{9}, std::byte{0}, std::byte{0xFD}});
+  // Nobody pumps rank 1 now: the request times out with a clear error.
+  auto late = ts[0]->Request(1, loft::models::MakeTag(3, 5, 0xFD), body, 200);
+  CHECK(late.status().code() == loft::StatusCode::kDeadlineExceeded);
+  CHECK(late.status().message().find("no answer from rank 1") != std::string::npos);
+}
+
+TEST_CASE("an abort check ends a waiting Recv early") {
+  zmq::context_t ctx(1);
+  auto ts = MakeRing(&ctx, 2);
+  int calls = 0;
+  ts[0]->SetAbortCheck(
+      [&] { return ++calls >= 3 ? loft::Unavailable("node 1 left the view") : loft::OkStatus(); });
+  auto t0 = std::chrono::steady_clock::now();
+  auto got = ts[0]->Recv(1, 77, 20000);
+  CHECK(got.status().code() == loft::StatusCode::kUnavailable);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}

@@ -312,3 +312,38 @@ TEST_CASE("tags order by view, then round, then phase", "[ring]") {
   CHECK(TagView(MakeTag(77, 123456789, 2)) == 77);
   CHECK(TagRound(MakeTag(77, 123456789, 2)) == 123456789u);
 }
+
+TEST_CASE("a member with weight 0 (no samples) takes part and does not change the result", "[ring]") {
+  // 5 members; member 3 has no samples and passes garbage (it must be absent
+  // for every reducer, including as chunk owner).
+  const int n = 5;
+  const size_t d = 23;
+  auto in = RandomInputs(n, d, 77);
+  for (float& x : in[3]) x = 1e6f;
+  const std::vector<double> b{40, 10, 25, 0, 33};
+  for (ReducerKind kind : {ReducerKind::kMean, ReducerKind::kWeightedMean, ReducerKind::kMedian,
+                           ReducerKind::kTrimmedMean, ReducerKind::kCenteredClipping}) {
+    AllReduceOptions opt;
+    opt.reducer.kind = kind;
+    opt.reducer.trim_count = 1;
+    opt.reducer.clip_tau = 10;
+    const std::vector<double> w = AggregationWeights(kind, b);
+    // Direct computation over the four members with samples only.
+    std::vector<std::vector<float>> present{in[0], in[1], in[2], in[4]};
+    std::vector<double> pw{w[0], w[1], w[2], w[4]};
+    std::vector<float> want;
+    REQUIRE(Reduce(opt.reducer, present, pw, &want).ok());
+    InMemoryNetwork net(n);
+    auto res = RunRing(net, {2, Iota(n)}, 3, in, w, opt);
+    for (int r = 0; r < n; ++r) {
+      INFO(ReducerKindName(kind) << " rank " << r << ": " << res[r].status.ToString());
+      REQUIRE(res[r].status.ok());
+      if (kind == ReducerKind::kCenteredClipping) {
+        // Per-chunk (BTARD); still unaffected by the absent member's 1e6.
+        for (float x : res[r].data) CHECK(std::abs(x) < 10);
+      } else {
+        CHECK(res[r].data == want);
+      }
+    }
+  }
+}
