@@ -140,10 +140,20 @@ void ModelTrainer::OnView(const v1::MembershipView& view) {
   cv_.notify_all();
 }
 
+template <typename Pred>
+bool ModelTrainer::WaitViews(std::unique_lock<std::mutex>& lock, Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.view_wait_ms);
+  while (!pred()) {
+    if (Stopping() || std::chrono::steady_clock::now() >= deadline) return pred();
+    cv_.wait_for(lock, std::chrono::milliseconds(100), pred);
+  }
+  return true;
+}
+
 StatusOr<ModelTrainer::Members> ModelTrainer::ViewMembers(int64_t v) {
   std::unique_lock lock(mu_);
-  if (!cv_.wait_for(lock, std::chrono::milliseconds(options_.view_wait_ms),
-                    [&] { return views_.count(v) > 0; })) {
+  if (!WaitViews(lock, [&] { return views_.count(v) > 0; })) {
+    if (Stopping()) return Aborted("shutting down");
     return Unavailable("membership view " + std::to_string(v) + " never arrived within " +
                        std::to_string(options_.view_wait_ms) + " ms");
   }
@@ -173,6 +183,7 @@ StatusOr<ModelTrainer::Members> ModelTrainer::ViewMembers(int64_t v) {
 }
 
 Status ModelTrainer::CheckMembersAlive(const Members& m) {
+  if (Stopping()) return Aborted("shutting down");
   std::lock_guard lock(mu_);
   if (views_.empty() || views_.rbegin()->first <= static_cast<int64_t>(m.view)) return OkStatus();
   const v1::MembershipView& nv = views_.rbegin()->second;
@@ -196,7 +207,7 @@ Status ModelTrainer::CheckMembersAlive(const Members& m) {
 std::optional<v1::MembershipView> ModelTrainer::NewerView(int64_t v) {
   std::unique_lock lock(mu_);
   auto newer = [&] { return !views_.empty() && views_.rbegin()->first > v; };
-  if (!cv_.wait_for(lock, std::chrono::milliseconds(options_.view_wait_ms), newer)) return std::nullopt;
+  if (!WaitViews(lock, newer)) return std::nullopt;
   return views_.rbegin()->second;
 }
 

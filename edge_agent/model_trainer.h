@@ -42,6 +42,7 @@
 // Thread-safety: Compute/Idle/TakeReport from one thread; OnView from any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -83,6 +84,8 @@ struct ModelTrainerOptions {
   std::optional<CurveKeyPair> curve_own;
   std::vector<std::string> public_keys;  // per rank
   std::vector<std::string> rank_names;   // per rank
+  // When set and true, every wait of the trainer ends early with Aborted (shutdown).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // The optimiser settings of training.learning_rate / momentum / lr_schedule.
@@ -120,6 +123,11 @@ class ModelTrainer final : public Trainer {
   Status CheckMembersAlive(const Members& m);
   // The live nodes of view v (waits up to view_wait_ms for it).
   StatusOr<Members> ViewMembers(int64_t v);
+  // Waits up to view_wait_ms for pred (under mu_), in short slices so that
+  // options_.stop is honoured. Returns pred().
+  template <typename Pred>
+  bool WaitViews(std::unique_lock<std::mutex>& lock, Pred pred);
+  bool Stopping() const { return options_.stop != nullptr && options_.stop->load(); }
   // A view newer than v, after waiting up to view_wait_ms.
   std::optional<v1::MembershipView> NewerView(int64_t v);
   struct Exchange {

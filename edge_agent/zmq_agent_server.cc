@@ -61,10 +61,12 @@ struct ZmqAgentServer::Impl {
   bool threads_stop = false;
   std::thread reader, computer;
   std::atomic<bool> stop{false};
+  std::atomic<bool> trainer_stop{false};  // ends a trainer's ring waits early at shutdown
 
   ~Impl() { StopThreads(); }
 
   void StopThreads() {
+    trainer_stop = true;
     {
       std::lock_guard lock(mu);
       threads_stop = true;
@@ -312,6 +314,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
       }
     }
     mo.context = &m.ctx;
+    mo.stop = &m.trainer_stop;
     mo.node = idx;
     mo.num_nodes = spec.num_nodes();
     mo.ring_bind = cfg.ring_bind;
