@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <ClpSimplex.hpp>
+#include <CoinPackedMatrix.hpp>
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -193,6 +195,176 @@ class BoundSolver {
   Enumerator en_;
 };
 
+// ---------------------------------------------------------------------------
+// Exact LP of the per-worker convex-hull relaxation (bound.h "Relaxation").
+// Each worker's modes m ∈ {local only, remote only, both, idle} get
+// disaggregated copies (λ_m, l_m, r_m) of its counts (Balas' hull
+// formulation): the constraints of mode m multiplied by λ_m, Σ_m λ_m = 1.
+// Coupling: s_j = samples node j serves, l_j + s_j ≤ pool_j (or = drain_j),
+// u_j·s_j ≤ T, and the transportation conditions for reads from peers other
+// than oneself: Σ_i r_i ≤ S = Σ_j s_j and r_i + s_i ≤ S for every i (exact
+// for a complete bipartite supply graph minus the diagonal).
+class HullLp {
+ public:
+  // joint: T is a variable and each mode has its own time T_m with
+  // Σ_m T_m ≤ T (the hull in (T, l, r) space: minimise T in one solve).
+  // Otherwise T = t is fixed and the LP is a feasibility problem.
+  // drain empty: l_j + s_j ≤ local_available_j; else l_j + s_j = drain[j].
+  HullLp(const PlanRequest& req, bool joint, double t, std::span<const double> drain)
+      : req_(req), joint_(joint), t_(t), drain_(drain) {}
+
+  // Optimal T (joint) or 0 (fixed t, feasible); nullopt-like −1 when
+  // infeasible.
+  double Solve() {
+    Build();
+    ClpSimplex lp;
+    lp.setLogLevel(0);
+    CoinPackedMatrix m(true, rows_.data(), cols_.data(), vals_.data(), static_cast<int>(vals_.size()));
+    m.setDimensions(static_cast<int>(row_lo_.size()), static_cast<int>(col_lo_.size()));
+    lp.loadProblem(m, col_lo_.data(), col_hi_.data(), obj_.data(), row_lo_.data(), row_hi_.data());
+    lp.setPrimalTolerance(1e-9);
+    lp.setDualTolerance(1e-9);
+    lp.dual();
+    if (lp.status() != 0) return -1;
+    return joint_ ? lp.objectiveValue() : 0;
+  }
+
+ private:
+  int Col(double lo, double hi, double cost = 0) {
+    col_lo_.push_back(lo);
+    col_hi_.push_back(hi);
+    obj_.push_back(cost);
+    return static_cast<int>(col_lo_.size()) - 1;
+  }
+  int Row(double lo, double hi) {
+    row_lo_.push_back(lo);
+    row_hi_.push_back(hi);
+    return static_cast<int>(row_lo_.size()) - 1;
+  }
+  void Set(int row, int col, double v) {
+    if (v == 0) return;
+    rows_.push_back(row);
+    cols_.push_back(col);
+    vals_.push_back(v);
+  }
+
+  void Build() {
+    const double kInf = COIN_DBL_MAX;
+    const size_t n = req_.workers.size();
+    const int tcol = joint_ ? Col(0, kInf, 1) : -1;
+    const int scol = Col(0, kInf);
+    const int served_sum = Row(0, 0);      // Σ s_j − S = 0
+    const int remote_sum = Row(-kInf, 0);  // Σ r_i − S ≤ 0
+    const int batch_sum = Row(static_cast<double>(req_.global_batch), static_cast<double>(req_.global_batch));
+    Set(served_sum, scol, -1);
+    Set(remote_sum, scol, -1);
+    for (size_t i = 0; i < n; ++i) {
+      const WorkerInput& w = req_.workers[i];
+      const CostParams& c = w.cost;
+      const double pool = drain_.empty() ? static_cast<double>(w.local_available) : drain_[i];
+      const double mn = static_cast<double>(w.min_batch), mx = static_cast<double>(w.max_batch);
+      const double up = joint_ || c.uplink_per_sample_ms <= 0 ? kInf : t_ / c.uplink_per_sample_ms;
+      const int s = Col(0, std::min(up, pool));
+      Set(served_sum, s, 1);
+      if (joint_ && c.uplink_per_sample_ms > 0) {
+        const int row = Row(-kInf, 0);  // u·s − T ≤ 0
+        Set(row, s, c.uplink_per_sample_ms);
+        Set(row, tcol, -1);
+      }
+      const int own = drain_.empty() ? Row(-kInf, pool) : Row(pool, pool);  // l + s vs pool/drain
+      Set(own, s, 1);
+      const int self = Row(-kInf, 0);  // r + s − S ≤ 0
+      Set(self, s, 1);
+      Set(self, scol, -1);
+      const int convex = Row(1, 1);
+      const int time_sum = joint_ ? Row(-kInf, 0) : -1;  // Σ T_m − T ≤ 0
+      if (joint_) Set(time_sum, tcol, -1);
+      for (int mode = 0; mode < 4; ++mode) {  // local only, remote only, both, idle
+        const bool has_l = mode == 0 || mode == 2, has_r = mode == 1 || mode == 2;
+        const int lam = Col(0, mode == 3 && mn > 0 ? 0 : 1);
+        Set(convex, lam, 1);
+        const int l = has_l ? Col(0, kInf) : -1;
+        const int r = has_r ? Col(0, kInf) : -1;
+        const int tm = joint_ ? Col(0, kInf) : -1;
+        if (joint_) Set(time_sum, tm, 1);
+        // cl·l + cr·r + k·λ ≤ T_m (joint) or ≤ t·λ.
+        auto time_row = [&](double cl, double cr, double k) {
+          const int row = Row(-kInf, 0);
+          if (l >= 0) Set(row, l, cl);
+          if (r >= 0) Set(row, r, cr);
+          if (joint_) {
+            Set(row, lam, k);
+            Set(row, tm, -1);
+          } else {
+            Set(row, lam, k - t_);
+          }
+        };
+        const double c0 = c.compute_fixed_ms, c1 = c.compute_per_sample_ms;
+        if (req_.overlap) {
+          if (has_l) time_row(c.local_per_sample_ms, 0, c.local_fixed_ms);
+          if (has_r) time_row(0, c.remote_per_sample_ms, c.remote_fixed_ms);
+          time_row(c1, c1, c0);
+        } else {
+          if (has_l) time_row(c.local_per_sample_ms + c1, c1, c0 + c.local_fixed_ms);
+          if (has_r) time_row(c1, c.remote_per_sample_ms + c1, c0 + c.remote_fixed_ms);
+          if (!has_l && !has_r) time_row(0, 0, c0);
+        }
+        if (mode == 3) continue;
+        // mn·λ ≤ l + r ≤ mx·λ, l ≤ min(pool, mx)·λ.
+        const int lo = Row(0, kInf), hi = Row(-kInf, 0);
+        Set(lo, lam, -mn);
+        Set(hi, lam, -mx);
+        for (int v : {l, r}) {
+          if (v < 0) continue;
+          Set(lo, v, 1);
+          Set(hi, v, 1);
+          Set(batch_sum, v, 1);
+        }
+        if (l >= 0) {
+          const int cap = Row(-kInf, 0);
+          Set(cap, l, 1);
+          Set(cap, lam, -std::min(pool, mx));
+          Set(own, l, 1);
+        }
+        if (r >= 0) {
+          Set(self, r, 1);
+          Set(remote_sum, r, 1);
+        }
+      }
+    }
+  }
+
+  const PlanRequest& req_;
+  bool joint_;
+  double t_;
+  std::span<const double> drain_;
+  std::vector<double> col_lo_, col_hi_, obj_, row_lo_, row_hi_;
+  std::vector<int> rows_, cols_;
+  std::vector<double> vals_;
+};
+
+// Smallest t (to 1e-7 relative) at which the fixed-t hull LP is feasible,
+// given `lo` at or below it; returns the largest t proven infeasible (or
+// lo), so the result never exceeds the LP's optimum.
+StatusOr<double> BisectLp(const PlanRequest& req, std::span<const double> drain, double lo) {
+  auto feasible = [&](double t) { return HullLp(req, false, t, drain).Solve() >= 0; };
+  double hi = std::max(lo, 1e-6) * (1 + 1e-6);
+  if (feasible(hi)) return lo;
+  int doublings = 0;
+  while (!feasible(hi * 2)) {
+    hi *= 2;
+    if (++doublings > 60)
+      return Internal("bound: the hull LP stays infeasible (cost parameters out of range?)");
+  }
+  lo = hi;
+  hi *= 2;
+  while (hi - lo > 1e-7 * hi) {
+    const double mid = 0.5 * (lo + hi);
+    (feasible(mid) ? hi : lo) = mid;
+  }
+  return lo;
+}
+
 }  // namespace
 
 StatusOr<double> LowerBoundMs(const PlanRequest& req) {
@@ -221,6 +393,9 @@ StatusOr<double> LowerBoundMs(const PlanRequest& req) {
     const double mid = 0.5 * (lo + hi);
     (solver.MaybeFeasible(mid) ? hi : lo) = mid;
   }
+  // The Lagrangian relaxes the aggregated supply; the exact LP adds the
+  // per-peer conditions (no reads from oneself). Affordable for small N.
+  if (req.workers.size() <= kExactLpMaxWorkers) return BisectLp(req, {}, lo);
   return lo;
 }
 
@@ -247,14 +422,17 @@ StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> u
     return FailedPrecondition(fmt::format(
         "epoch bound: {} unconsumed samples on live nodes, fewer than global_batch {}", total, big_b));
   }
+  // Stationary rates h_j = H_j·B/ΣH; the LP needs l_j + s_j = h_j exactly.
+  for (size_t j = 0; j < n; ++j) h[j] = h[j] * big_b / total;
+  // The hull-relaxation bound on ⌈h⌉ pools (aggregated supply, ≤ instead of
+  // =) relaxes the LP, so the LP is infeasible below it: a bracket.
   PlanRequest steady = req;
-  for (size_t j = 0; j < n; ++j) {
-    const double rate = h[j] * big_b / total;
-    steady.workers[j].local_available = static_cast<int64_t>(std::ceil(rate - 1e-9));
-  }
+  for (size_t j = 0; j < n; ++j)
+    steady.workers[j].local_available = static_cast<int64_t>(std::ceil(h[j] - 1e-9));
   steady.unconsumed_in_epoch = 0;
   for (const WorkerInput& w : steady.workers) steady.unconsumed_in_epoch += w.local_available;
-  return LowerBoundMs(steady);
+  LOFT_ASSIGN_OR_RETURN(const double relaxed, LowerBoundMs(steady));
+  return BisectLp(req, h, relaxed);
 }
 
 }  // namespace loft::sched

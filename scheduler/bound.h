@@ -19,6 +19,7 @@
 // Thread-safety: pure function.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -26,6 +27,9 @@
 #include "scheduler/plan.h"
 
 namespace loft::sched {
+
+// Up to this many workers LowerBoundMs solves the relaxation's exact LP.
+inline constexpr size_t kExactLpMaxWorkers = 64;
 
 // InvalidArgument for a malformed request (ValidatePlanRequest),
 // FailedPrecondition when live workers cache fewer than B samples.

@@ -17,6 +17,7 @@ PACKAGES="
   dataset-fashion-mnist
   python3 python3-matplotlib python3-numpy
   iproute2 procps
+  coinor-libclp-dev
 "
 
 missing=""

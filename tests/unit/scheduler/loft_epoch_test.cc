@@ -3,6 +3,7 @@
 // never much worse than loft, no end-of-epoch cliff.
 #include "scheduler/policies/loft_epoch.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <map>
@@ -61,7 +62,7 @@ EpochRun DriveEpoch(Policy& policy, PlanRequest req) {
 }
 
 TEST_CASE("loft-epoch stays near bound-epoch and avoids the end-of-epoch cliff", "[policy][loft-epoch]") {
-  int near_bound = 0;
+  double worst = 0;
   const int instances = 12;
   for (uint64_t seed = 1; seed <= instances; ++seed) {
     testing::InstanceOptions opt;
@@ -91,12 +92,10 @@ TEST_CASE("loft-epoch stays near bound-epoch and avoids the end-of-epoch cliff",
     CHECK(e.mean >= bound * (1 - 1e-3));
     CHECK(e.mean <= 1.02 * l.mean);
     CHECK(e.last_decile <= 1.5 * e.mean);
-    // bound-epoch relaxes fixed costs to a convex hull and is loose when a
-    // node's uplink carries only a few samples per iteration.
-    CHECK(e.mean <= 1.10 * bound);
-    if (e.mean <= 1.05 * bound) ++near_bound;
+    CHECK(e.mean <= 1.05 * bound);
+    worst = std::max(worst, e.mean / bound);
   }
-  CHECK(near_bound >= instances - 2);
+  WARN("loft-epoch / bound-epoch: worst " << worst << " over " << instances << " instances");
 }
 
 TEST_CASE("loft-epoch checks its input and names itself", "[policy][loft-epoch]") {
