@@ -42,6 +42,7 @@ std::map<int32_t, PeerFetchResult> PeerFetcher::FetchAll(
   };
   std::map<uint64_t, Pending> pending;
   std::map<int32_t, zmq::socket_t*> sockets;
+  std::map<int32_t, std::string> endpoints;  // as looked up when the fetch started
   std::map<int32_t, int> open_chunks;
   int64_t t0 = clock_->NowMicros();
   int64_t deadline = t0 + int64_t{options_.timeout_ms} * 1000;
@@ -78,6 +79,7 @@ std::map<int32_t, PeerFetchResult> PeerFetcher::FetchAll(
       continue;
     }
     sockets[peer] = *sock;
+    endpoints[peer] = info->endpoint;
     for (size_t off = 0; off < ids.size(); off += static_cast<size_t>(options_.fetch_batch)) {
       size_t end = std::min(ids.size(), off + static_cast<size_t>(options_.fetch_batch));
       uint64_t rid = next_request_id_++;
@@ -106,6 +108,19 @@ std::map<int32_t, PeerFetchResult> PeerFetcher::FetchAll(
       }
       break;
     }
+    // A peer the current view drops (or gives a new endpoint: it restarted
+    // and lost nothing we asked for) will never answer: fail it now rather
+    // than at the deadline.
+    for (const auto& [peer, s] : sockets) {
+      if (open_chunks[peer] == 0) continue;
+      auto info = lookup_(peer);
+      if (!info) {
+        fail(peer, Unavailable(fmt::format("node {} left the view while serving this partition", peer)));
+      } else if (auto e = endpoints.find(peer); e != endpoints.end() && info->endpoint != e->second) {
+        fail(peer, Unavailable(fmt::format("node {} restarted while serving this partition", peer)));
+      }
+    }
+    if (pending.empty()) break;
     for (auto& [rid, pd] : pending) {
       if (pd.resend_at_us >= 0 && now >= pd.resend_at_us) {
         Status st = send(rid, pd);

@@ -16,6 +16,7 @@
 #include "core/curve.h"
 #include "core/metrics_http.h"
 #include "core/zmq_util.h"
+#include "edge_agent/peer_fetcher.h"
 #include "edge_agent/zmq_agent_server.h"
 #include "test_util.h"
 
@@ -436,4 +437,36 @@ TEST_CASE("The metrics HTTP server answers GET /metrics with the registry's text
         "# HELP loft_test_total A test counter.\n# TYPE loft_test_total counter\nloft_test_total 7\n");
   CHECK(get("/nope").result_int() == 404);
   (*server)->Stop();
+}
+
+TEST_CASE("A peer fetch fails at once when the serving node leaves the view or restarts") {
+  zmq::context_t ctx(1);
+  // A "peer" that accepts the connection but never answers (a crashed agent).
+  zmq::socket_t silent(ctx, zmq::socket_type::router);
+  silent.set(zmq::sockopt::linger, 0);
+  silent.bind("tcp://127.0.0.1:*");
+  const std::string ep = silent.get(zmq::sockopt::last_endpoint);
+  for (const char* change : {"left", "restarted"}) {
+    std::atomic<bool> changed{false};
+    auto lookup = [&](int32_t n) -> std::optional<PeerInfo> {
+      if (!changed) return PeerInfo{n, "peer", ep};
+      if (std::string(change) == "left") return std::nullopt;
+      return PeerInfo{n, "peer", "tcp://127.0.0.1:1"};  // its new endpoint
+    };
+    PeerFetcherOptions fo;
+    fo.timeout_ms = 20000;
+    PeerFetcher fetcher(&ctx, SystemClock::Default(), fo, lookup);
+    std::thread flip([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      changed = true;
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    auto res = fetcher.FetchAll(7, 0, {{1, {10, 11, 12}}});
+    const auto took = std::chrono::steady_clock::now() - t0;
+    flip.join();
+    INFO(change << ": " << res[1].status.ToString());
+    CHECK(res[1].status.code() == StatusCode::kUnavailable);
+    CHECK(res[1].status.message().find(change) != std::string::npos);
+    CHECK(took < std::chrono::seconds(5));  // not the 20 s deadline
+  }
 }
