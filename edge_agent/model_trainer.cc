@@ -51,6 +51,21 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+std::pair<int64_t, uint64_t> AgreedState(std::span<const int64_t> last_round,
+                                         std::span<const uint64_t> hash) {
+  std::map<std::pair<int64_t, uint64_t>, int> votes;
+  for (size_t i = 0; i < last_round.size() && i < hash.size(); ++i) ++votes[{last_round[i], hash[i]}];
+  std::pair<int64_t, uint64_t> target{-1, 0};
+  int best = 0;
+  for (const auto& [k, c] : votes) {
+    if (c > best || (c == best && k.first > target.first)) {
+      best = c;
+      target = k;
+    }
+  }
+  return target;
+}
+
 StatusOr<models::SgdOptions> SgdOptionsFromSpec(const TrainingSpec& tr) {
   models::SgdOptions so;
   so.learning_rate = tr.learning_rate;
@@ -355,16 +370,10 @@ StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_
     Status st = [&]() -> Status {
       LOFT_ASSIGN_OR_RETURN(Exchange ex, ExchangeState(m, round, static_cast<double>(n) + carry_b_, reports));
       // 2. State check: the (last_round, hash) most members hold; ties -> the later round.
-      std::map<std::pair<int64_t, uint64_t>, int> votes;
-      for (size_t i = 0; i < m.nodes.size(); ++i) ++votes[{ex.last_round[i], ex.hash[i]}];
-      std::pair<int64_t, uint64_t> target = votes.begin()->first;
+      const std::pair<int64_t, uint64_t> target = AgreedState(ex.last_round, ex.hash);
       int best = 0;
-      for (const auto& [k, c] : votes) {
-        if (c > best || (c == best && k.first > target.first)) {
-          best = c;
-          target = k;
-        }
-      }
+      for (size_t i = 0; i < m.nodes.size(); ++i)
+        best += (ex.last_round[i] == target.first && ex.hash[i] == target.second) ? 1 : 0;
       const std::pair<int64_t, uint64_t> mine{last_round_, models::ParameterHash(model_->params())};
       if (mine != target) {
         std::vector<int> holders;

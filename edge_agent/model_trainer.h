@@ -88,6 +88,11 @@ struct ModelTrainerOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
+// The job's state in a round's exchange: the (last_round, hash) pair held by
+// the most members; ties go to the later round. One member claiming a
+// far-ahead round cannot win against two that agree.
+std::pair<int64_t, uint64_t> AgreedState(std::span<const int64_t> last_round, std::span<const uint64_t> hash);
+
 // The optimiser settings of training.learning_rate / momentum / lr_schedule.
 StatusOr<models::SgdOptions> SgdOptionsFromSpec(const TrainingSpec& training);
 

@@ -73,3 +73,23 @@ TEST_CASE("bad lr_schedule fields are errors naming file, line and field") {
   CHECK(d.status().message().find("min_learning_rate must be in [0, training.learning_rate]") !=
         std::string::npos);
 }
+
+TEST_CASE("the agreed state is the majority's (last_round, hash); ties go to the later round") {
+  using P = std::pair<int64_t, uint64_t>;
+  // A restarted member (-1, init hash) among three that agree.
+  std::vector<int64_t> r{41, 41, -1, 41};
+  std::vector<uint64_t> h{7, 7, 99, 7};
+  CHECK(AgreedState(r, h) == P{41, 7});
+  // One member claiming a far-ahead round loses against two that agree.
+  r = {41, 41, 1000000};
+  h = {7, 7, 5};
+  CHECK(AgreedState(r, h) == P{41, 7});
+  // Two members: the live one (later round) wins over the restarted one.
+  r = {-1, 12};
+  h = {99, 3};
+  CHECK(AgreedState(r, h) == P{12, 3});
+  // Same round, different hashes, 2 vs 1: the majority's hash.
+  r = {5, 5, 5};
+  h = {1, 2, 2};
+  CHECK(AgreedState(r, h) == P{5, 2});
+}
