@@ -93,19 +93,14 @@ StatusOr<Placement> Placement::FromSpec(const ClusterSpec& spec) {
   switch (spec.placement.kind) {
     case PlacementKind::kShards: break;
     case PlacementKind::kZipf:
-      for (int k = 0; k < spec.num_nodes(); ++k) w[k] = 1.0 / std::pow(static_cast<double>(k + 1), spec.placement.skew);
+      for (int k = 0; k < spec.num_nodes(); ++k)
+        w[k] = 1.0 / std::pow(static_cast<double>(k + 1), spec.placement.skew);
       break;
     case PlacementKind::kExplicit: w = spec.placement.shares; break;
   }
   auto p = Make(spec.dataset.samples, w, spec.placement.replication, spec.placement.seed);
   if (!p.ok()) return p.status().WithContext(spec.source);
   return p;
-}
-
-bool Placement::Holds(int node, uint64_t id) const {
-  for (int32_t h : Holders(id))
-    if (h == node) return true;
-  return false;
 }
 
 }  // namespace loft

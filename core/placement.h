@@ -42,7 +42,11 @@ class Placement {
   std::span<const int32_t> Holders(uint64_t id) const {
     return {holders_.data() + id * replication_, static_cast<size_t>(replication_)};
   }
-  bool Holds(int node, uint64_t id) const;
+  bool Holds(int node, uint64_t id) const {
+    for (int32_t h : Holders(id))
+      if (h == node) return true;
+    return false;
+  }
   // Sample ids held by `node` (primary or replica), ascending.
   const std::vector<uint64_t>& SamplesOf(int node) const { return by_node_[node]; }
   // Number of samples whose primary holder is `node`.

@@ -65,6 +65,7 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
   };
 
   Assignment out;
+  out.workers.reserve(plan.workers.size());
   std::vector<uint64_t> tmp;
   for (size_t w = 0; w < plan.workers.size(); ++w) {
     const WorkerPlan& wp = plan.workers[w];
@@ -72,6 +73,8 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
     AssignedWorker aw;
     aw.node = wp.node;
     aw.planned_batch = wp.batch;
+    aw.sample_ids.reserve(static_cast<size_t>(wp.batch));
+    aw.sources.reserve(static_cast<size_t>(wp.batch));
     auto add = [&](uint64_t id, int32_t src) {
       aw.sample_ids.push_back(id);
       aw.sources.push_back(src);

@@ -64,18 +64,26 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   const int nodes = placement_->num_nodes();
   epoch_ = epoch;
   order_ = SeededPermutation(n, seed_ ^ EpochMix(epoch));
-  position_.assign(n, 0);
+  position_.resize(n);
   for (uint64_t p = 0; p < n; ++p) position_[order_[p]] = static_cast<int64_t>(p);
   state_.assign(n, kPooled);
+  pooled_bits_.assign((n + 63) / 64, ~uint64_t{0});
+  if (n % 64 != 0) pooled_bits_.back() = (uint64_t{1} << (n % 64)) - 1;
   origin_.assign(n, 0);
+  with_origin_ = 0;
   available_.assign(nodes, 0);
-  node_order_.assign(nodes, {});
+  node_order_.resize(nodes);  // keeps each list's capacity across epochs
   for (int j = 0; j < nodes; ++j) {
     available_[j] = static_cast<int64_t>(placement_->SamplesOf(j).size());
+    node_order_[j].clear();
     node_order_[j].reserve(placement_->SamplesOf(j).size());
   }
-  for (uint64_t p = 0; p < n; ++p) {
-    for (int32_t h : placement_->Holders(order_[p])) node_order_[h].push_back(order_[p]);
+  if (placement_->replication() == 1) {
+    for (uint64_t p = 0; p < n; ++p) node_order_[placement_->Holders(order_[p])[0]].push_back(order_[p]);
+  } else {
+    for (uint64_t p = 0; p < n; ++p) {
+      for (int32_t h : placement_->Holders(order_[p])) node_order_[h].push_back(order_[p]);
+    }
   }
   node_cursor_.assign(nodes, 0);
   node_behind_.assign(nodes, {});
@@ -91,16 +99,25 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   committed_ = 0;
 }
 
-void EpochSampler::Unpool(uint64_t id) {
-  if (trial_) trial_taken_.push_back(id);
-  state_[id] = kTaken;
+void EpochSampler::Unpool(uint64_t id, int holder) {
+  ClearPooledBit(id);
+  if (trial_) {
+    trial_taken_.push_back(id);
+  } else {
+    state_[id] = kTaken;
+  }
   --pooled_;
   ++taken_;
-  for (int32_t h : placement_->Holders(id)) --available_[h];
+  if (holder >= 0 && placement_->replication() == 1) {
+    --available_[holder];
+  } else {
+    for (int32_t h : placement_->Holders(id)) --available_[h];
+  }
 }
 
 void EpochSampler::Pool(uint64_t id) {
   state_[id] = kPooled;
+  SetPooledBit(id);
   ++pooled_;
   --taken_;
   const int64_t pos = position_[id];
@@ -119,17 +136,17 @@ int64_t EpochSampler::TakeHeldBy(int node, int64_t max_count, std::vector<uint64
   TouchNodeCursor(node);
   size_t& cursor = node_cursor_[node];
   while (got < max_count) {
-    while (!behind.empty() && state_[order_[*behind.begin()]] != kPooled) EraseBehind(node, *behind.begin());
+    while (!behind.empty() && !IsPooled(order_[*behind.begin()])) EraseBehind(node, *behind.begin());
     uint64_t id;
     if (!behind.empty()) {
       id = order_[*behind.begin()];
       EraseBehind(node, *behind.begin());
     } else {
-      while (cursor < list.size() && state_[list[cursor]] != kPooled) ++cursor;
+      while (cursor < list.size() && !IsPooled(list[cursor])) ++cursor;
       if (cursor == list.size()) break;
       id = list[cursor++];
     }
-    Unpool(id);
+    Unpool(id, node);
     out.push_back(id);
     ++got;
   }
@@ -143,7 +160,7 @@ int64_t EpochSampler::TakeInOrder(int64_t max_count, const std::function<bool(ui
     const int64_t pos = *it;
     const uint64_t id = order_[pos];
     ++it;  // erasing `pos` below leaves `it` valid
-    if (state_[id] != kPooled) {
+    if (!IsPooled(id)) {
       EraseBehind(-1, pos);
       continue;
     }
@@ -155,7 +172,7 @@ int64_t EpochSampler::TakeInOrder(int64_t max_count, const std::function<bool(ui
   }
   while (got < max_count && global_cursor_ < order_.size()) {
     const uint64_t id = order_[global_cursor_];
-    if (state_[id] == kPooled) {
+    if (IsPooled(id)) {
       if (!assignable || assignable(id)) {
         Unpool(id);
         out.push_back(id);
@@ -188,6 +205,9 @@ void EpochSampler::TouchNodeCursor(int node) {
 void EpochSampler::BeginTrial() {
   trial_ = true;
   trial_global_cursor_ = global_cursor_;
+  trial_pooled_ = pooled_;
+  trial_taken_count_ = taken_;
+  trial_available_ = available_;
   trial_taken_.clear();
   trial_node_cursors_.clear();
   trial_ops_.clear();
@@ -197,12 +217,11 @@ void EpochSampler::BeginTrial() {
 void EpochSampler::RollbackTrial() {
   if (!trial_) return;
   trial_ = false;
-  for (uint64_t id : trial_taken_) {
-    state_[id] = kPooled;
-    ++pooled_;
-    --taken_;
-    for (int32_t h : placement_->Holders(id)) ++available_[h];
-  }
+  // Trial takes cleared only pooled bits and moved counters.
+  for (uint64_t id : trial_taken_) SetPooledBit(id);
+  pooled_ = trial_pooled_;
+  taken_ = trial_taken_count_;
+  available_.swap(trial_available_);
   global_cursor_ = trial_global_cursor_;
   for (const auto& [node, cursor] : trial_node_cursors_) {
     node_cursor_[node] = cursor;
@@ -224,7 +243,7 @@ void EpochSampler::RollbackTrial() {
 int64_t EpochSampler::CountAssignable(const std::function<bool(uint64_t)>& assignable) const {
   int64_t count = 0;
   for (uint64_t id = 0; id < state_.size(); ++id) {
-    if (state_[id] == kPooled && assignable(id)) ++count;
+    if (IsPooled(id) && assignable(id)) ++count;
   }
   return count;
 }
@@ -237,16 +256,15 @@ Status EpochSampler::MarkTaken(std::span<const uint64_t> ids) {
     // what is no longer pooled: drop index entries of the taken ids and
     // move cursors over non-pooled entries (each entry is passed once per
     // epoch, so this is amortized O(replication) per sample).
-    const int64_t pos = position_[id];
-    if (!global_behind_.empty()) EraseBehind(-1, pos);
+    if (!global_behind_.empty()) EraseBehind(-1, position_[id]);
     for (int32_t h : placement_->Holders(id)) {
-      if (!node_behind_[h].empty()) EraseBehind(h, pos);
+      if (!node_behind_[h].empty()) EraseBehind(h, position_[id]);
       const auto& list = node_order_[h];
       size_t& c = node_cursor_[h];
-      while (c < list.size() && state_[list[c]] != kPooled) ++c;
+      while (c < list.size() && !IsPooled(list[c])) ++c;
     }
   }
-  while (global_cursor_ < order_.size() && state_[order_[global_cursor_]] != kPooled) ++global_cursor_;
+  while (global_cursor_ < order_.size() && !IsPooled(order_[global_cursor_])) ++global_cursor_;
   return OkStatus();
 }
 
@@ -260,6 +278,7 @@ Status EpochSampler::Return(std::span<const uint64_t> ids, uint64_t from_partiti
   LOFT_RETURN_IF_ERROR(CheckIds(ids, state_, kTaken, "return"));
   for (uint64_t id : ids) {
     Pool(id);
+    with_origin_ += (from_partition != 0 ? 1 : 0) - (origin_[id] != 0 ? 1 : 0);
     origin_[id] = from_partition;
   }
   return OkStatus();
@@ -281,6 +300,7 @@ Status EpochSampler::Commit(std::span<const uint64_t> ids, int64_t* duplicates) 
       continue;
     }
     state_[id] = kCommitted;
+    if (origin_[id] != 0) --with_origin_;
     origin_[id] = 0;
     --taken_;
     ++committed_;

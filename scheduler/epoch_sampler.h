@@ -55,7 +55,12 @@ class EpochSampler {
   int64_t committed() const { return committed_; }
   bool EpochDone() const { return committed_ == num_samples(); }
 
-  SampleState state(uint64_t id) const { return static_cast<SampleState>(state_[id]); }
+  SampleState state(uint64_t id) const {
+    // Inside a trial, takes clear only the pooled bit (state_ is untouched
+    // and RollbackTrial just sets the bits again).
+    if (state_[id] == kPooledByte && !IsPooled(id)) return SampleState::kTaken;
+    return static_cast<SampleState>(state_[id]);
+  }
   // Pooled samples of this epoch held by `node` (overlapping between
   // holders when replication > 1).
   int64_t available(int node) const { return available_[node]; }
@@ -64,6 +69,10 @@ class EpochSampler {
   // The failed/timed-out partition this pooled sample came back from;
   // 0 = never handed out this epoch (or committed).
   uint64_t origin(uint64_t id) const { return origin_[id]; }
+  // Samples of this epoch with a non-zero origin (returned by a failed or
+  // timed-out partition and not committed since). 0 means origin(id) == 0
+  // for every id, which lets callers skip the per-sample origin lookups.
+  int64_t with_origin() const { return with_origin_; }
 
   // Takes up to `max_count` pooled samples held by `node`, smallest
   // permutation position first, appending them to `out`. Returns how many.
@@ -107,8 +116,14 @@ class EpochSampler {
   uint64_t Digest() const;
 
  private:
+  static constexpr uint8_t kPooledByte = 0;
+  bool IsPooled(uint64_t id) const { return (pooled_bits_[id >> 6] >> (id & 63)) & 1; }
+  void SetPooledBit(uint64_t id) { pooled_bits_[id >> 6] |= uint64_t{1} << (id & 63); }
+  void ClearPooledBit(uint64_t id) { pooled_bits_[id >> 6] &= ~(uint64_t{1} << (id & 63)); }
   void Pool(uint64_t id);
-  void Unpool(uint64_t id);
+  // `holder` >= 0: a node known to hold `id` (with replication 1 the only
+  // one, so Placement::Holders need not be read).
+  void Unpool(uint64_t id, int holder = -1);
   // Index maintenance that the trial log can undo. set = -1: global_behind_,
   // else node_behind_[set].
   void EraseBehind(int set, int64_t pos);
@@ -118,12 +133,14 @@ class EpochSampler {
   const Placement* placement_;
   uint64_t seed_;
   int64_t epoch_ = 0;
-  std::vector<uint64_t> order_;     // permutation: position -> id
-  std::vector<int64_t> position_;   // id -> position
-  std::vector<uint8_t> state_;      // id -> SampleState
-  std::vector<uint64_t> origin_;    // id -> partition it came back from
-  std::vector<int64_t> available_;  // node -> pooled samples held
+  std::vector<uint64_t> order_;        // permutation: position -> id
+  std::vector<int64_t> position_;      // id -> position
+  std::vector<uint8_t> state_;         // id -> SampleState (a trial's takes are not written here)
+  std::vector<uint64_t> pooled_bits_;  // id -> pooled, as a bitmap (the hot loops test this)
+  std::vector<uint64_t> origin_;       // id -> partition it came back from
+  std::vector<int64_t> available_;     // node -> pooled samples held
   int64_t pooled_ = 0, taken_ = 0, committed_ = 0;
+  int64_t with_origin_ = 0;
   // Acceleration: global cursor into order_ + pooled positions behind it.
   size_t global_cursor_ = 0;
   std::set<int64_t> global_behind_;
@@ -139,6 +156,8 @@ class EpochSampler {
   };
   bool trial_ = false;
   size_t trial_global_cursor_ = 0;
+  int64_t trial_pooled_ = 0, trial_taken_count_ = 0;
+  std::vector<int64_t> trial_available_;  // available_ at BeginTrial
   std::vector<uint64_t> trial_taken_;
   std::vector<std::pair<int, size_t>> trial_node_cursors_;  // first touch: (node, old cursor)
   std::vector<uint8_t> trial_node_touched_;

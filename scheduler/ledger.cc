@@ -43,7 +43,7 @@ Status Ledger::AddPlanned(const loft::v1::Partition& p, double now_ms, double de
   rec.partition = p;
   rec.planned_ms = now_ms;
   rec.deadline_ms = deadline_ms;
-  partitions_.emplace(p.id(), std::move(rec));
+  records_.push_back(std::move(rec));
   open_.emplace(p.id(), p.iteration());
   ++open_by_iteration_[p.iteration()];
   last_id_ = p.id();
@@ -53,13 +53,13 @@ Status Ledger::AddPlanned(const loft::v1::Partition& p, double now_ms, double de
 }
 
 AckOutcome Ledger::Check(uint64_t id, int32_t attempt, int32_t node, PartitionRecord** rec) {
-  auto it = partitions_.find(id);
-  if (it == partitions_.end()) return AckOutcome::kUnknown;
-  *rec = &it->second;
-  if (it->second.partition.attempt() != attempt) return AckOutcome::kWrongAttempt;
-  if (node >= 0 && it->second.partition.worker() != node) return AckOutcome::kWrongNode;
-  if (IsTerminal(it->second.state)) {
-    return it->second.state == PartitionState::kDone ? AckOutcome::kDuplicate : AckOutcome::kTerminal;
+  PartitionRecord* r = FindMutable(id);
+  if (r == nullptr) return AckOutcome::kUnknown;
+  *rec = r;
+  if (r->partition.attempt() != attempt) return AckOutcome::kWrongAttempt;
+  if (node >= 0 && r->partition.worker() != node) return AckOutcome::kWrongNode;
+  if (IsTerminal(r->state)) {
+    return r->state == PartitionState::kDone ? AckOutcome::kDuplicate : AckOutcome::kTerminal;
   }
   return AckOutcome::kAccepted;
 }
@@ -126,9 +126,38 @@ AckOutcome Ledger::MarkTimedOut(uint64_t id, int32_t attempt, double now_ms) {
   return o;
 }
 
+PartitionRecord* Ledger::FindMutable(uint64_t id) {
+  if (id == 0 || records_.empty()) return nullptr;
+  // Ids are usually consecutive: try the direct offset first.
+  const uint64_t first = records_.front().partition.id();
+  if (id >= first && id - first < records_.size()) {
+    PartitionRecord& r = records_[id - first];
+    if (r.partition.id() == id) return &r;
+  }
+  // Gaps (ids skipped) or tombstones: binary search over the live ids.
+  size_t lo = 0, hi = records_.size();
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    // A tombstone's id is 0; look right of it for the nearest live id.
+    size_t m = mid;
+    while (m < hi && records_[m].partition.id() == 0) ++m;
+    if (m == hi) {
+      hi = mid;
+      continue;
+    }
+    const uint64_t mid_id = records_[m].partition.id();
+    if (mid_id == id) return &records_[m];
+    if (mid_id < id) {
+      lo = m + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return nullptr;
+}
+
 const PartitionRecord* Ledger::Find(uint64_t id) const {
-  auto it = partitions_.find(id);
-  return it == partitions_.end() ? nullptr : &it->second;
+  return const_cast<Ledger*>(this)->FindMutable(id);
 }
 
 std::vector<uint64_t> Ledger::InFlight() const {
@@ -141,7 +170,7 @@ std::vector<uint64_t> Ledger::InFlight() const {
 std::vector<uint64_t> Ledger::InFlightOf(int32_t worker) const {
   std::vector<uint64_t> out;
   for (const auto& [id, iteration] : open_) {
-    if (partitions_.at(id).partition.worker() == worker) out.push_back(id);
+    if (Find(id)->partition.worker() == worker) out.push_back(id);
   }
   return out;
 }
@@ -149,7 +178,7 @@ std::vector<uint64_t> Ledger::InFlightOf(int32_t worker) const {
 std::vector<uint64_t> Ledger::Expired(double now_ms) const {
   std::vector<uint64_t> out;
   for (const auto& [id, iteration] : open_) {
-    const double d = partitions_.at(id).deadline_ms;
+    const double d = Find(id)->deadline_ms;
     if (d > 0 && d <= now_ms) out.push_back(id);
   }
   return out;
@@ -161,19 +190,24 @@ int64_t Ledger::OpenInIteration(int64_t iteration) const {
 }
 
 void Ledger::PruneBefore(int64_t epoch) {
-  for (auto it = partitions_.begin(); it != partitions_.end();) {
-    if (it->second.partition.epoch() < epoch && IsTerminal(it->second.state)) {
-      it = partitions_.erase(it);
-    } else {
-      ++it;
+  for (PartitionRecord& r : records_) {
+    if (r.partition.id() != 0 && r.partition.epoch() < epoch && IsTerminal(r.state)) {
+      r = PartitionRecord{};  // tombstone: id 0
+      ++pruned_in_place_;
     }
+  }
+  while (!records_.empty() && records_.front().partition.id() == 0) {
+    records_.pop_front();
+    --pruned_in_place_;
   }
 }
 
 std::string Ledger::ToJson() const {
   nlohmann::json j;
   nlohmann::json parts = nlohmann::json::array();
-  for (const auto& [id, r] : partitions_) {
+  for (const PartitionRecord& r : records_) {
+    const uint64_t id = r.partition.id();
+    if (id == 0) continue;  // pruned
     const auto& p = r.partition;
     parts.push_back({{"id", id},
                      {"job", p.job()},

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -98,7 +99,8 @@ class Ledger {
   void CountIgnoredAck() { ++counters_.acks_ignored; }
 
   const LedgerCounters& counters() const { return counters_; }
-  const std::map<uint64_t, PartitionRecord>& partitions() const { return partitions_; }
+  // Partition records held (not pruned).
+  int64_t size() const { return static_cast<int64_t>(records_.size()) - pruned_in_place_; }
   uint64_t last_id() const { return last_id_; }
 
   // Deterministic JSON of every partition record and counter.
@@ -108,7 +110,15 @@ class Ledger {
   AckOutcome Check(uint64_t id, int32_t attempt, int32_t node, PartitionRecord** rec);
   void Finish(PartitionRecord& rec, PartitionState s, double now_ms);
 
-  std::map<uint64_t, PartitionRecord> partitions_;
+  PartitionRecord* FindMutable(uint64_t id);
+
+  // Records in ascending id order (ids only grow, so AddPlanned appends).
+  // Pruning pops from the front; a pruned record that is not at the front
+  // stays as a tombstone (partition.id() == 0) until it reaches it. A
+  // deque keeps pointers from Find valid across AddPlanned and pruning of
+  // other records.
+  std::deque<PartitionRecord> records_;
+  int64_t pruned_in_place_ = 0;                   // tombstones in records_
   std::map<uint64_t, int64_t> open_;              // non-terminal id -> iteration
   std::map<int64_t, int64_t> open_by_iteration_;  // iteration -> open count
   LedgerCounters counters_;

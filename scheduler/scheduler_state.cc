@@ -199,7 +199,13 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
                            std::to_string(sampler_.epoch()));
   }
   // Validate everything before changing anything.
+  size_t total = 0;
+  for (const auto& pp : u.partitions()) total += static_cast<size_t>(pp.partition().sample_ids_size());
   std::vector<uint64_t> all;
+  all.reserve(total);
+  const bool any_origin = sampler_.with_origin() > 0;  // else origin(id) == 0 for every id
+  const auto num_samples = static_cast<uint64_t>(placement_.num_samples());
+  const int num_nodes = spec_.num_nodes();
   uint64_t last = ledger_.last_id();
   for (const auto& pp : u.partitions()) {
     const auto& p = pp.partition();
@@ -228,20 +234,22 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
       return InvalidArgument(pw + ": attempt " + std::to_string(p.attempt()) + ", expected " +
                              std::to_string(expected_attempt));
     }
+    const uint64_t* ids = p.sample_ids().data();
+    const int32_t* srcs = p.sources().data();
     for (int k = 0; k < p.sample_ids_size(); ++k) {
-      const uint64_t id = p.sample_ids(k);
-      const int32_t src = p.sources(k);
-      if (id >= static_cast<uint64_t>(placement_.num_samples())) {
+      const uint64_t id = ids[k];
+      const int32_t src = srcs[k];
+      if (id >= num_samples) {
         return InvalidArgument(pw + ": sample id " + std::to_string(id) + " out of range");
       }
-      if (src < 0 || src >= spec_.num_nodes() || !alive_[src] || !placement_.Holds(src, id)) {
+      if (src < 0 || src >= num_nodes || !alive_[src] || !placement_.Holds(src, id)) {
         return InvalidArgument(pw + ": source " + std::to_string(src) + " is not a live holder of sample " +
                                std::to_string(id));
       }
-      if (sampler_.state(id) == EpochSampler::SampleState::kPooled && sampler_.origin(id) != p.parent()) {
+      const uint64_t origin = any_origin ? sampler_.origin(id) : 0;
+      if (origin != p.parent() && sampler_.state(id) == EpochSampler::SampleState::kPooled) {
         return InvalidArgument(pw + ": sample " + std::to_string(id) + " came back from partition " +
-                               std::to_string(sampler_.origin(id)) + ", not from parent " +
-                               std::to_string(p.parent()));
+                               std::to_string(origin) + ", not from parent " + std::to_string(p.parent()));
       }
       all.push_back(id);
     }
@@ -282,7 +290,17 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   if (Finite(obs.local_read_ms) && Finite(obs.remote_read_ms) && Finite(obs.compute_ms)) {
     cost_models_->models[obs.node].Observe(obs);
     ++observations_[obs.node];
-    Observation& merged = pending_observations_[p.iteration()][obs.node];
+    PendingObservations& pending = pending_observations_[p.iteration()];
+    if (pending.by_node.empty()) {
+      Observation none;
+      none.node = -1;
+      pending.by_node.assign(static_cast<size_t>(spec_.num_nodes()), none);
+    }
+    Observation& merged = pending.by_node[static_cast<size_t>(obs.node)];
+    if (merged.node < 0) {
+      merged = Observation{};
+      pending.nodes.push_back(obs.node);
+    }
     merged.node = obs.node;
     merged.batch += obs.batch;
     merged.local += obs.local;
@@ -327,13 +345,19 @@ Status SchedulerState::ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u) {
   return OkStatus();
 }
 
+std::vector<int32_t> SchedulerState::PendingObservations::SortedNodes() const {
+  std::vector<int32_t> sorted = nodes;
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
+}
+
 void SchedulerState::MaybeDeliverObservations(int64_t iteration) {
   if (ledger_.OpenInIteration(iteration) != 0) return;
   auto it = pending_observations_.find(iteration);
   if (it == pending_observations_.end()) return;
   std::vector<Observation> obs;
-  obs.reserve(it->second.size());
-  for (const auto& [node, o] : it->second) obs.push_back(o);
+  obs.reserve(it->second.nodes.size());
+  for (int32_t node : it->second.SortedNodes()) obs.push_back(it->second.by_node[static_cast<size_t>(node)]);
   pending_observations_.erase(it);
   policy_->Observe(obs);
 }
@@ -455,16 +479,28 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
   ip->set_policy(pname);
   ip->set_policy_error(policy_error);
   uint64_t next_id = ledger_.last_id() + 1;
+  // Partitions per worker: one per origin (0 = fresh samples, else the
+  // failed parent partition), ascending origin, samples in assignment
+  // order within each. Without returned samples in the pool (the common
+  // case: with_origin() == 0) every origin is 0 and no lookup is needed.
+  const bool any_origin = sampler_.with_origin() > 0;
+  std::vector<uint64_t> origins, distinct;
+  ip->mutable_partitions()->Reserve(static_cast<int>(a.workers.size()));
   for (const AssignedWorker& w : a.workers) {
     if (w.sample_ids.empty()) continue;
     const CostParams wcost = cost(w.node);
-    // Group by origin: 0 = fresh samples, else the failed parent partition.
-    std::map<uint64_t, std::vector<size_t>> groups;
-    for (size_t k = 0; k < w.sample_ids.size(); ++k) groups[sampler_.origin(w.sample_ids[k])].push_back(k);
+    distinct.assign(1, 0);
+    if (any_origin) {
+      origins.resize(w.sample_ids.size());
+      for (size_t k = 0; k < w.sample_ids.size(); ++k) origins[k] = sampler_.origin(w.sample_ids[k]);
+      distinct = origins;
+      std::sort(distinct.begin(), distinct.end());
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    }
     const double timeout = options_.timeout_min_ms > 0
                                ? std::max(options_.timeout_min_ms, options_.timeout_factor * w.predicted_ms)
                                : 0.0;
-    for (const auto& [origin, idx] : groups) {
+    for (const uint64_t origin : distinct) {
       auto* pp = ip->add_partitions();
       auto* p = pp->mutable_partition();
       p->set_id(next_id++);
@@ -476,13 +512,24 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
       p->set_attempt(origin == 0 ? 0 : ledger_.Find(origin)->partition.attempt() + 1);
       p->set_plan_id(ip->plan_id());
       p->set_view(view_);
-      int64_t local = 0;
-      for (size_t k : idx) {
-        p->add_sample_ids(w.sample_ids[k]);
-        p->add_sources(w.sources[k]);
-        local += w.sources[k] == w.node;
+      int64_t local = 0, count = 0;
+      auto* ids = p->mutable_sample_ids();
+      auto* srcs = p->mutable_sources();
+      if (distinct.size() == 1) {  // the whole worker's assignment
+        ids->Add(w.sample_ids.begin(), w.sample_ids.end());
+        srcs->Add(w.sources.begin(), w.sources.end());
+        for (int32_t src : w.sources) local += src == w.node;
+        count = static_cast<int64_t>(w.sample_ids.size());
+      } else {
+        for (size_t k = 0; k < w.sample_ids.size(); ++k) {
+          if (origins[k] != origin) continue;
+          ids->Add(w.sample_ids[k]);
+          srcs->Add(w.sources[k]);
+          local += w.sources[k] == w.node;
+          ++count;
+        }
       }
-      p->set_predicted_ms(PredictMs(wcost, local, static_cast<int64_t>(idx.size()) - local, req->overlap));
+      p->set_predicted_ms(PredictMs(wcost, local, count - local, req->overlap));
       pp->set_deadline_ms(timeout > 0 ? now_ms + timeout : 0.0);
     }
   }
@@ -544,9 +591,10 @@ std::string SchedulerState::ToJson() const {
                   {"taken", sampler_.taken()}, {"committed", sampler_.committed()},
                   {"available", available},    {"digest", sampler_.Digest()}};
   nlohmann::json pending = nlohmann::json::object();
-  for (const auto& [iteration, by_node] : pending_observations_) {
+  for (const auto& [iteration, pending_it] : pending_observations_) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const auto& [node, o] : by_node) {
+    for (int32_t node : pending_it.SortedNodes()) {
+      const Observation& o = pending_it.by_node[static_cast<size_t>(node)];
       arr.push_back({node, o.batch, o.local, o.remote, o.local_read_ms, o.remote_read_ms, o.compute_ms});
     }
     pending[std::to_string(iteration)] = std::move(arr);

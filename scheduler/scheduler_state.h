@@ -164,7 +164,15 @@ class SchedulerState {
   int64_t next_iteration_ = 0;
   // Observations of partitions done in each not-yet-finished iteration,
   // merged per node; handed to Policy::Observe when the iteration closes.
-  std::map<int64_t, std::map<int32_t, Observation>> pending_observations_;
+  // Per iteration: one slot per node (dense, so a done ack allocates
+  // nothing) plus the nodes present, in arrival order.
+  struct PendingObservations {
+    std::vector<Observation> by_node;  // by_node[n].node == -1: none from n yet
+    std::vector<int32_t> nodes;
+    // Present nodes in ascending order (the order Observe and ToJson use).
+    std::vector<int32_t> SortedNodes() const;
+  };
+  std::map<int64_t, PendingObservations> pending_observations_;
 };
 
 }  // namespace loft::sched
