@@ -3,7 +3,8 @@
 // journal, ReadAll()s it and replays it (JobDriver::Recover).
 //
 // Format: key = 8-byte big-endian sequence number (0, 1, 2, ... with no
-// gaps), value = 4-byte little-endian CRC-32 (boost::crc_32_type) of the
+// gaps), value = 4-byte little-endian CRC-32 (the zlib / ISO-HDLC CRC,
+// identical to boost::crc_32_type; computed with zlib's crc32) of the
 // payload, then the serialized loft.v1.StateUpdate. A value that is too
 // short, fails its CRC or does not parse, or a gap in the sequence, is a
 // DataLoss error naming the sequence number.
@@ -49,6 +50,12 @@ class Journal {
   Status Append(const loft::v1::StateUpdate& update);
   // Appends all, atomically (one WriteBatch), in order.
   Status AppendAll(std::span<const loft::v1::StateUpdate> updates);
+  // The same, but written to the WAL without an fsync regardless of
+  // JournalOptions::sync: the entries survive a crash of the process (they
+  // are in the OS page cache) but not a power loss. The next synced write
+  // makes them durable too (the WAL is synced as a whole). For records
+  // whose loss is harmless (e.g. PartitionSent: replay then re-sends).
+  Status AppendAllUnsynced(std::span<const loft::v1::StateUpdate> updates);
   // Every entry in sequence order. DataLoss (naming the sequence number)
   // on a corrupt entry or a gap.
   StatusOr<std::vector<loft::v1::StateUpdate>> ReadAll() const;
@@ -63,6 +70,7 @@ class Journal {
 
  private:
   Journal(std::string path, JournalOptions options, rocksdb::DB* db, uint64_t next_seq);
+  Status Write(std::span<const loft::v1::StateUpdate> updates, bool sync);
 
   std::string path_;
   JournalOptions options_;

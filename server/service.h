@@ -103,6 +103,10 @@ class SchedulerService {
   // Persists every recorded update (one synced batch). Called before any
   // external effect and at the end of each Tick.
   Status Flush();
+  // Journals what is pending without an fsync (see
+  // Journal::AppendAllUnsynced): only for records whose loss in a power
+  // failure is harmless, like PartitionSent.
+  Status FlushUnsynced();
   // Bookkeeping that follows applied updates (in-flight counts, stats).
   void Observe(const sched::Updates& u, double now_ms);
 

@@ -2,6 +2,7 @@
 
 #include <rocksdb/db.h>
 
+#include <boost/crc.hpp>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <random>
@@ -65,6 +66,29 @@ TEST_CASE("Journal: append, reopen, read back in order", "[journal]") {
   loft::v1::StateUpdate empty;
   CHECK((*j)->Append(empty).code() == loft::StatusCode::kInvalidArgument);
   CHECK((*j)->next_seq() == 3);
+}
+
+TEST_CASE("Journal: unsynced appends share the sequence and read back", "[journal]") {
+  TempDir dir;
+  {
+    auto j = Journal::Open(dir.path.string());
+    REQUIRE(j.ok());
+    REQUIRE((*j)->Append(Registered(0, 1)).ok());
+    std::vector<loft::v1::StateUpdate> two = {Registered(1, 2), Registered(2, 3)};
+    REQUIRE((*j)->AppendAllUnsynced(two).ok());
+    CHECK((*j)->next_seq() == 3);
+    REQUIRE((*j)->Append(Registered(3, 4)).ok());
+    CHECK((*j)->next_seq() == 4);
+    std::vector<loft::v1::StateUpdate> bad(1);
+    CHECK((*j)->AppendAllUnsynced(bad).code() == loft::StatusCode::kInvalidArgument);
+    CHECK((*j)->next_seq() == 4);
+  }
+  auto j = Journal::Open(dir.path.string());
+  REQUIRE(j.ok());
+  auto all = (*j)->ReadAll();
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == 4);
+  for (int i = 0; i < 4; ++i) CHECK((*all)[i].worker_registered().node() == i);
 }
 
 TEST_CASE("Journal: keys are big-endian sequence numbers", "[journal]") {
@@ -259,4 +283,32 @@ TEST_CASE("Journal entries written with the former mirror messages still parse",
   auto decoded = Journal::DecodeValue(0, Journal::EncodeValue(u));
   REQUIRE(decoded.ok());
   CHECK(decoded->SerializeAsString() == planned);
+}
+
+TEST_CASE("Journal values carry the boost::crc_32_type CRC of the payload", "[journal]") {
+  // The CRC is computed with zlib; the format defines it as the CRC-32 that
+  // boost::crc_32_type computes. Payloads of several sizes, incl. empty-ish.
+  for (int n : {0, 1, 7, 100, 5000}) {
+    loft::v1::StateUpdate u;
+    auto* ip = u.mutable_iteration_planned();
+    ip->set_iteration(n);
+    auto* p = ip->add_partitions()->mutable_partition();
+    for (int k = 0; k < n; ++k) {
+      p->add_sample_ids(static_cast<uint64_t>(k) * 2654435761ULL);
+      p->add_sources(k % 13);
+    }
+    const std::string value = Journal::EncodeValue(u);
+    const std::string payload = u.SerializeAsString();
+    REQUIRE(value.size() == payload.size() + 4);
+    CHECK(value.substr(4) == payload);
+    boost::crc_32_type crc;
+    crc.process_bytes(payload.data(), payload.size());
+    uint32_t stored = 0;
+    for (int i = 0; i < 4; ++i)
+      stored |= static_cast<uint32_t>(static_cast<unsigned char>(value[i])) << (8 * i);
+    CHECK(stored == crc.checksum());
+    auto back = Journal::DecodeValue(1, value);
+    REQUIRE(back.ok());
+    CHECK(back->SerializeAsString() == payload);
+  }
 }
