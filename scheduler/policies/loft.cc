@@ -13,14 +13,30 @@ namespace {
 
 constexpr double kInf = 1e300;
 
-double Div(double num, double den) {
-  if (den > 0) return num / den;
+// num / den via a precomputed inv = 1/den (den ≥ 0); ±∞ by the sign of num
+// when den = 0.
+double DivR(double num, double den, double inv) {
+  if (den > 0) return num * inv;
   return num >= 0 ? kInf : -kInf;
 }
 
-// Per-worker constants, precomputed once per plan.
+double Inv(double den) {
+  return den > 0 ? 1.0 / den : 0.0;
+}
+
+// Per-worker constants, precomputed once per plan (with the reciprocals
+// the capacity computation needs, so a probe of T does no division).
 struct W {
   double c0, c1, l0, l1, a, rr, u, pool, mn, mx;
+  double inv_lc = 0, inv_c1 = 0, inv_rc = 0, inv_l1 = 0, inv_rr = 0, inv_u = 0;
+  void Precompute() {
+    inv_lc = Inv(l1 + c1);
+    inv_c1 = Inv(c1);
+    inv_rc = Inv(rr + c1);
+    inv_l1 = Inv(l1);
+    inv_rr = Inv(rr);
+    inv_u = Inv(u);
+  }
 };
 
 // A worker's capacity at makespan T (see loft.h).
@@ -39,10 +55,10 @@ Cap CapacityAt(const W& w, double t, bool overlap) {
   if (t < w.c0) return c;
   c.ok = true;
   if (!overlap) {
-    c.local = std::max(0.0, std::min({w.pool, w.mx, Div(t - w.c0 - w.l0, w.l1 + w.c1)}));
+    c.local = std::max(0.0, std::min({w.pool, w.mx, DivR(t - w.c0 - w.l0, w.l1 + w.c1, w.inv_lc)}));
     const double tl = c.local > 0 ? w.l0 + w.l1 * c.local : 0.0;
-    const double local_bound = Div(t - w.c0 - tl, w.c1) - c.local;
-    const double remote_bound = Div(t - w.a - w.c0 - w.c1 * c.local, w.rr + w.c1);
+    const double local_bound = DivR(t - w.c0 - tl, w.c1, w.inv_c1) - c.local;
+    const double remote_bound = DivR(t - w.a - w.c0 - w.c1 * c.local, w.rr + w.c1, w.inv_rc);
     const double max_bound = w.mx - c.local;
     c.ra = std::max(0.0, std::min({local_bound, remote_bound, max_bound}));
     c.rb = c.ra;
@@ -62,10 +78,10 @@ Cap CapacityAt(const W& w, double t, bool overlap) {
       }
     }
   } else {
-    const double lt = t >= w.l0 ? Div(t - w.l0, w.l1) : 0.0;
-    const double lcmp = Div(t - w.c0, w.c1);
+    const double lt = t >= w.l0 ? DivR(t - w.l0, w.l1, w.inv_l1) : 0.0;
+    const double lcmp = DivR(t - w.c0, w.c1, w.inv_c1);
     c.local = std::max(0.0, std::min({w.pool, w.mx, lt, lcmp}));
-    const double rt = t >= w.a ? Div(t - w.a, w.rr) : 0.0;
+    const double rt = t >= w.a ? DivR(t - w.a, w.rr, w.inv_rr) : 0.0;
     c.ra = std::max(0.0, std::min({rt, lcmp - c.local, w.mx - c.local}));
     c.rb = c.ra;
   }
@@ -88,26 +104,33 @@ class Solver {
                 static_cast<double>(in.local_available),
                 static_cast<double>(in.min_batch),
                 static_cast<double>(in.max_batch)};
+      w_[i].Precompute();
     }
   }
 
   // Whether Σ b ≥ B is reachable at makespan t; when `lf`/`rf` are given,
   // fills a fractional allocation (local, remote per worker).
   bool Feasible(double t, std::vector<double>* lf = nullptr, std::vector<double>* rf = nullptr) {
+    shortfall_ = kInf;
     const bool overlap = req_.overlap;
-    double supply = 0;
+    double supply = 0, potential = 0;
     double base = 0;
     for (size_t i = 0; i < n_; ++i) {
       caps_[i] = CapacityAt(w_[i], t, overlap);
       if (!caps_[i].ok || caps_[i].max_b() < w_[i].mn - 1e-9) return false;
-      own_[i] = std::min(Div(t, w_[i].u), w_[i].pool - caps_[i].local);
+      own_[i] = std::min(DivR(t, w_[i].u, w_[i].inv_u), w_[i].pool - caps_[i].local);
+      // What i could serve if it gave up local samples down to min_batch.
+      pot_[i] = std::min(DivR(t, w_[i].u, w_[i].inv_u), w_[i].pool - std::min(caps_[i].local, w_[i].mn));
       supply += own_[i];
+      potential += pot_[i];
       base += caps_[i].local;
     }
-    // A worker cannot read remotely from itself: its remote ≤ the others' supply.
+    // A worker cannot read remotely from itself: its remote ≤ the others' supply
+    // (or, when that leaves it short of min_batch, their potential supply).
     for (size_t i = 0; i < n_; ++i) {
       Cap& c = caps_[i];
-      const double others = std::max(0.0, supply - own_[i]);
+      double others = std::max(0.0, supply - own_[i]);
+      if (c.local + std::min(c.ra, others) < w_[i].mn - 1e-9) others = std::max(others, potential - pot_[i]);
       c.ra = std::min(c.ra, others);
       c.rb = std::max(c.ra, std::min(c.rb, others));
       if (c.max_b() < w_[i].mn - 1e-9) return false;
@@ -130,7 +153,27 @@ class Solver {
       supply -= used1_[i] + used2_[i];
       base += used1_[i] + used2_[i] * c.sigma;
     }
-    if (supply < -1e-9) return false;
+    if (supply < -1e-9) {
+      // Tight pool (loft-epoch's capped requests, the end of an epoch):
+      // min_batch needs more remote samples than the workers' leftovers
+      // supply. Workers that read nothing remotely give up local samples,
+      // which their spare uplink then serves (batch stays ≥ min_batch).
+      for (size_t j = 0; j < n_ && supply < -1e-9; ++j) {
+        Cap& c = caps_[j];
+        if (used1_[j] + used2_[j] > 0) continue;
+        const double room = DivR(t, w_[j].u, w_[j].inv_u) - own_[j];
+        const double give = std::min({-supply, room, c.local - w_[j].mn});
+        if (give <= 0) continue;
+        c.local -= give;
+        own_[j] += give;
+        supply += give;
+        base -= give;
+      }
+      if (supply < -1e-9) return false;
+      if (lf) {
+        for (size_t i = 0; i < n_; ++i) (*lf)[i] = caps_[i].local;
+      }
+    }
     const double total = static_cast<double>(req_.global_batch);
     double demand = total - base;
     // Slope-1 segments, shared proportionally.
@@ -169,10 +212,14 @@ class Solver {
         (*lf)[i] = std::max(0.0, caps_[i].local - used2_[i] * caps_[i].drop);
       }
     }
+    shortfall_ = std::max(0.0, demand);
     return demand <= 1e-6;
   }
 
   const std::vector<W>& workers() const { return w_; }
+  // Samples short of B at the last infeasible T probed (∞ when min_batch
+  // already failed there).
+  double shortfall() const { return shortfall_; }
 
  private:
   const PlanRequest& req_;
@@ -180,6 +227,8 @@ class Solver {
   std::vector<W> w_;
   std::vector<Cap> caps_;
   std::vector<double> own_ = std::vector<double>(n_);
+  std::vector<double> pot_ = std::vector<double>(n_);
+  double shortfall_ = kInf;
   std::vector<double> used1_, used2_;
   std::vector<size_t> order_;
 };
@@ -190,6 +239,10 @@ StatusOr<Plan> RoundPlan(const PlanRequest& req, double t, const std::vector<dou
                          const std::vector<double>& rf, std::string_view name);
 
 StatusOr<Plan> LoftPolicy::PlanIteration(const PlanRequest& req) {
+  return PlanIteration(req, 0.0);
+}
+
+StatusOr<Plan> LoftPolicy::PlanIteration(const PlanRequest& req, double makespan_hint_ms) {
   LOFT_RETURN_IF_ERROR(ValidatePlanRequest(req));
   const int64_t big_b = req.global_batch;
   int64_t pool_total = 0;
@@ -202,9 +255,12 @@ StatusOr<Plan> LoftPolicy::PlanIteration(const PlanRequest& req) {
   Solver solver(req);
   double hi = 1.0;
   for (const W& w : solver.workers()) hi = std::max(hi, 2 * w.c0);
+  if (makespan_hint_ms > 0) hi = makespan_hint_ms;
+  double lo = 0;
   int doublings = 0;
   bool found = true;
   while (!solver.Feasible(hi)) {
+    lo = hi;
     hi *= 2;
     if (++doublings > 200) {
       found = false;
@@ -212,10 +268,37 @@ StatusOr<Plan> LoftPolicy::PlanIteration(const PlanRequest& req) {
     }
   }
   if (found) {
-    double lo = 0;
+    // Safeguarded secant on the shortfall (samples short of B, decreasing
+    // in T) through the last two infeasible probes, aimed just past its
+    // root; bisection when there is no usable secant or after a few that
+    // fell short. Same bracket invariant as plain bisection.
+    double s_lo = kInf, t_prev = 0, s_prev = kInf;
+    int short_secants = 0;
     while (hi - lo > 1e-6 * hi) {
-      const double mid = 0.5 * (lo + hi);
-      (solver.Feasible(mid) ? hi : lo) = mid;
+      const double eps = 0.25e-6 * hi;
+      double t = 0.5 * (lo + hi);
+      bool secant = false;
+      if (short_secants < 4 && s_lo < kInf && s_prev < kInf && s_prev > s_lo && lo > t_prev) {
+        const double root = lo + s_lo * (lo - t_prev) / (s_prev - s_lo) + eps;
+        if (root > lo && root < hi) t = root, secant = true;
+      }
+      if (solver.Feasible(t)) {
+        hi = t;
+        // A secant that lands just past the root: confirm from below.
+        const double below = t - 2 * eps;
+        if (secant && below > lo) {
+          if (solver.Feasible(below)) {
+            hi = below;
+          } else {
+            t_prev = lo, s_prev = s_lo;
+            lo = below, s_lo = solver.shortfall();
+          }
+        }
+      } else {
+        t_prev = lo, s_prev = s_lo;
+        lo = t, s_lo = solver.shortfall();
+        if (secant) ++short_secants;
+      }
     }
     std::vector<double> lf, rf;
     (void)solver.Feasible(hi, &lf, &rf);

@@ -31,6 +31,10 @@ class LoftPolicy final : public Policy {
   std::string_view name() const override { return "loft"; }
   bool locality_aware() const override { return true; }
   StatusOr<Plan> PlanIteration(const PlanRequest& req) override;
+  // The same plan, with the bisection on T started from [0, hint] when
+  // hint > 0 is a makespan the fractional model reaches (e.g. the makespan
+  // of a plan for a more constrained request); saves the doubling steps.
+  StatusOr<Plan> PlanIteration(const PlanRequest& req, double makespan_hint_ms);
 };
 
 }  // namespace loft::sched

@@ -74,7 +74,9 @@ StatusOr<Plan> LoftEpochPolicy::PlanIteration(const PlanRequest& req) {
       w.local_available =
           std::min(w.local_available - reserve[i], static_cast<int64_t>(std::ceil(target - 1e-9)));
     }
-    StatusOr<Plan> plan = loft_.PlanIteration(capped);
+    // The alternative's caps are looser, so the first plan's makespan is
+    // reachable by its fractional model: a bracket for the bisection.
+    StatusOr<Plan> plan = loft_.PlanIteration(capped, best.ok() ? best.value().makespan_ms : 0.0);
     if (!plan.ok()) continue;
     EvaluateLocalityPlan(req, plan.value());
     if (!best.ok() || plan.value().makespan_ms < best.value().makespan_ms * (1 - margin_))
