@@ -200,7 +200,8 @@ class BoundSolver {
 // Each worker's modes m ∈ {local only, remote only, both, idle} get
 // disaggregated copies (λ_m, l_m, r_m) of its counts (Balas' hull
 // formulation): the constraints of mode m multiplied by λ_m, Σ_m λ_m = 1.
-// Coupling: s_j = samples node j serves, l_j + s_j ≤ pool_j (or = drain_j),
+// Coupling: s_j = samples node j serves, l_j + s_j ≤ pool_j (or in
+// [drain_lo_j, drain_hi_j] for bound-epoch),
 // u_j·s_j ≤ T, and the transportation conditions for reads from peers other
 // than oneself: Σ_i r_i ≤ S = Σ_j s_j and r_i + s_i ≤ S for every i (exact
 // for a complete bipartite supply graph minus the diagonal).
@@ -209,9 +210,11 @@ class HullLp {
   // joint: T is a variable and each mode has its own time T_m with
   // Σ_m T_m ≤ T (the hull in (T, l, r) space: minimise T in one solve).
   // Otherwise T = t is fixed and the LP is a feasibility problem.
-  // drain empty: l_j + s_j ≤ local_available_j; else l_j + s_j = drain[j].
-  HullLp(const PlanRequest& req, bool joint, double t, std::span<const double> drain)
-      : req_(req), joint_(joint), t_(t), drain_(drain) {}
+  // drain_hi empty: l_j + s_j ≤ local_available_j; else drain_lo[j] ≤
+  // l_j + s_j ≤ drain_hi[j].
+  HullLp(const PlanRequest& req, bool joint, double t, std::span<const double> drain_lo,
+         std::span<const double> drain_hi)
+      : req_(req), joint_(joint), t_(t), drain_lo_(drain_lo), drain_hi_(drain_hi) {}
 
   // Optimal T (joint) or 0 (fixed t, feasible); nullopt-like −1 when
   // infeasible.
@@ -261,7 +264,7 @@ class HullLp {
     for (size_t i = 0; i < n; ++i) {
       const WorkerInput& w = req_.workers[i];
       const CostParams& c = w.cost;
-      const double pool = drain_.empty() ? static_cast<double>(w.local_available) : drain_[i];
+      const double pool = drain_hi_.empty() ? static_cast<double>(w.local_available) : drain_hi_[i];
       const double mn = static_cast<double>(w.min_batch), mx = static_cast<double>(w.max_batch);
       const double up = joint_ || c.uplink_per_sample_ms <= 0 ? kInf : t_ / c.uplink_per_sample_ms;
       const int s = Col(0, std::min(up, pool));
@@ -271,7 +274,7 @@ class HullLp {
         Set(row, s, c.uplink_per_sample_ms);
         Set(row, tcol, -1);
       }
-      const int own = drain_.empty() ? Row(-kInf, pool) : Row(pool, pool);  // l + s vs pool/drain
+      const int own = Row(drain_hi_.empty() ? -kInf : drain_lo_[i], pool);  // l + s vs pool/drain
       Set(own, s, 1);
       const int self = Row(-kInf, 0);  // r + s − S ≤ 0
       Set(self, s, 1);
@@ -337,7 +340,7 @@ class HullLp {
   const PlanRequest& req_;
   bool joint_;
   double t_;
-  std::span<const double> drain_;
+  std::span<const double> drain_lo_, drain_hi_;
   std::vector<double> col_lo_, col_hi_, obj_, row_lo_, row_hi_;
   std::vector<int> rows_, cols_;
   std::vector<double> vals_;
@@ -346,8 +349,9 @@ class HullLp {
 // Smallest t (to 1e-7 relative) at which the fixed-t hull LP is feasible,
 // given `lo` at or below it; returns the largest t proven infeasible (or
 // lo), so the result never exceeds the LP's optimum.
-StatusOr<double> BisectLp(const PlanRequest& req, std::span<const double> drain, double lo) {
-  auto feasible = [&](double t) { return HullLp(req, false, t, drain).Solve() >= 0; };
+StatusOr<double> BisectLp(const PlanRequest& req, std::span<const double> drain_lo,
+                          std::span<const double> drain_hi, double lo) {
+  auto feasible = [&](double t) { return HullLp(req, false, t, drain_lo, drain_hi).Solve() >= 0; };
   double hi = std::max(lo, 1e-6) * (1 + 1e-6);
   if (feasible(hi)) return lo;
   int doublings = 0;
@@ -395,7 +399,7 @@ StatusOr<double> LowerBoundMs(const PlanRequest& req) {
   }
   // The Lagrangian relaxes the aggregated supply; the exact LP adds the
   // per-peer conditions (no reads from oneself). Affordable for small N.
-  if (req.workers.size() <= kExactLpMaxWorkers) return BisectLp(req, {}, lo);
+  if (req.workers.size() <= kExactLpMaxWorkers) return BisectLp(req, {}, {}, lo);
   return lo;
 }
 
@@ -406,7 +410,7 @@ StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> u
     return InvalidArgument(fmt::format("epoch bound: unconsumed_by_node has {} entries for {} workers",
                                        unconsumed_by_node.size(), n));
   }
-  std::vector<double> h(n);
+  std::vector<double> hi(n), lo(n);
   double total = 0;
   for (size_t j = 0; j < n; ++j) {
     const int64_t v = unconsumed_by_node.empty() ? req.workers[j].local_available : unconsumed_by_node[j];
@@ -414,25 +418,36 @@ StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> u
       return InvalidArgument(
           fmt::format("epoch bound: unconsumed_by_node[{}] (node {}) is negative", j, req.workers[j].node));
     }
-    h[j] = static_cast<double>(v);
-    total += h[j];
+    hi[j] = static_cast<double>(v);
+    total += hi[j];
   }
   const double big_b = static_cast<double>(req.global_batch);
   if (total < big_b) {
     return FailedPrecondition(fmt::format(
         "epoch bound: {} unconsumed samples on live nodes, fewer than global_batch {}", total, big_b));
   }
-  // Stationary rates h_j = H_j·B/ΣH; the LP needs l_j + s_j = h_j exactly.
-  for (size_t j = 0; j < n; ++j) h[j] = h[j] * big_b / total;
-  // The hull-relaxation bound on ⌈h⌉ pools (aggregated supply, ≤ instead of
-  // =) relaxes the LP, so the LP is infeasible below it: a bracket.
+  // U: distinct unconsumed samples within reach. With replication the H_j
+  // overlap (ΣH > U); a node must drain at least its exclusive samples
+  // (given, or at least H_j − (ΣH − U)) and at most H_j, at rate B/U.
+  const double unconsumed = static_cast<double>(req.unconsumed_in_epoch);
+  const double u = unconsumed_by_node.empty() && unconsumed >= big_b ? std::min(total, unconsumed) : total;
+  for (size_t j = 0; j < n; ++j) {
+    const int64_t exclusive = req.workers[j].exclusive_available;
+    double e = exclusive >= 0 ? std::min(static_cast<double>(exclusive), hi[j]) : hi[j] - (total - u);
+    lo[j] = std::max(0.0, e) * big_b / u;
+    hi[j] = hi[j] * big_b / u;
+  }
+  // The hull-relaxation bound on ⌈hi⌉ pools (aggregated supply, no lower
+  // drain) relaxes the LP, so the LP is infeasible below it: a bracket.
   PlanRequest steady = req;
-  for (size_t j = 0; j < n; ++j)
-    steady.workers[j].local_available = static_cast<int64_t>(std::ceil(h[j] - 1e-9));
+  for (size_t j = 0; j < n; ++j) {
+    steady.workers[j].local_available = static_cast<int64_t>(std::ceil(hi[j] - 1e-9));
+    steady.workers[j].exclusive_available = -1;
+  }
   steady.unconsumed_in_epoch = 0;
   for (const WorkerInput& w : steady.workers) steady.unconsumed_in_epoch += w.local_available;
   LOFT_ASSIGN_OR_RETURN(const double relaxed, LowerBoundMs(steady));
-  return BisectLp(req, h, relaxed);
+  return BisectLp(req, lo, hi, relaxed);
 }
 
 }  // namespace loft::sched

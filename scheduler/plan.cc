@@ -80,6 +80,12 @@ Status ValidatePlanRequest(const PlanRequest& req) {
           fmt::format("workers[{}] (node {}): need 0 <= min_batch <= max_batch, got min {} max {}", i, w.node,
                       w.min_batch, w.max_batch));
     }
+    if (w.exclusive_available < -1 || w.exclusive_available > w.local_available) {
+      return InvalidArgument(
+          fmt::format("workers[{}] (node {}): exclusive_available must be -1 (unknown) or in [0, "
+                      "local_available], got {}",
+                      i, w.node, w.exclusive_available));
+    }
     if (w.local_available < 0) {
       return InvalidArgument(fmt::format("workers[{}] (node {}): local_available must be >= 0", i, w.node));
     }
@@ -194,6 +200,8 @@ PlanRequest FirstIterationRequest(const ClusterSpec& spec, const Placement& plac
     w.min_batch = spec.training.min_batch;
     w.max_batch = spec.MaxBatch(i);
     w.local_available = i < placement.num_nodes() ? static_cast<int64_t>(placement.SamplesOf(i).size()) : 0;
+    // Every sample has `replication` distinct holders, all live here.
+    w.exclusive_available = placement.replication() == 1 ? w.local_available : 0;
     req.workers.push_back(w);
   }
   return req;

@@ -59,6 +59,12 @@ struct WorkerInput {
   // Unconsumed samples of the current epoch cached on this node. With
   // replication > 1 these counts overlap between holders.
   int64_t local_available = 0;
+  // Optional (−1 = not provided): how many of those samples no other live
+  // worker caches. Only bound-epoch reads it (a node must drain at least
+  // its exclusive samples; shared ones can go to any holder). Without it,
+  // at least local_available − (Σ local_available − unconsumed_in_epoch)
+  // are assumed exclusive, exact without replication.
+  int64_t exclusive_available = -1;
 };
 
 struct PlanRequest {
@@ -128,7 +134,8 @@ StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 namespace loft::sched {
 
 // Checks B > 0, at least one worker, distinct nodes, finite non-negative
-// costs, 0 ≤ min_batch ≤ max_batch, local_available ≥ 0, Σ min ≤ B ≤ Σ max.
+// costs, 0 ≤ min_batch ≤ max_batch, local_available ≥ 0, −1 ≤
+// exclusive_available ≤ local_available, Σ min ≤ B ≤ Σ max.
 // InvalidArgument naming the offending worker/field otherwise.
 Status ValidatePlanRequest(const PlanRequest& req);
 
@@ -169,7 +176,8 @@ namespace loft::sched {
 // The request for the first iteration of epoch 0 of a cluster spec: every
 // node a live worker, cost = PriorFromSpec, min_batch = training.min_batch,
 // max_batch = spec.MaxBatch(i), local_available = samples placed on the node
-// (primary or replica), nothing consumed yet (unconsumed = dataset.samples,
+// (primary or replica), exclusive_available = local_available without
+// replication and 0 with it, nothing consumed yet (unconsumed = dataset.samples,
 // iterations_left = ⌈samples / B⌉). Used by `loftctl plan`.
 PlanRequest FirstIterationRequest(const ClusterSpec& spec, const Placement& placement);
 

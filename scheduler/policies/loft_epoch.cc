@@ -73,6 +73,7 @@ StatusOr<Plan> LoftEpochPolicy::PlanIteration(const PlanRequest& req) {
       const double target = static_cast<double>(w.local_available - reserve[i]) * scale;
       w.local_available =
           std::min(w.local_available - reserve[i], static_cast<int64_t>(std::ceil(target - 1e-9)));
+      w.exclusive_available = -1;  // not used by loft; would exceed the cap
     }
     // The alternative's caps are looser, so the first plan's makespan is
     // reachable by its fractional model: a bracket for the bisection.

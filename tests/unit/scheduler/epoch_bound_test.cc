@@ -77,6 +77,44 @@ TEST_CASE("EpochBoundMs is at least the per-iteration bound and grows with skew"
   CHECK(one_sided > 1.3 * even);
 }
 
+TEST_CASE("EpochBoundMs lets either holder drain a replicated sample", "[bound][epoch]") {
+  // Two identical workers, 2000 distinct samples: node 0 holds all of them
+  // (1000 only it has), node 1 holds the other 1000 too (replicas).
+  PlanRequest req;
+  req.global_batch = 200;
+  req.unconsumed_in_epoch = 2000;
+  for (int i = 0; i < 2; ++i) {
+    WorkerInput w;
+    w.node = i;
+    w.cost.compute_fixed_ms = 1;
+    w.cost.compute_per_sample_ms = 0.02;
+    w.cost.local_per_sample_ms = 0.01;
+    w.cost.remote_fixed_ms = 1;
+    w.cost.remote_per_sample_ms = 0.05;
+    w.cost.uplink_per_sample_ms = 0.1;
+    w.max_batch = 200;
+    req.workers.push_back(w);
+  }
+  req.workers[0].local_available = 2000;
+  req.workers[0].exclusive_available = 1000;
+  req.workers[1].local_available = 1000;
+  req.workers[1].exclusive_available = 0;
+  // Node 0 drains its 1000 exclusive samples at 100 per iteration, node 1
+  // the shared ones: both read 100 locally, T = 1 + 100·0.03.
+  const double shared = EpochBoundMs(req).value();
+  CHECK(shared == Approx(4.0).epsilon(1e-4));
+  // Unknown exclusivity: at least H_j − (ΣH − U) is exclusive — the same here.
+  req.workers[0].exclusive_available = -1;
+  req.workers[1].exclusive_available = -1;
+  CHECK(EpochBoundMs(req).value() == Approx(shared).epsilon(1e-6));
+  // Claimed all-exclusive (as if 3000 distinct samples): node 0 must drain
+  // two thirds, node 1 reads some of them through node 0's uplink.
+  const std::vector<int64_t> exclusive{2000, 1000};
+  CHECK(EpochBoundMs(req, exclusive).value() > 1.05 * shared);
+  req.workers[1].exclusive_available = 1001;
+  CHECK(EpochBoundMs(req).status().code() == StatusCode::kInvalidArgument);
+}
+
 // Drives a policy through the rest of an epoch (no replication: each plan
 // consumes local from the worker and remote_from counts from the peers) and
 // returns its mean predicted makespan.

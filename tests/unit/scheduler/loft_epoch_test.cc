@@ -98,6 +98,21 @@ TEST_CASE("loft-epoch stays near bound-epoch and avoids the end-of-epoch cliff",
   WARN("loft-epoch / bound-epoch: worst " << worst << " over " << instances << " instances");
 }
 
+TEST_CASE("loft-epoch plans requests that carry exclusive counts", "[policy][loft-epoch]") {
+  testing::InstanceOptions opt;
+  opt.min_workers = 3;
+  opt.max_workers = 12;
+  PlanRequest req = testing::RandomInstance(5, opt);
+  for (WorkerInput& w : req.workers) w.exclusive_available = w.local_available;
+  LoftEpochPolicy policy;
+  auto plan = policy.PlanIteration(req);
+  REQUIRE(plan.ok());
+  int64_t sum = 0;
+  for (const WorkerPlan& wp : plan.value().workers) sum += wp.batch;
+  CHECK(sum == req.global_batch);
+  CHECK(EpochBoundMs(req).ok());
+}
+
 TEST_CASE("loft-epoch checks its input and names itself", "[policy][loft-epoch]") {
   LoftEpochPolicy policy;
   CHECK(policy.name() == "loft-epoch");
