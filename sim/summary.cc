@@ -145,14 +145,18 @@ std::string SummaryTable(const RunSummary& summary) {
       fmt::format("{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "policy", "mean_ms", "p95_ms",
                   "last10%_ms", "total_s", "wait_ms", "local_MB", "remote_MB");
   for (const auto& [name, p] : summary.policies) {
-    out += fmt::format("{:<12} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f} {:>10.3f} {:>12.2f} {:>12.2f}\n", name,
-                       p.mean_iteration_ms, p.p95_iteration_ms, p.last_decile_iteration_ms.value_or(0.0),
-                       p.total_s, p.straggler_wait_ms, static_cast<double>(p.local_bytes) / 1e6,
-                       static_cast<double>(p.remote_bytes) / 1e6);
+    // "-" when the run did not measure a last decile (loftctl cluster run).
+    const std::string last_decile =
+        p.last_decile_iteration_ms ? fmt::format("{:.3f}", *p.last_decile_iteration_ms) : std::string("-");
+    out += fmt::format("{:<12} {:>10.3f} {:>10.3f} {:>10} {:>10.2f} {:>10.3f} {:>12.2f} {:>12.2f}\n", name,
+                       p.mean_iteration_ms, p.p95_iteration_ms, last_decile, p.total_s, p.straggler_wait_ms,
+                       static_cast<double>(p.local_bytes) / 1e6, static_cast<double>(p.remote_bytes) / 1e6);
   }
   if (summary.bound_mean_iteration_ms) {
-    out += fmt::format("{:<12} {:>10.3f}   (per-iteration bound on the states of the first run; epoch-aware plans can beat it)\n", "bound",
-                       *summary.bound_mean_iteration_ms);
+    out += fmt::format(
+        "{:<12} {:>10.3f}   (per-iteration bound on the states of the first run; epoch-aware plans can beat "
+        "it)\n",
+        "bound", *summary.bound_mean_iteration_ms);
   }
   if (summary.bound_epoch_mean_iteration_ms) {
     out += fmt::format("{:<12} {:>10.3f}   (bound-epoch: best stationary drain, mean over epochs)\n",
