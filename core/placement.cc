@@ -29,14 +29,19 @@ uint64_t UniformBelow(uint64_t& state, uint64_t bound) {
   return static_cast<uint64_t>(m >> 64);
 }
 
-std::vector<uint64_t> SeededPermutation(uint64_t n, uint64_t seed) {
-  std::vector<uint64_t> p(n);
+void SeededPermutation(uint64_t n, uint64_t seed, std::vector<uint64_t>& p) {
+  p.resize(n);
   std::iota(p.begin(), p.end(), 0);
   uint64_t state = seed ^ 0x6c6f66742d706572ULL;  // domain separation
   for (uint64_t i = n; i > 1; --i) {
     uint64_t j = UniformBelow(state, i);
     std::swap(p[i - 1], p[j]);
   }
+}
+
+std::vector<uint64_t> SeededPermutation(uint64_t n, uint64_t seed) {
+  std::vector<uint64_t> p;
+  SeededPermutation(n, seed, p);
   return p;
 }
 

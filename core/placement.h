@@ -68,5 +68,8 @@ uint64_t SplitMix64(uint64_t& state);
 uint64_t UniformBelow(uint64_t& state, uint64_t bound);
 // Seeded Fisher–Yates permutation of 0 … n−1.
 std::vector<uint64_t> SeededPermutation(uint64_t n, uint64_t seed);
+// The same permutation written into `out` (resized to n; its buffer is
+// reused, which matters when it is recomputed every epoch).
+void SeededPermutation(uint64_t n, uint64_t seed, std::vector<uint64_t>& out);
 
 }  // namespace loft

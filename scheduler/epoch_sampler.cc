@@ -63,7 +63,7 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   const auto n = static_cast<uint64_t>(placement_->num_samples());
   const int nodes = placement_->num_nodes();
   epoch_ = epoch;
-  order_ = SeededPermutation(n, seed_ ^ EpochMix(epoch));
+  SeededPermutation(n, seed_ ^ EpochMix(epoch), order_);  // reuses order_'s buffer
   position_.resize(n);
   for (uint64_t p = 0; p < n; ++p) position_[order_[p]] = static_cast<int64_t>(p);
   state_.assign(n, kPooled);
@@ -249,21 +249,45 @@ int64_t EpochSampler::CountAssignable(const std::function<bool(uint64_t)>& assig
 }
 
 Status EpochSampler::MarkTaken(std::span<const uint64_t> ids) {
-  LOFT_RETURN_IF_ERROR(CheckIds(ids, state_, kPooled, "take"));
+  // Validate (same checks and messages as CheckIds) using the pooled
+  // bitmap as the "seen" mark: each valid id's bit is cleared as it is
+  // checked, so a pooled id whose bit is already clear is listed twice.
+  // On error the cleared bits are set again and nothing else changed.
+  const uint64_t n = state_.size();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const uint64_t id = ids[k];
+    Status status = OkStatus();
+    if (id >= n) {
+      status = OutOfRange("take: sample id " + std::to_string(id) + " >= " + std::to_string(n));
+    } else if (state_[id] == kPooled && !IsPooled(id)) {
+      status = InvalidArgument("take: sample id " + std::to_string(id) + " listed twice");
+    } else if (state_[id] != kPooled) {
+      status = FailedPrecondition("take: sample id " + std::to_string(id) + " is " +
+                                  (state_[id] == kTaken ? "taken" : "committed") + ", expected pooled");
+    }
+    if (!status.ok()) {
+      for (size_t i = 0; i < k; ++i) SetPooledBit(ids[i]);
+      return status;
+    }
+    ClearPooledBit(id);
+  }
   for (uint64_t id : ids) {
-    Unpool(id);
+    state_[id] = kTaken;
     // Keep the indexes tight so later takes (and dry runs) do not rescan
     // what is no longer pooled: drop index entries of the taken ids and
     // move cursors over non-pooled entries (each entry is passed once per
     // epoch, so this is amortized O(replication) per sample).
     if (!global_behind_.empty()) EraseBehind(-1, position_[id]);
     for (int32_t h : placement_->Holders(id)) {
+      --available_[h];
       if (!node_behind_[h].empty()) EraseBehind(h, position_[id]);
       const auto& list = node_order_[h];
       size_t& c = node_cursor_[h];
       while (c < list.size() && !IsPooled(list[c])) ++c;
     }
   }
+  pooled_ -= static_cast<int64_t>(ids.size());
+  taken_ += static_cast<int64_t>(ids.size());
   while (global_cursor_ < order_.size() && !IsPooled(order_[global_cursor_])) ++global_cursor_;
   return OkStatus();
 }

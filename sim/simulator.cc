@@ -93,7 +93,7 @@ void Simulator::StartIteration() {
   const double bound = options_.compute_bound ? BoundForRequest() : -1;
   auto updates = driver_->PlanNextIteration(clock_.NowMillis());
   if (!updates.ok()) return Fail(updates.status().WithContext("planning iteration"));
-  const auto parts = sched::JobDriver::PartitionsToSend(*updates);
+  auto parts = sched::JobDriver::PartitionsToSend(*updates);
   if (parts.empty()) {
     // Blocked: wait for a node to come back, or give up when none is down.
     if (std::find(down_.begin(), down_.end(), true) != down_.end()) {
@@ -128,26 +128,34 @@ void Simulator::StartIteration() {
     auto sent = driver_->OnPartitionSent(p.id(), p.attempt(), clock_.NowMillis());
     if (!sent.ok()) return Fail(sent.status().WithContext("partition sent"));
   }
-  for (const auto& p : parts) StartPartition(p);
+  for (auto& p : parts) StartPartition(std::move(p));
   MaybeEndIteration();  // every partition may have been empty
 }
 
-void Simulator::StartPartition(const loft::v1::Partition& p) {
+void Simulator::StartPartition(loft::v1::Partition partition) {
   auto owned = std::make_unique<Active>();
   Active& a = *owned;
   const size_t idx = active_.size();
   active_.push_back(std::move(owned));
-  a.p = p;
+  a.p = std::move(partition);
+  const loft::v1::Partition& p = a.p;
   a.start_ms = queue_.now_ms();
   const int32_t node = p.worker();
-  std::map<int32_t, int64_t> from_peer;
-  for (int k = 0; k < p.sources_size(); ++k) {
-    if (p.sources(k) == node) {
+  // Samples per serving peer, ascending peer (flows start in that order).
+  std::vector<int32_t> remote_sources;
+  for (int32_t src : p.sources()) {
+    if (src == node) {
       ++a.local;
     } else {
-      ++from_peer[p.sources(k)];
+      remote_sources.push_back(src);
       ++a.remote;
     }
+  }
+  std::sort(remote_sources.begin(), remote_sources.end());
+  std::vector<std::pair<int32_t, int64_t>> from_peer;
+  for (int32_t src : remote_sources) {
+    if (from_peer.empty() || from_peer.back().first != src) from_peer.emplace_back(src, 0);
+    ++from_peer.back().second;
   }
   WorkerIteration row;
   row.node = node;

@@ -141,7 +141,7 @@ class Simulator {
 
   void Sync();  // ManualClock follows the event queue
   void StartIteration();
-  void StartPartition(const loft::v1::Partition& p);
+  void StartPartition(loft::v1::Partition p);
   void MaybeFinishPartition(Active& a);
   void FailPartitionsOfReaders(const std::vector<uint64_t>& ids, const char* reason);
   void NodeDown(int node);
