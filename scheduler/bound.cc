@@ -207,36 +207,36 @@ class BoundSolver {
 // for a complete bipartite supply graph minus the diagonal).
 class HullLp {
  public:
-  // joint: T is a variable and each mode has its own time T_m with
-  // Σ_m T_m ≤ T (the hull in (T, l, r) space: minimise T in one solve).
-  // Otherwise T = t is fixed and the LP is a feasibility problem.
-  // drain_hi empty: l_j + s_j ≤ local_available_j; else drain_lo[j] ≤
+  // Feasibility LP at makespan t. drain_hi empty: l_j + s_j ≤ local_available_j; else drain_lo[j] ≤
   // l_j + s_j ≤ drain_hi[j].
-  HullLp(const PlanRequest& req, bool joint, double t, std::span<const double> drain_lo,
-         std::span<const double> drain_hi)
-      : req_(req), joint_(joint), t_(t), drain_lo_(drain_lo), drain_hi_(drain_hi) {}
+  HullLp(const PlanRequest& req, double t, std::span<const double> drain_lo, std::span<const double> drain_hi)
+      : req_(req), t_(t), drain_lo_(drain_lo), drain_hi_(drain_hi) {}
 
-  // Optimal T (joint) or 0 (fixed t, feasible); nullopt-like −1 when
-  // infeasible.
-  double Solve() {
+  // Whether the relaxation is feasible at t. `basis` (CLP status per
+  // column and row): a warm start from the previous probe when it has the
+  // right size (the LP's shape does not depend on t); replaced by this
+  // solve's final basis.
+  bool Feasible(std::vector<unsigned char>& basis) {
     Build();
     ClpSimplex lp;
     lp.setLogLevel(0);
+    const int ncols = static_cast<int>(col_lo_.size()), nrows = static_cast<int>(row_lo_.size());
     CoinPackedMatrix m(true, rows_.data(), cols_.data(), vals_.data(), static_cast<int>(vals_.size()));
-    m.setDimensions(static_cast<int>(row_lo_.size()), static_cast<int>(col_lo_.size()));
+    m.setDimensions(nrows, ncols);
     lp.loadProblem(m, col_lo_.data(), col_hi_.data(), obj_.data(), row_lo_.data(), row_hi_.data());
     lp.setPrimalTolerance(1e-9);
     lp.setDualTolerance(1e-9);
+    if (basis.size() == static_cast<size_t>(ncols + nrows)) lp.copyinStatus(basis.data());
     lp.dual();
-    if (lp.status() != 0) return -1;
-    return joint_ ? lp.objectiveValue() : 0;
+    basis.assign(lp.statusArray(), lp.statusArray() + ncols + nrows);
+    return lp.status() == 0;
   }
 
  private:
-  int Col(double lo, double hi, double cost = 0) {
+  int Col(double lo, double hi) {
     col_lo_.push_back(lo);
     col_hi_.push_back(hi);
-    obj_.push_back(cost);
+    obj_.push_back(0);
     return static_cast<int>(col_lo_.size()) - 1;
   }
   int Row(double lo, double hi) {
@@ -254,7 +254,6 @@ class HullLp {
   void Build() {
     const double kInf = COIN_DBL_MAX;
     const size_t n = req_.workers.size();
-    const int tcol = joint_ ? Col(0, kInf, 1) : -1;
     const int scol = Col(0, kInf);
     const int served_sum = Row(0, 0);      // Σ s_j − S = 0
     const int remote_sum = Row(-kInf, 0);  // Σ r_i − S ≤ 0
@@ -266,41 +265,27 @@ class HullLp {
       const CostParams& c = w.cost;
       const double pool = drain_hi_.empty() ? static_cast<double>(w.local_available) : drain_hi_[i];
       const double mn = static_cast<double>(w.min_batch), mx = static_cast<double>(w.max_batch);
-      const double up = joint_ || c.uplink_per_sample_ms <= 0 ? kInf : t_ / c.uplink_per_sample_ms;
+      const double up = c.uplink_per_sample_ms <= 0 ? kInf : t_ / c.uplink_per_sample_ms;
       const int s = Col(0, std::min(up, pool));
       Set(served_sum, s, 1);
-      if (joint_ && c.uplink_per_sample_ms > 0) {
-        const int row = Row(-kInf, 0);  // u·s − T ≤ 0
-        Set(row, s, c.uplink_per_sample_ms);
-        Set(row, tcol, -1);
-      }
       const int own = Row(drain_hi_.empty() ? -kInf : drain_lo_[i], pool);  // l + s vs pool/drain
       Set(own, s, 1);
       const int self = Row(-kInf, 0);  // r + s − S ≤ 0
       Set(self, s, 1);
       Set(self, scol, -1);
       const int convex = Row(1, 1);
-      const int time_sum = joint_ ? Row(-kInf, 0) : -1;  // Σ T_m − T ≤ 0
-      if (joint_) Set(time_sum, tcol, -1);
       for (int mode = 0; mode < 4; ++mode) {  // local only, remote only, both, idle
         const bool has_l = mode == 0 || mode == 2, has_r = mode == 1 || mode == 2;
         const int lam = Col(0, mode == 3 && mn > 0 ? 0 : 1);
         Set(convex, lam, 1);
         const int l = has_l ? Col(0, kInf) : -1;
         const int r = has_r ? Col(0, kInf) : -1;
-        const int tm = joint_ ? Col(0, kInf) : -1;
-        if (joint_) Set(time_sum, tm, 1);
-        // cl·l + cr·r + k·λ ≤ T_m (joint) or ≤ t·λ.
+        // cl·l + cr·r + k·λ ≤ t·λ (the mode's constraint scaled by λ).
         auto time_row = [&](double cl, double cr, double k) {
           const int row = Row(-kInf, 0);
           if (l >= 0) Set(row, l, cl);
           if (r >= 0) Set(row, r, cr);
-          if (joint_) {
-            Set(row, lam, k);
-            Set(row, tm, -1);
-          } else {
-            Set(row, lam, k - t_);
-          }
+          Set(row, lam, k - t_);
         };
         const double c0 = c.compute_fixed_ms, c1 = c.compute_per_sample_ms;
         if (req_.overlap) {
@@ -338,7 +323,6 @@ class HullLp {
   }
 
   const PlanRequest& req_;
-  bool joint_;
   double t_;
   std::span<const double> drain_lo_, drain_hi_;
   std::vector<double> col_lo_, col_hi_, obj_, row_lo_, row_hi_;
@@ -351,7 +335,8 @@ class HullLp {
 // lo), so the result never exceeds the LP's optimum.
 StatusOr<double> BisectLp(const PlanRequest& req, std::span<const double> drain_lo,
                           std::span<const double> drain_hi, double lo) {
-  auto feasible = [&](double t) { return HullLp(req, false, t, drain_lo, drain_hi).Solve() >= 0; };
+  std::vector<unsigned char> basis;
+  auto feasible = [&](double t) { return HullLp(req, t, drain_lo, drain_hi).Feasible(basis); };
   double hi = std::max(lo, 1e-6) * (1 + 1e-6);
   if (feasible(hi)) return lo;
   int doublings = 0;

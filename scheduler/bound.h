@@ -1,22 +1,35 @@
-// Lower bound on the makespan of any plan for a PlanRequest: the continuous
-// relaxation of the planning problem (scheduler/plan.h) solved to a
-// certificate. Evaluation only (loftctl plan --policy bound, the quality
-// suite, bench/planner_bench); never used to plan.
+// Lower bound on the makespan of any plan for a PlanRequest. Evaluation
+// only (loftctl plan --policy bound, the quality suite,
+// bench/planner_bench); never used to plan.
 //
-// Relaxation: counts are real; each worker's feasible (local, remote) set
-// at makespan T is the union of three polygons (r = 0; l = 0; both > 0,
-// fixed costs charged only when the part is non-zero), relaxed to its
-// convex hull; local ≤ local_available, min/max batch; peer j can serve
-// s_j ≤ min(T/up_j, local_available_j − l_j) and Σ r ≤ Σ s (a worker
-// reading from itself and overlapping replicas are allowed: both only
-// loosen the relaxation). T is infeasible when the Lagrangian dual
+// The relaxation (R), precisely: counts are real. Worker i picks a mode
+// m ∈ {local only, remote only, both, idle}; in mode m its (l, r) must
+// satisfy the DESIGN.md times with the fixed costs of that mode (l0 with
+// a local read, a with a remote read, c0 always) at makespan T, plus
+// min_batch ≤ l + r ≤ max_batch (idle only when min_batch = 0) and
+// l ≤ local_available. R replaces each worker's union over modes by its
+// convex hull at that T (Balas' disaggregation: the "convex-hull
+// relaxation" of the fixed costs). Node j serves s_j samples with
+// l_j + s_j ≤ local_available_j and up_j·s_j ≤ T; remote reads come from
+// peers other than oneself: Σ_i r_i ≤ Σ_j s_j and r_i + s_i ≤ Σ_j s_j for
+// every i (the exact feasibility condition of a transportation problem on
+// the complete graph without self-loops). Σ (l + r) = B. The bound is the
+// smallest T at which R is feasible. Every integer plan is feasible for R
+// at its own makespan, so the bound never exceeds any plan's makespan.
+// Measured (README-planning.md "Lower bound"): R equals the continuous
+// optimum with exact fixed costs on every small instance tried; loft's
+// remaining gap is integer rounding.
+//
+// How it is solved: (1) a Lagrangian certificate on an aggregated R' ⊇ R
+// (only Σ r ≤ Σ s; reads from oneself allowed): T is infeasible when
 // g(λ) = Σ_i max over the vertices of worker i's polygons of
-// (l + r) + λ·(s_i − r), λ ∈ [0, 1], drops below B for some λ — a
-// certificate by weak duality. Bisection on T returns the largest T proven
-// infeasible, so the result never exceeds the relaxation's optimum and is
-// a valid lower bound on every integer plan's makespan.
-// Cost: O(N·V) per (T, λ) probe, V ≤ ~30 vertices per worker.
-// Thread-safety: pure function.
+// (l + r) + λ·(s_i − r) < B for some λ ∈ [0, 1]; bisection on T, O(N·V)
+// per probe. (2) Up to kExactLpMaxWorkers workers, R itself as an LP
+// (COIN-OR CLP) at fixed T, bisection on T from (1)'s value to 1e-7
+// relative; the result is the largest T proven infeasible. Above that size
+// the bound is (1)'s, which is ≤ R's optimum (equal on the random suite
+// where both were computed; lower when a worker would have to read from
+// itself, e.g. one node caching everything). Thread-safety: pure functions.
 #pragma once
 
 #include <cstddef>
@@ -35,21 +48,25 @@ inline constexpr size_t kExactLpMaxWorkers = 64;
 // FailedPrecondition when live workers cache fewer than B samples.
 StatusOr<double> LowerBoundMs(const PlanRequest& req);
 
-// bound-epoch: lower bound on the iteration time of the best stationary
-// plan for the rest of the epoch — every live node j drained at the steady
-// rate h_j = H_j·B/ΣH samples per iteration (= H_j/K when the H_j add up
-// to K·B), so every iteration of the stationary plan has the same time and
-// the epoch's mean iteration time equals it. H_j = unconsumed_by_node[j]
-// (parallel to req.workers: samples on node j not yet consumed this epoch,
-// exclusive counts when the caller has them); empty → local_available.
-// Solved as LowerBoundMs on the request with local_available_j =
-// ⌈h_j⌉: with Σ⌈h⌉ ≈ B every node must give up (locally or to peers)
-// about h_j samples, the uplink rule s_j ≤ T/up_j applies, and fixed costs
-// (a_i, l0) are treated as in LowerBoundMs (charged only when the part is
-// non-zero, relaxed to the convex hull) — so the result is a valid lower
-// bound on any stationary plan's iteration time (⌈·⌉ and the hull only
-// loosen it). With replication the H_j overlap and h_j is an approximation
-// (the replicas' holders are not allowed to share the drain).
+// bound-epoch: the iteration time of the best stationary plan for the
+// rest of the epoch — every iteration the same real-valued plan, node j
+// drained at a steady rate — as the exact optimum of an LP relaxation.
+// Rates: with U distinct unconsumed samples within reach (U =
+// min(ΣH, unconsumed_in_epoch); ΣH when the span is given) node j drains
+// d_j = l_j + s_j per iteration with E_j·B/U ≤ d_j ≤ H_j·B/U, where H_j =
+// unconsumed_by_node[j] (parallel to req.workers; empty → local_available)
+// and E_j = its exclusive samples (WorkerInput::exclusive_available, or at
+// least H_j − (ΣH − U) when not given). Without replication E_j = H_j and
+// d_j = H_j·B/ΣH (= H_j/K when ΣH = K·B); with replication a shared sample
+// can be drained by either holder. Within an iteration: relaxation R of
+// LowerBoundMs (hull of the fixed costs, per-peer uplinks s_j ≤ T/up_j, no
+// reads from oneself) with d_j in place of the pool. Solved with CLP at
+// fixed T and bisection on T (bracketed below by LowerBoundMs on pools
+// ⌈H_j·B/U⌉, a relaxation of it) to 1e-7 relative. Valid lower bound on
+// every stationary plan's iteration time; a non-stationary schedule
+// (loft-epoch) can in principle average below it, but it never did on the
+// tests' instances. Cost: one LP per probe (~25 probes); meant for
+// clusters of up to a few hundred nodes (loftctl plan, loft-sim).
 // InvalidArgument on a malformed request or a span of the wrong size or
 // with negative entries; FailedPrecondition when ΣH < B.
 StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node = {});

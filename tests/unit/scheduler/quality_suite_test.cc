@@ -1,7 +1,8 @@
 // Quality suite: on ≥ 500 random heterogeneous instances (2–256 workers,
 // compute spread up to 8×, bandwidth spread up to 50×, skewed placements,
-// both overlap modes) the exact lower bound is ≤ loft, loft is within 2 %
-// of the bound or within one sample's time on the slowest worker, and
+// both overlap modes) the lower bound is ≤ loft, loft is within 2 %
+// of the bound or within one sample's time on the slowest worker, loft/bound
+// is ≤ 1.02 on average, and
 // loft's predicted makespan is never more than 2 % above uniform's,
 // lbbsp's or pid's under the same model (EvaluateShuffle).
 // LOFT_QUICK=1 runs 60 instances (for sanitizer builds).
@@ -25,7 +26,7 @@ int InstanceCount() {
 TEST_CASE("quality suite: loft vs bound and global-shuffle baselines", "[quality]") {
   const int count = InstanceCount();
   int within_bound = 0;
-  double worst_ratio = 0;
+  double worst_ratio = 0, sum_ratio = 0;
   for (int k = 0; k < count; ++k) {
     testing::InstanceOptions opt;
     opt.heterogeneity = static_cast<Heterogeneity>(k % 3);
@@ -57,6 +58,7 @@ TEST_CASE("quality suite: loft vs bound and global-shuffle baselines", "[quality
     CHECK(ok);
     within_bound += ok ? 1 : 0;
     worst_ratio = std::max(worst_ratio, p.makespan_ms / bound.value());
+    sum_ratio += p.makespan_ms / bound.value();
     for (const char* name : {"uniform", "lbbsp", "pid"}) {
       auto base = MakePolicy(name);
       REQUIRE(base.ok());
@@ -68,7 +70,11 @@ TEST_CASE("quality suite: loft vs bound and global-shuffle baselines", "[quality
     }
   }
   CHECK(within_bound == count);
-  WARN("quality suite: " << count << " instances, worst loft/bound " << worst_ratio);
+  // The planner issue's target: loft/bound ≤ 1.02 on average.
+  const double mean_ratio = sum_ratio / count;
+  CHECK(mean_ratio <= 1.02);
+  WARN("quality suite: " << count << " instances, loft/bound mean " << mean_ratio << " worst "
+                         << worst_ratio);
 }
 
 }  // namespace
