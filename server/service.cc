@@ -117,6 +117,14 @@ void SchedulerService::Record(const sched::Updates& u) {
   unflushed_.insert(unflushed_.end(), u.begin(), u.end());
 }
 
+void SchedulerService::Record(sched::Updates&& u) {
+  if (unflushed_.empty()) {
+    unflushed_ = std::move(u);
+  } else {
+    unflushed_.insert(unflushed_.end(), std::make_move_iterator(u.begin()), std::make_move_iterator(u.end()));
+  }
+}
+
 Status SchedulerService::Flush() {
   if (unflushed_.empty()) return OkStatus();
   auto t0 = std::chrono::steady_clock::now();
@@ -273,8 +281,8 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
         pending_training_.erase(d.partition_id());
         return u.status();
       }
-      Record(*u);
       Observe(*u, now_ms);
+      Record(std::move(*u));
       pending_training_.erase(d.partition_id());
       return OkStatus();
     }
@@ -372,7 +380,9 @@ Status SchedulerService::SendQueued(double now_ms) {
         n.queue.pop_front();
         continue;
       }
-      const v1::Partition p = WireOf(rec->partition);
+      v1::Envelope env;
+      *env.mutable_assignment()->mutable_partition() = WireOf(rec->partition);
+      const v1::Partition& p = env.assignment().partition();
       // Serving peers learn what they may serve before the worker asks.
       std::map<int32_t, v1::Envelope> grants;
       for (int k = 0; k < p.sample_ids_size(); ++k) {
@@ -389,8 +399,6 @@ Status SchedulerService::SendQueued(double now_ms) {
         Status s = transport_->Send(src, g);
         if (!s.ok()) spdlog::debug("grant for partition {} to node {}: {}", id, src, s.ToString());
       }
-      v1::Envelope env;
-      *env.mutable_assignment()->mutable_partition() = p;
       Status s = transport_->Send(node, env);
       if (!s.ok()) break;  // no route or backpressure: retry next tick
       n.queue.pop_front();
@@ -399,7 +407,7 @@ Status SchedulerService::SendQueued(double now_ms) {
       n.max_in_flight = std::max(n.max_in_flight, n.in_flight);
       sent_[id] = node;
       LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionSent(id, p.attempt(), now_ms));
-      Record(u);
+      Record(std::move(u));
     }
   }
   return OkStatus();
@@ -437,12 +445,17 @@ Status SchedulerService::PlanIfReady(double now_ms) {
     return OkStatus();
   }
   last_blocked_.clear();
-  Record(u);
-  LOFT_RETURN_IF_ERROR(Flush());  // journal before streaming
-  for (const auto& p : sched::JobDriver::PartitionsToSend(u)) {
-    nodes_[p.worker()].queue.push_back(p.id());
-    open_iterations_[p.iteration()].planned_ms = now_ms;
+  // Queue the partitions (ids only; SendQueued reads them from the
+  // ledger), then hand the updates to the journal without copying them.
+  for (const auto& up : u) {
+    if (!up.has_iteration_planned()) continue;
+    for (const auto& pp : up.iteration_planned().partitions()) {
+      nodes_[pp.partition().worker()].queue.push_back(pp.partition().id());
+      open_iterations_[pp.partition().iteration()].planned_ms = now_ms;
+    }
   }
+  Record(std::move(u));
+  LOFT_RETURN_IF_ERROR(Flush());  // journal before streaming
   return OkStatus();
 }
 
@@ -509,11 +522,18 @@ Status SchedulerService::Tick(double now_ms) {
 
   g_view_->Get().Set(static_cast<double>(st.view()));
   g_iteration_->Get().Set(static_cast<double>(st.last_iteration()));
+  if (node_gauges_.empty()) {
+    node_gauges_.resize(static_cast<size_t>(spec_.num_nodes()));
+    for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+      const std::string& name = spec_.nodes[node].name;
+      node_gauges_[node] = {&g_in_flight_->WithLabels({name}), &g_max_in_flight_->WithLabels({name}),
+                            &g_credits_->WithLabels({name})};
+    }
+  }
   for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
-    const std::string& name = spec_.nodes[node].name;
-    g_in_flight_->WithLabels({name}).Set(static_cast<double>(nodes_[node].in_flight));
-    g_max_in_flight_->WithLabels({name}).Set(static_cast<double>(nodes_[node].max_in_flight));
-    g_credits_->WithLabels({name}).Set(static_cast<double>(nodes_[node].credits));
+    node_gauges_[node].in_flight->Set(static_cast<double>(nodes_[node].in_flight));
+    node_gauges_[node].max_in_flight->Set(static_cast<double>(nodes_[node].max_in_flight));
+    node_gauges_[node].credits->Set(static_cast<double>(nodes_[node].credits));
   }
   const auto& c = st.ledger().counters();
   g_ledger_->WithLabels({"samples_committed"}).Set(static_cast<double>(c.samples_committed));

@@ -100,6 +100,7 @@ class SchedulerService {
 
   // Records updates (already applied in memory by the driver).
   void Record(const sched::Updates& u);
+  void Record(sched::Updates&& u);
   // Persists every recorded update (one synced batch). Called before any
   // external effect and at the end of each Tick.
   Status Flush();
@@ -158,6 +159,14 @@ class SchedulerService {
   metrics::GaugeFamily* g_in_flight_ = nullptr;
   metrics::GaugeFamily* g_max_in_flight_ = nullptr;
   metrics::GaugeFamily* g_credits_ = nullptr;
+  // Per-node children of the three families above, looked up once (the
+  // families own them; a child's address never changes).
+  struct NodeGauges {
+    metrics::Gauge* in_flight = nullptr;
+    metrics::Gauge* max_in_flight = nullptr;
+    metrics::Gauge* credits = nullptr;
+  };
+  std::vector<NodeGauges> node_gauges_;
   metrics::GaugeFamily* g_ledger_ = nullptr;
   metrics::HistogramFamily* h_iteration_ = nullptr;
   metrics::HistogramFamily* h_journal_ = nullptr;
