@@ -65,7 +65,6 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   epoch_ = epoch;
   SeededPermutation(n, seed_ ^ EpochMix(epoch), order_);  // reuses order_'s buffer
   position_.resize(n);
-  for (uint64_t p = 0; p < n; ++p) position_[order_[p]] = static_cast<int64_t>(p);
   state_.assign(n, kPooled);
   pooled_bits_.assign((n + 63) / 64, ~uint64_t{0});
   if (n % 64 != 0) pooled_bits_.back() = (uint64_t{1} << (n % 64)) - 1;
@@ -73,17 +72,21 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   with_origin_ = 0;
   available_.assign(nodes, 0);
   node_order_.resize(nodes);  // keeps each list's capacity across epochs
+  // Node j's list = the ids it holds in permutation order; filled through
+  // a write cursor per node (sizes are known: SamplesOf(j)), in the same
+  // pass that inverts the permutation.
+  std::vector<uint64_t*> tail(static_cast<size_t>(nodes));
   for (int j = 0; j < nodes; ++j) {
     available_[j] = static_cast<int64_t>(placement_->SamplesOf(j).size());
-    node_order_[j].clear();
-    node_order_[j].reserve(placement_->SamplesOf(j).size());
+    node_order_[j].resize(placement_->SamplesOf(j).size());
+    tail[j] = node_order_[j].data();
   }
-  if (placement_->replication() == 1) {
-    for (uint64_t p = 0; p < n; ++p) node_order_[placement_->Holders(order_[p])[0]].push_back(order_[p]);
-  } else {
-    for (uint64_t p = 0; p < n; ++p) {
-      for (int32_t h : placement_->Holders(order_[p])) node_order_[h].push_back(order_[p]);
-    }
+  constexpr uint64_t kAhead = 16;  // prefetch distance for the random Holders reads
+  for (uint64_t p = 0; p < n; ++p) {
+    if (p + kAhead < n) __builtin_prefetch(placement_->Holders(order_[p + kAhead]).data());
+    const uint64_t id = order_[p];
+    position_[id] = static_cast<int64_t>(p);
+    for (int32_t h : placement_->Holders(id)) *tail[h]++ = id;
   }
   node_cursor_.assign(nodes, 0);
   node_behind_.assign(nodes, {});
