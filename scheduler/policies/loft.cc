@@ -492,7 +492,8 @@ class Rounder {
     return best;
   }
 
-  void ReturnRemote(size_t i) {
+  // Gives one of i's remote samples back to its busiest source; returns it.
+  size_t ReturnRemote(size_t i) {
     const size_t k = BusiestSource(i);
     auto& src = from_[i][k];
     const size_t j = src.first;
@@ -500,6 +501,7 @@ class Rounder {
     if (spare_[j]++ <= 0) peers_.emplace(Key(j), j);
     if (--src.second == 0) from_[i].erase(from_[i].begin() + static_cast<std::ptrdiff_t>(k));
     --r_[i];
+    return j;
   }
 
   // Local search on the integer plan (README-planning.md "loft"): while the
@@ -531,7 +533,7 @@ class Rounder {
       const WorkerInput& w = req_.workers[i];
       // Read one remote sample locally instead (same batch, no receiver).
       if (r_[i] > 0 && l_[i] < w.local_available && spare_[i] > 0 && Time(i, l_[i] + 1, r_[i] - 1) < below) {
-        ReturnRemote(i);
+        (void)ReturnRemote(i);
         ++l_[i];
         --spare_[i];
         slow.emplace(FullTime(i, l_[i], r_[i]), i);
@@ -545,7 +547,11 @@ class Rounder {
       if (std::min(drop_l, drop_r) >= below) break;
       // Apply the drop first so the receiver may read from i's freed sample.
       if (remote) {
-        ReturnRemote(i);
+        // The source got a spare sample back: it may now add it locally
+        // (its heap entry may be stale high).
+        const size_t j = ReturnRemote(i);
+        const double add = BestAdd(j).first;
+        if (add < kInf) cheap.emplace(add, j);
       } else {
         --l_[i];
         if (spare_[i]++ <= 0) peers_.emplace(Key(i), i);

@@ -63,7 +63,7 @@ EpochRun DriveEpoch(Policy& policy, PlanRequest req) {
 
 TEST_CASE("loft-epoch stays near bound-epoch and avoids the end-of-epoch cliff", "[policy][loft-epoch]") {
   double worst = 0;
-  const int instances = 12;
+  const int instances = 24;
   for (uint64_t seed = 1; seed <= instances; ++seed) {
     testing::InstanceOptions opt;
     opt.min_workers = 3;
