@@ -50,7 +50,11 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
       return false;
     };
   }
-  auto source_for = [&](uint64_t id, int32_t self) {
+  const bool single = placement.replication() == 1;
+  auto source_for = [&](uint64_t id, int32_t self, int32_t primary) {
+    // One replica: the only holder (live, or the sample would not have
+    // been assignable), which is `self` when the worker holds it.
+    if (single) return primary;
     if (placement.Holds(self, id)) return self;
     int32_t best = -1;
     for (int32_t h : placement.Holders(id)) {
@@ -67,6 +71,7 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
   Assignment out;
   out.workers.reserve(plan.workers.size());
   std::vector<uint64_t> tmp;
+  std::vector<int32_t> primaries;
   for (size_t w = 0; w < plan.workers.size(); ++w) {
     const WorkerPlan& wp = plan.workers[w];
     const WorkerInput& in = request.workers[cost_index[w]];
@@ -94,10 +99,11 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
     }
     if (got < wp.batch) {
       tmp.clear();
-      const int64_t n = sampler.TakeInOrder(wp.batch - got, assignable, tmp);
+      primaries.clear();
+      const int64_t n = sampler.TakeInOrder(wp.batch - got, assignable, tmp, &primaries);
       got += n;
       if (locality_aware) out.locality_fallbacks += n;
-      for (uint64_t id : tmp) add(id, source_for(id, wp.node));
+      for (size_t k = 0; k < tmp.size(); ++k) add(tmp[k], source_for(tmp[k], wp.node, primaries[k]));
     }
     for (int32_t s : aw.sources) (s == wp.node ? aw.local : aw.remote)++;
     aw.predicted_ms = got > 0 ? PredictMs(in.cost, aw.local, aw.remote, request.overlap) : 0.0;

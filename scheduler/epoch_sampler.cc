@@ -82,11 +82,19 @@ void EpochSampler::StartEpoch(int64_t epoch) {
     tail[j] = node_order_[j].data();
   }
   constexpr uint64_t kAhead = 16;  // prefetch distance for the random Holders reads
+  const bool single = placement_->replication() == 1;
+  if (single) {
+    holder_at_.resize(n);
+  } else {
+    holder_at_.clear();
+  }
   for (uint64_t p = 0; p < n; ++p) {
     if (p + kAhead < n) __builtin_prefetch(placement_->Holders(order_[p + kAhead]).data());
     const uint64_t id = order_[p];
     position_[id] = static_cast<int64_t>(p);
-    for (int32_t h : placement_->Holders(id)) *tail[h]++ = id;
+    const auto holders = placement_->Holders(id);
+    if (single) holder_at_[p] = holders[0];
+    for (int32_t h : holders) *tail[h]++ = id;
   }
   node_cursor_.assign(nodes, 0);
   node_behind_.assign(nodes, {});
@@ -157,7 +165,11 @@ int64_t EpochSampler::TakeHeldBy(int node, int64_t max_count, std::vector<uint64
 }
 
 int64_t EpochSampler::TakeInOrder(int64_t max_count, const std::function<bool(uint64_t)>& assignable,
-                                  std::vector<uint64_t>& out) {
+                                  std::vector<uint64_t>& out, std::vector<int32_t>* primary_holders) {
+  const bool single = !holder_at_.empty();
+  auto holder_of = [&](uint64_t id, size_t pos) {
+    return single ? holder_at_[pos] : placement_->Holders(id)[0];
+  };
   int64_t got = 0;
   for (auto it = global_behind_.begin(); it != global_behind_.end() && got < max_count;) {
     const int64_t pos = *it;
@@ -168,8 +180,10 @@ int64_t EpochSampler::TakeInOrder(int64_t max_count, const std::function<bool(ui
       continue;
     }
     if (assignable && !assignable(id)) continue;
-    Unpool(id);
+    const int32_t holder = holder_of(id, static_cast<size_t>(pos));
+    Unpool(id, holder);
     out.push_back(id);
+    if (primary_holders != nullptr) primary_holders->push_back(holder);
     ++got;
     EraseBehind(-1, pos);
   }
@@ -177,8 +191,10 @@ int64_t EpochSampler::TakeInOrder(int64_t max_count, const std::function<bool(ui
     const uint64_t id = order_[global_cursor_];
     if (IsPooled(id)) {
       if (!assignable || assignable(id)) {
-        Unpool(id);
+        const int32_t holder = holder_of(id, global_cursor_);
+        Unpool(id, holder);
         out.push_back(id);
+        if (primary_holders != nullptr) primary_holders->push_back(holder);
         ++got;
       } else {
         InsertBehind(-1, static_cast<int64_t>(global_cursor_));

@@ -81,8 +81,11 @@ class EpochSampler {
   // true, smallest position first (the epoch's global shuffle order).
   // Pooled samples that are not assignable are skipped and stay pooled.
   // An empty `assignable` means every pooled sample is assignable.
+  // With `primary_holders`, Placement::Holders(id)[0] of each taken id is
+  // appended to it too (read from a per-position copy kept when the
+  // replication is 1, so the caller need not touch Placement per id).
   int64_t TakeInOrder(int64_t max_count, const std::function<bool(uint64_t)>& assignable,
-                      std::vector<uint64_t>& out);
+                      std::vector<uint64_t>& out, std::vector<int32_t>* primary_holders = nullptr);
   // Number of pooled samples with assignable(id) true (O(pooled)).
   int64_t CountAssignable(const std::function<bool(uint64_t)>& assignable) const;
 
@@ -134,6 +137,7 @@ class EpochSampler {
   uint64_t seed_;
   int64_t epoch_ = 0;
   std::vector<uint64_t> order_;        // permutation: position -> id
+  std::vector<int32_t> holder_at_;     // replication 1: position -> the holder of order_[position]
   std::vector<int64_t> position_;      // id -> position
   std::vector<uint8_t> state_;         // id -> SampleState (a trial's takes are not written here)
   std::vector<uint64_t> pooled_bits_;  // id -> pooled, as a bitmap (the hot loops test this)

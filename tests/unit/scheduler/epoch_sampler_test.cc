@@ -186,3 +186,28 @@ TEST_CASE("EpochSampler: MarkTaken rejects duplicates and bad states without cha
   CHECK(s.state(7) == EpochSampler::SampleState::kPooled);
   CHECK(s.pooled() == 48);
 }
+
+TEST_CASE("EpochSampler: TakeInOrder reports each taken id's primary holder", "[sampler]") {
+  for (int replication : {1, 2}) {
+    Placement pl = MakePlacement(500, 6, replication);
+    EpochSampler with(&pl, 9), without(&pl, 9);
+    // A returned partition puts samples behind the cursor: both paths of
+    // TakeInOrder (behind set, then cursor) are exercised.
+    std::vector<uint64_t> first;
+    with.TakeInOrder(40, All(), first);
+    std::vector<uint64_t> back(first.begin() + 10, first.begin() + 20);
+    REQUIRE(with.Return(back, 7).ok());
+    std::vector<uint64_t> first2;
+    without.TakeInOrder(40, All(), first2);
+    REQUIRE(without.Return(back, 7).ok());
+    std::vector<uint64_t> ids, ids2;
+    std::vector<int32_t> primaries;
+    auto not_node1 = [&](uint64_t id) { return pl.Holders(id)[0] != 1; };
+    CHECK(with.TakeInOrder(300, not_node1, ids, &primaries) == without.TakeInOrder(300, not_node1, ids2));
+    CHECK(ids == ids2);
+    REQUIRE(primaries.size() == ids.size());
+    for (size_t k = 0; k < ids.size(); ++k) CHECK(primaries[k] == pl.Holders(ids[k])[0]);
+    for (int n = 0; n < 6; ++n) CHECK(with.available(n) == without.available(n));
+    CHECK(with.Digest() == without.Digest());
+  }
+}
