@@ -1,12 +1,15 @@
 #include "models/checkpoint.h"
 
+#include <algorithm>
 #include <bit>
 #include <boost/crc.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 namespace loft::models {
@@ -125,10 +128,20 @@ Status DecodeCheckpoint(std::span<const char> buf, const std::string& where, Mod
     return InvalidArgument(where + ": holds " + std::to_string(n) + " parameters, model has " +
                            std::to_string(model->num_params()));
   }
-  std::vector<float> vel(n);
+  std::vector<float> params(n), vel(n);
+  std::memcpy(params.data(), buf.data() + pos, n * 4);
   std::memcpy(vel.data(), buf.data() + pos + n * 4, n * 4);
+  // The CRC proves only that the bytes are what the writer encoded: a
+  // NaN/Inf would silently poison every later step, so refuse it.
+  for (const auto& [v, what] : {std::pair{&params, "parameter"}, std::pair{&vel, "velocity"}}) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!std::isfinite((*v)[i])) {
+        return DataLoss(where + ": " + what + " " + std::to_string(i) + " is not finite");
+      }
+    }
+  }
   LOFT_RETURN_IF_ERROR(sgd->Restore(step, vel).WithContext(where));
-  std::memcpy(model->params().data(), buf.data() + pos, n * 4);
+  std::copy(params.begin(), params.end(), model->params().begin());
   return OkStatus();
 }
 

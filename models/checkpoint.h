@@ -6,8 +6,9 @@
 //
 // Writes go to "<path>.tmp" and are renamed into place, so a crash never
 // leaves a half-written checkpoint under `path`. Loading checks magic,
-// version, exact length, CRC, architecture name and parameter count, and
-// changes nothing unless all checks pass.
+// version, exact length, CRC, architecture name, parameter count and that
+// every parameter and velocity value is finite, and changes nothing unless
+// all checks pass.
 //
 // Not responsible for: SgdOptions (the caller configures the optimiser the
 // same way on restart), data-loader position.
