@@ -53,8 +53,16 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 std::pair<int64_t, uint64_t> AgreedState(std::span<const int64_t> last_round,
                                          std::span<const uint64_t> hash) {
+  // A member with no progress (a restarted agent: round -1; a malformed
+  // exchange: below that) votes only when nobody has progress: a majority
+  // of restarted agents must not roll a survivor back to the initial state.
+  const size_t n = std::min(last_round.size(), hash.size());
+  const bool progress = std::any_of(last_round.begin(), last_round.begin() + static_cast<ptrdiff_t>(n),
+                                    [](int64_t r) { return r >= 0; });
   std::map<std::pair<int64_t, uint64_t>, int> votes;
-  for (size_t i = 0; i < last_round.size() && i < hash.size(); ++i) ++votes[{last_round[i], hash[i]}];
+  for (size_t i = 0; i < n; ++i) {
+    if (!progress || last_round[i] >= 0) ++votes[{last_round[i], hash[i]}];
+  }
   std::pair<int64_t, uint64_t> target{-1, 0};
   int best = 0;
   for (const auto& [k, c] : votes) {
@@ -64,6 +72,35 @@ std::pair<int64_t, uint64_t> AgreedState(std::span<const int64_t> last_round,
     }
   }
   return target;
+}
+
+Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_t want_hash,
+                  const std::string& source, models::Model* model, models::Sgd* sgd) {
+  if (answer.size() < 16)
+    return DataLoss("state from " + source + ": " + std::to_string(answer.size()) + " bytes");
+  const int64_t lr = GetLe<int64_t>(answer, 0);
+  const uint64_t hash = GetLe<uint64_t>(answer, 8);
+  if (lr != want_round || hash != want_hash) {
+    return FailedPrecondition(source + " now holds round " + std::to_string(lr) + ", not the agreed round " +
+                              std::to_string(want_round));
+  }
+  std::span<const char> ck(reinterpret_cast<const char*>(answer.data()) + 16, answer.size() - 16);
+  // Decode installs what passes its own checks; keep ours to put back if
+  // the result is not the agreed state.
+  LOFT_ASSIGN_OR_RETURN(std::vector<char> own, models::EncodeCheckpoint(*model, *sgd));
+  LOFT_RETURN_IF_ERROR(models::DecodeCheckpoint(ck, "state from " + source, model, sgd));
+  Status bad;
+  if (models::ParameterHash(model->params()) != want_hash) {
+    bad = DataLoss("state from " + source + " does not match its hash");
+  } else if (want_round < 0 ? sgd->step() != 0 : sgd->step() > want_round + 1) {
+    // One optimizer step per applied round at most (the hash does not cover it).
+    bad = DataLoss("state from " + source + ": optimizer step " + std::to_string(sgd->step()) +
+                   " is impossible after round " + std::to_string(want_round));
+  }
+  if (bad.ok()) return OkStatus();
+  Status restored = models::DecodeCheckpoint(own, "own state", model, sgd);
+  if (!restored.ok()) return restored.WithContext(bad.ToString());
+  return bad;
 }
 
 StatusOr<models::SgdOptions> SgdOptionsFromSpec(const TrainingSpec& tr) {
@@ -298,30 +335,14 @@ Status ModelTrainer::SyncState(const Members& m, uint32_t round, int64_t want_ro
       spdlog::warn("state transfer: {}", last.ToString());
       continue;
     }
-    if (ans->size() < 16) {
-      last = DataLoss("state from node " + std::to_string(h) + ": " + std::to_string(ans->size()) + " bytes");
-      continue;
-    }
-    const int64_t lr = GetLe<int64_t>(*ans, 0);
-    const uint64_t hash = GetLe<uint64_t>(*ans, 8);
-    if (lr != want_round || hash != want_hash) {
-      last = FailedPrecondition("node " + std::to_string(h) + " now holds round " + std::to_string(lr) +
-                                ", not the agreed round " + std::to_string(want_round));
-      continue;
-    }
-    std::span<const char> ck(reinterpret_cast<const char*>(ans->data()) + 16, ans->size() - 16);
-    Status st = models::DecodeCheckpoint(ck, "state from node " + std::to_string(h), model_.get(), &*sgd_);
+    Status st = AdoptState(*ans, want_round, want_hash, "node " + std::to_string(h), model_.get(), &*sgd_);
     if (!st.ok()) {
       last = st;
-      continue;
+      continue;  // another holder (or the round fails)
     }
-    if (models::ParameterHash(model_->params()) != want_hash) {
-      last = DataLoss("state from node " + std::to_string(h) + " does not match its hash");
-      continue;  // another holder overwrites it (or the round fails)
-    }
-    spdlog::info("state transfer: took round {} (hash {:016x}, optimizer step {}) from node {}", lr, hash,
-                 sgd_->step(), h);
-    last_round_ = lr;
+    spdlog::info("state transfer: took round {} (hash {:016x}, optimizer step {}) from node {}", want_round,
+                 want_hash, sgd_->step(), h);
+    last_round_ = want_round;
     return OkStatus();
   }
   return last;

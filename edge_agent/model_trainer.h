@@ -90,8 +90,19 @@ struct ModelTrainerOptions {
 
 // The job's state in a round's exchange: the (last_round, hash) pair held by
 // the most members; ties go to the later round. One member claiming a
-// far-ahead round cannot win against two that agree.
+// far-ahead round cannot win against two that agree. Members without
+// progress (last_round < 0: restarted) vote only when no member has any, so
+// restarted agents never roll the survivors back to the initial state.
 std::pair<int64_t, uint64_t> AgreedState(std::span<const int64_t> last_round, std::span<const uint64_t> hash);
+
+// Installs a state answer [i64 last_round][u64 hash][checkpoint] from
+// `source` into model/sgd if it is the wanted (round, hash): it decodes
+// (models::DecodeCheckpoint: length, CRC, architecture, finite values), its
+// parameters hash to want_hash and its optimizer step is at most
+// want_round + 1 (one step per applied round; the hash does not cover the
+// optimizer). Otherwise an error naming `source`, and model/sgd unchanged.
+Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_t want_hash,
+                  const std::string& source, models::Model* model, models::Sgd* sgd);
 
 // The optimiser settings of training.learning_rate / momentum / lr_schedule.
 StatusOr<models::SgdOptions> SgdOptionsFromSpec(const TrainingSpec& training);

@@ -2,9 +2,12 @@
 // optimiser (SgdOptionsFromSpec). No sockets.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "core/cluster_spec.h"
 #include "edge_agent/model_trainer.h"
+#include "models/checkpoint.h"
 
 using namespace loft;
 using namespace loft::agent;
@@ -92,4 +95,103 @@ TEST_CASE("the agreed state is the majority's (last_round, hash); ties go to the
   r = {5, 5, 5};
   h = {1, 2, 2};
   CHECK(AgreedState(r, h) == P{5, 2});
+}
+
+TEST_CASE("restarted members (round -1) never outvote a member with progress") {
+  using P = std::pair<int64_t, uint64_t>;
+  // Two of three agents restarted (same seed: same initial hash), one kept
+  // training: the job's state is the survivor's, not the initial one
+  // (otherwise the survivor rolls back to the initial parameters and all
+  // progress is lost, against docs/deployment.md).
+  std::vector<int64_t> r{-1, 50, -1};
+  std::vector<uint64_t> h{99, 7, 99};
+  CHECK(AgreedState(r, h) == P{50, 7});
+  // A malformed exchange (INT64_MIN) never wins either.
+  r = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::min(), 3};
+  h = {0, 0, 4};
+  CHECK(AgreedState(r, h) == P{3, 4});
+  // Everyone fresh: the initial state.
+  r = {-1, -1};
+  h = {99, 99};
+  CHECK(AgreedState(r, h) == P{-1, 99});
+  // Among members with progress the majority still wins (one far-ahead claim loses).
+  r = {-1, -1, 41, 41, 1000000};
+  h = {99, 99, 7, 7, 5};
+  CHECK(AgreedState(r, h) == P{41, 7});
+}
+
+namespace {
+std::unique_ptr<models::Model> SmallModel(uint64_t seed) {
+  models::ModelOptions o;
+  o.kind = models::ModelKind::kMlp;
+  o.input_dim = 10;
+  o.hidden = {7};
+  o.num_classes = 3;
+  auto m = std::move(models::MakeModel(o).value());
+  m->Init(seed);
+  return m;
+}
+// A state answer as ModelTrainer::ServeState builds it: [i64 round][u64 hash][checkpoint].
+std::vector<std::byte> Answer(int64_t round, uint64_t hash, const std::vector<char>& ckpt) {
+  std::vector<std::byte> out(16 + ckpt.size());
+  std::memcpy(out.data(), &round, 8);
+  std::memcpy(out.data() + 8, &hash, 8);
+  std::memcpy(out.data() + 16, ckpt.data(), ckpt.size());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("AdoptState installs a matching state and leaves a bad one out entirely") {
+  auto holder = SmallModel(3);
+  auto hsgd = models::Sgd::Create(models::SgdOptions{}, holder->num_params()).value();
+  std::vector<float> g(static_cast<size_t>(holder->num_params()), 0.125f);
+  for (int i = 0; i < 3; ++i) REQUIRE(hsgd.Step(holder->params(), g).ok());
+  const uint64_t want = models::ParameterHash(holder->params());
+  auto good = models::EncodeCheckpoint(*holder, hsgd).value();
+
+  auto me = SmallModel(9);
+  auto msgd = models::Sgd::Create(models::SgdOptions{}, me->num_params()).value();
+  REQUIRE(msgd.Step(me->params(), g).ok());
+  const uint64_t mine = models::ParameterHash(me->params());
+  const std::vector<float> my_vel(msgd.velocity().begin(), msgd.velocity().end());
+  auto unchanged = [&] {
+    CHECK(models::ParameterHash(me->params()) == mine);
+    CHECK(msgd.step() == 1);
+    CHECK(std::equal(my_vel.begin(), my_vel.end(), msgd.velocity().begin()));
+  };
+
+  SECTION("a checkpoint whose parameters do not hash to the claimed hash") {
+    auto other = SmallModel(4);  // decodes fine, but is not the agreed state
+    auto osgd = models::Sgd::Create(models::SgdOptions{}, other->num_params()).value();
+    auto lie = models::EncodeCheckpoint(*other, osgd).value();
+    Status st = AdoptState(Answer(2, want, lie), 2, want, "node 1", me.get(), &msgd);
+    CHECK(st.code() == StatusCode::kDataLoss);
+    CHECK(st.message().find("node 1") != std::string::npos);
+    unchanged();
+  }
+  SECTION("an optimizer step no run of round 2 can have (one step per applied round)") {
+    auto bsgd = models::Sgd::Create(models::SgdOptions{}, holder->num_params()).value();
+    REQUIRE(bsgd.Restore(std::numeric_limits<int64_t>::max(), hsgd.velocity()).ok());
+    auto bad = models::EncodeCheckpoint(*holder, bsgd).value();
+    Status st = AdoptState(Answer(2, want, bad), 2, want, "node 1", me.get(), &msgd);
+    CHECK(st.code() == StatusCode::kDataLoss);
+    CHECK(st.message().find("step") != std::string::npos);
+    unchanged();
+  }
+  SECTION("short, other-round and corrupt answers") {
+    std::vector<std::byte> tiny(7);
+    CHECK(AdoptState(tiny, 2, want, "node 1", me.get(), &msgd).code() == StatusCode::kDataLoss);
+    CHECK(AdoptState(Answer(5, want, good), 2, want, "node 1", me.get(), &msgd).code() ==
+          StatusCode::kFailedPrecondition);
+    auto flipped = good;
+    flipped[flipped.size() / 2] ^= 0x01;
+    CHECK(AdoptState(Answer(2, want, flipped), 2, want, "node 1", me.get(), &msgd).code() ==
+          StatusCode::kDataLoss);
+    unchanged();
+  }
+  SECTION("the agreed state is installed") {
+    REQUIRE(AdoptState(Answer(2, want, good), 2, want, "node 1", me.get(), &msgd).ok());
+    CHECK(models::ParameterHash(me->params()) == want);
+    CHECK(msgd.step() == 3);
+  }
 }
