@@ -213,6 +213,7 @@ StatusOr<std::vector<std::byte>> ZmqTransport::Request(int to_rank, uint64_t tag
       auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
+      if (abort_check_) LOFT_RETURN_IF_ERROR(abort_check_());
       zmq::pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0}, {router_.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 2, std::chrono::milliseconds(std::min<int64_t>(left.count(), 50)));
       if (items[1].revents & ZMQ_POLLIN) LOFT_RETURN_IF_ERROR(Pump(0));  // keep serving and buffering

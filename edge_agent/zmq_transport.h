@@ -87,8 +87,8 @@ class ZmqTransport final : public models::Transport {
 
   // Reads what is waiting (up to timeout_ms for the first message), serving requests.
   Status Poll(int64_t timeout_ms) { return Pump(timeout_ms); }
-  // Checked while Recv waits (about every 50 ms): a non-OK status ends the
-  // Recv with it (e.g. "a member left the view": fail fast instead of
+  // Checked while Recv or Request waits (about every 50 ms): a non-OK status
+  // ends the wait with it (e.g. "a member left the view": fail fast instead of
   // waiting for the deadline). Empty = none.
   void SetAbortCheck(std::function<Status()> check) { abort_check_ = std::move(check); }
   // (sender, tag) of every buffered message.

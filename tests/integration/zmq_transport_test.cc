@@ -249,3 +249,15 @@ TEST_CASE("an abort check ends a waiting Recv early") {
   CHECK(got.status().code() == loft::StatusCode::kUnavailable);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
 }
+
+TEST_CASE("an abort check ends a waiting Request early (shutdown, or the holder left the view)") {
+  zmq::context_t ctx(1);
+  auto ts = MakeRing(&ctx, 2);  // rank 1 never pumps: no answer will come
+  int calls = 0;
+  ts[0]->SetAbortCheck([&] { return ++calls >= 3 ? loft::Aborted("shutting down") : loft::OkStatus(); });
+  const std::byte body[1] = {std::byte{1}};
+  auto t0 = std::chrono::steady_clock::now();
+  auto ans = ts[0]->Request(1, loft::models::MakeTag(3, 4, 0xFD), body, 20000);
+  CHECK(ans.status().code() == loft::StatusCode::kAborted);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}
