@@ -87,14 +87,16 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
     };
     int64_t got = 0;
     if (locality_aware) {
-      tmp.clear();
-      got += sampler.TakeHeldBy(wp.node, std::min(wp.local, wp.batch), tmp);
-      for (uint64_t id : tmp) add(id, wp.node);
+      // Taken ids go straight into the worker's list; their sources are
+      // the node they were taken from.
+      got += sampler.TakeHeldBy(wp.node, std::min(wp.local, wp.batch), aw.sample_ids);
+      aw.sources.resize(aw.sample_ids.size(), wp.node);
       for (const auto& [peer, count] : wp.remote_from) {
         if (peer == wp.node || !live[peer] || got >= wp.batch) continue;
-        tmp.clear();
-        got += sampler.TakeHeldBy(peer, std::min(count, wp.batch - got), tmp);
-        for (uint64_t id : tmp) add(id, peer);
+        const int64_t n = sampler.TakeHeldBy(peer, std::min(count, wp.batch - got), aw.sample_ids);
+        got += n;
+        aw.sources.resize(aw.sample_ids.size(), peer);
+        served[peer] += n;
       }
     }
     if (got < wp.batch) {
