@@ -57,10 +57,14 @@ std::pair<int64_t, uint64_t> AgreedState(std::span<const int64_t> last_round,
   // exchange: below that) votes only when nobody has progress: a majority
   // of restarted agents must not roll a survivor back to the initial state.
   const size_t n = std::min(last_round.size(), hash.size());
-  const bool progress = std::any_of(last_round.begin(), last_round.begin() + static_cast<ptrdiff_t>(n),
-                                    [](int64_t r) { return r >= 0; });
+  const bool progress =
+      std::any_of(last_round.begin(), last_round.begin() + static_cast<ptrdiff_t>(n),
+                  [](int64_t r) { return r >= 0 && r <= int64_t{std::numeric_limits<uint32_t>::max()}; });
   std::map<std::pair<int64_t, uint64_t>, int> votes;
   for (size_t i = 0; i < n; ++i) {
+    // Rounds are 32-bit (ring tags): a later "round" is a lie that would
+    // make this agent treat every later partition as already done.
+    if (last_round[i] > int64_t{std::numeric_limits<uint32_t>::max()}) continue;
     if (!progress || last_round[i] >= 0) ++votes[{last_round[i], hash[i]}];
   }
   std::pair<int64_t, uint64_t> target{-1, 0};
@@ -87,18 +91,21 @@ Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_
   std::span<const char> ck(reinterpret_cast<const char*>(answer.data()) + 16, answer.size() - 16);
   // Decode installs what passes its own checks; keep ours to put back if
   // the result is not the agreed state.
-  LOFT_ASSIGN_OR_RETURN(std::vector<char> own, models::EncodeCheckpoint(*model, *sgd));
+  const std::vector<float> own_params(model->params().begin(), model->params().end());
+  const std::vector<float> own_velocity(sgd->velocity().begin(), sgd->velocity().end());
+  const int64_t own_step = sgd->step();
   LOFT_RETURN_IF_ERROR(models::DecodeCheckpoint(ck, "state from " + source, model, sgd));
   Status bad;
   if (models::ParameterHash(model->params()) != want_hash) {
     bad = DataLoss("state from " + source + " does not match its hash");
-  } else if (want_round < 0 ? sgd->step() != 0 : sgd->step() > want_round + 1) {
+  } else if (want_round < 0 ? sgd->step() != 0 : sgd->step() - 1 > want_round) {
     // One optimizer step per applied round at most (the hash does not cover it).
     bad = DataLoss("state from " + source + ": optimizer step " + std::to_string(sgd->step()) +
                    " is impossible after round " + std::to_string(want_round));
   }
   if (bad.ok()) return OkStatus();
-  Status restored = models::DecodeCheckpoint(own, "own state", model, sgd);
+  std::copy(own_params.begin(), own_params.end(), model->params().begin());
+  Status restored = sgd->Restore(own_step, own_velocity);
   if (!restored.ok()) return restored.WithContext(bad.ToString());
   return bad;
 }

@@ -92,7 +92,8 @@ struct ModelTrainerOptions {
 // the most members; ties go to the later round. One member claiming a
 // far-ahead round cannot win against two that agree. Members without
 // progress (last_round < 0: restarted) vote only when no member has any, so
-// restarted agents never roll the survivors back to the initial state.
+// restarted agents never roll the survivors back to the initial state; a
+// last_round beyond 2^32 - 1 (rounds are 32-bit) never votes.
 std::pair<int64_t, uint64_t> AgreedState(std::span<const int64_t> last_round, std::span<const uint64_t> hash);
 
 // Installs a state answer [i64 last_round][u64 hash][checkpoint] from

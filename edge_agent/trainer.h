@@ -42,7 +42,9 @@ class Trainer {
   virtual std::optional<double> ReportedComputeMs() { return std::nullopt; }
   // Called repeatedly (from the compute thread) while the agent has no
   // partition queued, reading or computing; training uses it to take part
-  // in rounds it has no samples for. Must return within a few ms.
+  // in rounds it has no samples for. Returns within a few ms unless it
+  // takes part in a round (ModelTrainer: then bounded by its ring, state and
+  // view timeouts, and ended early by its stop flag).
   virtual void Idle() {}
 };
 

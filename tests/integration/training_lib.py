@@ -49,8 +49,10 @@ def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, mode
     byz = BYZ.format(kind=byzantine, scale=scale) if byzantine else ""
     text = SPEC.format(batch=batch, iterations=iterations, model=model, aggregation=aggregation, lr=lr,
                        honest=honest, byzantine=byz + extra_nodes)
-    text = text.replace("min_batch: 8,", f"min_batch: {min_batch},{training_extra}")
-    text = text.replace("placement: {kind: shards, replication: 1}", f"placement: {placement}")
+    for old, new in (("min_batch: 8,", f"min_batch: {min_batch},{training_extra}"),
+                     ("placement: {kind: shards, replication: 1}", f"placement: {placement}")):
+        assert old in text, f"training_lib.SPEC no longer contains {old!r}: the option would be ignored"
+        text = text.replace(old, new)
     with open(spec, "w") as f:
         f.write(text)
     out = os.path.join(tmp, "out")

@@ -120,6 +120,18 @@ TEST_CASE("restarted members (round -1) never outvote a member with progress") {
   CHECK(AgreedState(r, h) == P{41, 7});
 }
 
+TEST_CASE("a last_round no 32-bit ring round can have never wins the tie") {
+  using P = std::pair<int64_t, uint64_t>;
+  // Two members: an impossible "later round" would otherwise win the tie,
+  // and the agent would then treat every partition as already all-reduced.
+  std::vector<int64_t> r{5, std::numeric_limits<int64_t>::max()};
+  std::vector<uint64_t> h{1, 2};
+  CHECK(AgreedState(r, h) == P{5, 1});
+  r = {-1, int64_t{1} << 40};
+  h = {99, 3};
+  CHECK(AgreedState(r, h) == P{-1, 99});
+}
+
 namespace {
 std::unique_ptr<models::Model> SmallModel(uint64_t seed) {
   models::ModelOptions o;
@@ -188,6 +200,11 @@ TEST_CASE("AdoptState installs a matching state and leaves a bad one out entirel
     CHECK(AdoptState(Answer(2, want, flipped), 2, want, "node 1", me.get(), &msgd).code() ==
           StatusCode::kDataLoss);
     unchanged();
+  }
+  SECTION("a huge agreed round does not overflow the step bound") {
+    Status st = AdoptState(Answer(std::numeric_limits<int64_t>::max(), want, good),
+                           std::numeric_limits<int64_t>::max(), want, "node 1", me.get(), &msgd);
+    CHECK(st.ok());  // (AgreedState never agrees on it; the bound itself must not overflow)
   }
   SECTION("the agreed state is installed") {
     REQUIRE(AdoptState(Answer(2, want, good), 2, want, "node 1", me.get(), &msgd).ok());
