@@ -407,9 +407,33 @@ StatusOr<PlanRequest> SchedulerState::BuildPlanRequest() const {
     w.max_batch = std::min(spec_.MaxBatch(n), b);
     w.min_batch = std::min(min_batch, w.max_batch);
     w.local_available = sampler_.available(n);
+    // Without replication a sample has one holder, so what a live worker
+    // holds nobody else does; with replicas see FillExclusiveAvailable.
+    if (placement_.replication() == 1) w.exclusive_available = w.local_available;
     req.workers.push_back(w);
   }
   return req;
+}
+
+void SchedulerState::FillExclusiveAvailable(PlanRequest& req) const {
+  std::vector<int64_t> exclusive(static_cast<size_t>(spec_.num_nodes()), 0);
+  for (uint64_t id = 0; id < static_cast<uint64_t>(sampler_.num_samples()); ++id) {
+    if (sampler_.state(id) != EpochSampler::SampleState::kPooled) continue;
+    int32_t only = -1;
+    int live_holders = 0;
+    for (int32_t h : placement_.Holders(id)) {
+      if (alive_[h]) {
+        only = h;
+        ++live_holders;
+      }
+    }
+    if (live_holders == 1) ++exclusive[static_cast<size_t>(only)];
+  }
+  for (WorkerInput& w : req.workers) {
+    if (w.node >= 0 && w.node < spec_.num_nodes()) {
+      w.exclusive_available = std::min(w.local_available, exclusive[static_cast<size_t>(w.node)]);
+    }
+  }
 }
 
 StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {

@@ -95,6 +95,12 @@ class SchedulerState {
   // The request ProposeIteration would give the policy now, or an error
   // when nothing is plannable.
   StatusOr<PlanRequest> BuildPlanRequest() const;
+  // Sets workers[i].exclusive_available of a request built by
+  // BuildPlanRequest: pooled samples of this epoch the worker caches and no
+  // other live node does (what bound-epoch needs with replication > 1).
+  // O(samples · replication); BuildPlanRequest fills it itself without
+  // replication and leaves -1 (unknown) otherwise.
+  void FillExclusiveAvailable(PlanRequest& req) const;
 
   // Queries.
   const ClusterSpec& spec() const { return spec_; }

@@ -75,7 +75,10 @@ double Simulator::BoundForRequest() {
   if (!req.ok()) return -1;
   for (sched::WorkerInput& w : req->workers) w.cost = sched::PriorFromSpec(spec_, w.node);
   if (req->epoch != bound_epoch_last_) {
-    // bound-epoch once per epoch, at its first plannable iteration.
+    // bound-epoch once per epoch, at its first plannable iteration; with
+    // replicas it needs each node's exclusive share (a replicated sample
+    // can be drained by either holder).
+    if (driver_->state().placement().replication() > 1) driver_->state().FillExclusiveAvailable(*req);
     auto e = sched::EpochBoundMs(*req);
     if (e.ok()) {
       bound_epoch_last_ = req->epoch;

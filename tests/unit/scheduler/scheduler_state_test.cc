@@ -149,3 +149,56 @@ TEST_CASE("SchedulerState: plan requests shrink at the end of an epoch", "[state
   CHECK_FALSE(blocked->update.has_value());
   CHECK(blocked->blocked_reason.find("in flight") != std::string::npos);
 }
+
+TEST_CASE("SchedulerState: exclusive availability follows replicas and liveness", "[state]") {
+  for (int replication : {1, 2}) {
+    auto s =
+        SchedulerState::Create(SmallSpec(120, replication, 24, 4), std::make_unique<FakePolicy>(false), {});
+    REQUIRE(s.ok());
+    SchedulerState& st = **s;
+    for (int n = 0; n < 4; ++n) REQUIRE(st.Apply(Reg(n, n + 1)).ok());
+    auto req = st.BuildPlanRequest();
+    REQUIRE(req.ok());
+    // Brute force: pooled samples whose only live holder is the worker.
+    auto expected = [&](int node) {
+      int64_t count = 0;
+      for (uint64_t id = 0; id < 120; ++id) {
+        int live = 0;
+        bool mine = false;
+        for (int32_t h : st.placement().Holders(id)) {
+          live += st.alive(h) ? 1 : 0;
+          mine = mine || h == node;
+        }
+        count += (mine && live == 1) ? 1 : 0;
+      }
+      return count;
+    };
+    for (const auto& w : req->workers) {
+      if (replication == 1) {
+        CHECK(w.exclusive_available == w.local_available);
+      } else {
+        CHECK(w.exclusive_available == -1);  // unknown until filled
+      }
+    }
+    st.FillExclusiveAvailable(*req);
+    for (const auto& w : req->workers) CHECK(w.exclusive_available == expected(w.node));
+    if (replication == 2) {
+      for (const auto& w : req->workers)
+        CHECK(w.exclusive_available == 0);  // every sample has 2 live holders
+      loft::v1::StateUpdate dead;
+      dead.mutable_worker_dead()->set_node(1);
+      dead.mutable_worker_dead()->set_view(10);
+      REQUIRE(st.Apply(dead).ok());
+      auto after = st.BuildPlanRequest();
+      REQUIRE(after.ok());
+      st.FillExclusiveAvailable(*after);
+      int64_t total = 0;
+      for (const auto& w : after->workers) {
+        CHECK(w.exclusive_available == expected(w.node));
+        total += w.exclusive_available;
+      }
+      // Node 1's samples now have one live holder each.
+      CHECK(total == static_cast<int64_t>(st.placement().SamplesOf(1).size()));
+    }
+  }
+}
