@@ -1,7 +1,10 @@
 #include "edge_agent/zmq_transport.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstring>
+#include <random>
 
 #include "core/zmq_util.h"
 
@@ -15,7 +18,28 @@ uint64_t LoadTag(const zmq::message_t& m) {
   return t;
 }
 
+// 128 random bits as hex (a connection's routing id suffix; not a seedable
+// simulation input: it only has to be unguessable).
+std::string RandomNonce() {
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
+  return out;
+}
+
 }  // namespace
+
+int RankOfRoutingId(std::string_view id) {
+  const size_t slash = id.find('/');
+  const std::string_view digits = id.substr(0, slash);
+  if (digits.empty() || digits.size() > 9 || slash + 1 == id.size()) return -1;
+  int rank = 0;
+  for (char ch : digits) {
+    if (ch < '0' || ch > '9') return -1;
+    rank = rank * 10 + (ch - '0');
+  }
+  return rank;
+}
 
 StatusOr<std::unique_ptr<ZmqTransport>> ZmqTransport::Create(zmq::context_t* ctx,
                                                              ZmqTransportOptions options) {
@@ -60,7 +84,11 @@ Status ZmqTransport::SetPeers(const std::map<int, std::string>& endpoints) {
     SocketOptions so;
     so.max_message_bytes = options_.max_message_bytes;
     so.send_hwm = 100000;
-    so.routing_id = std::to_string(options_.rank);
+    // "<rank>/<random>": unique per connection, and secret under CURVE (sent
+    // encrypted in the handshake). With the bare rank as routing id, a
+    // listed key claiming that id took it over (router_handover) and got
+    // this rank's request answers; a restarted agent gets a fresh id.
+    so.routing_id = std::to_string(options_.rank) + "/" + RandomNonce();
     if (options_.curve_own) {
       if (options_.public_keys[static_cast<size_t>(r)].empty())
         return Unavailable("ring transport: no CURVE public key for rank " + std::to_string(r));
@@ -107,12 +135,7 @@ Status ZmqTransport::Pump(int64_t timeout_ms) {
       }
       // Malformed messages (not [tag][payload], or an unknown sender) are dropped.
       if (frames.size() != 2 || frames[0].size() != 8) continue;
-      int from = -1;
-      try {
-        from = std::stoi(id.to_string());
-      } catch (...) {
-        continue;
-      }
+      const int from = RankOfRoutingId(id.to_string());
       if (from < 0 || from >= options_.world_size) continue;
       if (options_.curve_own &&
           FrameProperty(frames[0], "User-Id") != options_.rank_names[static_cast<size_t>(from)]) {

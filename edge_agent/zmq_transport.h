@@ -1,6 +1,7 @@
 // ZmqTransport: the ZeroMQ implementation of models::Transport used by the
 // agents' ring all-reduce. One ROUTER per rank bound on its ring endpoint;
-// one DEALER per peer (routing id = this rank as decimal text) connected on
+// one DEALER per peer (routing id = "<rank>/<128-bit random hex>", unique
+// per connection so no one can take over another's id) connected on
 // demand to the endpoint given by SetPeers. Send = two frames
 // [8-byte tag little-endian][payload] on the DEALER to `to` (non-blocking:
 // a full queue gives Unavailable). Recv polls the ROUTER, buffers messages
@@ -33,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 #include <zmq.hpp>
@@ -57,6 +59,10 @@ struct ZmqTransportOptions {
   std::vector<std::string> public_keys;
   std::vector<std::string> rank_names;
 };
+
+// The rank of a DEALER routing id "<rank>/<nonce>" (or a bare "<rank>");
+// -1 if malformed.
+int RankOfRoutingId(std::string_view id);
 
 class ZmqTransport final : public models::Transport {
  public:

@@ -4,6 +4,7 @@
 // DeadlineExceeded.
 #include "edge_agent/zmq_transport.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
@@ -260,4 +261,59 @@ TEST_CASE("an abort check ends a waiting Request early (shutdown, or the holder 
   auto ans = ts[0]->Request(1, loft::models::MakeTag(3, 4, 0xFD), body, 20000);
   CHECK(ans.status().code() == loft::StatusCode::kAborted);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}
+
+TEST_CASE("CURVE ring: a listed key claiming another rank's routing id cannot take over its replies") {
+  // node-2's (listed) key connects to rank 0 claiming routing id "1" and
+  // stays connected. Rank 1's state request to rank 0 must still be
+  // answered to rank 1 (not routed to the impostor's connection).
+  auto c = MakeCurveRing(3);
+  c->ts[0]->SetRequestHandler(0xFD, [](int from, uint64_t, std::span<const std::byte>) {
+    return std::vector<std::byte>{static_cast<std::byte>(from), std::byte{42}};
+  });
+  const std::byte body[1] = {std::byte{1}};
+  std::atomic<bool> serving{true};
+  std::thread server([&] {
+    while (serving) (void)c->ts[0]->Poll(20);
+  });
+  // Rank 1's connection to rank 0 is up and answered before the impostor comes.
+  auto first = c->ts[1]->Request(0, loft::models::MakeTag(2, 1, 0xFD), body, 5000);
+  REQUIRE(first.ok());
+
+  zmq::socket_t imp(c->ctx, zmq::socket_type::dealer);
+  imp.set(zmq::sockopt::linger, 0);
+  imp.set(zmq::sockopt::routing_id, "1");
+  imp.set(zmq::sockopt::curve_publickey, c->keys[2].public_key);
+  imp.set(zmq::sockopt::curve_secretkey, c->keys[2].secret_key);
+  imp.set(zmq::sockopt::curve_serverkey, c->keys[0].public_key);
+  imp.connect(c->ts[0]->endpoint());
+  // Make sure the impostor's handshake completed (it is a listed key).
+  const uint64_t t = loft::models::MakeTag(2, 9, 7);
+  unsigned char tb[8];
+  for (int i = 0; i < 8; ++i) tb[i] = static_cast<unsigned char>(t >> (8 * i));
+  imp.send(zmq::buffer(tb, 8), zmq::send_flags::sndmore);
+  imp.send(zmq::str_buffer("x"), zmq::send_flags::none);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+
+  auto ans = c->ts[1]->Request(0, loft::models::MakeTag(2, 2, 0xFD), body, 3000);
+  serving = false;
+  server.join();
+  INFO(ans.status().ToString());
+  REQUIRE(ans.ok());
+  CHECK(*ans == std::vector<std::byte>{std::byte{1}, std::byte{42}});
+  // The impostor received nothing.
+  zmq::message_t m;
+  CHECK_FALSE(imp.recv(m, zmq::recv_flags::dontwait));
+}
+
+TEST_CASE("ring routing ids: rank/nonce or a bare rank; anything else is malformed") {
+  using loft::agent::RankOfRoutingId;
+  CHECK(RankOfRoutingId("3/0a1b2c") == 3);
+  CHECK(RankOfRoutingId("12") == 12);
+  CHECK(RankOfRoutingId("") == -1);
+  CHECK(RankOfRoutingId("/abc") == -1);
+  CHECK(RankOfRoutingId("3/") == -1);
+  CHECK(RankOfRoutingId("1abc") == -1);  // std::stoi used to read this as rank 1
+  CHECK(RankOfRoutingId("-1/x") == -1);
+  CHECK(RankOfRoutingId("99999999999/x") == -1);
 }
