@@ -246,6 +246,12 @@ Status Reduce(const ReducerOptions& options, std::span<const std::span<const flo
     }
     if (!(sum > 0)) return InvalidArgument(name + ": weights sum to zero");
     w.assign(weights.begin(), weights.end());
+    if (!std::isfinite(sum)) {
+      // Finite weights whose sum overflows: rescale (same ratios) so that
+      // w_i / sum w does not become 0 for every input.
+      const double mx = *std::max_element(w.begin(), w.end());
+      for (double& x : w) x /= mx;
+    }
   }
   // A zero weight means "no input" for every reducer (a member with no
   // samples this iteration): drop those inputs before reducing.

@@ -224,3 +224,13 @@ TEST_CASE("reducer input validation", "[reducers]") {
   CHECK(*ParseReducerKind("trimmed_mean") == ReducerKind::kTrimmedMean);
   CHECK(!ParseReducerKind("avg").ok());
 }
+
+TEST_CASE("finite weights whose sum overflows still give the weighted result", "[reducers]") {
+  // Two workers claiming b = 1e308 (self-reported, finite): the sum is +Inf,
+  // which used to turn every coefficient into 0 and the mean into 0.
+  const auto in = Col({1, 3, 100});
+  const std::vector<double> w{1e308, 1e308, 1};
+  CHECK(Run(Opt(ReducerKind::kMean), in, w)[0] == Approx(2));
+  CHECK(Run(Opt(ReducerKind::kWeightedMean), in, w)[0] == Approx(2));
+  CHECK(Run(Opt(ReducerKind::kMedian), in, w)[0] == Approx(2).margin(1));
+}
