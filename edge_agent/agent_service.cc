@@ -161,6 +161,15 @@ SchedulerEffects AgentService::HandleScheduler(std::string_view frame, size_t ex
   switch (env->body_case()) {
     case E::kRegisterReply: {
       std::lock_guard lock(mu_);
+      const uint64_t job = env->register_reply().job();
+      if (job_ != 0 && job != 0 && job != job_) {
+        fx.new_job = fmt::format(
+            "the scheduler runs a new job ({:016x}; this agent registered for job {:016x}): exiting so that "
+            "the agent is restarted and starts the new job from fresh parameters",
+            job, job_);
+        break;
+      }
+      if (job != 0) job_ = job;
       node_ = env->register_reply().node();
       view_.set_view(env->register_reply().view());
       fx.registered = true;

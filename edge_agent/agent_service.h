@@ -71,6 +71,10 @@ struct SchedulerEffects {
   int credits_to_return = 0;               // CreditGrants to send after `to_scheduler`
   bool registered = false;                 // a RegisterReply arrived
   bool shutdown = false;
+  // A RegisterReply named a different job than the one this agent already
+  // registered for (a fresh scheduler journal): the agent must restart so
+  // that it trains the new job from fresh parameters. Holds the reason.
+  std::string new_job;
 };
 
 struct PeerInfo {
@@ -121,6 +125,7 @@ class AgentService {
 
   mutable std::mutex mu_;  // guards node_ and view_
   int32_t node_ = -1;
+  uint64_t job_ = 0;  // RegisterReply.job of the first registration (0 = none yet)
   v1::MembershipView view_;
 };
 

@@ -61,6 +61,7 @@ struct ZmqAgentServer::Impl {
   bool threads_stop = false;
   std::thread reader, computer;
   std::atomic<bool> stop{false};
+  Status fatal;                           // set by ServeScheduler when the agent must stop (a new job)
   std::atomic<bool> trainer_stop{false};  // ends a trainer's ring waits early at shutdown
 
   ~Impl() { StopThreads(); }
@@ -192,6 +193,10 @@ struct ZmqAgentServer::Impl {
         cv.notify_all();
       }
       shutdown = shutdown || fx.shutdown;
+      if (!fx.new_job.empty()) {
+        fatal = FailedPrecondition(fx.new_job);
+        break;
+      }
     }
     return shutdown;
   }
@@ -418,6 +423,10 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
     if (items[0].revents & ZMQ_POLLIN) m.ServePeer();
     if (m.has_scheduler && (items[1].revents & ZMQ_POLLIN))
       draining = m.ServeScheduler(&last_heard) || draining;
+    if (!m.fatal.ok()) {
+      result = m.fatal;
+      break;
+    }
     m.FlushReports();
     int64_t now = m.clock->NowMicros();
     if (m.has_scheduler) {

@@ -4,9 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <type_traits>
 
@@ -90,6 +92,8 @@ Status SchedulerService::Init(double now_ms) {
   jo.sync = opts_.journal_sync;
   LOFT_ASSIGN_OR_RETURN(journal_, sched::Journal::Open(opts_.journal_dir, jo));
   LOFT_ASSIGN_OR_RETURN(auto updates, journal_->ReadAll());
+  LOFT_ASSIGN_OR_RETURN(job_id_, LoadOrCreateJobId(updates.empty()));
+  so.job_id = job_id_;
   if (updates.empty()) {
     LOFT_ASSIGN_OR_RETURN(driver_, sched::JobDriver::Create(spec_, opts_.policy, so));
   } else {
@@ -107,6 +111,45 @@ Status SchedulerService::Init(double now_ms) {
   started_ms_ = now_ms;
   for (auto& n : nodes_) n.last_seen_ms = now_ms;
   return OkStatus();
+}
+
+StatusOr<uint64_t> SchedulerService::LoadOrCreateJobId(bool fresh_journal) {
+  const fs::path path = fs::path(opts_.journal_dir) / "job_id";
+  if (!fresh_journal) {
+    std::ifstream in(path);
+    if (!in) {
+      spdlog::warn("journal {} has no job_id file (written by an older scheduler); using job id 1",
+                   opts_.journal_dir);
+      return uint64_t{1};
+    }
+    std::string text;
+    in >> text;
+    uint64_t id = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id, 16);
+    if (ec != std::errc() || end != text.data() + text.size() || id == 0) {
+      return DataLoss(
+          fmt::format("{}: job id '{}' is not a non-zero hexadecimal number", path.string(), text));
+    }
+    return id;
+  }
+  // A fresh job: a random id, so agents that trained an earlier job with
+  // this journal directory notice the new one.
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (uint64_t{rd()} << 32) ^ rd();
+  const fs::path tmp = fs::path(opts_.journal_dir) / "job_id.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << fmt::format("{:016x}\n", id);
+    out.flush();
+    if (!out) return IOError(fmt::format("cannot write {}", tmp.string()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec)
+    return IOError(fmt::format("cannot rename {} to {}: {}", tmp.string(), path.string(), ec.message()));
+  spdlog::info("new job {:016x} (journal {})", id, opts_.journal_dir);
+  return id;
 }
 
 int64_t SchedulerService::target_iterations() const {
@@ -346,6 +389,7 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerIn
   r->set_node(node);
   r->set_view(driver_->state().view());
   r->set_job_config_yaml(spec_text_);
+  r->set_job(job_id_);
   view_dirty_ = true;
   return OkStatus();
 }

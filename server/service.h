@@ -71,6 +71,8 @@ class SchedulerService {
   // True once the configured number of iterations has completed.
   bool finished() const { return finished_; }
   const sched::JobDriver& driver() const { return *driver_; }
+  // The job's id (RegisterReply.job, Partition.job).
+  uint64_t job_id() const { return job_id_; }
   // Largest number of partitions ever in flight (sent, not finished) to `node`.
   int64_t max_in_flight(int32_t node) const { return nodes_[node].max_in_flight; }
 
@@ -148,7 +150,11 @@ class SchedulerService {
   double finished_ms_ = 0;
   bool started_ = false;  // first iteration planned (this process or journal)
   bool finished_ = false;
+  StatusOr<uint64_t> LoadOrCreateJobId(bool fresh_journal);
   bool recovered_ = false;
+  // The job's id (RegisterReply.job, Partition.job): random for a fresh
+  // journal, read back from journal_dir/job_id after a restart.
+  uint64_t job_id_ = 1;
   bool resent_after_recovery_ = false;
   bool view_dirty_ = false;
   std::string last_blocked_;

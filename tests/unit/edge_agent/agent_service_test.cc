@@ -329,3 +329,29 @@ TEST_CASE("A local record corrupted underneath the cache fails the partition") {
   REQUIRE(pr.header.has_error());
   CHECK(pr.header.error().code() == static_cast<int>(StatusCode::kDataLoss));
 }
+
+TEST_CASE("A registration reply for a different job asks the agent to restart") {
+  Fixture fx;
+  AgentService svc = fx.Service();
+  auto reply = [](int32_t node, uint64_t job) {
+    v1::Envelope env = Registered(node);
+    env.mutable_register_reply()->set_job(job);
+    return env;
+  };
+  SchedulerEffects first = svc.HandleScheduler(Frame(reply(0, 0xabc)), 0);
+  CHECK(first.registered);
+  CHECK(first.new_job.empty());
+  // The same job again (the scheduler restarted from its journal, or the
+  // agent re-registered after a timeout): nothing to do.
+  SchedulerEffects again = svc.HandleScheduler(Frame(reply(1, 0xabc)), 0);
+  CHECK(again.new_job.empty());
+  CHECK(svc.node() == 1);
+  // An old scheduler that sends no job id is not a new job either.
+  CHECK(svc.HandleScheduler(Frame(reply(1, 0)), 0).new_job.empty());
+  // A fresh journal: a different job. The reply is not adopted.
+  SchedulerEffects other = svc.HandleScheduler(Frame(reply(2, 0xdef)), 0);
+  CHECK_FALSE(other.registered);
+  CHECK(other.new_job.find("new job") != std::string::npos);
+  CHECK(other.new_job.find("0000000000000def") != std::string::npos);
+  CHECK(svc.node() == 1);
+}

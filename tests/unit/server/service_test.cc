@@ -255,3 +255,34 @@ TEST_CASE("authenticated peers speak only for their own node; unexpected message
   CHECK(Send(*s, bogus, 2, nullptr, ok).ok());
   CHECK(Status(*s, 2)["ledger"]["acks_ignored"] == 1);
 }
+
+TEST_CASE("the job id is random per fresh journal, kept across restarts, and sent to agents") {
+  Fixture f;
+  uint64_t first = 0;
+  {
+    auto s = f.Make();
+    first = s->job_id();
+    CHECK(first != 0);
+    loft::v1::Envelope reply;
+    REQUIRE(Send(*s, Register("edge-0", 2), 0, &reply).ok());
+    CHECK(reply.register_reply().job() == first);
+    REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
+    REQUIRE(s->Tick(1).ok());  // plans and journals an iteration
+    const auto sent = f.transport.Assignments(-1);
+    REQUIRE_FALSE(sent.empty());
+    for (const auto& p : sent) CHECK(p.job() == first);
+  }
+  {
+    auto s = f.Make(10);  // recovered from the journal: the same job
+    CHECK(s->job_id() == first);
+  }
+  // A corrupt job_id file is an error naming it, not a silent new job.
+  std::ofstream(f.dir / "journal" / "job_id", std::ios::trunc) << "not-hex\n";
+  auto bad = SchedulerService::Create(f.opts, f.spec, &f.transport, &f.registry, 20);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("job_id") != std::string::npos);
+  // A fresh journal directory: a new job.
+  fs::remove_all(f.dir / "journal");
+  auto fresh = f.Make(30);
+  CHECK(fresh->job_id() != first);
+}
