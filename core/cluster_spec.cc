@@ -68,15 +68,17 @@ class SpecReader {
 
 #define RET(expr) LOFT_RETURN_IF_ERROR(expr)
 
-Status Positive(const SpecReader& r, const YAML::Node& parent, const char* key,
-                const std::string& path, double v) {
-  if (!(v > 0)) return r.Error(parent[key].IsDefined() ? parent[key] : parent, path + "." + key, "must be > 0");
+Status Positive(const SpecReader& r, const YAML::Node& parent, const char* key, const std::string& path,
+                double v) {
+  if (!(v > 0))
+    return r.Error(parent[key].IsDefined() ? parent[key] : parent, path + "." + key, "must be > 0");
   return OkStatus();
 }
 
-Status NonNegative(const SpecReader& r, const YAML::Node& parent, const char* key,
-                   const std::string& path, double v) {
-  if (!(v >= 0)) return r.Error(parent[key].IsDefined() ? parent[key] : parent, path + "." + key, "must be >= 0");
+Status NonNegative(const SpecReader& r, const YAML::Node& parent, const char* key, const std::string& path,
+                   double v) {
+  if (!(v >= 0))
+    return r.Error(parent[key].IsDefined() ? parent[key] : parent, path + "." + key, "must be >= 0");
   return OkStatus();
 }
 
@@ -102,8 +104,8 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   bool placement_seed_set = false;
   if (YAML::Node t = root["training"]; t.IsDefined()) {
     RET(r.CheckKeys(t, "training",
-                    {"global_batch", "min_batch", "iterations", "overlap", "seed", "model",
-                     "aggregation", "learning_rate", "momentum", "lr_schedule"}));
+                    {"global_batch", "min_batch", "iterations", "overlap", "seed", "model", "aggregation",
+                     "learning_rate", "momentum", "lr_schedule"}));
     auto& tr = spec.training;
     RET(r.Get(t, "global_batch", "training", &tr.global_batch));
     RET(r.Get(t, "min_batch", "training", &tr.min_batch));
@@ -118,9 +120,10 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     if (tr.min_batch < 0) return r.Error(t["min_batch"], "training.min_batch", "must be >= 0");
     if (tr.iterations < 0) return r.Error(t["iterations"], "training.iterations", "must be >= 0");
     if (tr.model != "none" && tr.model != "softmax" && tr.model != "mlp")
-      return r.Error(t["model"], "training.model", "must be one of none, softmax, mlp (got '" + tr.model + "')");
-    static const std::set<std::string> kAgg = {"mean", "weighted_mean", "median", "trimmed_mean",
-                                               "krum", "centered_clip"};
+      return r.Error(t["model"], "training.model",
+                     "must be one of none, softmax, mlp (got '" + tr.model + "')");
+    static const std::set<std::string> kAgg = {"mean",         "weighted_mean", "median",
+                                               "trimmed_mean", "krum",          "centered_clip"};
     if (!kAgg.count(tr.aggregation))
       return r.Error(t["aggregation"], "training.aggregation",
                      "must be one of mean, weighted_mean, median, trimmed_mean, krum, centered_clip (got '" +
@@ -157,8 +160,7 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   // nodes
   YAML::Node nodes = root["nodes"];
   if (!nodes.IsDefined() || nodes.IsNull()) return r.Error(root, "nodes", "is required");
-  if (!nodes.IsSequence() || nodes.size() == 0)
-    return r.Error(nodes, "nodes", "must be a non-empty list");
+  if (!nodes.IsSequence() || nodes.size() == 0) return r.Error(nodes, "nodes", "must be a non-empty list");
   std::set<std::string> names;
   for (size_t i = 0; i < nodes.size(); ++i) {
     YAML::Node n = nodes[i];
@@ -172,7 +174,8 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     if (base.name.empty()) return r.Error(n, path + ".name", "is required");
     for (char c : base.name) {
       if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
-        return r.Error(n["name"], path + ".name", "may contain only letters, digits, '-', '_' and '.' (got '" + base.name + "')");
+        return r.Error(n["name"], path + ".name",
+                       "may contain only letters, digits, '-', '_' and '.' (got '" + base.name + "')");
     }
     base.group = base.name;
     int64_t count = 1;
@@ -238,10 +241,14 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     }
     std::string byz = "none";
     RET(r.Get(n, "byzantine", path, &byz));
-    if (byz == "none") base.byzantine = ByzantineKind::kNone;
-    else if (byz == "sign_flip") base.byzantine = ByzantineKind::kSignFlip;
-    else if (byz == "random") base.byzantine = ByzantineKind::kRandom;
-    else if (byz == "nan") base.byzantine = ByzantineKind::kNaN;
+    if (byz == "none")
+      base.byzantine = ByzantineKind::kNone;
+    else if (byz == "sign_flip")
+      base.byzantine = ByzantineKind::kSignFlip;
+    else if (byz == "random")
+      base.byzantine = ByzantineKind::kRandom;
+    else if (byz == "nan")
+      base.byzantine = ByzantineKind::kNaN;
     else
       return r.Error(n["byzantine"], path + ".byzantine",
                      "must be one of none, sign_flip, random, nan (got '" + byz + "')");
@@ -263,11 +270,15 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     RET(r.CheckKeys(p, "placement", {"kind", "replication", "skew", "shares", "seed"}));
     std::string kind = "shards";
     RET(r.Get(p, "kind", "placement", &kind));
-    if (kind == "shards") spec.placement.kind = PlacementKind::kShards;
-    else if (kind == "zipf") spec.placement.kind = PlacementKind::kZipf;
-    else if (kind == "explicit") spec.placement.kind = PlacementKind::kExplicit;
+    if (kind == "shards")
+      spec.placement.kind = PlacementKind::kShards;
+    else if (kind == "zipf")
+      spec.placement.kind = PlacementKind::kZipf;
+    else if (kind == "explicit")
+      spec.placement.kind = PlacementKind::kExplicit;
     else
-      return r.Error(p["kind"], "placement.kind", "must be one of shards, zipf, explicit (got '" + kind + "')");
+      return r.Error(p["kind"], "placement.kind",
+                     "must be one of shards, zipf, explicit (got '" + kind + "')");
     RET(r.Get(p, "replication", "placement", &spec.placement.replication));
     RET(r.Get(p, "skew", "placement", &spec.placement.skew));
     if (p["seed"].IsDefined()) {
@@ -356,7 +367,8 @@ StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text, const std::
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::ParserException& e) {
-    return InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
+    return InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) +
+                           ": YAML syntax error: " + e.msg);
   } catch (const YAML::Exception& e) {
     return InvalidArgument(source_name + ": YAML error: " + e.what());
   }

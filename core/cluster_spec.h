@@ -41,7 +41,7 @@ struct TrainingSpec {
   int64_t iterations = 300;
   bool overlap = true;
   uint64_t seed = 7;
-  std::string model = "none";  // none | softmax | mlp
+  std::string model = "none";        // none | softmax | mlp
   std::string aggregation = "mean";  // mean | weighted_mean | median | trimmed_mean | krum | centered_clip
   double learning_rate = 0.05;
   double momentum = 0.9;
@@ -87,8 +87,8 @@ struct FailureSpec {
 enum class ByzantineKind { kNone, kSignFlip, kRandom, kNaN };
 
 struct NodeSpec {
-  std::string name;      // expanded name, unique
-  std::string group;     // the spec entry's name before expansion
+  std::string name;   // expanded name, unique
+  std::string group;  // the spec entry's name before expansion
   ComputeSpec compute;
   std::vector<SlowdownSpec> slowdowns;
   DiskSpec disk;
