@@ -158,15 +158,49 @@ Plan EvaluateShuffle(const PlanRequest& req, Plan plan) {
   return plan;
 }
 
+namespace {
+// node id -> index in req.workers (-1: not a live worker). Node ids are
+// usually indexes into the expanded cluster spec (a flat table); the C API
+// lets callers pick any non-negative id, so sparse ids use a sorted table.
+class NodeIndex {
+ public:
+  explicit NodeIndex(const std::vector<WorkerInput>& workers) {
+    int32_t max_node = 0;
+    for (const WorkerInput& w : workers) max_node = std::max(max_node, w.node);
+    if (static_cast<size_t>(max_node) <= 4 * workers.size() + 64) {
+      flat_.assign(static_cast<size_t>(max_node) + 1, -1);
+      for (size_t i = 0; i < workers.size(); ++i) {
+        if (workers[i].node >= 0) flat_[static_cast<size_t>(workers[i].node)] = static_cast<int32_t>(i);
+      }
+    } else {
+      sorted_.reserve(workers.size());
+      for (size_t i = 0; i < workers.size(); ++i)
+        sorted_.emplace_back(workers[i].node, static_cast<int32_t>(i));
+      std::sort(sorted_.begin(), sorted_.end());
+    }
+  }
+  int32_t Find(int32_t node) const {
+    if (!flat_.empty() || sorted_.empty()) {
+      return node >= 0 && static_cast<size_t>(node) < flat_.size() ? flat_[static_cast<size_t>(node)] : -1;
+    }
+    auto it = std::lower_bound(sorted_.begin(), sorted_.end(), std::make_pair(node, int32_t{-1}));
+    return it != sorted_.end() && it->first == node ? it->second : -1;
+  }
+
+ private:
+  std::vector<int32_t> flat_;
+  std::vector<std::pair<int32_t, int32_t>> sorted_;
+};
+}  // namespace
+
 void EvaluateLocalityPlan(const PlanRequest& req, Plan& plan) {
-  std::unordered_map<int32_t, size_t> index;
-  index.reserve(req.workers.size() * 2);
-  for (size_t i = 0; i < req.workers.size(); ++i) index.emplace(req.workers[i].node, i);
+  const NodeIndex index(req.workers);
+  auto find = [&](int32_t peer) { return index.Find(peer); };
   std::vector<double> served(req.workers.size(), 0.0);
   for (const WorkerPlan& wp : plan.workers) {
     for (const auto& [peer, count] : wp.remote_from) {
-      auto it = index.find(peer);
-      if (it != index.end()) served[it->second] += static_cast<double>(count);
+      const int32_t k = find(peer);
+      if (k >= 0) served[static_cast<size_t>(k)] += static_cast<double>(count);
     }
   }
   plan.makespan_ms = 0;
@@ -174,9 +208,10 @@ void EvaluateLocalityPlan(const PlanRequest& req, Plan& plan) {
     WorkerPlan& wp = plan.workers[i];
     double floor_ms = 0;
     for (const auto& [peer, count] : wp.remote_from) {
-      auto it = index.find(peer);
-      if (it == index.end() || count <= 0) continue;
-      floor_ms = std::max(floor_ms, served[it->second] * req.workers[it->second].cost.uplink_per_sample_ms);
+      const int32_t k = find(peer);
+      if (k < 0 || count <= 0) continue;
+      floor_ms = std::max(floor_ms, served[static_cast<size_t>(k)] *
+                                        req.workers[static_cast<size_t>(k)].cost.uplink_per_sample_ms);
     }
     wp.predicted_ms = PredictMsWithUplink(req.workers[i].cost, static_cast<double>(wp.local),
                                           static_cast<double>(wp.remote), floor_ms, req.overlap);

@@ -244,6 +244,10 @@ StatusOr<Plan> LoftPolicy::PlanIteration(const PlanRequest& req) {
 
 StatusOr<Plan> LoftPolicy::PlanIteration(const PlanRequest& req, double makespan_hint_ms) {
   LOFT_RETURN_IF_ERROR(ValidatePlanRequest(req));
+  return PlanValidated(req, makespan_hint_ms);
+}
+
+StatusOr<Plan> LoftPolicy::PlanValidated(const PlanRequest& req, double makespan_hint_ms) {
   const int64_t big_b = req.global_batch;
   int64_t pool_total = 0;
   for (const WorkerInput& w : req.workers) pool_total += w.local_available;

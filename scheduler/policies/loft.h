@@ -45,6 +45,9 @@ class LoftPolicy final : public Policy {
   // hint > 0 is a makespan the fractional model reaches (e.g. the makespan
   // of a plan for a more constrained request); saves the doubling steps.
   StatusOr<Plan> PlanIteration(const PlanRequest& req, double makespan_hint_ms);
+  // The same for a request the caller has already validated
+  // (ValidatePlanRequest) — loft-epoch's capped copies of its own request.
+  StatusOr<Plan> PlanValidated(const PlanRequest& req, double makespan_hint_ms);
 };
 
 }  // namespace loft::sched

@@ -13,14 +13,20 @@ namespace {
 // Whether some serving peer's uplink time (Σ counts naming it × s/up) is
 // (within 0.1 %) the plan's makespan.
 bool UplinkBound(const PlanRequest& req, const Plan& plan) {
-  std::unordered_map<int32_t, int64_t> served;
+  // plan.workers is parallel to req.workers (checked by the caller's
+  // ValidatePlanRequest + loft); served counts by node id, sorted.
+  std::vector<std::pair<int32_t, int64_t>> served;
   for (const WorkerPlan& wp : plan.workers) {
-    for (const auto& [peer, count] : wp.remote_from) served[peer] += count;
+    for (const auto& [peer, count] : wp.remote_from) served.emplace_back(peer, count);
   }
+  if (served.empty()) return false;
+  std::sort(served.begin(), served.end());
   for (const WorkerInput& w : req.workers) {
-    auto it = served.find(w.node);
-    if (it == served.end()) continue;
-    if (static_cast<double>(it->second) * w.cost.uplink_per_sample_ms >= 0.999 * plan.makespan_ms)
+    auto it = std::lower_bound(served.begin(), served.end(), std::make_pair(w.node, int64_t{0}),
+                               [](const auto& a, const auto& b) { return a.first < b.first; });
+    int64_t s = 0;
+    for (; it != served.end() && it->first == w.node; ++it) s += it->second;
+    if (s > 0 && static_cast<double>(s) * w.cost.uplink_per_sample_ms >= 0.999 * plan.makespan_ms)
       return true;
   }
   return false;
@@ -77,9 +83,12 @@ StatusOr<Plan> LoftEpochPolicy::PlanIteration(const PlanRequest& req) {
     }
     // The alternative's caps are looser, so the first plan's makespan is
     // reachable by its fractional model: a bracket for the bisection.
-    StatusOr<Plan> plan = loft_.PlanIteration(capped, best.ok() ? best.value().makespan_ms : 0.0);
+    // `capped` differs from the validated `req` only in lower
+    // local_available (≥ 0) and exclusive_available = -1: still valid. The
+    // plan comes back evaluated (EvaluateLocalityPlan) on the same nodes,
+    // costs and overlap as `req`, so its makespan is req's.
+    StatusOr<Plan> plan = loft_.PlanValidated(capped, best.ok() ? best.value().makespan_ms : 0.0);
     if (!plan.ok()) continue;
-    EvaluateLocalityPlan(req, plan.value());
     if (!best.ok() || plan.value().makespan_ms < best.value().makespan_ms * (1 - margin_))
       best = std::move(plan);
   }

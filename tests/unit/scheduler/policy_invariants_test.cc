@@ -248,3 +248,34 @@ TEST_CASE("EvaluateShuffle expects local_available / unconsumed locality", "[pol
 
 }  // namespace
 }  // namespace loft::sched
+
+namespace loft::sched {
+TEST_CASE("locality plans do not depend on how sparse the node ids are", "[policy]") {
+  // The C API lets callers number workers freely; EvaluateLocalityPlan and
+  // loft-epoch map node ids to workers without assuming dense ids.
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    testing::InstanceOptions opt;
+    opt.heterogeneity = testing::Heterogeneity::kBoth;
+    const PlanRequest dense = testing::RandomInstance(seed, opt);
+    PlanRequest sparse = dense;
+    for (auto& w : sparse.workers) w.node = 1000003 * w.node + 7;
+    for (const char* name : {"loft", "loft-epoch"}) {
+      auto a = MakePolicy(name).value()->PlanIteration(dense);
+      auto b = MakePolicy(name).value()->PlanIteration(sparse);
+      REQUIRE(a.ok());
+      REQUIRE(b.ok());
+      CHECK(a->makespan_ms == Approx(b->makespan_ms).epsilon(1e-12));
+      REQUIRE(a->workers.size() == b->workers.size());
+      for (size_t i = 0; i < a->workers.size(); ++i) {
+        CHECK(a->workers[i].batch == b->workers[i].batch);
+        CHECK(a->workers[i].local == b->workers[i].local);
+        CHECK(a->workers[i].predicted_ms == Approx(b->workers[i].predicted_ms).epsilon(1e-12));
+        REQUIRE(a->workers[i].remote_from.size() == b->workers[i].remote_from.size());
+        for (size_t k = 0; k < a->workers[i].remote_from.size(); ++k) {
+          CHECK(1000003 * a->workers[i].remote_from[k].first + 7 == b->workers[i].remote_from[k].first);
+        }
+      }
+    }
+  }
+}
+}  // namespace loft::sched
