@@ -5,7 +5,7 @@
 // final accuracy and wall time. Prints one JSON object on stdout.
 //
 //   train_bench [--data DIR] [--epochs 8] [--batch 512] [--lr 0.1]
-//               [--momentum 0.9] [--seed 1] [--skip-train]
+//               [--momentum 0.9] [--schedule cosine|constant] [--seed 1] [--skip-train]
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
@@ -104,6 +104,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "batch size")->check(CLI::Range(1, 60000));
   app.add_option("--lr", lr, "peak learning rate (cosine schedule to 0)");
   app.add_option("--momentum", momentum, "SGD momentum");
+  std::string schedule = "cosine";
+  app.add_option("--schedule", schedule, "learning-rate schedule: constant | cosine (to 0)")
+      ->check(CLI::IsMember({"constant", "cosine"}));
   app.add_option("--seed", seed, "initialisation and shuffle seed");
   app.add_flag("--skip-train", skip_train, "skip the Fashion-MNIST training");
   app.add_flag("--skip-allreduce", skip_allreduce, "skip the in-memory all-reduce timing");
@@ -232,7 +235,7 @@ int main(int argc, char** argv) {
     SgdOptions so;
     so.learning_rate = lr;
     so.momentum = momentum;
-    so.schedule = LrSchedule::kCosine;
+    so.schedule = schedule == "constant" ? LrSchedule::kConstant : LrSchedule::kCosine;
     so.total_steps = steps_per_epoch * epochs;
     auto sgd = Sgd::Create(so, model.num_params());
     if (!sgd.ok()) {
@@ -275,15 +278,11 @@ int main(int argc, char** argv) {
     nlohmann::json& r = out["reference_training"];
     r["dataset"] = "fashion-mnist";
     r["model"] = model.name();
-    r["hyperparameters"] = {{"batch", batch},
-                            {"epochs", epochs},
-                            {"optimizer", "sgd"},
-                            {"learning_rate", lr},
-                            {"momentum", momentum},
-                            {"schedule", "cosine"},
-                            {"total_steps", so.total_steps},
-                            {"seed", seed},
-                            {"init", "he/xavier"}};
+    r["hyperparameters"] = {{"batch", batch},       {"epochs", epochs},
+                            {"schedule", schedule}, {"optimizer", "sgd"},
+                            {"learning_rate", lr},  {"momentum", momentum},
+                            {"schedule", "cosine"}, {"total_steps", so.total_steps},
+                            {"seed", seed},         {"init", "he/xavier"}};
     r["load_s"] = load_s;
     r["train_wall_s"] = train_s;
     r["train_cpu_s"] = train_cpu_s;  // excludes per-epoch evaluation, like train_wall_s
