@@ -68,7 +68,9 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   state_.assign(n, kPooled);
   pooled_bits_.assign((n + 63) / 64, ~uint64_t{0});
   if (n % 64 != 0) pooled_bits_.back() = (uint64_t{1} << (n % 64)) - 1;
-  origin_.assign(n, 0);
+  // Committing clears origins, so after a whole epoch origin_ is already
+  // all 0 (with_origin_ counts the non-zero entries).
+  if (origin_.size() != n || with_origin_ != 0) origin_.assign(n, 0);
   with_origin_ = 0;
   available_.assign(nodes, 0);
   node_order_.resize(nodes);  // keeps each list's capacity across epochs
@@ -126,6 +128,24 @@ void EpochSampler::Unpool(uint64_t id, int holder) {
   }
 }
 
+void EpochSampler::UnpoolTaken(std::span<const uint64_t> ids, int holder) {
+  if (trial_) {
+    trial_taken_.insert(trial_taken_.end(), ids.begin(), ids.end());
+  } else {
+    for (uint64_t id : ids) state_[id] = kTaken;
+  }
+  const auto count = static_cast<int64_t>(ids.size());
+  pooled_ -= count;
+  taken_ += count;
+  if (placement_->replication() == 1) {
+    available_[holder] -= count;
+  } else {
+    for (uint64_t id : ids) {
+      for (int32_t h : placement_->Holders(id)) --available_[h];
+    }
+  }
+}
+
 void EpochSampler::Pool(uint64_t id) {
   state_[id] = kPooled;
   SetPooledBit(id);
@@ -141,26 +161,33 @@ void EpochSampler::Pool(uint64_t id) {
 }
 
 int64_t EpochSampler::TakeHeldBy(int node, int64_t max_count, std::vector<uint64_t>& out) {
+  const size_t first = out.size();
   int64_t got = 0;
-  auto& behind = node_behind_[node];
-  auto& list = node_order_[node];
   TouchNodeCursor(node);
-  size_t& cursor = node_cursor_[node];
-  while (got < max_count) {
-    while (!behind.empty() && !IsPooled(order_[*behind.begin()])) EraseBehind(node, *behind.begin());
-    uint64_t id;
-    if (!behind.empty()) {
-      id = order_[*behind.begin()];
-      EraseBehind(node, *behind.begin());
-    } else {
-      while (cursor < list.size() && !IsPooled(list[cursor])) ++cursor;
-      if (cursor == list.size()) break;
-      id = list[cursor++];
-    }
-    Unpool(id, node);
+  // Pooled positions behind the cursor (returned samples) come first:
+  // they precede everything at or after it.
+  auto& behind = node_behind_[node];
+  while (got < max_count && !behind.empty()) {
+    const int64_t pos = *behind.begin();
+    EraseBehind(node, pos);
+    const uint64_t id = order_[pos];
+    if (!IsPooled(id)) continue;
+    ClearPooledBit(id);
     out.push_back(id);
     ++got;
   }
+  // Then the node's list from its cursor. The cursor ends just past the
+  // last id taken (or at the end of the list).
+  const auto& list = node_order_[node];
+  size_t& cursor = node_cursor_[node];
+  while (got < max_count && cursor < list.size()) {
+    const uint64_t id = list[cursor++];
+    if (!IsPooled(id)) continue;
+    ClearPooledBit(id);
+    out.push_back(id);
+    ++got;
+  }
+  UnpoolTaken(std::span<const uint64_t>(out).subspan(first), node);
   return got;
 }
 
@@ -268,45 +295,77 @@ int64_t EpochSampler::CountAssignable(const std::function<bool(uint64_t)>& assig
 }
 
 Status EpochSampler::MarkTaken(std::span<const uint64_t> ids) {
-  // Validate (same checks and messages as CheckIds) using the pooled
-  // bitmap as the "seen" mark: each valid id's bit is cleared as it is
-  // checked, so a pooled id whose bit is already clear is listed twice.
-  // On error the cleared bits are set again and nothing else changed.
+  return MarkTaken(ids, {});
+}
+
+Status EpochSampler::MarkTaken(std::span<const uint64_t> ids, std::span<const int32_t> holders) {
+  if (!holders.empty() && holders.size() != ids.size()) {
+    return InvalidArgument("take: " + std::to_string(holders.size()) + " holders for " +
+                           std::to_string(ids.size()) + " sample ids");
+  }
+  // One pass validates and takes; on an error the ids taken so far are
+  // put back (pooled bit, state, available), so nothing changed. The
+  // index maintenance that cannot be undone cheaply (behind sets, cursors)
+  // runs only after every id was accepted.
   const uint64_t n = state_.size();
+  const bool hinted = !holders.empty() && placement_->replication() == 1;
   for (size_t k = 0; k < ids.size(); ++k) {
     const uint64_t id = ids[k];
-    Status status = OkStatus();
-    if (id >= n) {
-      status = OutOfRange("take: sample id " + std::to_string(id) + " >= " + std::to_string(n));
-    } else if (state_[id] == kPooled && !IsPooled(id)) {
-      status = InvalidArgument("take: sample id " + std::to_string(id) + " listed twice");
-    } else if (state_[id] != kPooled) {
-      status = FailedPrecondition("take: sample id " + std::to_string(id) + " is " +
-                                  (state_[id] == kTaken ? "taken" : "committed") + ", expected pooled");
-    }
-    if (!status.ok()) {
-      for (size_t i = 0; i < k; ++i) SetPooledBit(ids[i]);
+    if (id >= n || state_[id] != kPooled || !IsPooled(id)) {
+      Status status;
+      if (id >= n) {
+        status = OutOfRange("take: sample id " + std::to_string(id) + " >= " + std::to_string(n));
+      } else if (state_[id] == kPooled ||
+                 (state_[id] == kTaken && std::find(ids.begin(), ids.begin() + k, id) != ids.begin() + k)) {
+        status = InvalidArgument("take: sample id " + std::to_string(id) + " listed twice");
+      } else {
+        status = FailedPrecondition("take: sample id " + std::to_string(id) + " is " +
+                                    (state_[id] == kTaken ? "taken" : "committed") + ", expected pooled");
+      }
+      // ids[0, k) are distinct (a repeat would have stopped earlier).
+      for (size_t i = 0; i < k; ++i) {
+        state_[ids[i]] = kPooled;
+        SetPooledBit(ids[i]);
+        if (hinted) {
+          ++available_[holders[i]];
+        } else {
+          for (int32_t h : placement_->Holders(ids[i])) ++available_[h];
+        }
+      }
       return status;
     }
     ClearPooledBit(id);
-  }
-  for (uint64_t id : ids) {
     state_[id] = kTaken;
-    // Keep the indexes tight so later takes (and dry runs) do not rescan
-    // what is no longer pooled: drop index entries of the taken ids and
-    // move cursors over non-pooled entries (each entry is passed once per
-    // epoch, so this is amortized O(replication) per sample).
-    if (!global_behind_.empty()) EraseBehind(-1, position_[id]);
-    for (int32_t h : placement_->Holders(id)) {
-      --available_[h];
-      if (!node_behind_[h].empty()) EraseBehind(h, position_[id]);
-      const auto& list = node_order_[h];
-      size_t& c = node_cursor_[h];
-      while (c < list.size() && !IsPooled(list[c])) ++c;
+    if (hinted) {
+      --available_[holders[k]];
+    } else {
+      for (int32_t h : placement_->Holders(id)) --available_[h];
     }
   }
   pooled_ -= static_cast<int64_t>(ids.size());
   taken_ += static_cast<int64_t>(ids.size());
+  // Keep the indexes tight so later takes (and dry runs) do not rescan
+  // what is no longer pooled: drop behind-set entries of the taken ids
+  // (the sets are usually empty: only returns and dead holders fill them)
+  // and move every cursor over non-pooled entries. Each list entry is
+  // passed once per epoch, so the walks are amortized O(replication) per
+  // sample plus O(nodes) per call.
+  bool any_behind = !global_behind_.empty();
+  for (const auto& b : node_behind_) any_behind = any_behind || !b.empty();
+  if (any_behind) {
+    for (uint64_t id : ids) {
+      const int64_t pos = position_[id];
+      if (!global_behind_.empty()) EraseBehind(-1, pos);
+      for (int32_t h : placement_->Holders(id)) {
+        if (!node_behind_[h].empty()) EraseBehind(h, pos);
+      }
+    }
+  }
+  for (size_t h = 0; h < node_order_.size(); ++h) {
+    const auto& list = node_order_[h];
+    size_t& c = node_cursor_[h];
+    while (c < list.size() && !IsPooled(list[c])) ++c;
+  }
   while (global_cursor_ < order_.size() && !IsPooled(order_[global_cursor_])) ++global_cursor_;
   return OkStatus();
 }
@@ -337,17 +396,29 @@ Status EpochSampler::Commit(std::span<const uint64_t> ids, int64_t* duplicates) 
     }
   }
   int64_t dups = 0;
-  for (uint64_t id : ids) {
-    if (state_[id] == kCommitted) {
-      ++dups;
-      continue;
+  if (with_origin_ == 0) {
+    // No sample has an origin (origin_ is all 0): nothing to clear.
+    for (uint64_t id : ids) {
+      if (state_[id] == kCommitted) {
+        ++dups;
+      } else {
+        state_[id] = kCommitted;
+      }
     }
-    state_[id] = kCommitted;
-    if (origin_[id] != 0) --with_origin_;
-    origin_[id] = 0;
-    --taken_;
-    ++committed_;
+  } else {
+    for (uint64_t id : ids) {
+      if (state_[id] == kCommitted) {
+        ++dups;
+        continue;
+      }
+      state_[id] = kCommitted;
+      if (origin_[id] != 0) --with_origin_;
+      origin_[id] = 0;
+    }
   }
+  const auto done = static_cast<int64_t>(ids.size()) - dups;
+  taken_ -= done;
+  committed_ += done;
   if (duplicates != nullptr) *duplicates = dups;
   return OkStatus();
 }

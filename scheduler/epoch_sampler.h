@@ -90,8 +90,14 @@ class EpochSampler {
   int64_t CountAssignable(const std::function<bool(uint64_t)>& assignable) const;
 
   // Marks specific ids taken (replay and the scheduler state's Apply).
-  // Error if an id is out of range or not pooled; nothing changes then.
+  // Error if an id is out of range, listed twice or not pooled; nothing
+  // changes then.
   Status MarkTaken(std::span<const uint64_t> ids);
+  // The same, with `holders` parallel to `ids` (or empty): holders[k] is a
+  // node the caller has checked holds ids[k] (Placement::Holds; not checked
+  // again here). With replication 1 it is the only holder, so Placement is
+  // not read per id. Error if the sizes differ.
+  Status MarkTaken(std::span<const uint64_t> ids, std::span<const int32_t> holders);
   // Undoes a tentative take: ids go back to pooled with their origin
   // unchanged. Error if an id is not taken. (Planning uses the cheaper
   // BeginTrial/RollbackTrial instead.)
@@ -127,6 +133,9 @@ class EpochSampler {
   // `holder` >= 0: a node known to hold `id` (with replication 1 the only
   // one, so Placement::Holders need not be read).
   void Unpool(uint64_t id, int holder = -1);
+  // Bookkeeping for ids whose pooled bits were just cleared, all held by
+  // `holder` (state or trial log, counters, available_).
+  void UnpoolTaken(std::span<const uint64_t> ids, int holder);
   // Index maintenance that the trial log can undo. set = -1: global_behind_,
   // else node_behind_[set].
   void EraseBehind(int set, int64_t pos);

@@ -211,3 +211,92 @@ TEST_CASE("EpochSampler: TakeInOrder reports each taken id's primary holder", "[
     CHECK(with.Digest() == without.Digest());
   }
 }
+
+TEST_CASE("EpochSampler: MarkTaken with holder hints equals MarkTaken without", "[sampler]") {
+  for (int replication : {1, 2}) {
+    Placement pl = MakePlacement(400, 4, replication, 11);
+    EpochSampler hinted(&pl, 21), plain(&pl, 21);
+    uint64_t next_partition = 1;
+    for (int round = 0; round < 6; ++round) {
+      // Plan on `plain` as a dry run (per node, then global order), apply
+      // the same ids to both: one with holders (the node each id was
+      // taken from), one without.
+      std::vector<uint64_t> ids;
+      std::vector<int32_t> holders;
+      plain.BeginTrial();
+      for (int n = 0; n < 4; ++n) {
+        plain.TakeHeldBy(n, 9, ids);
+        holders.resize(ids.size(), n);
+      }
+      std::vector<int32_t> primaries;
+      plain.TakeInOrder(13, {}, ids, &primaries);
+      holders.insert(holders.end(), primaries.begin(), primaries.end());
+      plain.RollbackTrial();
+      REQUIRE(holders.size() == ids.size());
+      REQUIRE(hinted.MarkTaken(ids, holders).ok());
+      REQUIRE(plain.MarkTaken(ids).ok());
+      CHECK(hinted.Digest() == plain.Digest());
+      for (int n = 0; n < 4; ++n) CHECK(hinted.available(n) == plain.available(n));
+      // A third comes back (fills the behind sets), the rest commits.
+      const size_t third = ids.size() / 3;
+      std::span<const uint64_t> failed(ids.data(), third);
+      std::span<const uint64_t> done(ids.data() + third, ids.size() - third);
+      REQUIRE(hinted.Return(failed, next_partition).ok());
+      REQUIRE(plain.Return(failed, next_partition).ok());
+      ++next_partition;
+      REQUIRE(hinted.Commit(done, nullptr).ok());
+      REQUIRE(plain.Commit(done, nullptr).ok());
+    }
+    // Later picks agree too (cursors and behind sets are equivalent).
+    std::vector<uint64_t> a, b;
+    for (int n = 0; n < 4; ++n) {
+      hinted.TakeHeldBy(n, 25, a);
+      plain.TakeHeldBy(n, 25, b);
+    }
+    hinted.TakeInOrder(40, {}, a);
+    plain.TakeInOrder(40, {}, b);
+    CHECK(a == b);
+    CHECK(hinted.Digest() == plain.Digest());
+  }
+}
+
+TEST_CASE("EpochSampler: a rejected MarkTaken with hints restores counts and names the id", "[sampler]") {
+  Placement pl = MakePlacement(60, 3, 1);
+  EpochSampler s(&pl, 5);
+  auto holder = [&](uint64_t id) { return pl.Holders(id)[0]; };
+  const uint64_t before = s.Digest();
+  std::vector<int64_t> avail;
+  for (int n = 0; n < 3; ++n) avail.push_back(s.available(n));
+  auto unchanged = [&] {
+    CHECK(s.Digest() == before);
+    CHECK(s.pooled() == 60);
+    CHECK(s.taken() == 0);
+    for (int n = 0; n < 3; ++n) CHECK(s.available(n) == avail[n]);
+    for (uint64_t id : {3, 4, 5}) CHECK(s.state(id) == EpochSampler::SampleState::kPooled);
+  };
+  std::vector<uint64_t> dup = {3, 4, 5, 4};
+  std::vector<int32_t> dup_h = {holder(3), holder(4), holder(5), holder(4)};
+  loft::Status st = s.MarkTaken(dup, dup_h);
+  CHECK(st.code() == loft::StatusCode::kInvalidArgument);
+  CHECK(st.message().find("sample id 4 listed twice") != std::string::npos);
+  unchanged();
+  std::vector<uint64_t> range = {3, 4, 60};
+  std::vector<int32_t> range_h = {holder(3), holder(4), 0};
+  CHECK(s.MarkTaken(range, range_h).code() == loft::StatusCode::kOutOfRange);
+  unchanged();
+  std::vector<int32_t> short_h = {holder(3)};
+  CHECK(s.MarkTaken(range, short_h).code() == loft::StatusCode::kInvalidArgument);
+  unchanged();
+  std::vector<uint64_t> seven = {7};
+  std::vector<int32_t> seven_h = {holder(7)};
+  REQUIRE(s.MarkTaken(seven, seven_h).ok());
+  CHECK(s.available(holder(7)) == avail[holder(7)] - 1);
+  std::vector<uint64_t> again = {3, 7};
+  std::vector<int32_t> again_h = {holder(3), holder(7)};
+  st = s.MarkTaken(again, again_h);
+  CHECK(st.code() == loft::StatusCode::kFailedPrecondition);
+  CHECK(st.message().find("sample id 7 is taken") != std::string::npos);
+  CHECK(s.state(3) == EpochSampler::SampleState::kPooled);
+  CHECK(s.pooled() == 59);
+  CHECK(s.available(holder(3)) == avail[holder(3)] - (holder(3) == holder(7) ? 1 : 0));
+}
