@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <string>
 
 #include "core/logging.h"
 #include "server/options.h"
@@ -35,6 +36,10 @@ int main(int argc, char** argv) {
   auto* o_iters = app.add_option("--iterations", flags.iterations, "0 = the spec's training.iterations");
   auto* o_log = app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|off");
   auto* o_max = app.add_option("--max-message-bytes", flags.max_message_bytes);
+  std::string plan_ahead;
+  auto* o_ahead = app.add_option("--plan-ahead", plan_ahead,
+                                 "auto|0|1: plan iteration t+1 while t runs (auto: the spec's overlap)")
+                      ->check(CLI::IsMember({"auto", "0", "1"}));
   CLI11_PARSE(app, argc, argv);
 
   loft::server::SchedulerOptions opts;
@@ -58,6 +63,7 @@ int main(int argc, char** argv) {
   if (o_iters->count()) opts.iterations = flags.iterations;
   if (o_log->count()) opts.log_level = flags.log_level;
   if (o_max->count()) opts.max_message_bytes = flags.max_message_bytes;
+  if (o_ahead->count()) opts.plan_ahead = plan_ahead == "auto" ? -1 : std::stoi(plan_ahead);
 
   auto st = opts.Validate();
   if (!st.ok()) {

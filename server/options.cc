@@ -48,6 +48,7 @@ Status SchedulerOptions::Validate() const {
   if (metrics_port < 0 || metrics_port > 65535) return InvalidArgument("metrics_port must be in 0..65535");
   if (iterations < 0) return InvalidArgument("iterations must be >= 0");
   if (min_workers < 0) return InvalidArgument("min_workers must be >= 0");
+  if (plan_ahead < -1 || plan_ahead > 1) return InvalidArgument("plan_ahead must be auto, 0 or 1");
   if (max_message_bytes < 1024) return InvalidArgument("max_message_bytes must be >= 1024");
   if (insecure) {
     LOFT_RETURN_IF_ERROR(CheckInsecureAllowed({bind}));
@@ -83,6 +84,7 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
                                               "iterations",
                                               "min_workers",
                                               "journal_sync",
+                                              "plan_ahead",
                                               "log_level",
                                               "max_message_bytes"};
   for (const auto& kv : root) {
@@ -103,6 +105,14 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
   LOFT_RETURN_IF_ERROR(Read(source, root, "iterations", &opts->iterations));
   LOFT_RETURN_IF_ERROR(Read(source, root, "min_workers", &opts->min_workers));
   LOFT_RETURN_IF_ERROR(Read(source, root, "journal_sync", &opts->journal_sync));
+  if (YAML::Node n = root["plan_ahead"]; n.IsDefined() && n.IsScalar() && n.Scalar() == "auto") {
+    opts->plan_ahead = -1;
+  } else if (n.IsDefined() && !n.IsNull()) {
+    LOFT_RETURN_IF_ERROR(Read(source, root, "plan_ahead", &opts->plan_ahead));
+    if (opts->plan_ahead < 0 || opts->plan_ahead > 1) {
+      return FieldError(source, n, "plan_ahead", "must be auto, 0 or 1");
+    }
+  }
   LOFT_RETURN_IF_ERROR(Read(source, root, "log_level", &opts->log_level));
   LOFT_RETURN_IF_ERROR(Read(source, root, "max_message_bytes", &opts->max_message_bytes));
   return OkStatus();

@@ -16,6 +16,8 @@
 //   iterations: 0                   # 0 = the spec's training.iterations
 //   min_workers: 0                  # live workers before the first plan; 0 = all spec nodes
 //   journal_sync: true              # fsync every journal batch before acting on it
+//   plan_ahead: auto                # auto | 0 | 1: plan iteration t+1 while t runs
+//                                   # (auto = 1 when the spec has training.overlap: true)
 //   log_level: info
 //   max_message_bytes: 16777216     # per ZeroMQ message (ZMQ_MAXMSGSIZE)
 //
@@ -45,6 +47,13 @@ struct SchedulerOptions {
   int64_t iterations = 0;
   int min_workers = 0;       // live workers needed before the first iteration; 0 = every spec node
   bool journal_sync = true;  // fsync each journal batch
+  // Iterations planned beyond the one running: 0 = strict BSP (plan t+1
+  // once t is complete), 1 = plan and stream t+1 while t runs, so agents
+  // prefetch its samples and planning + journaling leave the critical
+  // path; -1 = auto (1 when the spec's training.overlap is true, which is
+  // what the cost model's max(Tread, Tc) assumes). service.h says when
+  // planning ahead is allowed.
+  int plan_ahead = -1;
   std::string log_level = "info";
   int64_t max_message_bytes = 16 << 20;
 

@@ -108,6 +108,7 @@ Status SchedulerService::Init(double now_ms) {
         driver_->state().next_iteration(), c.samples_committed, driver_->state().ledger().in_flight());
     LoadSessions(now_ms);
   }
+  plan_ahead_ = opts_.plan_ahead >= 0 ? opts_.plan_ahead : (spec_.training.overlap ? 1 : 0);
   started_ms_ = now_ms;
   for (auto& n : nodes_) n.last_seen_ms = now_ms;
   return OkStatus();
@@ -219,7 +220,7 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms) {
     if (rec->state == sched::PartitionState::kDone) {
       ++n.partitions_done;
       auto& it_stats = open_iterations_[rec->partition.iteration()];
-      it_stats.worker_ms[rec->partition.worker()] = rec->finished_ms - rec->sent_ms;
+      it_stats.worker_sent_done[rec->partition.worker()] = {rec->sent_ms, rec->finished_ms};
       it_stats.last_done_ms = std::max(it_stats.last_done_ms, now_ms);
       if (u.has_partition_done()) {
         local_bytes_ += u.partition_done().done().timings().local_bytes();
@@ -238,23 +239,28 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms) {
       }
     }
   }
-  // Close finished iterations (BSP: every partition of it is terminal).
+  // Close finished iterations (every partition of it is terminal), in
+  // order: with planning ahead iteration t+1 runs after t on every worker,
+  // so its time counts from t's last ack (or from its plan, if later).
   for (auto it = open_iterations_.begin(); it != open_iterations_.end();) {
-    if (ledger.OpenInIteration(it->first) > 0) {
-      ++it;
-      continue;
-    }
+    if (ledger.OpenInIteration(it->first) > 0) break;
     const IterationStats& s = it->second;
-    if (!s.worker_ms.empty()) {
-      double wall = s.last_done_ms - s.planned_ms;
+    if (!s.worker_sent_done.empty()) {
+      const double start = std::max(s.planned_ms, prev_done_ms_);
+      double wall = s.last_done_ms - start;
       double slowest = 0;
-      for (auto& [node, ms] : s.worker_ms) slowest = std::max(slowest, ms);
+      std::vector<double> worker_ms;
+      for (const auto& [node, sd] : s.worker_sent_done) {
+        worker_ms.push_back(sd.second - std::max(sd.first, start));
+        slowest = std::max(slowest, worker_ms.back());
+      }
       double wait = 0;
-      for (auto& [node, ms] : s.worker_ms) wait += slowest - ms;
+      for (double ms : worker_ms) wait += slowest - ms;
       straggler_wait_sum_ms_ += wait;
       if (iteration_ms_.size() < kMaxIterationSamples) iteration_ms_.push_back(wall);
       h_iteration_->Get().Observe(wall);
       finished_ms_ = s.last_done_ms;
+      prev_done_ms_ = s.last_done_ms;
     }
     it = open_iterations_.erase(it);
   }
@@ -457,50 +463,86 @@ Status SchedulerService::SendQueued(double now_ms) {
   return OkStatus();
 }
 
-Status SchedulerService::PlanIfReady(double now_ms) {
-  if (finished_) return OkStatus();
+bool SchedulerService::ReadyToPlan() const {
+  if (driver_->IterationComplete()) return true;
+  if (plan_ahead_ < 1) return false;
   const auto& st = driver_->state();
-  if (!driver_->IterationComplete()) return OkStatus();
+  const int64_t running = st.last_iteration();
+  // (a) at most two open iterations; (b) all of `running` sent; (c) same
+  // view; (d) every live node has a partition of `running`. After a
+  // restart the last plan's workers are unknown: wait (BSP) once.
+  if (running != last_planned_iteration_ || st.view() != last_planned_view_) return false;
+  if (running > 0 && st.ledger().OpenInIteration(running - 1) > 0) return false;
+  // (e) a whole batch is pooled: an epoch's short last iteration waits,
+  // so samples a failure of the running iteration returns still join it
+  // (planned ahead, they would need an extra iteration in the epoch).
+  if (st.sampler().pooled() < spec_.training.global_batch) return false;
+  for (const NodeSession& n : nodes_) {
+    if (!n.queue.empty()) return false;
+  }
+  for (int32_t node : st.LiveNodes()) {
+    if (!last_planned_workers_[static_cast<size_t>(node)]) return false;
+  }
+  return true;
+}
+
+StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
+  if (finished_) return false;
+  const auto& st = driver_->state();
+  const bool complete = driver_->IterationComplete();
   if (st.next_iteration() >= target_iterations()) {
+    if (!complete) return false;  // the last iterations are still running
     finished_ = true;
     const auto& c = st.ledger().counters();
     spdlog::info(
         "job finished: {} iterations, {} epochs completed, {} samples committed, duplicates {}, lost {}, "
-        "retries {}",
-        st.next_iteration(), c.epochs_completed, c.samples_committed, c.duplicates, c.lost, c.retries);
-    return OkStatus();
+        "retries {}, {} iterations planned ahead",
+        st.next_iteration(), c.epochs_completed, c.samples_committed, c.duplicates, c.lost, c.retries,
+        planned_ahead_);
+    return false;
   }
+  if (!ReadyToPlan()) return false;
   if (!started_) {
     int need = opts_.min_workers > 0 ? std::min(opts_.min_workers, spec_.num_nodes()) : spec_.num_nodes();
     int live = 0;
     for (int32_t node : st.LiveNodes()) live += nodes_[node].connected ? 1 : 0;
-    if (live < need) return OkStatus();
+    if (live < need) return false;
     started_ = true;
     first_plan_ms_ = now_ms;
-    spdlog::info("{} workers live; starting the job ({} iterations, policy {})", live, target_iterations(),
-                 opts_.policy);
+    spdlog::info("{} workers live; starting the job ({} iterations, policy {}, plan ahead {})", live,
+                 target_iterations(), opts_.policy, plan_ahead_);
   }
   LOFT_ASSIGN_OR_RETURN(auto u, driver_->PlanNextIteration(now_ms));
-  if (u.empty()) {
-    if (driver_->BlockedReason() != last_blocked_) {
+  if (u.empty() ||
+      !std::any_of(u.begin(), u.end(), [](const v1::StateUpdate& x) { return x.has_iteration_planned(); })) {
+    // Blocked. Only worth a log line when BSP is blocked too (planning
+    // ahead at an epoch's end waits for the running iteration's samples).
+    if (complete && driver_->BlockedReason() != last_blocked_) {
       last_blocked_ = driver_->BlockedReason();
       spdlog::info("planning blocked: {}", last_blocked_);
     }
-    return OkStatus();
+    Record(std::move(u));  // an EpochAdvanced may precede a blocked plan
+    return false;
   }
   last_blocked_.clear();
+  if (!complete) ++planned_ahead_;
   // Queue the partitions (ids only; SendQueued reads them from the
   // ledger), then hand the updates to the journal without copying them.
+  last_planned_workers_.assign(static_cast<size_t>(spec_.num_nodes()), 0);
   for (const auto& up : u) {
     if (!up.has_iteration_planned()) continue;
+    last_planned_iteration_ = up.iteration_planned().iteration();
     for (const auto& pp : up.iteration_planned().partitions()) {
-      nodes_[pp.partition().worker()].queue.push_back(pp.partition().id());
+      const int32_t w = pp.partition().worker();
+      nodes_[w].queue.push_back(pp.partition().id());
+      if (pp.partition().sample_ids_size() > 0) last_planned_workers_[static_cast<size_t>(w)] = 1;
       open_iterations_[pp.partition().iteration()].planned_ms = now_ms;
     }
   }
+  last_planned_view_ = st.view();
   Record(std::move(u));
   LOFT_RETURN_IF_ERROR(Flush());  // journal before streaming
-  return OkStatus();
+  return true;
 }
 
 Status SchedulerService::Tick(double now_ms) {
@@ -553,9 +595,14 @@ Status SchedulerService::Tick(double now_ms) {
     view_dirty_ = false;
     LOFT_RETURN_IF_ERROR(BroadcastView());
   }
-  LOFT_RETURN_IF_ERROR(PlanIfReady(now_ms));
-  LOFT_RETURN_IF_ERROR(Flush());
-  LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
+  // Plan and stream; with planning ahead, once the plan just streamed
+  // allows it, the next one too (so t+1 does not wait for the next tick).
+  for (int round = 0; round <= plan_ahead_; ++round) {
+    LOFT_ASSIGN_OR_RETURN(bool planned, PlanIfReady(now_ms));
+    LOFT_RETURN_IF_ERROR(Flush());
+    LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
+    if (!planned) break;
+  }
   // What SendQueued recorded are PartitionSent updates: the sends already
   // happened, nothing external derives from the records, and if they are
   // lost (power failure before the next synced write) recovery re-sends
@@ -642,6 +689,8 @@ std::string SchedulerService::StatusJson(double now_ms) const {
   j["epoch"] = st.epoch();
   j["iteration"] = st.last_iteration();
   j["iterations_target"] = target_iterations();
+  j["plan_ahead"] = plan_ahead_;
+  j["planned_ahead"] = planned_ahead_;  // iterations planned while the previous one ran
   j["finished"] = finished_;
   j["recovered"] = recovered_;
   j["live_nodes"] = st.LiveNodes();

@@ -15,6 +15,21 @@
 //  - heartbeat expiry: a live node silent for heartbeat_timeout_ms is
 //    declared dead (JobDriver::OnWorkerDead) and a new view is broadcast;
 //  - run statistics for `loftctl status` and `loftctl cluster run`.
+// Planning ahead (SchedulerOptions::plan_ahead = 1): iteration t+1 is
+// planned, journaled and streamed while t runs, so agents read t+1's
+// samples during t's compute (the streaming batch of DESIGN.md; the cost
+// model's overlap) and planning + the journal fsync are off the critical
+// path. t+1 is planned ahead only when (a) every earlier iteration is
+// complete (at most two open), (b) all of t's partitions have been sent,
+// (c) the membership view is the one t was planned in and (d) every live
+// node got a partition of t and (e) a whole batch B is pooled (an
+// epoch's short last iteration is planned when t is complete, so samples a
+// failure in t returns join it). (c) and (d) keep the trainers' rounds in
+// order: each member of t's ring receives its partition of t before its
+// partition of t+1, so no member needs a weight-0 join of t while holding
+// t+1. Otherwise (and always with plan_ahead = 0) t+1 waits until t is
+// complete (BSP). Plans made ahead use the profiles known then (without
+// t's reports).
 // Authentication: with CURVE the peer's key name (ZAP User-Id) must equal
 // the node name it speaks for; "loftctl" may only ask for status.
 //
@@ -92,7 +107,9 @@ class SchedulerService {
   };
   struct IterationStats {
     double planned_ms = 0;
-    std::map<int32_t, double> worker_ms;  // node -> sent..done
+    // node -> (sent, done) of its partition; the worker's time counts from
+    // when it could start: max(sent, the previous iteration's last ack).
+    std::map<int32_t, std::pair<double, double>> worker_sent_done;
     double last_done_ms = 0;
   };
 
@@ -118,7 +135,10 @@ class SchedulerService {
                     int32_t* sender);
   Status BroadcastView();
   Status SendQueued(double now_ms);
-  Status PlanIfReady(double now_ms);
+  // Plans the next iteration if ReadyToPlan(); true when it did.
+  StatusOr<bool> PlanIfReady(double now_ms);
+  // Whether the next iteration may be planned now (BSP, or ahead: above).
+  bool ReadyToPlan() const;
   Status SaveSessions() const;
   void LoadSessions(double now_ms);
   int64_t target_iterations() const;
@@ -132,6 +152,14 @@ class SchedulerService {
   sched::Updates unflushed_;
   std::vector<NodeSession> nodes_;
   std::map<int64_t, IterationStats> open_iterations_;
+  int plan_ahead_ = 0;  // resolved SchedulerOptions::plan_ahead
+  // The last iteration this process planned: its view and which nodes got
+  // a partition (ReadyToPlan's conditions (c) and (d)); -1 = none yet.
+  int64_t last_planned_iteration_ = -1;
+  int64_t last_planned_view_ = -1;
+  std::vector<char> last_planned_workers_;
+  int64_t planned_ahead_ = 0;         // iterations planned while the previous one ran
+  double prev_done_ms_ = -1;          // last ack of the last closed iteration
   std::vector<double> iteration_ms_;  // completed iterations, wall time plan -> last done
   double straggler_wait_sum_ms_ = 0;
   // Training reports (PartitionTimings.training) by iteration.

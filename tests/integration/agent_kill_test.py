@@ -1,13 +1,19 @@
 """kill -9 of one agent mid-epoch (replication 2): the dead agent is
 dropped after missed heartbeats, its in-flight partition is retried as a
 child partition, the agent restarts and rejoins, and the run completes
-2 epochs with ledger duplicates = 0, lost = 0 and retries > 0."""
+2 epochs with ledger duplicates = 0, lost = 0 and retries > 0.
+
+Two spare iterations: 2 epochs are 32 iterations of 256 (the last of each
+epoch 160 samples) when nothing fails. The samples of failed partitions
+return to the epoch's pool; with planning ahead two iterations can be
+open when the agent dies, and their returned samples may need one more
+(short) iteration in the epoch."""
 import time
 
 import loft_it
 
 c = loft_it.Cluster(loft_it.SMALL_SPEC.format(samples=4000, replication=2, per_sample_ms=0.4),
-                    iterations=32)
+                    iterations=34)
 try:
     names = [f"edge-{i}" for i in range(4)]
     c.prepare(names)
@@ -26,7 +32,8 @@ try:
     st = c.wait_for(lambda s: s["finished"], 90, "job finished")
     loft_it.check_ledger(st, 2)
     assert st["ledger"]["retries"] > 0, st["ledger"]
-    assert st["ledger"]["samples_committed"] == 8000, st["ledger"]
+    # Every sample of epochs 0 and 1 once, then part of epoch 2.
+    assert 8000 <= st["ledger"]["samples_committed"] <= 34 * 256, st["ledger"]
     print("ok", st["ledger"])
 finally:
     c.stop()

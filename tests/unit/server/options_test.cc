@@ -9,7 +9,8 @@ TEST_CASE("scheduler options parse every key and keep defaults for the rest") {
   SchedulerOptions o;
   REQUIRE(ParseSchedulerOptions("cluster_spec: c.yaml\npolicy: pid\nbind: tcp://0.0.0.0:7000\n"
                                 "heartbeat_timeout_ms: 900\nkeys_dir: /k\nmetrics_port: 9000\n"
-                                "iterations: 12\nmin_workers: 3\njournal_sync: false\n",
+                                "iterations: 12\nmin_workers: 3\njournal_sync: false\n"
+                                "plan_ahead: 0\n",
                                 "s.yaml", &o)
               .ok());
   CHECK(o.cluster_spec == "c.yaml");
@@ -21,6 +22,7 @@ TEST_CASE("scheduler options parse every key and keep defaults for the rest") {
   CHECK(o.iterations == 12);
   CHECK(o.min_workers == 3);
   CHECK_FALSE(o.journal_sync);
+  CHECK(o.plan_ahead == 0);
   CHECK(o.Validate().ok());
 }
 
@@ -33,6 +35,15 @@ TEST_CASE("scheduler options reject unknown keys and bad values, naming them") {
   st = ParseSchedulerOptions("metrics_port: many\n", "s.yaml", &o);
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find("metrics_port") != std::string::npos);
+  for (const char* bad : {"plan_ahead: 2\n", "plan_ahead: soon\n", "plan_ahead: -1\n"}) {
+    st = ParseSchedulerOptions(bad, "s.yaml", &o);
+    INFO(bad);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message().find("s.yaml:1: plan_ahead") != std::string::npos);
+  }
+  o.plan_ahead = 0;
+  REQUIRE(ParseSchedulerOptions("plan_ahead: auto\n", "s.yaml", &o).ok());
+  CHECK(o.plan_ahead == -1);
 }
 
 TEST_CASE("insecure is only allowed on loopback and keys are required otherwise") {

@@ -158,6 +158,7 @@ TEST_CASE("the service sends partitions only while the agent has credit") {
 
 TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a child") {
   Fixture f;
+  f.opts.plan_ahead = 0;  // BSP: one iteration open at a time
   auto s = f.Make();
   REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
   REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
@@ -192,6 +193,112 @@ TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a 
   CHECK(st["ledger"]["retries"].get<int64_t>() >= 1);
   CHECK(st["ledger"]["duplicates"] == 0);
   CHECK(st["ledger"]["lost"] == 0);
+}
+
+TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two iterations open") {
+  Fixture f;  // the spec's training.overlap defaults to true: plan_ahead auto = 1
+  auto s = f.Make();
+  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
+  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  // Iterations 0 and 1 went out in one tick (two credits per agent).
+  auto sent = f.transport.Assignments();
+  REQUIRE(sent.size() == 4);
+  std::map<int64_t, int> per_iteration;
+  for (const auto& p : sent) ++per_iteration[p.iteration()];
+  CHECK(per_iteration == std::map<int64_t, int>{{0, 2}, {1, 2}});
+  // Each agent got iteration 0 before iteration 1 (a trainer's round order).
+  for (int32_t node : {0, 1}) {
+    auto mine = f.transport.Assignments(node);
+    REQUIRE(mine.size() == 2);
+    CHECK(mine[0].iteration() == 0);
+    CHECK(mine[1].iteration() == 1);
+  }
+  auto st = Status(*s, 1);
+  CHECK(st["plan_ahead"] == 1);
+  CHECK(st["planned_ahead"] == 1);
+  // Nothing acked: no third iteration, even with credit.
+  REQUIRE(Send(*s, Credit(0), 2).ok());
+  REQUIRE(Send(*s, Credit(1), 2).ok());
+  REQUIRE(s->Tick(3).ok());
+  CHECK(f.transport.Assignments().size() == 4);
+  // Iteration 0 done (with credits back): iteration 2 is planned while 1 runs.
+  std::set<uint64_t> acked;
+  for (const auto& p : sent) {
+    if (p.iteration() != 0) continue;
+    acked.insert(p.id());
+    REQUIRE(Send(*s, Done(p), 4).ok());
+  }
+  REQUIRE(s->Tick(5).ok());
+  REQUIRE(f.transport.Assignments().size() == 6);
+  CHECK(f.transport.Assignments().back().iteration() == 2);
+  CHECK(s->max_in_flight(0) == 2);
+  CHECK(s->max_in_flight(1) == 2);
+  // Run to the end, acking one iteration at a time (the oldest running),
+  // as BSP workers do: every sample once per epoch.
+  for (int round = 0; round < 100 && !s->finished(); ++round) {
+    const double now = 10 + round;
+    int64_t oldest = INT64_MAX;
+    for (const auto& p : f.transport.Assignments()) {
+      if (!acked.count(p.id())) oldest = std::min(oldest, p.iteration());
+    }
+    for (const auto& p : f.transport.Assignments()) {
+      if (p.iteration() != oldest || !acked.insert(p.id()).second) continue;
+      REQUIRE(Send(*s, Done(p), now).ok());
+      REQUIRE(Send(*s, Credit(p.worker()), now).ok());
+    }
+    REQUIRE(s->Tick(now).ok());
+  }
+  REQUIRE(s->finished());
+  st = Status(*s, 200);
+  CHECK(st["iteration"] == 11);
+  // All but iteration 0 and each epoch's first iteration (4 and 8: the
+  // pool is empty until the epoch's last iteration is done).
+  CHECK(st["planned_ahead"] == 9);
+  CHECK(st["ledger"]["duplicates"] == 0);
+  CHECK(st["ledger"]["lost"] == 0);
+  CHECK(st["ledger"]["epochs_completed"] == 3);  // 12 iterations x 64 of 256 samples
+  CHECK(s->max_in_flight(0) <= 2);
+  CHECK(st["run"]["iterations_completed"] == 12);
+}
+
+TEST_CASE("planning ahead waits for a complete iteration when a live node has no partition in it") {
+  Fixture f;
+  f.opts.min_workers = 1;
+  auto s = f.Make();
+  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  // edge-0 alone: iteration 0, and iteration 1 ahead.
+  REQUIRE(f.transport.Assignments().size() == 2);
+  // edge-1 joins (new view): it has no partition of the running iterations,
+  // so iteration 2 waits until 1 is complete (BSP), then goes to both.
+  REQUIRE(Send(*s, Register("edge-1", 2), 2).ok());
+  auto first = f.transport.Assignments();
+  REQUIRE(Send(*s, Done(first[0]), 3).ok());
+  REQUIRE(Send(*s, Credit(0), 3).ok());
+  REQUIRE(s->Tick(4).ok());
+  CHECK(f.transport.Assignments().size() == 2);
+  REQUIRE(Send(*s, Done(first[1]), 5).ok());
+  REQUIRE(Send(*s, Credit(0), 5).ok());
+  REQUIRE(s->Tick(6).ok());
+  auto now_sent = f.transport.Assignments();
+  REQUIRE(now_sent.size() >= 4);
+  CHECK(now_sent[2].iteration() == 2);
+  CHECK(now_sent[3].iteration() == 2);
+  // Both got a partition of iteration 2, so iteration 3 went ahead in the same tick.
+  CHECK(now_sent.size() == 6);
+}
+
+TEST_CASE("plan_ahead 0 keeps strict BSP") {
+  Fixture f;
+  f.opts.plan_ahead = 0;
+  auto s = f.Make();
+  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
+  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  REQUIRE(s->Tick(2).ok());
+  CHECK(f.transport.Assignments().size() == 2);
+  CHECK(Status(*s, 2)["planned_ahead"] == 0);
 }
 
 TEST_CASE("a restarted service recovers from its journal and finishes with 0 duplicates, 0 lost") {
