@@ -190,74 +190,85 @@ Status SchedulerState::ApplyMembership(int32_t node, int64_t view, bool register
 }
 
 Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u) {
-  const std::string where = "iteration_planned " + std::to_string(u.iteration());
+  // Error messages are built only on the error paths (this runs once per
+  // iteration over every sample id).
+  auto where = [&u] { return "iteration_planned " + std::to_string(u.iteration()); };
   if (u.iteration() != next_iteration_) {
-    return InvalidArgument(where + ": expected iteration " + std::to_string(next_iteration_));
+    return InvalidArgument(where() + ": expected iteration " + std::to_string(next_iteration_));
   }
   if (u.epoch() != sampler_.epoch()) {
-    return InvalidArgument(where + ": epoch " + std::to_string(u.epoch()) + " but the current epoch is " +
+    return InvalidArgument(where() + ": epoch " + std::to_string(u.epoch()) + " but the current epoch is " +
                            std::to_string(sampler_.epoch()));
   }
-  // Validate everything before changing anything.
+  // Validate everything before changing anything. The ids of all
+  // partitions are gathered with their (validated) sources, which the
+  // sampler uses as holder hints.
   size_t total = 0;
   for (const auto& pp : u.partitions()) total += static_cast<size_t>(pp.partition().sample_ids_size());
-  std::vector<uint64_t> all;
+  std::vector<uint64_t>& all = apply_ids_;
+  std::vector<int32_t>& sources = apply_sources_;
+  all.clear();
+  sources.clear();
   all.reserve(total);
+  sources.reserve(total);
   const bool any_origin = sampler_.with_origin() > 0;  // else origin(id) == 0 for every id
   const auto num_samples = static_cast<uint64_t>(placement_.num_samples());
   const int num_nodes = spec_.num_nodes();
   uint64_t last = ledger_.last_id();
   for (const auto& pp : u.partitions()) {
     const auto& p = pp.partition();
-    const std::string pw = where + ": partition " + std::to_string(p.id());
-    if (p.id() <= last) return InvalidArgument(pw + ": id not greater than " + std::to_string(last));
+    auto pw = [&] { return where() + ": partition " + std::to_string(p.id()); };
+    if (p.id() <= last) return InvalidArgument(pw() + ": id not greater than " + std::to_string(last));
     last = p.id();
     if (p.epoch() != u.epoch() || p.iteration() != u.iteration() || p.job() != options_.job_id) {
-      return InvalidArgument(pw + ": job/epoch/iteration do not match the update");
+      return InvalidArgument(pw() + ": job/epoch/iteration do not match the update");
     }
     if (p.worker() < 0 || p.worker() >= spec_.num_nodes() || !alive_[p.worker()]) {
-      return InvalidArgument(pw + ": worker " + std::to_string(p.worker()) + " is not a live node");
+      return InvalidArgument(pw() + ": worker " + std::to_string(p.worker()) + " is not a live node");
     }
     if (p.sample_ids_size() == 0 || p.sources_size() != p.sample_ids_size()) {
-      return InvalidArgument(pw + ": needs sample ids and one source per sample");
+      return InvalidArgument(pw() + ": needs sample ids and one source per sample");
     }
     int32_t expected_attempt = 0;
     if (p.parent() != 0) {
       const PartitionRecord* parent = ledger_.Find(p.parent());
       if (parent == nullptr ||
           (parent->state != PartitionState::kFailed && parent->state != PartitionState::kTimedOut)) {
-        return InvalidArgument(pw + ": parent " + std::to_string(p.parent()) + " is not a failed partition");
+        return InvalidArgument(pw() + ": parent " + std::to_string(p.parent()) +
+                               " is not a failed partition");
       }
       expected_attempt = parent->partition.attempt() + 1;
     }
     if (p.attempt() != expected_attempt) {
-      return InvalidArgument(pw + ": attempt " + std::to_string(p.attempt()) + ", expected " +
+      return InvalidArgument(pw() + ": attempt " + std::to_string(p.attempt()) + ", expected " +
                              std::to_string(expected_attempt));
     }
     const uint64_t* ids = p.sample_ids().data();
     const int32_t* srcs = p.sources().data();
-    for (int k = 0; k < p.sample_ids_size(); ++k) {
+    const auto count = static_cast<size_t>(p.sample_ids_size());
+    for (size_t k = 0; k < count; ++k) {
       const uint64_t id = ids[k];
       const int32_t src = srcs[k];
       if (id >= num_samples) {
-        return InvalidArgument(pw + ": sample id " + std::to_string(id) + " out of range");
+        return InvalidArgument(pw() + ": sample id " + std::to_string(id) + " out of range");
       }
       if (src < 0 || src >= num_nodes || !alive_[src] || !placement_.Holds(src, id)) {
-        return InvalidArgument(pw + ": source " + std::to_string(src) + " is not a live holder of sample " +
+        return InvalidArgument(pw() + ": source " + std::to_string(src) + " is not a live holder of sample " +
                                std::to_string(id));
       }
       const uint64_t origin = any_origin ? sampler_.origin(id) : 0;
       if (origin != p.parent() && sampler_.state(id) == EpochSampler::SampleState::kPooled) {
-        return InvalidArgument(pw + ": sample " + std::to_string(id) + " came back from partition " +
+        return InvalidArgument(pw() + ": sample " + std::to_string(id) + " came back from partition " +
                                std::to_string(origin) + ", not from parent " + std::to_string(p.parent()));
       }
-      all.push_back(id);
     }
+    all.insert(all.end(), ids, ids + count);
+    sources.insert(sources.end(), srcs, srcs + count);
   }
-  LOFT_RETURN_IF_ERROR(sampler_.MarkTaken(all).WithContext(where));
+  if (Status s = sampler_.MarkTaken(all, sources); !s.ok()) return s.WithContext(where());
   for (const auto& pp : u.partitions()) {
     Status s = ledger_.AddPlanned(pp.partition(), u.now_ms(), pp.deadline_ms());
-    if (!s.ok()) return Internal(where + ": ledger rejected a validated partition: " + s.ToString());
+    if (!s.ok()) return Internal(where() + ": ledger rejected a validated partition: " + s.ToString());
   }
   if (!u.policy_error().empty()) ++policy_failures_;
   ++next_iteration_;
@@ -272,9 +283,11 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   const PartitionRecord* rec = ledger_.Find(d.partition_id());
   const auto& p = rec->partition;
   int64_t dups = 0;
-  LOFT_RETURN_IF_ERROR(
-      sampler_.Commit(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), &dups)
-          .WithContext("partition " + std::to_string(p.id())));
+  if (Status s =
+          sampler_.Commit(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), &dups);
+      !s.ok()) {
+    return s.WithContext("partition " + std::to_string(p.id()));
+  }
   ledger_.CountCommitted(p.sample_ids_size(), dups);
 
   const auto& t = d.timings();
@@ -322,9 +335,10 @@ Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, d
       timed_out ? ledger_.MarkTimedOut(id, attempt, now_ms) : ledger_.MarkFailed(id, attempt, node, now_ms);
   if (o != AckOutcome::kAccepted) return OkStatus();
   const auto& p = ledger_.Find(id)->partition;
-  LOFT_RETURN_IF_ERROR(
-      sampler_.Return(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), id)
-          .WithContext("partition " + std::to_string(id)));
+  if (Status s = sampler_.Return(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), id);
+      !s.ok()) {
+    return s.WithContext("partition " + std::to_string(id));
+  }
   MaybeDeliverObservations(p.iteration());
   return OkStatus();
 }

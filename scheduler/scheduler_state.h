@@ -179,6 +179,10 @@ class SchedulerState {
     std::vector<int32_t> SortedNodes() const;
   };
   std::map<int64_t, PendingObservations> pending_observations_;
+  // ApplyIterationPlanned's buffers (all sample ids of the update and
+  // their sources), kept to avoid reallocating them every iteration.
+  std::vector<uint64_t> apply_ids_;
+  std::vector<int32_t> apply_sources_;
 };
 
 }  // namespace loft::sched
