@@ -52,13 +52,19 @@ std::string Journal::EncodeKey(uint64_t seq) {
 }
 
 std::string Journal::EncodeValue(const loft::v1::StateUpdate& update) {
-  // Serialize straight behind the 4 CRC bytes (no second copy).
+  std::string value;
+  EncodeValueTo(update, value);
+  return value;
+}
+
+void Journal::EncodeValueTo(const loft::v1::StateUpdate& update, std::string& value) {
+  // Serialize straight behind the 4 CRC bytes (no second copy). `value`'s
+  // buffer is reused: resize only writes the bytes beyond its old size.
   const size_t size = update.ByteSizeLong();
-  std::string value(4 + size, '\0');
+  value.resize(4 + size);
   update.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(value.data() + 4));
   const uint32_t crc = Crc32(std::string_view(value).substr(4));
   for (int i = 0; i < 4; ++i) value[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
-  return value;
 }
 
 StatusOr<loft::v1::StateUpdate> Journal::DecodeValue(uint64_t seq, std::string_view value) {
@@ -80,7 +86,11 @@ StatusOr<loft::v1::StateUpdate> Journal::DecodeValue(uint64_t seq, std::string_v
 }
 
 Journal::Journal(std::string path, JournalOptions options, rocksdb::DB* db, uint64_t next_seq)
-    : path_(std::move(path)), options_(options), db_(db), next_seq_(next_seq) {}
+    : path_(std::move(path)),
+      options_(options),
+      db_(db),
+      next_seq_(next_seq),
+      batch_(std::make_unique<rocksdb::WriteBatch>()) {}
 
 Journal::~Journal() {
   if (db_ != nullptr) {
@@ -131,13 +141,17 @@ Status Journal::AppendAllUnsynced(std::span<const loft::v1::StateUpdate> updates
 
 Status Journal::Write(std::span<const loft::v1::StateUpdate> updates, bool sync) {
   if (updates.empty()) return OkStatus();
-  rocksdb::WriteBatch batch;
+  // The batch and the value buffer are members: their buffers (tens of KB
+  // for an iteration's partitions) are reused instead of reallocated.
+  rocksdb::WriteBatch& batch = *batch_;
+  batch.Clear();
   uint64_t seq = next_seq_;
   for (const auto& u : updates) {
     if (u.kind_case() == loft::v1::StateUpdate::KIND_NOT_SET) {
       return InvalidArgument("journal: update " + std::to_string(seq) + " has no kind");
     }
-    LOFT_RETURN_IF_ERROR(FromRocks(batch.Put(EncodeKey(seq), EncodeValue(u)), "journal: batch"));
+    EncodeValueTo(u, value_);
+    LOFT_RETURN_IF_ERROR(FromRocks(batch.Put(EncodeKey(seq), value_), "journal: batch"));
     ++seq;
   }
   rocksdb::WriteOptions wo;

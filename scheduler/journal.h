@@ -29,7 +29,8 @@
 
 namespace rocksdb {
 class DB;
-}
+class WriteBatch;
+}  // namespace rocksdb
 
 namespace loft::sched {
 
@@ -71,11 +72,15 @@ class Journal {
  private:
   Journal(std::string path, JournalOptions options, rocksdb::DB* db, uint64_t next_seq);
   Status Write(std::span<const loft::v1::StateUpdate> updates, bool sync);
+  // EncodeValue into `value`, reusing its buffer.
+  static void EncodeValueTo(const loft::v1::StateUpdate& update, std::string& value);
 
   std::string path_;
   JournalOptions options_;
   rocksdb::DB* db_;
   uint64_t next_seq_;
+  std::unique_ptr<rocksdb::WriteBatch> batch_;  // reused by Write
+  std::string value_;                           // reused by Write
 };
 
 }  // namespace loft::sched
