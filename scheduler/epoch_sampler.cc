@@ -64,7 +64,7 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   const int nodes = placement_->num_nodes();
   epoch_ = epoch;
   SeededPermutation(n, seed_ ^ EpochMix(epoch), order_);  // reuses order_'s buffer
-  position_.resize(n);
+  positions_ready_ = false;                               // inverted on first use (EnsurePositions)
   state_.assign(n, kPooled);
   pooled_bits_.assign((n + 63) / 64, ~uint64_t{0});
   if (n % 64 != 0) pooled_bits_.back() = (uint64_t{1} << (n % 64)) - 1;
@@ -93,7 +93,6 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   for (uint64_t p = 0; p < n; ++p) {
     if (p + kAhead < n) __builtin_prefetch(placement_->Holders(order_[p + kAhead]).data());
     const uint64_t id = order_[p];
-    position_[id] = static_cast<int64_t>(p);
     const auto holders = placement_->Holders(id);
     if (single) holder_at_[p] = holders[0];
     for (int32_t h : holders) *tail[h]++ = id;
@@ -144,6 +143,13 @@ void EpochSampler::UnpoolTaken(std::span<const uint64_t> ids, int holder) {
       for (int32_t h : placement_->Holders(id)) --available_[h];
     }
   }
+}
+
+void EpochSampler::EnsurePositions() const {
+  if (positions_ready_) return;
+  position_.resize(order_.size());
+  for (size_t p = 0; p < order_.size(); ++p) position_[order_[p]] = static_cast<int64_t>(p);
+  positions_ready_ = true;
 }
 
 void EpochSampler::Pool(uint64_t id) {
@@ -353,6 +359,7 @@ Status EpochSampler::MarkTaken(std::span<const uint64_t> ids, std::span<const in
   bool any_behind = !global_behind_.empty();
   for (const auto& b : node_behind_) any_behind = any_behind || !b.empty();
   if (any_behind) {
+    EnsurePositions();
     for (uint64_t id : ids) {
       const int64_t pos = position_[id];
       if (!global_behind_.empty()) EraseBehind(-1, pos);
@@ -372,12 +379,14 @@ Status EpochSampler::MarkTaken(std::span<const uint64_t> ids, std::span<const in
 
 Status EpochSampler::Untake(std::span<const uint64_t> ids) {
   LOFT_RETURN_IF_ERROR(CheckIds(ids, state_, kTaken, "untake"));
+  EnsurePositions();
   for (uint64_t id : ids) Pool(id);
   return OkStatus();
 }
 
 Status EpochSampler::Return(std::span<const uint64_t> ids, uint64_t from_partition) {
   LOFT_RETURN_IF_ERROR(CheckIds(ids, state_, kTaken, "return"));
+  EnsurePositions();
   for (uint64_t id : ids) {
     Pool(id);
     with_origin_ += (from_partition != 0 ? 1 : 0) - (origin_[id] != 0 ? 1 : 0);

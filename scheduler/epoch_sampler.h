@@ -21,7 +21,8 @@
 // Not responsible for: deciding sizes (Policy), choosing sources
 // (Assigner), partition lineage (Ledger), liveness (the caller passes an
 // `assignable` predicate where it matters).
-// Thread-safety: not thread-safe.
+// Thread-safety: not thread-safe, not even for concurrent const calls
+// (position() fills a per-epoch cache on first use).
 #pragma once
 
 #include <cstdint>
@@ -65,7 +66,10 @@ class EpochSampler {
   // holders when replication > 1).
   int64_t available(int node) const { return available_[node]; }
   // Permutation position of `id` in this epoch.
-  int64_t position(uint64_t id) const { return position_[id]; }
+  int64_t position(uint64_t id) const {
+    EnsurePositions();
+    return position_[id];
+  }
   // The failed/timed-out partition this pooled sample came back from;
   // 0 = never handed out this epoch (or committed).
   uint64_t origin(uint64_t id) const { return origin_[id]; }
@@ -129,6 +133,11 @@ class EpochSampler {
   bool IsPooled(uint64_t id) const { return (pooled_bits_[id >> 6] >> (id & 63)) & 1; }
   void SetPooledBit(uint64_t id) { pooled_bits_[id >> 6] |= uint64_t{1} << (id & 63); }
   void ClearPooledBit(uint64_t id) { pooled_bits_[id >> 6] &= ~(uint64_t{1} << (id & 63)); }
+  // Inverts the permutation into position_ once per epoch, on first use:
+  // only Return/Untake, non-empty behind sets and position() need it, so an
+  // epoch without failures never pays for it.
+  void EnsurePositions() const;
+  // Needs EnsurePositions() first.
   void Pool(uint64_t id);
   // `holder` >= 0: a node known to hold `id` (with replication 1 the only
   // one, so Placement::Holders need not be read).
@@ -145,9 +154,10 @@ class EpochSampler {
   const Placement* placement_;
   uint64_t seed_;
   int64_t epoch_ = 0;
-  std::vector<uint64_t> order_;        // permutation: position -> id
-  std::vector<int32_t> holder_at_;     // replication 1: position -> the holder of order_[position]
-  std::vector<int64_t> position_;      // id -> position
+  std::vector<uint64_t> order_;            // permutation: position -> id
+  std::vector<int32_t> holder_at_;         // replication 1: position -> the holder of order_[position]
+  mutable std::vector<int64_t> position_;  // id -> position (valid when positions_ready_)
+  mutable bool positions_ready_ = false;
   std::vector<uint8_t> state_;         // id -> SampleState (a trial's takes are not written here)
   std::vector<uint64_t> pooled_bits_;  // id -> pooled, as a bitmap (the hot loops test this)
   std::vector<uint64_t> origin_;       // id -> partition it came back from

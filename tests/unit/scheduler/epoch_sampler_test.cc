@@ -34,11 +34,15 @@ TEST_CASE("EpochSampler: permutation is seeded and reproducible per epoch", "[sa
   std::vector<uint64_t> sorted = ta;
   std::sort(sorted.begin(), sorted.end());
   for (uint64_t i = 0; i < 200; ++i) CHECK(sorted[i] == i);
+  for (size_t k = 0; k < ta.size(); ++k) CHECK(a.position(ta[k]) == static_cast<int64_t>(k));
   a.StartEpoch(1);
   std::vector<uint64_t> t1;
   a.TakeInOrder(200, All(), t1);
   CHECK(t1 != ta);
   CHECK(a.epoch() == 1);
+  // Positions follow the new epoch's permutation (they are recomputed
+  // lazily after StartEpoch).
+  for (size_t k = 0; k < t1.size(); ++k) CHECK(a.position(t1[k]) == static_cast<int64_t>(k));
 }
 
 TEST_CASE("EpochSampler: per-node counts follow takes and returns with replication", "[sampler]") {
