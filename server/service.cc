@@ -473,10 +473,6 @@ bool SchedulerService::ReadyToPlan() const {
   // restart the last plan's workers are unknown: wait (BSP) once.
   if (running != last_planned_iteration_ || st.view() != last_planned_view_) return false;
   if (running > 0 && st.ledger().OpenInIteration(running - 1) > 0) return false;
-  // (e) a whole batch is pooled: an epoch's short last iteration waits,
-  // so samples a failure of the running iteration returns still join it
-  // (planned ahead, they would need an extra iteration in the epoch).
-  if (st.sampler().pooled() < spec_.training.global_batch) return false;
   for (const NodeSession& n : nodes_) {
     if (!n.queue.empty()) return false;
   }

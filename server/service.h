@@ -22,14 +22,16 @@
 // path. t+1 is planned ahead only when (a) every earlier iteration is
 // complete (at most two open), (b) all of t's partitions have been sent,
 // (c) the membership view is the one t was planned in and (d) every live
-// node got a partition of t and (e) a whole batch B is pooled (an
-// epoch's short last iteration is planned when t is complete, so samples a
-// failure in t returns join it). (c) and (d) keep the trainers' rounds in
+// node got a partition of t. (c) and (d) keep the trainers' rounds in
 // order: each member of t's ring receives its partition of t before its
 // partition of t+1, so no member needs a weight-0 join of t while holding
 // t+1. Otherwise (and always with plan_ahead = 0) t+1 waits until t is
 // complete (BSP). Plans made ahead use the profiles known then (without
-// t's reports).
+// t's reports). An epoch's first iteration is never planned ahead (the
+// pool is empty until the previous epoch's last samples are committed).
+// Samples of a partition that fails return to the pool; with two
+// iterations open when a node dies, they may need one more (short)
+// iteration in the epoch than under BSP.
 // Authentication: with CURVE the peer's key name (ZAP User-Id) must equal
 // the node name it speaks for; "loftctl" may only ask for status.
 //

@@ -262,7 +262,8 @@ struct RunOptions {
   int heartbeat_timeout_ms = 1500;
   int partition_timeout_ms = 5000;
   std::string log_level = "info";
-  int eval_every = 50;  // training: test-set evaluation period (and after the last iteration)
+  int eval_every = 50;              // training: test-set evaluation period (and after the last iteration)
+  std::string plan_ahead = "auto";  // the scheduler's plan_ahead: auto | 0 | 1
 };
 
 Status ClusterRun(const RunOptions& ro) {
@@ -297,9 +298,9 @@ Status ClusterRun(const RunOptions& ro) {
       training ? std::max(ro.partition_timeout_ms, 60000) : ro.partition_timeout_ms;
   std::string sched_yaml = fmt::format(
       "cluster_spec: {}\npolicy: {}\nbind: {}\njournal_dir: {}\nheartbeat_interval_ms: 250\n"
-      "heartbeat_timeout_ms: {}\npartition_timeout_ms: {}\niterations: {}\nlog_level: {}\n",
+      "heartbeat_timeout_ms: {}\npartition_timeout_ms: {}\niterations: {}\nlog_level: {}\nplan_ahead: {}\n",
       spec_abs, ro.policy, endpoint, journal.string(), ro.heartbeat_timeout_ms, partition_timeout_ms,
-      ro.iterations, ro.log_level);
+      ro.iterations, ro.log_level, ro.plan_ahead);
   sched_yaml += ro.insecure ? "insecure: true\n" : fmt::format("keys_dir: {}\n", keys.string());
   LOFT_RETURN_IF_ERROR(WriteText(out / "scheduler.yaml", sched_yaml));
   Child sched{"scheduler",
@@ -502,6 +503,10 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--timeout-s", ro->timeout_s, "give up after this long")->capture_default_str();
   run->add_option("--heartbeat-timeout-ms", ro->heartbeat_timeout_ms)->capture_default_str();
   run->add_option("--partition-timeout-ms", ro->partition_timeout_ms)->capture_default_str();
+  run->add_option("--plan-ahead", ro->plan_ahead,
+                  "scheduler: plan iteration t+1 while t runs (auto = when the spec has overlap: true)")
+      ->check(CLI::IsMember({"auto", "0", "1"}))
+      ->capture_default_str();
   run->add_option("--daemon-log-level", ro->log_level, "log level of the daemons")->capture_default_str();
   run->add_option("--eval-every", ro->eval_every, "training: evaluate on the test set every N iterations")
       ->capture_default_str();
