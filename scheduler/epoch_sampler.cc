@@ -184,15 +184,31 @@ int64_t EpochSampler::TakeHeldBy(int node, int64_t max_count, std::vector<uint64
   }
   // Then the node's list from its cursor. The cursor ends just past the
   // last id taken (or at the end of the list).
+  // (Written through local pointers: this loop runs once per sample
+  // planned.)
   const auto& list = node_order_[node];
-  size_t& cursor = node_cursor_[node];
-  while (got < max_count && cursor < list.size()) {
-    const uint64_t id = list[cursor++];
-    if (!IsPooled(id)) continue;
-    ClearPooledBit(id);
-    out.push_back(id);
-    ++got;
+  size_t cursor = node_cursor_[node];
+  if (got < max_count && cursor < list.size()) {
+    const auto room =
+        static_cast<size_t>(std::min<int64_t>(max_count - got, static_cast<int64_t>(list.size() - cursor)));
+    const size_t base = out.size();
+    out.resize(base + room);
+    uint64_t* dst = out.data() + base;
+    uint64_t* const bits = pooled_bits_.data();
+    const uint64_t* const ids = list.data();
+    const size_t end = list.size();
+    size_t n = 0;
+    while (n < room && cursor < end) {
+      const uint64_t id = ids[cursor++];
+      const uint64_t mask = uint64_t{1} << (id & 63);
+      if ((bits[id >> 6] & mask) == 0) continue;
+      bits[id >> 6] &= ~mask;
+      dst[n++] = id;
+    }
+    out.resize(base + n);
+    got += static_cast<int64_t>(n);
   }
+  node_cursor_[node] = cursor;
   UnpoolTaken(std::span<const uint64_t>(out).subspan(first), node);
   return got;
 }
@@ -315,37 +331,41 @@ Status EpochSampler::MarkTaken(std::span<const uint64_t> ids, std::span<const in
   // runs only after every id was accepted.
   const uint64_t n = state_.size();
   const bool hinted = !holders.empty() && placement_->replication() == 1;
+  uint8_t* const state = state_.data();
+  int64_t* const available = available_.data();
+  constexpr size_t kAhead = 16;  // prefetch distance for the random state reads
   for (size_t k = 0; k < ids.size(); ++k) {
+    if (k + kAhead < ids.size() && ids[k + kAhead] < n) __builtin_prefetch(state + ids[k + kAhead]);
     const uint64_t id = ids[k];
-    if (id >= n || state_[id] != kPooled || !IsPooled(id)) {
+    if (id >= n || state[id] != kPooled || !IsPooled(id)) {
       Status status;
       if (id >= n) {
         status = OutOfRange("take: sample id " + std::to_string(id) + " >= " + std::to_string(n));
-      } else if (state_[id] == kPooled ||
-                 (state_[id] == kTaken && std::find(ids.begin(), ids.begin() + k, id) != ids.begin() + k)) {
+      } else if (state[id] == kPooled ||
+                 (state[id] == kTaken && std::find(ids.begin(), ids.begin() + k, id) != ids.begin() + k)) {
         status = InvalidArgument("take: sample id " + std::to_string(id) + " listed twice");
       } else {
         status = FailedPrecondition("take: sample id " + std::to_string(id) + " is " +
-                                    (state_[id] == kTaken ? "taken" : "committed") + ", expected pooled");
+                                    (state[id] == kTaken ? "taken" : "committed") + ", expected pooled");
       }
       // ids[0, k) are distinct (a repeat would have stopped earlier).
       for (size_t i = 0; i < k; ++i) {
-        state_[ids[i]] = kPooled;
+        state[ids[i]] = kPooled;
         SetPooledBit(ids[i]);
         if (hinted) {
-          ++available_[holders[i]];
+          ++available[holders[i]];
         } else {
-          for (int32_t h : placement_->Holders(ids[i])) ++available_[h];
+          for (int32_t h : placement_->Holders(ids[i])) ++available[h];
         }
       }
       return status;
     }
     ClearPooledBit(id);
-    state_[id] = kTaken;
+    state[id] = kTaken;
     if (hinted) {
-      --available_[holders[k]];
+      --available[holders[k]];
     } else {
-      for (int32_t h : placement_->Holders(id)) --available_[h];
+      for (int32_t h : placement_->Holders(id)) --available[h];
     }
   }
   pooled_ -= static_cast<int64_t>(ids.size());
@@ -370,10 +390,13 @@ Status EpochSampler::MarkTaken(std::span<const uint64_t> ids, std::span<const in
   }
   for (size_t h = 0; h < node_order_.size(); ++h) {
     const auto& list = node_order_[h];
-    size_t& c = node_cursor_[h];
+    size_t c = node_cursor_[h];
     while (c < list.size() && !IsPooled(list[c])) ++c;
+    node_cursor_[h] = c;
   }
-  while (global_cursor_ < order_.size() && !IsPooled(order_[global_cursor_])) ++global_cursor_;
+  size_t g = global_cursor_;
+  while (g < order_.size() && !IsPooled(order_[g])) ++g;
+  global_cursor_ = g;
   return OkStatus();
 }
 
@@ -396,11 +419,16 @@ Status EpochSampler::Return(std::span<const uint64_t> ids, uint64_t from_partiti
 }
 
 Status EpochSampler::Commit(std::span<const uint64_t> ids, int64_t* duplicates) {
-  for (uint64_t id : ids) {
-    if (id >= state_.size()) {
-      return OutOfRange("commit: sample id " + std::to_string(id) + " >= " + std::to_string(state_.size()));
+  const uint64_t n = state_.size();
+  uint8_t* const state = state_.data();
+  constexpr size_t kAhead = 16;  // prefetch distance for the random state reads
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (k + kAhead < ids.size() && ids[k + kAhead] < n) __builtin_prefetch(state + ids[k + kAhead]);
+    const uint64_t id = ids[k];
+    if (id >= n) {
+      return OutOfRange("commit: sample id " + std::to_string(id) + " >= " + std::to_string(n));
     }
-    if (state_[id] == kPooled) {
+    if (state[id] == kPooled) {
       return FailedPrecondition("commit: sample id " + std::to_string(id) + " is pooled, not taken");
     }
   }
@@ -408,19 +436,19 @@ Status EpochSampler::Commit(std::span<const uint64_t> ids, int64_t* duplicates) 
   if (with_origin_ == 0) {
     // No sample has an origin (origin_ is all 0): nothing to clear.
     for (uint64_t id : ids) {
-      if (state_[id] == kCommitted) {
+      if (state[id] == kCommitted) {
         ++dups;
       } else {
-        state_[id] = kCommitted;
+        state[id] = kCommitted;
       }
     }
   } else {
     for (uint64_t id : ids) {
-      if (state_[id] == kCommitted) {
+      if (state[id] == kCommitted) {
         ++dups;
         continue;
       }
-      state_[id] = kCommitted;
+      state[id] = kCommitted;
       if (origin_[id] != 0) --with_origin_;
       origin_[id] = 0;
     }

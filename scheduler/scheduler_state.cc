@@ -62,6 +62,9 @@ Plan EvenPlan(const PlanRequest& req) {
   return plan;
 }
 
+// How far ahead per-sample loops prefetch their random reads.
+constexpr size_t kPrefetchAhead = 16;
+
 uint64_t Fnv1a(std::string_view s) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : s) {
@@ -247,6 +250,10 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
     const int32_t* srcs = p.sources().data();
     const auto count = static_cast<size_t>(p.sample_ids_size());
     for (size_t k = 0; k < count; ++k) {
+      // The holder reads are random; start them a few ids ahead.
+      if (k + kPrefetchAhead < count && ids[k + kPrefetchAhead] < num_samples) {
+        __builtin_prefetch(placement_.Holders(ids[k + kPrefetchAhead]).data());
+      }
       const uint64_t id = ids[k];
       const int32_t src = srcs[k];
       if (id >= num_samples) {
