@@ -191,7 +191,7 @@ Status SchedulerService::FlushUnsynced() {
   return OkStatus();
 }
 
-void SchedulerService::Observe(const sched::Updates& updates, double now_ms) {
+void SchedulerService::Observe(const sched::Updates& updates, double now_ms, const AckedPartition* acked) {
   const auto& ledger = driver_->state().ledger();
   for (const auto& u : updates) {
     uint64_t id = 0;
@@ -203,7 +203,20 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms) {
       id = u.partition_timed_out().partition_id();
     else
       continue;
+    // What the update did to the partition. The ack that commits an
+    // epoch's last sample also advances the epoch, which prunes the
+    // epoch's finished records: that one is known from `acked`.
+    sched::PartitionRecord pruned;
     const auto* rec = ledger.Find(id);
+    if (rec == nullptr && acked != nullptr && acked->id == id && u.has_partition_done()) {
+      pruned.partition.set_id(id);
+      pruned.partition.set_iteration(acked->iteration);
+      pruned.partition.set_worker(acked->worker);
+      pruned.state = sched::PartitionState::kDone;
+      pruned.sent_ms = acked->sent_ms;
+      pruned.finished_ms = now_ms;
+      rec = &pruned;
+    }
     if (rec == nullptr || !sched::IsTerminal(rec->state) || rec->finished_ms != now_ms) continue;
     auto it = sent_.find(id);
     if (it == sent_.end()) continue;  // a replayed or never-sent partition
@@ -325,12 +338,16 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       *sender_node = node;
       nodes_[node].last_seen_ms = now_ms;
       if (d.timings().has_training()) pending_training_[d.partition_id()] = d.timings().training();
+      AckedPartition acked;
+      if (const auto* r = driver_->state().ledger().Find(d.partition_id()); r != nullptr) {
+        acked = {r->partition.id(), r->partition.iteration(), r->partition.worker(), r->sent_ms};
+      }
       auto u = driver_->OnPartitionDone(d, now_ms);
       if (!u.ok()) {
         pending_training_.erase(d.partition_id());
         return u.status();
       }
-      Observe(*u, now_ms);
+      Observe(*u, now_ms, &acked);
       Record(std::move(*u));
       pending_training_.erase(d.partition_id());
       return OkStatus();

@@ -129,8 +129,17 @@ class SchedulerService {
   // Journal::AppendAllUnsynced): only for records whose loss in a power
   // failure is harmless, like PartitionSent.
   Status FlushUnsynced();
+  // The acked partition as it was before its PartitionDone was applied.
+  struct AckedPartition {
+    uint64_t id = 0;
+    int64_t iteration = 0;
+    int32_t worker = -1;
+    double sent_ms = 0;
+  };
   // Bookkeeping that follows applied updates (in-flight counts, stats).
-  void Observe(const sched::Updates& u, double now_ms);
+  // `acked`: the partition a PartitionDone in `u` is for, read before the
+  // driver call (its record is pruned when the ack completes an epoch).
+  void Observe(const sched::Updates& u, double now_ms, const AckedPartition* acked = nullptr);
 
   StatusOr<int32_t> Authenticate(const PeerInfo& peer, int32_t claimed_node) const;
   Status OnRegister(const v1::RegisterRequest& req, const PeerInfo& peer, double now_ms, v1::Envelope* reply,

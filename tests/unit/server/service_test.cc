@@ -258,7 +258,12 @@ TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two i
   CHECK(st["ledger"]["duplicates"] == 0);
   CHECK(st["ledger"]["lost"] == 0);
   CHECK(st["ledger"]["epochs_completed"] == 3);  // 12 iterations x 64 of 256 samples
-  CHECK(s->max_in_flight(0) <= 2);
+  for (int node : {0, 1}) {
+    INFO("node " << node);
+    CHECK(s->max_in_flight(node) == 2);
+    CHECK(st["workers"][node]["in_flight"] == 0);
+    CHECK(st["workers"][node]["partitions_done"] == 12);
+  }
   CHECK(st["run"]["iterations_completed"] == 12);
 }
 
@@ -299,6 +304,23 @@ TEST_CASE("plan_ahead 0 keeps strict BSP") {
   REQUIRE(s->Tick(2).ok());
   CHECK(f.transport.Assignments().size() == 2);
   CHECK(Status(*s, 2)["planned_ahead"] == 0);
+  // To the end (3 epochs): one partition in flight per node at a time, and
+  // the acks that complete an epoch close their partition too.
+  std::set<uint64_t> acked;
+  for (int round = 0; round < 100 && !s->finished(); ++round) {
+    AckAll(*s, f.transport, acked, 10 + round);
+    REQUIRE(s->Tick(10 + round).ok());
+  }
+  REQUIRE(s->finished());
+  auto st = Status(*s, 200);
+  CHECK(st["planned_ahead"] == 0);
+  CHECK(st["ledger"]["epochs_completed"] == 3);
+  for (int node : {0, 1}) {
+    INFO("node " << node);
+    CHECK(s->max_in_flight(node) == 1);
+    CHECK(st["workers"][node]["in_flight"] == 0);
+    CHECK(st["workers"][node]["partitions_done"] == 12);
+  }
 }
 
 TEST_CASE("a restarted service recovers from its journal and finishes with 0 duplicates, 0 lost") {
