@@ -166,7 +166,12 @@ StatusOr<Updates> JobDriver::CheckTimeouts(double now_ms) {
 }
 
 std::vector<loft::v1::Partition> JobDriver::PartitionsToSend(std::span<const loft::v1::StateUpdate> updates) {
+  size_t count = 0;
+  for (const auto& u : updates) {
+    if (u.has_iteration_planned()) count += static_cast<size_t>(u.iteration_planned().partitions_size());
+  }
   std::vector<loft::v1::Partition> out;
+  out.reserve(count);  // no regrowth moving the copies around
   for (const auto& u : updates) {
     if (!u.has_iteration_planned()) continue;
     for (const auto& pp : u.iteration_planned().partitions()) out.push_back(pp.partition());

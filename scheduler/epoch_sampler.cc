@@ -76,7 +76,7 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   node_order_.resize(nodes);  // keeps each list's capacity across epochs
   // Node j's list = the ids it holds in permutation order; filled through
   // a write cursor per node (sizes are known: SamplesOf(j)), in the same
-  // pass that inverts the permutation.
+  // pass that records each position's holder (replication 1).
   std::vector<uint64_t*> tail(static_cast<size_t>(nodes));
   for (int j = 0; j < nodes; ++j) {
     available_[j] = static_cast<int64_t>(placement_->SamplesOf(j).size());

@@ -39,11 +39,11 @@ Status Ledger::AddPlanned(const loft::v1::Partition& p, double now_ms, double de
                            std::to_string(p.sample_ids_size()) + " sample ids but " +
                            std::to_string(p.sources_size()) + " sources");
   }
-  PartitionRecord rec;
+  // Built in place: the partition (with its sample ids) is copied once.
+  PartitionRecord& rec = records_.emplace_back();
   rec.partition = p;
   rec.planned_ms = now_ms;
   rec.deadline_ms = deadline_ms;
-  records_.push_back(std::move(rec));
   open_.emplace(p.id(), p.iteration());
   ++open_by_iteration_[p.iteration()];
   last_id_ = p.id();
