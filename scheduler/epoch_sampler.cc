@@ -1,6 +1,7 @@
 #include "scheduler/epoch_sampler.h"
 
 #include <algorithm>
+#include <cassert>
 #include <string>
 
 namespace loft::sched {
@@ -363,6 +364,7 @@ Status EpochSampler::MarkTaken(std::span<const uint64_t> ids, std::span<const in
     ClearPooledBit(id);
     state[id] = kTaken;
     if (hinted) {
+      assert(placement_->Holds(holders[k], id));  // the caller's contract
       --available[holders[k]];
     } else {
       for (int32_t h : placement_->Holders(id)) --available[h];
