@@ -446,6 +446,11 @@ StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_
       ao.timeout_ms = options_.ring_timeout_ms;
       models::RingAllReduce ring(transport_.get(), ao);
       LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, data, w));
+      res.contributors.clear();
+      for (size_t i = 0; i < m.nodes.size(); ++i) {
+        if (w[i] > 0) res.contributors.push_back(m.nodes[i]);
+      }
+      std::sort(res.contributors.begin(), res.contributors.end());
       for (size_t i = 0; i < m.nodes.size(); ++i) {
         if (ex.reports[i]) {
           res.evaluator = m.nodes[i] == options_.node;
@@ -539,6 +544,9 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
     rep.set_allreduce_ms(r.allreduce_ms);
     rep.set_ring_members(r.members);
     rep.set_ring_attempts(r.attempts);
+    if (!r.carried) {
+      for (int32_t node : r.contributors) rep.add_contributors(node);
+    }
     evaluator = r.evaluator;
   }
   rep.set_loss(loss);

@@ -166,7 +166,8 @@ class ModelTrainer final : public Trainer {
     int members = 0, attempts = 0;
     double allreduce_ms = 0;
     bool evaluator = false;
-    bool carried = false;  // the round was already done (state fetched past it)
+    bool carried = false;               // the round was already done (state fetched past it)
+    std::vector<int32_t> contributors;  // members with weight > 0 in the applied all-reduce
   };
   StatusOr<RoundResult> RunRound(int64_t view, uint32_t round, size_t n, bool reports, double* loss);
   void Corrupt(std::span<float> g);

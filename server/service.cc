@@ -248,6 +248,12 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
           ts.done_ms = std::max(ts.done_ms, now_ms);
           if (t.evaluated()) ts.test_accuracy = t.test_accuracy();
           ts.hashes.push_back(t.param_hash());
+          if (t.contributors_size() > 0) {
+            ++ts.contributor_reports;
+            for (int32_t c : t.contributors()) {
+              if (c >= 0 && c < spec_.num_nodes()) ++ts.contributor_votes[c];
+            }
+          }
         }
       }
     }
@@ -359,6 +365,11 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       nodes_[node].last_seen_ms = now_ms;
       spdlog::info("partition {} attempt {} failed on {}: {}", f.partition_id(), f.attempt(),
                    spec_.nodes[node].name, f.reason());
+      if (const auto* r = driver_->state().ledger().Find(f.partition_id());
+          r != nullptr && r->partition.worker() == node && r->partition.attempt() == f.attempt()) {
+        LOFT_ASSIGN_OR_RETURN(bool committed, CommitIfApplied(f.partition_id(), now_ms));
+        if (committed) return OkStatus();
+      }
       LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionFailed(f, now_ms));
       Record(u);
       Observe(u, now_ms);
@@ -385,6 +396,12 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerIn
     return InvalidArgument("register credits must be in 1.." + std::to_string(kMaxCredits));
   }
   if (req.peer_endpoint().empty()) return InvalidArgument("register without a peer_endpoint");
+  if (driver_->state().alive(node)) {
+    // A restart fails the node's partitions; commit those the ring applied.
+    for (uint64_t id : driver_->state().ledger().InFlightOf(node)) {
+      LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
+    }
+  }
   LOFT_ASSIGN_OR_RETURN(auto u, driver_->RegisterWorker(node, now_ms));
   Record(u);
   Observe(u, now_ms);
@@ -480,6 +497,32 @@ Status SchedulerService::SendQueued(double now_ms) {
   return OkStatus();
 }
 
+StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double now_ms) {
+  const auto* rec = driver_->state().ledger().Find(partition_id);
+  if (rec == nullptr || sched::IsTerminal(rec->state)) return false;
+  auto ts = training_.find(rec->partition.iteration());
+  if (ts == training_.end() || ts->second.contributor_reports == 0) return false;
+  const int32_t worker = rec->partition.worker();
+  auto v = ts->second.contributor_votes.find(worker);
+  if (v == ts->second.contributor_votes.end() || 2 * v->second <= ts->second.contributor_reports)
+    return false;
+  v1::PartitionDone d;
+  d.set_partition_id(partition_id);
+  d.set_attempt(rec->partition.attempt());
+  d.set_node(worker);
+  AckedPartition acked{rec->partition.id(), rec->partition.iteration(), worker, rec->sent_ms};
+  spdlog::info(
+      "partition {} of iteration {} on {}: {} of {} training reports say the ring applied its gradient; "
+      "committing it instead of retrying its samples",
+      partition_id, rec->partition.iteration(), spec_.nodes[worker].name, v->second,
+      ts->second.contributor_reports);
+  LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionDone(d, now_ms));
+  Observe(u, now_ms, &acked);
+  Record(std::move(u));
+  ++committed_by_ring_;
+  return true;
+}
+
 bool SchedulerService::ReadyToPlan() const {
   if (driver_->IterationComplete()) return true;
   if (plan_ahead_ < 1) return false;
@@ -567,6 +610,13 @@ Status SchedulerService::Tick(double now_ms) {
       continue;
     spdlog::warn("node {} missed heartbeats for {:.0f} ms: dropping it", spec_.nodes[node].name,
                  now_ms - n.last_seen_ms);
+    // Its partitions (and those reading from it) fail; commit those the ring applied.
+    for (uint64_t id : st.ledger().InFlight()) {
+      const auto* r = st.ledger().Find(id);
+      bool affected = r->partition.worker() == node;
+      for (int32_t src : r->partition.sources()) affected = affected || src == node;
+      if (affected) LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
+    }
     LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerDead(node, "missed heartbeats", now_ms));
     Record(u);
     Observe(u, now_ms);
@@ -580,6 +630,8 @@ Status SchedulerService::Tick(double now_ms) {
     view_dirty_ = true;
   }
   {
+    for (uint64_t id : st.ledger().Expired(now_ms))
+      LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
     LOFT_ASSIGN_OR_RETURN(auto u, driver_->CheckTimeouts(now_ms));
     if (!u.empty()) {
       spdlog::warn("{} partition(s) timed out", u.size());
@@ -703,7 +755,8 @@ std::string SchedulerService::StatusJson(double now_ms) const {
   j["iteration"] = st.last_iteration();
   j["iterations_target"] = target_iterations();
   j["plan_ahead"] = plan_ahead_;
-  j["planned_ahead"] = planned_ahead_;  // iterations planned while the previous one ran
+  j["planned_ahead"] = planned_ahead_;          // iterations planned while the previous one ran
+  j["committed_by_ring"] = committed_by_ring_;  // partitions committed from the ring's reports
   j["finished"] = finished_;
   j["recovered"] = recovered_;
   j["live_nodes"] = st.LiveNodes();
@@ -765,6 +818,12 @@ std::string SchedulerService::StatusJson(double now_ms) const {
                 {"workers", ts.reports},
                 {"hashes_equal", same},
                 {"param_hash", fmt::format("{:016x}", ts.hashes.empty() ? 0 : ts.hashes[0])}};
+      // Nodes most reports say the applied update included.
+      json applied = json::array();
+      for (const auto& [node, votes] : ts.contributor_votes) {
+        if (2 * votes > ts.contributor_reports) applied.push_back(node);
+      }
+      e["applied"] = std::move(applied);
       if (ts.test_accuracy >= 0) {
         e["test_accuracy"] = ts.test_accuracy;
         final_accuracy = ts.test_accuracy;

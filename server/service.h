@@ -180,7 +180,19 @@ class SchedulerService {
     double done_ms = 0;
     double test_accuracy = -1;  // -1 = not evaluated
     std::vector<uint64_t> hashes;
+    // TrainingReport.contributors: reports that listed any, and per node
+    // how many listed it.
+    int contributor_reports = 0;
+    std::map<int32_t, int> contributor_votes;
   };
+  // A partition in flight whose gradient most of its iteration's training
+  // reports say the ring applied (TrainingReport.contributors) is
+  // committed with a PartitionDone on its worker's behalf instead of being
+  // failed and retried, which would train its samples twice. Returns true
+  // when it did. Called before a partition would fail: its worker died or
+  // re-registered, it timed out, or its worker reported a failure.
+  StatusOr<bool> CommitIfApplied(uint64_t partition_id, double now_ms);
+  int64_t committed_by_ring_ = 0;
   std::map<int64_t, TrainingStats> training_;
   std::map<uint64_t, v1::TrainingReport> pending_training_;  // the ack being observed
   int64_t local_bytes_ = 0, remote_bytes_ = 0;

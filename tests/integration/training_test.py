@@ -1,8 +1,10 @@
 """Issue 6: a 4-agent `loftctl cluster run` trains the MLP on Fashion-MNIST
 (real gradients, ZeroMQ ring all-reduce between the agents, SGD) and
 reaches >= 85% test accuracy; every agent holds identical parameters after
-every iteration (same ParameterHash); iterations.csv has loss and test
-accuracy over wall time."""
+every iteration (same ParameterHash); every iteration's reports agree the
+applied update included all 4 agents (TrainingReport.contributors, which
+the scheduler uses to commit rather than retry a partition the ring
+applied); iterations.csv has loss and test accuracy over wall time."""
 import math
 
 import loft_it
@@ -27,4 +29,10 @@ assert sum(losses[-20:]) / 20 < 0.6 * sum(losses[:5]) / 5, (losses[:5], losses[-
 accs = [(float(r["wall_s"]), float(r["test_accuracy"])) for r in rows if r["test_accuracy"]]
 assert len(accs) == ITER // 60, accs
 assert all(b[0] >= a[0] for a, b in zip(accs, accs[1:])), accs
+st = training_lib.status(out)
+its = st["training"]["iterations"]
+assert len(its) == ITER, len(its)
+bad = [e for e in its if e["applied"] != [0, 1, 2, 3]]
+assert not bad, bad[:3]
+assert st["committed_by_ring"] == 0, st["committed_by_ring"]  # nothing failed
 print("ok", acc, accs)

@@ -195,6 +195,88 @@ TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a 
   CHECK(st["ledger"]["lost"] == 0);
 }
 
+// Iteration 0 on two nodes; edge-0 acks with a training report listing
+// `contributors`, edge-1 goes silent and is dropped.
+nlohmann::json DeadAfterRing(const std::vector<int32_t>& contributors,
+                             std::vector<loft::v1::Partition>* sent) {
+  Fixture f;
+  f.opts.plan_ahead = 0;
+  auto s = f.Make();
+  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
+  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  REQUIRE(f.transport.Assignments().size() == 2);
+  auto p0 = f.transport.Assignments(0).at(0);
+  auto done = Done(p0);
+  for (int32_t c : contributors)
+    done.mutable_partition_done()->mutable_timings()->mutable_training()->add_contributors(c);
+  REQUIRE(Send(*s, done, 10).ok());
+  REQUIRE(Send(*s, Credit(0), 10).ok());
+  REQUIRE(Send(*s, Beat(0), 900).ok());
+  REQUIRE(s->Tick(1500).ok());  // edge-1 silent since t=0 > 1000 ms: dropped
+  auto st = Status(*s, 1500);
+  CHECK(st["live_nodes"] == nlohmann::json::array({0}));
+  // Run to the end on edge-0.
+  std::set<uint64_t> acked = {p0.id()};
+  for (int round = 0; round < 40 && !s->finished(); ++round) {
+    const double now = 1600 + round * 10;
+    REQUIRE(Send(*s, Beat(0), now).ok());
+    REQUIRE(s->Tick(now).ok());
+    AckAll(*s, f.transport, acked, now, /*only_node=*/0);
+  }
+  REQUIRE(s->finished());
+  *sent = f.transport.Assignments();
+  return Status(*s, 2000);
+}
+
+TEST_CASE("a dead worker's partition that the ring applied is committed, not retried") {
+  std::vector<loft::v1::Partition> sent;
+  auto st = DeadAfterRing({0, 1}, &sent);
+  CHECK(st["committed_by_ring"] == 1);
+  CHECK(st["ledger"]["failed"] == 0);
+  CHECK(st["ledger"]["retries"] == 0);
+  for (const auto& p : sent) CHECK(p.attempt() == 0);  // no child partition: nothing trained twice
+  CHECK(st["ledger"]["duplicates"] == 0);
+  CHECK(st["ledger"]["lost"] == 0);
+  CHECK(st["ledger"]["epochs_completed"] == 3);
+}
+
+TEST_CASE("a dead worker's partition the ring did not apply is retried") {
+  std::vector<loft::v1::Partition> sent;
+  auto st = DeadAfterRing({0}, &sent);  // edge-1 was not in the applied update
+  CHECK(st["committed_by_ring"] == 0);
+  CHECK(st["ledger"]["failed"] == 1);
+  CHECK(st["ledger"]["retries"].get<int64_t>() >= 1);
+  CHECK(st["ledger"]["duplicates"] == 0);
+  CHECK(st["ledger"]["lost"] == 0);
+}
+
+TEST_CASE("a reported failure of a partition the ring applied commits it") {
+  Fixture f;
+  f.opts.plan_ahead = 0;
+  auto s = f.Make();
+  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
+  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  auto p0 = f.transport.Assignments(0).at(0);
+  auto p1 = f.transport.Assignments(1).at(0);
+  auto done = Done(p0);
+  for (int32_t c : {0, 1})
+    done.mutable_partition_done()->mutable_timings()->mutable_training()->add_contributors(c);
+  REQUIRE(Send(*s, done, 10).ok());
+  loft::v1::Envelope failed;
+  failed.mutable_partition_failed()->set_partition_id(p1.id());
+  failed.mutable_partition_failed()->set_attempt(p1.attempt());
+  failed.mutable_partition_failed()->set_node(1);
+  failed.mutable_partition_failed()->set_reason("all-reduce of round 0, no newer view");
+  REQUIRE(Send(*s, failed, 11).ok());
+  auto st = Status(*s, 12);
+  CHECK(st["committed_by_ring"] == 1);
+  CHECK(st["ledger"]["failed"] == 0);
+  CHECK(st["ledger"]["samples_committed"] == 64);
+  CHECK(st["workers"][1]["in_flight"] == 0);
+}
+
 TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two iterations open") {
   Fixture f;  // the spec's training.overlap defaults to true: plan_ahead auto = 1
   auto s = f.Make();
