@@ -127,6 +127,15 @@ void AckAll(SchedulerService& s, FakeTransport& t, std::set<uint64_t>& acked, do
   }
 }
 
+// Both nodes registered with two credits, then one tick at t = 1.
+std::unique_ptr<SchedulerService> StartBoth(Fixture& f) {
+  auto s = f.Make();
+  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
+  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("the service sends partitions only while the agent has credit") {
@@ -159,10 +168,7 @@ TEST_CASE("the service sends partitions only while the agent has credit") {
 TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a child") {
   Fixture f;
   f.opts.plan_ahead = 0;  // BSP: one iteration open at a time
-  auto s = f.Make();
-  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
-  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
-  REQUIRE(s->Tick(1).ok());
+  auto s = StartBoth(f);
   REQUIRE(f.transport.Assignments().size() == 2);
   auto p0 = f.transport.Assignments(0).at(0);
   REQUIRE(Send(*s, Done(p0), 10).ok());
@@ -201,10 +207,7 @@ nlohmann::json DeadAfterRing(const std::vector<int32_t>& contributors,
                              std::vector<loft::v1::Partition>* sent) {
   Fixture f;
   f.opts.plan_ahead = 0;
-  auto s = f.Make();
-  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
-  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
-  REQUIRE(s->Tick(1).ok());
+  auto s = StartBoth(f);
   REQUIRE(f.transport.Assignments().size() == 2);
   auto p0 = f.transport.Assignments(0).at(0);
   auto done = Done(p0);
@@ -254,10 +257,7 @@ TEST_CASE("a dead worker's partition the ring did not apply is retried") {
 TEST_CASE("a reported failure of a partition the ring applied commits it") {
   Fixture f;
   f.opts.plan_ahead = 0;
-  auto s = f.Make();
-  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
-  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
-  REQUIRE(s->Tick(1).ok());
+  auto s = StartBoth(f);
   auto p0 = f.transport.Assignments(0).at(0);
   auto p1 = f.transport.Assignments(1).at(0);
   auto done = Done(p0);
@@ -279,10 +279,7 @@ TEST_CASE("a reported failure of a partition the ring applied commits it") {
 
 TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two iterations open") {
   Fixture f;  // the spec's training.overlap defaults to true: plan_ahead auto = 1
-  auto s = f.Make();
-  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
-  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
-  REQUIRE(s->Tick(1).ok());
+  auto s = StartBoth(f);
   // Iterations 0 and 1 went out in one tick (two credits per agent).
   auto sent = f.transport.Assignments();
   REQUIRE(sent.size() == 4);
@@ -379,10 +376,7 @@ TEST_CASE("planning ahead waits for a complete iteration when a live node has no
 TEST_CASE("plan_ahead 0 keeps strict BSP") {
   Fixture f;
   f.opts.plan_ahead = 0;
-  auto s = f.Make();
-  REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
-  REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
-  REQUIRE(s->Tick(1).ok());
+  auto s = StartBoth(f);
   REQUIRE(s->Tick(2).ok());
   CHECK(f.transport.Assignments().size() == 2);
   CHECK(Status(*s, 2)["planned_ahead"] == 0);
