@@ -75,6 +75,14 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
   LOFT_ASSIGN_OR_RETURN(s->h_journal_, registry->AddHistogram("loft_scheduler_journal_append_ms",
                                                               "Time to persist one journal batch.",
                                                               metrics::DefaultMillisBuckets()));
+  LOFT_ASSIGN_OR_RETURN(
+      s->c_planned_ahead_,
+      registry->AddCounter("loft_scheduler_planned_ahead_total",
+                           "Iterations planned and streamed while the previous one was running."));
+  LOFT_ASSIGN_OR_RETURN(s->c_committed_by_ring_,
+                        registry->AddCounter("loft_scheduler_committed_by_ring_total",
+                                             "Partitions committed on their worker's behalf because the "
+                                             "ring applied their gradient (instead of a retry)."));
   LOFT_RETURN_IF_ERROR(s->Init(now_ms));
   return s;
 }
@@ -520,6 +528,7 @@ StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double n
   Observe(u, now_ms, &acked);
   Record(std::move(u));
   ++committed_by_ring_;
+  c_committed_by_ring_->Get().Increment();
   return true;
 }
 
@@ -581,7 +590,10 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
     return false;
   }
   last_blocked_.clear();
-  if (!complete) ++planned_ahead_;
+  if (!complete) {
+    ++planned_ahead_;
+    c_planned_ahead_->Get().Increment();
+  }
   // Queue the partitions (ids only; SendQueued reads them from the
   // ledger), then hand the updates to the journal without copying them.
   last_planned_workers_.assign(static_cast<size_t>(spec_.num_nodes()), 0);

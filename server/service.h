@@ -227,6 +227,8 @@ class SchedulerService {
   metrics::GaugeFamily* g_ledger_ = nullptr;
   metrics::HistogramFamily* h_iteration_ = nullptr;
   metrics::HistogramFamily* h_journal_ = nullptr;
+  metrics::CounterFamily* c_planned_ahead_ = nullptr;
+  metrics::CounterFamily* c_committed_by_ring_ = nullptr;
 };
 
 }  // namespace loft::server

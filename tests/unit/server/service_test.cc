@@ -272,6 +272,7 @@ TEST_CASE("a reported failure of a partition the ring applied commits it") {
   REQUIRE(Send(*s, failed, 11).ok());
   auto st = Status(*s, 12);
   CHECK(st["committed_by_ring"] == 1);
+  CHECK(f.registry.Render().find("loft_scheduler_committed_by_ring_total 1\n") != std::string::npos);
   CHECK(st["ledger"]["failed"] == 0);
   CHECK(st["ledger"]["samples_committed"] == 64);
   CHECK(st["workers"][1]["in_flight"] == 0);
@@ -334,6 +335,7 @@ TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two i
   // All but iteration 0 and each epoch's first iteration (4 and 8: the
   // pool is empty until the epoch's last iteration is done).
   CHECK(st["planned_ahead"] == 9);
+  CHECK(f.registry.Render().find("loft_scheduler_planned_ahead_total 9\n") != std::string::npos);
   CHECK(st["ledger"]["duplicates"] == 0);
   CHECK(st["ledger"]["lost"] == 0);
   CHECK(st["ledger"]["epochs_completed"] == 3);  // 12 iterations x 64 of 256 samples
