@@ -304,3 +304,30 @@ TEST_CASE("EpochSampler: a rejected MarkTaken with hints restores counts and nam
   CHECK(s.pooled() == 59);
   CHECK(s.available(holder(3)) == avail[holder(3)] - (holder(3) == holder(7) ? 1 : 0));
 }
+
+TEST_CASE("EpochSampler: a new epoch clears origins left by returned samples", "[sampler]") {
+  Placement pl = MakePlacement(120, 3, 1);
+  EpochSampler s(&pl, 8);
+  std::vector<uint64_t> ids;
+  s.TakeInOrder(30, All(), ids);
+  REQUIRE(s.Return(std::span<const uint64_t>(ids.data(), 10), 42).ok());
+  CHECK(s.with_origin() == 10);
+  CHECK(s.origin(ids[0]) == 42);
+  // Started before every sample was committed (origins still set) ...
+  s.StartEpoch(1);
+  CHECK(s.with_origin() == 0);
+  for (uint64_t id = 0; id < 120; ++id) CHECK(s.origin(id) == 0);
+  // ... and after a whole epoch committed (origins already all 0).
+  std::vector<uint64_t> all;
+  s.TakeInOrder(120, All(), all);
+  REQUIRE(s.Return(std::span<const uint64_t>(all.data(), 5), 7).ok());
+  std::vector<uint64_t> again;
+  CHECK(s.TakeInOrder(5, All(), again) == 5);
+  REQUIRE(s.Commit(all, nullptr).ok());
+  REQUIRE(s.EpochDone());
+  CHECK(s.with_origin() == 0);
+  s.StartEpoch(2);
+  EpochSampler fresh(&pl, 8);
+  fresh.StartEpoch(2);
+  CHECK(s.Digest() == fresh.Digest());
+}
