@@ -6,29 +6,6 @@
 
 namespace loft {
 
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-uint64_t UniformBelow(uint64_t& state, uint64_t bound) {
-  // Lemire's multiply-shift with rejection: unbiased and portable.
-  uint64_t x = SplitMix64(state);
-  __uint128_t m = static_cast<__uint128_t>(x) * bound;
-  uint64_t low = static_cast<uint64_t>(m);
-  if (low < bound) {
-    uint64_t threshold = (0 - bound) % bound;
-    while (low < threshold) {
-      x = SplitMix64(state);
-      m = static_cast<__uint128_t>(x) * bound;
-      low = static_cast<uint64_t>(m);
-    }
-  }
-  return static_cast<uint64_t>(m >> 64);
-}
-
 void SeededPermutation(uint64_t n, uint64_t seed, std::vector<uint64_t>& p) {
   p.resize(n);
   std::iota(p.begin(), p.end(), 0);

@@ -62,10 +62,30 @@ class Placement {
 };
 
 // Deterministic helpers shared by everything that shuffles (placement,
-// epoch permutations): SplitMix64 and an unbiased bounded draw.
-uint64_t SplitMix64(uint64_t& state);
-// Uniform integer in [0, bound) from the generator state (bound > 0).
-uint64_t UniformBelow(uint64_t& state, uint64_t bound);
+// epoch permutations): SplitMix64 and an unbiased bounded draw. Inline:
+// an epoch's permutation calls them once per sample.
+inline uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+// Uniform integer in [0, bound) from the generator state (bound > 0):
+// Lemire's multiply-shift with rejection, unbiased and portable.
+inline uint64_t UniformBelow(uint64_t& state, uint64_t bound) {
+  uint64_t x = SplitMix64(state);
+  __uint128_t m = static_cast<__uint128_t>(x) * bound;
+  uint64_t low = static_cast<uint64_t>(m);
+  if (low < bound) {
+    const uint64_t threshold = (0 - bound) % bound;
+    while (low < threshold) {
+      x = SplitMix64(state);
+      m = static_cast<__uint128_t>(x) * bound;
+      low = static_cast<uint64_t>(m);
+    }
+  }
+  return static_cast<uint64_t>(m >> 64);
+}
 // Seeded Fisher–Yates permutation of 0 … n−1.
 std::vector<uint64_t> SeededPermutation(uint64_t n, uint64_t seed);
 // The same permutation written into `out` (resized to n; its buffer is
