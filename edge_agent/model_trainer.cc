@@ -19,10 +19,10 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace loft::agent {
 namespace {
 
-constexpr uint8_t kWeightsPhase = 0xFE;  // [f64 b][i64 last_round][u64 hash][u8 reports]
+constexpr uint8_t kWeightsPhase = 0xFE;  // [f64 b][i64 last_round][u64 hash][u8 reports][u64 partition]
 constexpr uint8_t kStatePhase =
     0xFD;  // request: [i64 want_round]; answer: [i64 last_round][u64 hash][checkpoint]
-constexpr size_t kExchangeBytes = 8 + 8 + 8 + 1;
+constexpr size_t kExchangeBytes = 8 + 8 + 8 + 1 + 8;
 
 template <typename T>
 void PutLe(std::vector<std::byte>* out, T v) {
@@ -271,7 +271,7 @@ std::optional<v1::MembershipView> ModelTrainer::NewerView(int64_t v) {
 }
 
 StatusOr<ModelTrainer::Exchange> ModelTrainer::ExchangeState(const Members& m, uint32_t round, double b,
-                                                             bool reports) {
+                                                             bool reports, uint64_t partition_id) {
   const uint64_t tag = models::MakeTag(m.view, round, kWeightsPhase);
   const uint64_t hash = models::ParameterHash(model_->params());
   std::vector<std::byte> buf;
@@ -279,6 +279,7 @@ StatusOr<ModelTrainer::Exchange> ModelTrainer::ExchangeState(const Members& m, u
   PutLe(&buf, last_round_);
   PutLe(&buf, hash);
   PutLe(&buf, static_cast<uint8_t>(reports ? 1 : 0));
+  PutLe(&buf, partition_id);
   for (int n : m.nodes) {
     if (n != options_.node) LOFT_RETURN_IF_ERROR(transport_->Send(n, tag, buf));
   }
@@ -288,6 +289,7 @@ StatusOr<ModelTrainer::Exchange> ModelTrainer::ExchangeState(const Members& m, u
     int64_t lr = last_round_;
     uint64_t h = hash;
     bool rep = reports;
+    uint64_t pid = partition_id;
     if (n != options_.node) {
       LOFT_ASSIGN_OR_RETURN(auto bytes, transport_->Recv(n, tag, options_.ring_timeout_ms));
       if (bytes.size() != kExchangeBytes) {
@@ -296,11 +298,13 @@ StatusOr<ModelTrainer::Exchange> ModelTrainer::ExchangeState(const Members& m, u
         lr = std::numeric_limits<int64_t>::min();
         h = 0;
         rep = false;
+        pid = 0;
       } else {
         x = GetLe<double>(bytes, 0);
         lr = GetLe<int64_t>(bytes, 8);
         h = GetLe<uint64_t>(bytes, 16);
         rep = GetLe<uint8_t>(bytes, 24) != 0;
+        pid = GetLe<uint64_t>(bytes, 25);
       }
       // A lying member cannot poison the weights with NaN or negatives.
       if (!std::isfinite(x) || x < 0) x = 0;
@@ -309,6 +313,7 @@ StatusOr<ModelTrainer::Exchange> ModelTrainer::ExchangeState(const Members& m, u
     ex.last_round.push_back(lr);
     ex.hash.push_back(h);
     ex.reports.push_back(rep);
+    ex.partition.push_back(pid);
   }
   return ex;
 }
@@ -387,7 +392,8 @@ double ModelTrainer::ComputeGradient(size_t n) {
 }
 
 StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_t round, size_t n,
-                                                           bool reports, double* loss) {
+                                                           uint64_t partition_id, bool reports,
+                                                           double* loss) {
   auto t0 = std::chrono::steady_clock::now();
   RoundResult res;
   LOFT_ASSIGN_OR_RETURN(Members m, ViewMembers(view));
@@ -396,7 +402,8 @@ StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_
     ++res.attempts;
     transport_->SetAbortCheck([this, &m] { return CheckMembersAlive(m); });
     Status st = [&]() -> Status {
-      LOFT_ASSIGN_OR_RETURN(Exchange ex, ExchangeState(m, round, static_cast<double>(n) + carry_b_, reports));
+      LOFT_ASSIGN_OR_RETURN(Exchange ex, ExchangeState(m, round, static_cast<double>(n) + carry_b_, reports,
+                                                       n > 0 ? partition_id : 0));
       // 2. State check: the (last_round, hash) most members hold; ties -> the later round.
       const std::pair<int64_t, uint64_t> target = AgreedState(ex.last_round, ex.hash);
       int best = 0;
@@ -446,11 +453,15 @@ StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_
       ao.timeout_ms = options_.ring_timeout_ms;
       models::RingAllReduce ring(transport_.get(), ao);
       LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, data, w));
-      res.contributors.clear();
+      // The partitions whose samples this update holds: members with
+      // weight and a partition of this round (carried samples belong to
+      // partitions already reported).
+      res.applied.clear();
       for (size_t i = 0; i < m.nodes.size(); ++i) {
-        if (w[i] > 0) res.contributors.push_back(m.nodes[i]);
+        if (w[i] > 0 && ex.partition[i] != 0) res.applied.push_back(ex.partition[i]);
       }
-      std::sort(res.contributors.begin(), res.contributors.end());
+      std::sort(res.applied.begin(), res.applied.end());
+      res.applied.erase(std::unique(res.applied.begin(), res.applied.end()), res.applied.end());
       for (size_t i = 0; i < m.nodes.size(); ++i) {
         if (ex.reports[i]) {
           res.evaluator = m.nodes[i] == options_.node;
@@ -540,12 +551,13 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
     spdlog::info("partition {} of round {} arrived after the round: its {} samples go into the next round",
                  batch.partition_id, round, n);
   } else {
-    LOFT_ASSIGN_OR_RETURN(RoundResult r, RunRound(batch.view, round, n, /*reports=*/true, &loss));
+    LOFT_ASSIGN_OR_RETURN(RoundResult r,
+                          RunRound(batch.view, round, n, batch.partition_id, /*reports=*/true, &loss));
     rep.set_allreduce_ms(r.allreduce_ms);
     rep.set_ring_members(r.members);
     rep.set_ring_attempts(r.attempts);
     if (!r.carried) {
-      for (int32_t node : r.contributors) rep.add_contributors(node);
+      for (uint64_t id : r.applied) rep.add_applied_partitions(id);
     }
     evaluator = r.evaluator;
   }
@@ -600,7 +612,7 @@ void ModelTrainer::Idle() {
   spdlog::info("node {} started round {} (view {}) and this node has no partition: joining with weight 0",
                join->first, round, view);
   double loss = 0;
-  auto r = RunRound(view, round, 0, /*reports=*/false, &loss);
+  auto r = RunRound(view, round, 0, /*partition_id=*/0, /*reports=*/false, &loss);
   if (!r.ok()) {
     spdlog::warn("weight-0 join of round {} (view {}) failed: {}", round, view, r.status().ToString());
     idle_refused_.insert(tag & ~uint64_t{0xFF});

@@ -12,7 +12,8 @@
 //
 // One round per iteration (round = iteration). Ring members = the live
 // nodes of the view the partition was planned in. Each round:
-//  1. exchange: every member sends [b_i, last_round, ParameterHash, reports]
+//  1. exchange: every member sends [b_i, last_round, ParameterHash, reports,
+//     partition id of this round (0 = none)]
 //     (b_i = samples this round, 0 for a member without a partition);
 //  2. state check: the (last_round, hash) pair held by most members (ties:
 //     the later round) is the job's state; a member holding anything else
@@ -152,8 +153,10 @@ class ModelTrainer final : public Trainer {
     std::vector<int64_t> last_round;
     std::vector<uint64_t> hash;
     std::vector<bool> reports;
+    std::vector<uint64_t> partition;  // the member's partition of this round, 0 = none
   };
-  StatusOr<Exchange> ExchangeState(const Members& m, uint32_t round, double b, bool reports);
+  StatusOr<Exchange> ExchangeState(const Members& m, uint32_t round, double b, bool reports,
+                                   uint64_t partition_id);
   // Fetches the state (last_round, hash) from a member holding it.
   Status SyncState(const Members& m, uint32_t round, int64_t want_round, uint64_t want_hash,
                    const std::vector<int>& holders);
@@ -166,10 +169,14 @@ class ModelTrainer final : public Trainer {
     int members = 0, attempts = 0;
     double allreduce_ms = 0;
     bool evaluator = false;
-    bool carried = false;               // the round was already done (state fetched past it)
-    std::vector<int32_t> contributors;  // members with weight > 0 in the applied all-reduce
+    bool carried = false;           // the round was already done (state fetched past it)
+    std::vector<uint64_t> applied;  // partitions whose samples the applied update holds
   };
-  StatusOr<RoundResult> RunRound(int64_t view, uint32_t round, size_t n, bool reports, double* loss);
+  // `partition_id`: this member's partition of the round (0 = none, a
+  // weight-0 join); exchanged so every member can report which partitions
+  // the update holds.
+  StatusOr<RoundResult> RunRound(int64_t view, uint32_t round, size_t n, uint64_t partition_id, bool reports,
+                                 double* loss);
   void Corrupt(std::span<float> g);
 
   ModelTrainerOptions options_;

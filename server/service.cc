@@ -199,7 +199,8 @@ Status SchedulerService::FlushUnsynced() {
   return OkStatus();
 }
 
-void SchedulerService::Observe(const sched::Updates& updates, double now_ms, const AckedPartition* acked) {
+void SchedulerService::Observe(const sched::Updates& updates, double now_ms, const AckedPartition* acked,
+                               bool by_ring) {
   const auto& ledger = driver_->state().ledger();
   for (const auto& u : updates) {
     uint64_t id = 0;
@@ -241,8 +242,10 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
     if (rec->state == sched::PartitionState::kDone) {
       ++n.partitions_done;
       auto& it_stats = open_iterations_[rec->partition.iteration()];
-      it_stats.worker_sent_done[rec->partition.worker()] = {rec->sent_ms, rec->finished_ms};
-      it_stats.last_done_ms = std::max(it_stats.last_done_ms, now_ms);
+      if (!by_ring) {
+        it_stats.worker_sent_done[rec->partition.worker()] = {rec->sent_ms, rec->finished_ms};
+        it_stats.last_done_ms = std::max(it_stats.last_done_ms, now_ms);
+      }
       if (u.has_partition_done()) {
         local_bytes_ += u.partition_done().done().timings().local_bytes();
         remote_bytes_ += u.partition_done().done().timings().remote_bytes();
@@ -256,11 +259,9 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
           ts.done_ms = std::max(ts.done_ms, now_ms);
           if (t.evaluated()) ts.test_accuracy = t.test_accuracy();
           ts.hashes.push_back(t.param_hash());
-          if (t.contributors_size() > 0) {
-            ++ts.contributor_reports;
-            for (int32_t c : t.contributors()) {
-              if (c >= 0 && c < spec_.num_nodes()) ++ts.contributor_votes[c];
-            }
+          if (t.applied_partitions_size() > 0) {
+            auto& votes = ring_votes_[rec->partition.iteration()];
+            for (uint64_t pid : t.applied_partitions()) votes[pid].insert(rec->partition.worker());
           }
         }
       }
@@ -278,7 +279,8 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
       double slowest = 0;
       std::vector<double> worker_ms;
       for (const auto& [node, sd] : s.worker_sent_done) {
-        worker_ms.push_back(sd.second - std::max(sd.first, start));
+        // >= 0: without a ring barrier a worker can ack t+1 before t's last ack.
+        worker_ms.push_back(std::max(0.0, sd.second - std::max(sd.first, start)));
         slowest = std::max(slowest, worker_ms.back());
       }
       double wait = 0;
@@ -289,6 +291,20 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
       finished_ms_ = s.last_done_ms;
       prev_done_ms_ = s.last_done_ms;
     }
+    // The ring's votes are only needed while the iteration is open.
+    auto votes = ring_votes_.find(it->first);
+    auto workers = iteration_workers_.find(it->first);
+    auto ts = training_.find(it->first);
+    if (ts != training_.end() && workers != iteration_workers_.end()) {
+      ts->second.applied = 0;
+      if (votes != ring_votes_.end()) {
+        for (const auto& [pid, reporters] : votes->second) {
+          ts->second.applied += 2 * static_cast<int>(reporters.size()) > workers->second ? 1 : 0;
+        }
+      }
+    }
+    if (votes != ring_votes_.end()) ring_votes_.erase(votes);
+    if (workers != iteration_workers_.end()) iteration_workers_.erase(workers);
     it = open_iterations_.erase(it);
   }
 }
@@ -505,28 +521,36 @@ Status SchedulerService::SendQueued(double now_ms) {
   return OkStatus();
 }
 
-StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double now_ms) {
+StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double now_ms, bool timed_out) {
   const auto* rec = driver_->state().ledger().Find(partition_id);
   if (rec == nullptr || sched::IsTerminal(rec->state)) return false;
-  auto ts = training_.find(rec->partition.iteration());
-  if (ts == training_.end() || ts->second.contributor_reports == 0) return false;
+  const int64_t iteration = rec->partition.iteration();
+  auto votes = ring_votes_.find(iteration);
+  auto workers = iteration_workers_.find(iteration);
+  if (votes == ring_votes_.end() || workers == iteration_workers_.end()) return false;
+  auto reporters = votes->second.find(partition_id);
+  if (reporters == votes->second.end()) return false;
   const int32_t worker = rec->partition.worker();
-  auto v = ts->second.contributor_votes.find(worker);
-  if (v == ts->second.contributor_votes.end() || 2 * v->second <= ts->second.contributor_reports)
-    return false;
+  // Its own worker's word does not count (it could drop its samples so).
+  const int others = static_cast<int>(reporters->second.size()) - (reporters->second.count(worker) ? 1 : 0);
+  if (2 * others <= workers->second) return false;
   v1::PartitionDone d;
   d.set_partition_id(partition_id);
   d.set_attempt(rec->partition.attempt());
   d.set_node(worker);
-  AckedPartition acked{rec->partition.id(), rec->partition.iteration(), worker, rec->sent_ms};
+  AckedPartition acked{rec->partition.id(), iteration, worker, rec->sent_ms};
   spdlog::info(
-      "partition {} of iteration {} on {}: {} of {} training reports say the ring applied its gradient; "
+      "partition {} of iteration {} on {}: {} of the iteration's {} workers report the ring applied it; "
       "committing it instead of retrying its samples",
-      partition_id, rec->partition.iteration(), spec_.nodes[worker].name, v->second,
-      ts->second.contributor_reports);
+      partition_id, iteration, spec_.nodes[worker].name, others, workers->second);
   LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionDone(d, now_ms));
-  Observe(u, now_ms, &acked);
+  Observe(u, now_ms, &acked, /*by_ring=*/true);
   Record(std::move(u));
+  if (timed_out) {
+    // As for a timeout: the assignment or its ack was probably lost.
+    NodeSession& n = nodes_[worker];
+    n.credits = std::min(n.window, n.credits + 1);
+  }
   ++committed_by_ring_;
   c_committed_by_ring_->Get().Increment();
   return true;
@@ -608,6 +632,8 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
     }
   }
   last_planned_view_ = st.view();
+  iteration_workers_[last_planned_iteration_] = static_cast<int>(
+      std::count(last_planned_workers_.begin(), last_planned_workers_.end(), static_cast<char>(1)));
   Record(std::move(u));
   LOFT_RETURN_IF_ERROR(Flush());  // journal before streaming
   return true;
@@ -642,8 +668,9 @@ Status SchedulerService::Tick(double now_ms) {
     view_dirty_ = true;
   }
   {
-    for (uint64_t id : st.ledger().Expired(now_ms))
-      LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
+    for (uint64_t id : st.ledger().Expired(now_ms)) {
+      LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms, /*timed_out=*/true).status());
+    }
     LOFT_ASSIGN_OR_RETURN(auto u, driver_->CheckTimeouts(now_ms));
     if (!u.empty()) {
       spdlog::warn("{} partition(s) timed out", u.size());
@@ -830,12 +857,8 @@ std::string SchedulerService::StatusJson(double now_ms) const {
                 {"workers", ts.reports},
                 {"hashes_equal", same},
                 {"param_hash", fmt::format("{:016x}", ts.hashes.empty() ? 0 : ts.hashes[0])}};
-      // Nodes most reports say the applied update included.
-      json applied = json::array();
-      for (const auto& [node, votes] : ts.contributor_votes) {
-        if (2 * votes > ts.contributor_reports) applied.push_back(node);
-      }
-      e["applied"] = std::move(applied);
+      // Partitions most of the iteration's workers reported applied (once closed).
+      if (ts.applied >= 0) e["applied"] = ts.applied;
       if (ts.test_accuracy >= 0) {
         e["test_accuracy"] = ts.test_accuracy;
         final_accuracy = ts.test_accuracy;

@@ -44,6 +44,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -139,7 +140,10 @@ class SchedulerService {
   // Bookkeeping that follows applied updates (in-flight counts, stats).
   // `acked`: the partition a PartitionDone in `u` is for, read before the
   // driver call (its record is pruned when the ack completes an epoch).
-  void Observe(const sched::Updates& u, double now_ms, const AckedPartition* acked = nullptr);
+  // `by_ring`: the PartitionDone is CommitIfApplied's (no timings of
+  // its own: left out of the iteration's wall and worker times).
+  void Observe(const sched::Updates& u, double now_ms, const AckedPartition* acked = nullptr,
+               bool by_ring = false);
 
   StatusOr<int32_t> Authenticate(const PeerInfo& peer, int32_t claimed_node) const;
   Status OnRegister(const v1::RegisterRequest& req, const PeerInfo& peer, double now_ms, v1::Envelope* reply,
@@ -180,18 +184,22 @@ class SchedulerService {
     double done_ms = 0;
     double test_accuracy = -1;  // -1 = not evaluated
     std::vector<uint64_t> hashes;
-    // TrainingReport.contributors: reports that listed any, and per node
-    // how many listed it.
-    int contributor_reports = 0;
-    std::map<int32_t, int> contributor_votes;
+    int applied = -1;  // partitions most other workers reported applied; -1 = open
   };
-  // A partition in flight whose gradient most of its iteration's training
-  // reports say the ring applied (TrainingReport.contributors) is
-  // committed with a PartitionDone on its worker's behalf instead of being
-  // failed and retried, which would train its samples twice. Returns true
-  // when it did. Called before a partition would fail: its worker died or
-  // re-registered, it timed out, or its worker reported a failure.
-  StatusOr<bool> CommitIfApplied(uint64_t partition_id, double now_ms);
+  // Per open iteration: who reported which partitions applied
+  // (TrainingReport.applied_partitions; partition id -> reporting
+  // workers), and how many distinct workers the iteration was planned on.
+  // Dropped when the iteration closes (not kept across a restart).
+  std::map<int64_t, std::map<uint64_t, std::set<int32_t>>> ring_votes_;
+  std::map<int64_t, int> iteration_workers_;
+  // A partition in flight that reports from more than half of its
+  // iteration's workers, other than its own, say the ring applied is
+  // committed with a PartitionDone on its worker's behalf instead of
+  // being failed and retried, which would train its samples twice.
+  // Returns true when it did. Called before a partition would fail: its
+  // worker died or re-registered, it timed out (`timed_out`: its credit
+  // comes back as for a timeout), or its worker reported a failure.
+  StatusOr<bool> CommitIfApplied(uint64_t partition_id, double now_ms, bool timed_out = false);
   int64_t committed_by_ring_ = 0;
   std::map<int64_t, TrainingStats> training_;
   std::map<uint64_t, v1::TrainingReport> pending_training_;  // the ack being observed

@@ -44,7 +44,7 @@ struct Fixture {
   FakeTransport transport;
   loft::metrics::Registry registry;
 
-  Fixture() {
+  explicit Fixture(int nodes = 2) {
     dir =
         fs::temp_directory_path() / ("loft-server-test-" + std::to_string(reinterpret_cast<uintptr_t>(this)) +
                                      "-" + std::to_string(::getpid()));
@@ -54,7 +54,8 @@ struct Fixture {
         << "dataset: {name: fashion-mnist, samples: 256, sample_bytes: 784}\n"
            "placement: {kind: shards, replication: 2}\n"
            "training: {global_batch: 64, min_batch: 8, iterations: 12, seed: 7}\n"
-           "nodes:\n  - name: edge\n    count: 2\n";
+           "nodes:\n  - name: edge\n    count: "
+        << nodes << "\n";
     opts.cluster_spec = (dir / "spec.yaml").string();
     opts.journal_dir = (dir / "journal").string();
     opts.insecure = true;
@@ -201,40 +202,48 @@ TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a 
   CHECK(st["ledger"]["lost"] == 0);
 }
 
-// Iteration 0 on two nodes; edge-0 acks with a training report listing
-// `contributors`, edge-1 goes silent and is dropped.
-nlohmann::json DeadAfterRing(const std::vector<int32_t>& contributors,
+// Three nodes, iteration 0. edge-0 and edge-1 ack with training reports
+// whose applied_partitions are the iteration's partitions of the nodes in
+// applied0 / applied1; edge-2 goes silent and is dropped; edge-0 and
+// edge-1 run the job to its end.
+nlohmann::json DeadAfterRing(const std::vector<int>& applied0, const std::vector<int>& applied1,
                              std::vector<loft::v1::Partition>* sent) {
-  Fixture f;
+  Fixture f(3);
   f.opts.plan_ahead = 0;
-  auto s = StartBoth(f);
-  REQUIRE(f.transport.Assignments().size() == 2);
-  auto p0 = f.transport.Assignments(0).at(0);
-  auto done = Done(p0);
-  for (int32_t c : contributors)
-    done.mutable_partition_done()->mutable_timings()->mutable_training()->add_contributors(c);
-  REQUIRE(Send(*s, done, 10).ok());
-  REQUIRE(Send(*s, Credit(0), 10).ok());
-  REQUIRE(Send(*s, Beat(0), 900).ok());
-  REQUIRE(s->Tick(1500).ok());  // edge-1 silent since t=0 > 1000 ms: dropped
+  auto s = f.Make();
+  for (const char* n : {"edge-0", "edge-1", "edge-2"}) REQUIRE(Send(*s, Register(n, 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  REQUIRE(f.transport.Assignments().size() == 3);
+  std::set<uint64_t> acked;
+  for (int node : {0, 1}) {
+    auto p = f.transport.Assignments(node).at(0);
+    auto done = Done(p);
+    for (int a : node == 0 ? applied0 : applied1) {
+      done.mutable_partition_done()->mutable_timings()->mutable_training()->add_applied_partitions(
+          f.transport.Assignments(a).at(0).id());
+    }
+    REQUIRE(Send(*s, done, 10).ok());
+    REQUIRE(Send(*s, Credit(node), 10).ok());
+    REQUIRE(Send(*s, Beat(node), 900).ok());
+    acked.insert(p.id());
+  }
+  REQUIRE(s->Tick(1500).ok());  // edge-2 silent since t=0 > 1000 ms: dropped
   auto st = Status(*s, 1500);
-  CHECK(st["live_nodes"] == nlohmann::json::array({0}));
-  // Run to the end on edge-0.
-  std::set<uint64_t> acked = {p0.id()};
-  for (int round = 0; round < 40 && !s->finished(); ++round) {
+  CHECK(st["live_nodes"] == nlohmann::json::array({0, 1}));
+  for (int round = 0; round < 60 && !s->finished(); ++round) {
     const double now = 1600 + round * 10;
-    REQUIRE(Send(*s, Beat(0), now).ok());
+    for (int node : {0, 1}) REQUIRE(Send(*s, Beat(node), now).ok());
     REQUIRE(s->Tick(now).ok());
-    AckAll(*s, f.transport, acked, now, /*only_node=*/0);
+    for (int node : {0, 1}) AckAll(*s, f.transport, acked, now, node);
   }
   REQUIRE(s->finished());
   *sent = f.transport.Assignments();
-  return Status(*s, 2000);
+  return Status(*s, 3000);
 }
 
 TEST_CASE("a dead worker's partition that the ring applied is committed, not retried") {
   std::vector<loft::v1::Partition> sent;
-  auto st = DeadAfterRing({0, 1}, &sent);
+  auto st = DeadAfterRing({0, 1, 2}, {0, 1, 2}, &sent);
   CHECK(st["committed_by_ring"] == 1);
   CHECK(st["ledger"]["failed"] == 0);
   CHECK(st["ledger"]["retries"] == 0);
@@ -246,7 +255,7 @@ TEST_CASE("a dead worker's partition that the ring applied is committed, not ret
 
 TEST_CASE("a dead worker's partition the ring did not apply is retried") {
   std::vector<loft::v1::Partition> sent;
-  auto st = DeadAfterRing({0}, &sent);  // edge-1 was not in the applied update
+  auto st = DeadAfterRing({0, 1}, {0, 1}, &sent);  // edge-2's partition not in the applied update
   CHECK(st["committed_by_ring"] == 0);
   CHECK(st["ledger"]["failed"] == 1);
   CHECK(st["ledger"]["retries"].get<int64_t>() >= 1);
@@ -254,20 +263,34 @@ TEST_CASE("a dead worker's partition the ring did not apply is retried") {
   CHECK(st["ledger"]["lost"] == 0);
 }
 
+TEST_CASE("one report saying a partition was applied is not enough to commit it") {
+  std::vector<loft::v1::Partition> sent;
+  // edge-0 (say, Byzantine) claims edge-2's partition was applied, listed
+  // three times; edge-1 does not: 1 of 3 workers.
+  auto st = DeadAfterRing({0, 1, 2, 2, 2}, {0, 1}, &sent);
+  CHECK(st["committed_by_ring"] == 0);
+  CHECK(st["ledger"]["failed"] == 1);
+  CHECK(st["ledger"]["retries"].get<int64_t>() >= 1);
+}
+
 TEST_CASE("a reported failure of a partition the ring applied commits it") {
-  Fixture f;
+  Fixture f(3);
   f.opts.plan_ahead = 0;
-  auto s = StartBoth(f);
-  auto p0 = f.transport.Assignments(0).at(0);
-  auto p1 = f.transport.Assignments(1).at(0);
-  auto done = Done(p0);
-  for (int32_t c : {0, 1})
-    done.mutable_partition_done()->mutable_timings()->mutable_training()->add_contributors(c);
-  REQUIRE(Send(*s, done, 10).ok());
+  auto s = f.Make();
+  for (const char* n : {"edge-0", "edge-1", "edge-2"}) REQUIRE(Send(*s, Register(n, 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  std::vector<loft::v1::Partition> p;
+  for (int node : {0, 1, 2}) p.push_back(f.transport.Assignments(node).at(0));
+  for (int node : {0, 1}) {
+    auto done = Done(p[node]);
+    for (const auto& q : p)
+      done.mutable_partition_done()->mutable_timings()->mutable_training()->add_applied_partitions(q.id());
+    REQUIRE(Send(*s, done, 10).ok());
+  }
   loft::v1::Envelope failed;
-  failed.mutable_partition_failed()->set_partition_id(p1.id());
-  failed.mutable_partition_failed()->set_attempt(p1.attempt());
-  failed.mutable_partition_failed()->set_node(1);
+  failed.mutable_partition_failed()->set_partition_id(p[2].id());
+  failed.mutable_partition_failed()->set_attempt(p[2].attempt());
+  failed.mutable_partition_failed()->set_node(2);
   failed.mutable_partition_failed()->set_reason("all-reduce of round 0, no newer view");
   REQUIRE(Send(*s, failed, 11).ok());
   auto st = Status(*s, 12);
@@ -275,7 +298,10 @@ TEST_CASE("a reported failure of a partition the ring applied commits it") {
   CHECK(f.registry.Render().find("loft_scheduler_committed_by_ring_total 1\n") != std::string::npos);
   CHECK(st["ledger"]["failed"] == 0);
   CHECK(st["ledger"]["samples_committed"] == 64);
-  CHECK(st["workers"][1]["in_flight"] == 0);
+  CHECK(st["workers"][2]["in_flight"] == 0);
+  // Iteration 0 closed: its status entry counts the 3 applied partitions.
+  REQUIRE(s->Tick(13).ok());
+  CHECK(Status(*s, 14)["training"]["iterations"][0]["applied"] == 3);
 }
 
 TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two iterations open") {
