@@ -232,6 +232,7 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
     NodeSession& n = nodes_[it->second];
     n.in_flight = std::max<int64_t>(0, n.in_flight - 1);
     sent_.erase(it);
+    unconfirmed_.erase(id);
     if (rec->state == sched::PartitionState::kTimedOut) {
       // The assignment (or its ack) was probably lost, e.g. with a crashed
       // scheduler's send queue; its credit would never come back. Restore
@@ -434,6 +435,7 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerIn
   for (auto it = sent_.begin(); it != sent_.end();) {
     it = it->second == node ? sent_.erase(it) : std::next(it);
   }
+  std::erase_if(unconfirmed_, [&](const auto& kv) { return kv.second.first == node; });
   n.connected = true;
   n.peer_endpoint = req.peer_endpoint();
   n.ring_endpoint = req.ring_endpoint();
@@ -488,6 +490,10 @@ Status SchedulerService::SendQueued(double now_ms) {
         n.queue.pop_front();
         continue;
       }
+      if (std::any_of(unconfirmed_.begin(), unconfirmed_.end(), [&](const auto& kv) {
+            return kv.second.first == node && kv.second.second < rec->partition.iteration();
+          }))
+        break;  // after a restart: wait for this node's earlier partition
       v1::Envelope env;
       *env.mutable_assignment()->mutable_partition() = WireOf(rec->partition);
       const v1::Partition& p = env.assignment().partition();
@@ -557,15 +563,15 @@ StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double n
 }
 
 bool SchedulerService::ReadyToPlan() const {
-  if (driver_->IterationComplete()) return true;
-  if (plan_ahead_ < 1) return false;
   const auto& st = driver_->state();
+  if (st.ledger().in_flight() == 0) return true;  // every iteration complete (BSP)
+  if (plan_ahead_ < 1) return false;
   const int64_t running = st.last_iteration();
-  // (a) at most two open iterations; (b) all of `running` sent; (c) same
-  // view; (d) every live node has a partition of `running`. After a
-  // restart the last plan's workers are unknown: wait (BSP) once.
+  // (a) only `running` is open; (b) all of it sent; (c) same view; (d)
+  // every live node has a partition of it. After a restart the last
+  // plan's workers are unknown: wait (BSP) once.
   if (running != last_planned_iteration_ || st.view() != last_planned_view_) return false;
-  if (running > 0 && st.ledger().OpenInIteration(running - 1) > 0) return false;
+  if (st.ledger().in_flight() != st.ledger().OpenInIteration(running)) return false;
   for (const NodeSession& n : nodes_) {
     if (!n.queue.empty()) return false;
   }
@@ -578,7 +584,7 @@ bool SchedulerService::ReadyToPlan() const {
 StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
   if (finished_) return false;
   const auto& st = driver_->state();
-  const bool complete = driver_->IterationComplete();
+  const bool complete = st.ledger().in_flight() == 0;  // no iteration open
   if (st.next_iteration() >= target_iterations()) {
     if (!complete) return false;  // the last iterations are still running
     finished_ = true;
@@ -661,6 +667,7 @@ Status SchedulerService::Tick(double now_ms) {
     for (auto it = sent_.begin(); it != sent_.end();) {
       it = it->second == node ? sent_.erase(it) : std::next(it);
     }
+    std::erase_if(unconfirmed_, [&](const auto& kv) { return kv.second.first == node; });
     n.connected = false;
     n.queue.clear();
     n.in_flight = 0;
@@ -689,6 +696,10 @@ Status SchedulerService::Tick(double now_ms) {
       else if (rec->state == sched::PartitionState::kSent) {
         sent_[id] = rec->partition.worker();
         ++nodes_[rec->partition.worker()].in_flight;
+        // Its assignment may have died with the old process: until it is
+        // acked, failed or timed out, the node gets no later iteration
+        // (it would run round t+1 while the ring waits for it in round t).
+        unconfirmed_[id] = {rec->partition.worker(), rec->partition.iteration()};
       }
       open_iterations_[rec->partition.iteration()].planned_ms = rec->planned_ms;
     }

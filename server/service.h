@@ -218,6 +218,8 @@ class SchedulerService {
   bool view_dirty_ = false;
   std::string last_blocked_;
   std::map<uint64_t, int32_t> sent_;  // partitions this process sent, not finished -> worker
+  // Sent before a restart and not finished since: id -> (worker, iteration).
+  std::map<uint64_t, std::pair<int32_t, int64_t>> unconfirmed_;
 
   metrics::GaugeFamily* g_view_ = nullptr;
   metrics::GaugeFamily* g_iteration_ = nullptr;

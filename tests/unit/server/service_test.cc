@@ -23,8 +23,13 @@ using loft::server::SchedulerService;
 struct FakeTransport : loft::server::SchedulerTransport {
   std::vector<std::pair<int32_t, loft::v1::Envelope>> sent;
   std::set<int32_t> unreachable;
+  // Assignments of these (node, iteration) pairs are refused (a send that
+  // did not happen, e.g. cut short by a crash).
+  std::set<std::pair<int32_t, int64_t>> refuse;
   loft::Status Send(int32_t node, const loft::v1::Envelope& env) override {
     if (unreachable.count(node)) return loft::Unavailable("unreachable");
+    if (env.has_assignment() && refuse.count({node, env.assignment().partition().iteration()}))
+      return loft::Unavailable("refused");
     sent.emplace_back(node, env);
     return loft::OkStatus();
   }
@@ -372,6 +377,53 @@ TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two i
     CHECK(st["workers"][node]["partitions_done"] == 12);
   }
   CHECK(st["run"]["iterations_completed"] == 12);
+}
+
+TEST_CASE("no iteration is planned, and the job does not finish, while an older one is open") {
+  Fixture f;
+  auto s = StartBoth(f);  // iterations 0 and 1 out
+  auto sent = f.transport.Assignments();
+  REQUIRE(sent.size() == 4);
+  // edge-0's ack of iteration 0 is lost; everything of iteration 1 arrives.
+  for (const auto& p : sent) {
+    if (p.iteration() == 0 && p.worker() == 0) continue;
+    REQUIRE(Send(*s, Done(p), 5).ok());
+    REQUIRE(Send(*s, Credit(p.worker()), 5).ok());
+  }
+  for (int t = 6; t < 20; ++t) REQUIRE(s->Tick(t).ok());
+  CHECK(f.transport.Assignments().size() == 4);  // iteration 2 waits for iteration 0
+  CHECK(Status(*s, 20)["ledger"]["in_flight"] == 1);
+}
+
+TEST_CASE("after a restart a node gets no later iteration before its unacknowledged earlier one") {
+  Fixture f;
+  std::vector<loft::v1::Partition> before;
+  {
+    auto s = f.Make();
+    f.transport.refuse = {{1, 1}};  // edge-1's iteration-1 assignment never went out
+    REQUIRE(Send(*s, Register("edge-0", 2), 0).ok());
+    REQUIRE(Send(*s, Register("edge-1", 2), 0).ok());
+    REQUIRE(s->Tick(1).ok());
+    before = f.transport.Assignments();
+    REQUIRE(before.size() == 3);
+  }  // crash
+  f.transport.refuse.clear();
+  f.transport.sent.clear();
+  auto s = f.Make(100);
+  for (int t = 101; t < 110; ++t) {
+    REQUIRE(Send(*s, Beat(1), t).ok());
+    REQUIRE(s->Tick(t).ok());
+  }
+  // edge-1's iteration 0 was sent before the crash and is not acked: its
+  // assignment may have been lost, so iteration 1 waits.
+  CHECK(f.transport.Assignments(1).empty());
+  for (const auto& p : before) {
+    if (p.worker() == 1) REQUIRE(Send(*s, Done(p), 110).ok());
+  }
+  REQUIRE(s->Tick(111).ok());
+  auto now_sent = f.transport.Assignments(1);
+  REQUIRE(now_sent.size() == 1);
+  CHECK(now_sent[0].iteration() == 1);
 }
 
 TEST_CASE("planning ahead waits for a complete iteration when a live node has no partition in it") {
