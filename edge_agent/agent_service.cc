@@ -409,6 +409,8 @@ v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32
     metrics_->partition_ms->WithLabels({"compute"}).Observe(ms);
     if (!loss.ok()) st = loss.status().WithContext("compute");
     if (auto rep = trainer->TakeReport()) *read.timings.mutable_training() = std::move(*rep);
+  } else {
+    trainer->Skip(p.view(), p.iteration());
   }
   if (!st.ok()) {
     auto* f = env.mutable_partition_failed();

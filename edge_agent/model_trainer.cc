@@ -581,6 +581,16 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
   return loss;
 }
 
+void ModelTrainer::Skip(int64_t view, int64_t iteration) {
+  if (iteration <= last_round_ || iteration > std::numeric_limits<uint32_t>::max() || view < 0) return;
+  const auto round = static_cast<uint32_t>(iteration);
+  spdlog::info("partition of round {} failed before compute: joining the round with weight 0", round);
+  double loss = 0;
+  auto r = RunRound(view, round, 0, /*partition_id=*/0, /*reports=*/false, &loss);
+  if (!r.ok())
+    spdlog::warn("weight-0 join of round {} (view {}) failed: {}", round, view, r.status().ToString());
+}
+
 void ModelTrainer::Idle() {
   Status st = transport_->Poll(0);  // serves state requests too
   if (!st.ok()) {

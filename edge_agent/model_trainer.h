@@ -125,6 +125,8 @@ class ModelTrainer final : public Trainer {
   // Serves state requests and joins, with weight 0, a newer round that
   // peers have started (the caller has no partition pending).
   void Idle() override;
+  // Joins round `iteration` with weight 0 unless this node is past it.
+  void Skip(int64_t view, int64_t iteration) override;
 
   std::span<const float> params() const { return model_->params(); }
   int64_t last_round() const { return last_round_; }

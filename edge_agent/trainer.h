@@ -46,6 +46,12 @@ class Trainer {
   // takes part in a round (ModelTrainer: then bounded by its ring, state and
   // view timeouts, and ended early by its stop flag).
   virtual void Idle() {}
+  // A partition of `iteration` (planned in `view`) failed before Compute
+  // (its samples could not be read). Training takes part in that round
+  // with weight 0, so the ring does not wait for this member — with
+  // planning ahead the agent may already hold the next partition and
+  // would not be Idle. Bounded like Idle's joins.
+  virtual void Skip(int64_t view, int64_t iteration) {}
 };
 
 class SyntheticTrainer final : public Trainer {

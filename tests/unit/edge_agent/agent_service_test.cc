@@ -292,6 +292,38 @@ TEST_CASE("A corrupt peer record fails the partition and is never used") {
   CHECK(clock.NowMicros() == 0);  // no compute was spent on it
 }
 
+TEST_CASE("A partition that fails before compute lets the trainer skip its round") {
+  // Training joins the failed partition's round with weight 0 (with
+  // planning ahead the agent may hold the next partition and not be idle).
+  struct Recording : Trainer {
+    int computed = 0;
+    std::vector<std::pair<int64_t, int64_t>> skipped;
+    StatusOr<double> Compute(const Batch&) override {
+      ++computed;
+      return 0.0;
+    }
+    void Skip(int64_t view, int64_t iteration) override { skipped.emplace_back(view, iteration); }
+  };
+  Fixture fx;
+  ManualClock clock;
+  FakePeers peers;
+  peers.fail_peer = 1;
+  PartitionRunner runner(&clock, fx.cache.get(), &peers, &fx.metrics);
+  Recording trainer;
+  v1::Partition p = MakePartition(9, 0, {{1, 0}, {200, 1}});
+  p.set_view(4);
+  p.set_iteration(17);
+  v1::Envelope failed = runner.Finish(runner.Read(p, 0), &trainer, 0);
+  REQUIRE(failed.has_partition_failed());
+  CHECK(trainer.computed == 0);
+  CHECK(trainer.skipped == std::vector<std::pair<int64_t, int64_t>>{{4, 17}});
+  // A partition that reads fine is computed, not skipped.
+  v1::Envelope done = runner.Finish(runner.Read(MakePartition(10, 0, {{1, 0}}), 0), &trainer, 0);
+  REQUIRE(done.has_partition_done());
+  CHECK(trainer.computed == 1);
+  CHECK(trainer.skipped.size() == 1);
+}
+
 TEST_CASE("A missing local sample or a failed peer fails the partition") {
   Fixture fx;
   ManualClock clock;
