@@ -60,12 +60,55 @@ uint64_t EpochSampler::EpochMix(int64_t epoch) {
   return SplitMix64(s);
 }
 
+void EpochSampler::BuildOrder(int64_t epoch, std::vector<uint64_t>& order, std::vector<int32_t>& holder_at,
+                              std::vector<std::vector<uint64_t>>& node_order) const {
+  const auto n = static_cast<uint64_t>(placement_->num_samples());
+  const int nodes = placement_->num_nodes();
+  SeededPermutation(n, seed_ ^ EpochMix(epoch), order);  // reuses the buffer
+  node_order.resize(nodes);                              // keeps each list's capacity across epochs
+  // Node j's list = the ids it holds in permutation order; filled through
+  // a write cursor per node (sizes are known: SamplesOf(j)), in the same
+  // pass that records each position's holder (replication 1).
+  std::vector<uint64_t*> tail(static_cast<size_t>(nodes));
+  for (int j = 0; j < nodes; ++j) {
+    node_order[j].resize(placement_->SamplesOf(j).size());
+    tail[j] = node_order[j].data();
+  }
+  constexpr uint64_t kAhead = 16;  // prefetch distance for the random Holders reads
+  const bool single = placement_->replication() == 1;
+  if (single) {
+    holder_at.resize(n);
+  } else {
+    holder_at.clear();
+  }
+  for (uint64_t p = 0; p < n; ++p) {
+    if (p + kAhead < n) __builtin_prefetch(placement_->Holders(order[p + kAhead]).data());
+    const uint64_t id = order[p];
+    const auto holders = placement_->Holders(id);
+    if (single) holder_at[p] = holders[0];
+    for (int32_t h : holders) *tail[h]++ = id;
+  }
+}
+
+void EpochSampler::PrepareEpoch(int64_t epoch) {
+  if (prepared_epoch_ == epoch || epoch == epoch_) return;
+  BuildOrder(epoch, prepared_order_, prepared_holder_at_, prepared_node_order_);
+  prepared_epoch_ = epoch;
+}
+
 void EpochSampler::StartEpoch(int64_t epoch) {
   const auto n = static_cast<uint64_t>(placement_->num_samples());
   const int nodes = placement_->num_nodes();
+  if (prepared_epoch_ == epoch) {
+    order_.swap(prepared_order_);
+    holder_at_.swap(prepared_holder_at_);
+    node_order_.swap(prepared_node_order_);
+  } else {
+    BuildOrder(epoch, order_, holder_at_, node_order_);
+  }
+  prepared_epoch_ = -1;
   epoch_ = epoch;
-  SeededPermutation(n, seed_ ^ EpochMix(epoch), order_);  // reuses order_'s buffer
-  positions_ready_ = false;                               // inverted on first use (EnsurePositions)
+  positions_ready_ = false;  // inverted on first use (EnsurePositions)
   state_.assign(n, kPooled);
   pooled_bits_.assign((n + 63) / 64, ~uint64_t{0});
   if (n % 64 != 0) pooled_bits_.back() = (uint64_t{1} << (n % 64)) - 1;
@@ -74,30 +117,7 @@ void EpochSampler::StartEpoch(int64_t epoch) {
   if (origin_.size() != n || with_origin_ != 0) origin_.assign(n, 0);
   with_origin_ = 0;
   available_.assign(nodes, 0);
-  node_order_.resize(nodes);  // keeps each list's capacity across epochs
-  // Node j's list = the ids it holds in permutation order; filled through
-  // a write cursor per node (sizes are known: SamplesOf(j)), in the same
-  // pass that records each position's holder (replication 1).
-  std::vector<uint64_t*> tail(static_cast<size_t>(nodes));
-  for (int j = 0; j < nodes; ++j) {
-    available_[j] = static_cast<int64_t>(placement_->SamplesOf(j).size());
-    node_order_[j].resize(placement_->SamplesOf(j).size());
-    tail[j] = node_order_[j].data();
-  }
-  constexpr uint64_t kAhead = 16;  // prefetch distance for the random Holders reads
-  const bool single = placement_->replication() == 1;
-  if (single) {
-    holder_at_.resize(n);
-  } else {
-    holder_at_.clear();
-  }
-  for (uint64_t p = 0; p < n; ++p) {
-    if (p + kAhead < n) __builtin_prefetch(placement_->Holders(order_[p + kAhead]).data());
-    const uint64_t id = order_[p];
-    const auto holders = placement_->Holders(id);
-    if (single) holder_at_[p] = holders[0];
-    for (int32_t h : holders) *tail[h]++ = id;
-  }
+  for (int j = 0; j < nodes; ++j) available_[j] = static_cast<int64_t>(placement_->SamplesOf(j).size());
   node_cursor_.assign(nodes, 0);
   node_behind_.assign(nodes, {});
   global_cursor_ = 0;

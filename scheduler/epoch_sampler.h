@@ -48,6 +48,12 @@ class EpochSampler {
 
   // Resets to a fresh epoch: every sample pooled, origins cleared.
   void StartEpoch(int64_t epoch);
+  // Computes `epoch`'s permutation and per-node lists now, into spare
+  // buffers, so a later StartEpoch(epoch) only swaps them in (the
+  // scheduler calls it while an epoch's last samples are in flight, so
+  // the next epoch's first plan does not pay for it). A pure cache:
+  // StartEpoch's result is the same either way.
+  void PrepareEpoch(int64_t epoch);
 
   int64_t epoch() const { return epoch_; }
   int64_t num_samples() const { return static_cast<int64_t>(state_.size()); }
@@ -139,6 +145,9 @@ class EpochSampler {
   void EnsurePositions() const;
   // Needs EnsurePositions() first.
   void Pool(uint64_t id);
+  // `epoch`'s permutation, holder per position (replication 1) and per-node lists.
+  void BuildOrder(int64_t epoch, std::vector<uint64_t>& order, std::vector<int32_t>& holder_at,
+                  std::vector<std::vector<uint64_t>>& node_order) const;
   // `holder` >= 0: a node known to hold `id` (with replication 1 the only
   // one, so Placement::Holders need not be read).
   void Unpool(uint64_t id, int holder = -1);
@@ -171,6 +180,11 @@ class EpochSampler {
   std::vector<std::vector<uint64_t>> node_order_;
   std::vector<size_t> node_cursor_;
   std::vector<std::set<int64_t>> node_behind_;
+  // PrepareEpoch's buffers (-1: none prepared).
+  int64_t prepared_epoch_ = -1;
+  std::vector<uint64_t> prepared_order_;
+  std::vector<int32_t> prepared_holder_at_;
+  std::vector<std::vector<uint64_t>> prepared_node_order_;
   // Trial (dry-run) undo log.
   struct BehindOp {
     int set;

@@ -464,6 +464,9 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
     if (req.status().code() == StatusCode::kUnavailable ||
         req.status().code() == StatusCode::kFailedPrecondition) {
       out.blocked_reason = req.status().message();
+      // The epoch's last samples are in flight (a scheduler planning
+      // ahead asks now): get the next epoch's order ready meanwhile.
+      if (sampler_.pooled() == 0 && !sampler_.EpochDone()) sampler_.PrepareEpoch(sampler_.epoch() + 1);
       return out;
     }
     return req.status();
