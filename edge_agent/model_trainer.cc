@@ -458,10 +458,9 @@ StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_
       // partitions already reported).
       res.applied.clear();
       for (size_t i = 0; i < m.nodes.size(); ++i) {
-        if (w[i] > 0 && ex.partition[i] != 0) res.applied.push_back(ex.partition[i]);
+        if (w[i] > 0 && ex.partition[i] != 0) res.applied.emplace_back(ex.partition[i], m.nodes[i]);
       }
       std::sort(res.applied.begin(), res.applied.end());
-      res.applied.erase(std::unique(res.applied.begin(), res.applied.end()), res.applied.end());
       for (size_t i = 0; i < m.nodes.size(); ++i) {
         if (ex.reports[i]) {
           res.evaluator = m.nodes[i] == options_.node;
@@ -557,7 +556,10 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
     rep.set_ring_members(r.members);
     rep.set_ring_attempts(r.attempts);
     if (!r.carried) {
-      for (uint64_t id : r.applied) rep.add_applied_partitions(id);
+      for (const auto& [id, node] : r.applied) {
+        rep.add_applied_partitions(id);
+        rep.add_applied_nodes(node);
+      }
     }
     evaluator = r.evaluator;
   }

@@ -171,8 +171,9 @@ class ModelTrainer final : public Trainer {
     int members = 0, attempts = 0;
     double allreduce_ms = 0;
     bool evaluator = false;
-    bool carried = false;           // the round was already done (state fetched past it)
-    std::vector<uint64_t> applied;  // partitions whose samples the applied update holds
+    bool carried = false;  // the round was already done (state fetched past it)
+    // (partition, member that named it) whose samples the applied update holds.
+    std::vector<std::pair<uint64_t, int32_t>> applied;
   };
   // `partition_id`: this member's partition of the round (0 = none, a
   // weight-0 join); exchanged so every member can report which partitions

@@ -260,9 +260,10 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
           ts.done_ms = std::max(ts.done_ms, now_ms);
           if (t.evaluated()) ts.test_accuracy = t.test_accuracy();
           ts.hashes.push_back(t.param_hash());
-          if (t.applied_partitions_size() > 0) {
+          if (t.applied_partitions_size() > 0 && t.applied_nodes_size() == t.applied_partitions_size()) {
             auto& votes = ring_votes_[rec->partition.iteration()];
-            for (uint64_t pid : t.applied_partitions()) votes[pid].insert(rec->partition.worker());
+            for (int k = 0; k < t.applied_partitions_size(); ++k)
+              votes[{t.applied_partitions(k), t.applied_nodes(k)}].insert(rec->partition.worker());
           }
         }
       }
@@ -534,9 +535,10 @@ StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double n
   auto votes = ring_votes_.find(iteration);
   auto workers = iteration_workers_.find(iteration);
   if (votes == ring_votes_.end() || workers == iteration_workers_.end()) return false;
-  auto reporters = votes->second.find(partition_id);
-  if (reporters == votes->second.end()) return false;
   const int32_t worker = rec->partition.worker();
+  // Only votes for the partition as named by its own worker count.
+  auto reporters = votes->second.find({partition_id, worker});
+  if (reporters == votes->second.end()) return false;
   // Its own worker's word does not count (it could drop its samples so).
   const int others = static_cast<int>(reporters->second.size()) - (reporters->second.count(worker) ? 1 : 0);
   if (2 * others <= workers->second) return false;

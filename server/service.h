@@ -190,7 +190,8 @@ class SchedulerService {
   // (TrainingReport.applied_partitions; partition id -> reporting
   // workers), and how many distinct workers the iteration was planned on.
   // Dropped when the iteration closes (not kept across a restart).
-  std::map<int64_t, std::map<uint64_t, std::set<int32_t>>> ring_votes_;
+  // (partition id, the member that named it) -> reporting workers.
+  std::map<int64_t, std::map<std::pair<uint64_t, int32_t>, std::set<int32_t>>> ring_votes_;
   std::map<int64_t, int> iteration_workers_;
   // A partition in flight that reports from more than half of its
   // iteration's workers, other than its own, say the ring applied is

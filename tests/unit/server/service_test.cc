@@ -209,7 +209,8 @@ TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a 
 
 // Three nodes, iteration 0. edge-0 and edge-1 ack with training reports
 // whose applied_partitions are the iteration's partitions of the nodes in
-// applied0 / applied1; edge-2 goes silent and is dropped; edge-0 and
+// applied0 / applied1 (named by their own worker; 10 + n: node n's,
+// named by edge-0); edge-2 goes silent and is dropped; edge-0 and
 // edge-1 run the job to its end.
 nlohmann::json DeadAfterRing(const std::vector<int>& applied0, const std::vector<int>& applied1,
                              std::vector<loft::v1::Partition>* sent) {
@@ -223,9 +224,11 @@ nlohmann::json DeadAfterRing(const std::vector<int>& applied0, const std::vector
   for (int node : {0, 1}) {
     auto p = f.transport.Assignments(node).at(0);
     auto done = Done(p);
+    auto* tr = done.mutable_partition_done()->mutable_timings()->mutable_training();
     for (int a : node == 0 ? applied0 : applied1) {
-      done.mutable_partition_done()->mutable_timings()->mutable_training()->add_applied_partitions(
-          f.transport.Assignments(a).at(0).id());
+      // a >= 10: node a - 10's partition, named by edge-0 as its own.
+      tr->add_applied_partitions(f.transport.Assignments(a % 10).at(0).id());
+      tr->add_applied_nodes(a >= 10 ? 0 : a);
     }
     REQUIRE(Send(*s, done, 10).ok());
     REQUIRE(Send(*s, Credit(node), 10).ok());
@@ -278,6 +281,16 @@ TEST_CASE("one report saying a partition was applied is not enough to commit it"
   CHECK(st["ledger"]["retries"].get<int64_t>() >= 1);
 }
 
+TEST_CASE("votes for a partition named by another member than its worker do not count") {
+  std::vector<loft::v1::Partition> sent;
+  // Both reports list edge-2's partition, but as edge-0's (a member
+  // claiming another's partition id in the ring exchange).
+  auto st = DeadAfterRing({0, 1, 12}, {0, 1, 12}, &sent);
+  CHECK(st["committed_by_ring"] == 0);
+  CHECK(st["ledger"]["failed"] == 1);
+  CHECK(st["ledger"]["retries"].get<int64_t>() >= 1);
+}
+
 TEST_CASE("a reported failure of a partition the ring applied commits it") {
   Fixture f(3);
   f.opts.plan_ahead = 0;
@@ -288,8 +301,10 @@ TEST_CASE("a reported failure of a partition the ring applied commits it") {
   for (int node : {0, 1, 2}) p.push_back(f.transport.Assignments(node).at(0));
   for (int node : {0, 1}) {
     auto done = Done(p[node]);
-    for (const auto& q : p)
+    for (const auto& q : p) {
       done.mutable_partition_done()->mutable_timings()->mutable_training()->add_applied_partitions(q.id());
+      done.mutable_partition_done()->mutable_timings()->mutable_training()->add_applied_nodes(q.worker());
+    }
     REQUIRE(Send(*s, done, 10).ok());
   }
   loft::v1::Envelope failed;
