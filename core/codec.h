@@ -21,7 +21,10 @@
 
 namespace loft {
 
-constexpr uint32_t kProtocolVersion = 1;
+// 2: the ring's weight exchange carries each member's partition id and
+// TrainingReport lists the applied partitions; a build speaking 1 is
+// refused with a clear error instead of mixing exchange formats.
+constexpr uint32_t kProtocolVersion = 2;
 // Default per-frame limit of every socket and decode: 16 MiB.
 constexpr size_t kDefaultMaxMessageBytes = size_t{16} << 20;
 

@@ -520,23 +520,30 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
   report_.reset();
   const int dim = model_->input_dim();
   const size_t n = batch.samples.size();
-  if (n == 0) return InvalidArgument("partition " + std::to_string(batch.partition_id) + " has no samples");
-  images_.resize(n * static_cast<size_t>(dim));
-  labels_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const cache::Sample& s = batch.samples[i];
-    if (s.payload.size() != static_cast<size_t>(dim)) {
-      return DataLoss("sample " + std::to_string(s.id) + " has " + std::to_string(s.payload.size()) +
-                      " bytes, the model expects " + std::to_string(dim));
+  Status decoded = [&]() -> Status {
+    if (n == 0) return InvalidArgument("partition " + std::to_string(batch.partition_id) + " has no samples");
+    images_.resize(n * static_cast<size_t>(dim));
+    labels_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const cache::Sample& s = batch.samples[i];
+      if (s.payload.size() != static_cast<size_t>(dim)) {
+        return DataLoss("sample " + std::to_string(s.id) + " has " + std::to_string(s.payload.size()) +
+                        " bytes, the model expects " + std::to_string(dim));
+      }
+      if (s.label >= model_->num_classes())
+        return DataLoss("sample " + std::to_string(s.id) + " has label " + std::to_string(s.label));
+      std::memcpy(images_.data() + i * static_cast<size_t>(dim), s.payload.data(), static_cast<size_t>(dim));
+      labels_[i] = static_cast<uint8_t>(s.label);
     }
-    if (s.label >= model_->num_classes())
-      return DataLoss("sample " + std::to_string(s.id) + " has label " + std::to_string(s.label));
-    std::memcpy(images_.data() + i * static_cast<size_t>(dim), s.payload.data(), static_cast<size_t>(dim));
-    labels_[i] = static_cast<uint8_t>(s.label);
+    if (batch.iteration < 0 || batch.iteration > std::numeric_limits<uint32_t>::max())
+      return OutOfRange("iteration " + std::to_string(batch.iteration) +
+                        " does not fit the ring's 32-bit round");
+    return OkStatus();
+  }();
+  if (!decoded.ok()) {
+    Skip(batch.view, batch.iteration);  // the ring must not wait for this member's round
+    return decoded;
   }
-  if (batch.iteration < 0 || batch.iteration > std::numeric_limits<uint32_t>::max())
-    return OutOfRange("iteration " + std::to_string(batch.iteration) +
-                      " does not fit the ring's 32-bit round");
   const uint32_t round = static_cast<uint32_t>(batch.iteration);
   double loss = ComputeGradient(n);
   v1::TrainingReport rep;

@@ -252,14 +252,17 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
         remote_bytes_ += u.partition_done().done().timings().remote_bytes();
         // The journal keeps no training report: take it from the ack.
         auto tr = pending_training_.find(id);
-        if (tr != pending_training_.end() && training_.size() < kMaxIterationSamples) {
+        if (tr != pending_training_.end()) {
           const v1::TrainingReport& t = tr->second;
-          TrainingStats& ts = training_[rec->partition.iteration()];
-          ts.loss_sum += t.loss();
-          ++ts.reports;
-          ts.done_ms = std::max(ts.done_ms, now_ms);
-          if (t.evaluated()) ts.test_accuracy = t.test_accuracy();
-          ts.hashes.push_back(t.param_hash());
+          if (training_.size() < kMaxIterationSamples) {
+            TrainingStats& ts = training_[rec->partition.iteration()];
+            ts.loss_sum += t.loss();
+            ++ts.reports;
+            ts.done_ms = std::max(ts.done_ms, now_ms);
+            if (t.evaluated()) ts.test_accuracy = t.test_accuracy();
+            ts.hashes.push_back(t.param_hash());
+          }
+          // The ring's votes (pruned when the iteration closes, so not capped).
           if (t.applied_partitions_size() > 0 && t.applied_nodes_size() == t.applied_partitions_size()) {
             auto& votes = ring_votes_[rec->partition.iteration()];
             for (int k = 0; k < t.applied_partitions_size(); ++k)
@@ -300,8 +303,10 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
     if (ts != training_.end() && workers != iteration_workers_.end()) {
       ts->second.applied = 0;
       if (votes != ring_votes_.end()) {
-        for (const auto& [pid, reporters] : votes->second) {
-          ts->second.applied += 2 * static_cast<int>(reporters.size()) > workers->second ? 1 : 0;
+        // As CommitIfApplied counts: not the naming member's own report.
+        for (const auto& [key, reporters] : votes->second) {
+          const int others = static_cast<int>(reporters.size()) - (reporters.count(key.second) ? 1 : 0);
+          ts->second.applied += 2 * others > workers->second ? 1 : 0;
         }
       }
     }
