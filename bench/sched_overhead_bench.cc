@@ -152,6 +152,8 @@ loft::StatusOr<PathResult> CriticalPath(zmq::context_t& ctx, const loft::Cluster
       d->set_partition_id(p.id());
       d->set_attempt(p.attempt());
       d->set_node(p.worker());
+      // What a real agent reports: here the partition took its prediction.
+      d->mutable_timings()->set_compute_ms(p.predicted_ms());
       credit.mutable_credit_grant()->set_node(p.worker());
       credit.mutable_credit_grant()->set_credits(1);
       int32_t sender = -1;
@@ -329,6 +331,7 @@ int main(int argc, char** argv) {
       d->set_partition_id(p.id());
       d->set_attempt(p.attempt());
       d->set_node(p.worker());
+      d->mutable_timings()->set_compute_ms(p.predicted_ms());
       int32_t sender = -1;
       if (!(*svc)->Handle(done, peer, now(), &reply, &sender).ok()) return 1;
       loft::v1::Envelope cg;
@@ -380,6 +383,7 @@ int main(int argc, char** argv) {
         d.set_partition_id(p.id());
         d.set_attempt(p.attempt());
         d.set_node(p.worker());
+        d.mutable_timings()->set_compute_ms(p.predicted_ms());
         (void)(*drv)->OnPartitionDone(d, t);
       }
       if (it > 0) driver_ms.push_back(Ms(SteadyClock::now() - d0));

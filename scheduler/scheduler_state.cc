@@ -296,6 +296,12 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
     return s.WithContext("partition " + std::to_string(p.id()));
   }
   ledger_.CountCommitted(p.sample_ids_size(), dups);
+  if (!d.has_timings()) {
+    // Committed without a measurement (the scheduler's own ack for a
+    // partition the ring applied): nothing to learn the worker's costs from.
+    MaybeDeliverObservations(p.iteration());
+    return OkStatus();
+  }
 
   const auto& t = d.timings();
   Observation obs;

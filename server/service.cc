@@ -262,12 +262,8 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
             if (t.evaluated()) ts.test_accuracy = t.test_accuracy();
             ts.hashes.push_back(t.param_hash());
           }
-          // The ring's votes (pruned when the iteration closes, so not capped).
-          if (t.applied_partitions_size() > 0 && t.applied_nodes_size() == t.applied_partitions_size()) {
-            auto& votes = ring_votes_[rec->partition.iteration()];
-            for (int k = 0; k < t.applied_partitions_size(); ++k)
-              votes[{t.applied_partitions(k), t.applied_nodes(k)}].insert(rec->partition.worker());
-          }
+          // The ring's votes (pruned when the iteration closes).
+          RecordVotes(rec->partition.iteration(), rec->partition.worker(), t);
         }
       }
     }
@@ -378,6 +374,12 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       AckedPartition acked;
       if (const auto* r = driver_->state().ledger().Find(d.partition_id()); r != nullptr) {
         acked = {r->partition.id(), r->partition.iteration(), r->partition.worker(), r->sent_ms};
+        // An ack the ledger ignores (its partition was already committed,
+        // e.g. by the ring on this worker's behalf) still carries this
+        // worker's word on what the ring applied for the others.
+        if (sched::IsTerminal(r->state) && r->partition.worker() == node && d.timings().has_training()) {
+          RecordVotes(r->partition.iteration(), node, d.timings().training());
+        }
       }
       auto u = driver_->OnPartitionDone(d, now_ms);
       if (!u.ok()) {
@@ -531,6 +533,32 @@ Status SchedulerService::SendQueued(double now_ms) {
     }
   }
   return OkStatus();
+}
+
+int SchedulerService::RecordVotes(int64_t iteration, int32_t reporter, const v1::TrainingReport& t) {
+  if (t.applied_partitions_size() == 0) return 0;
+  if (t.applied_nodes_size() != t.applied_partitions_size() || open_iterations_.count(iteration) == 0)
+    return t.applied_partitions_size();
+  const auto& ledger = driver_->state().ledger();
+  std::map<std::pair<uint64_t, int32_t>, std::set<int32_t>>* votes = nullptr;
+  int dropped = 0;
+  for (int k = 0; k < t.applied_partitions_size(); ++k) {
+    const auto* r = ledger.Find(t.applied_partitions(k));
+    if (r == nullptr || r->partition.iteration() != iteration ||
+        r->partition.worker() != t.applied_nodes(k)) {
+      ++dropped;
+      continue;
+    }
+    if (votes == nullptr) votes = &ring_votes_[iteration];
+    (*votes)[{t.applied_partitions(k), t.applied_nodes(k)}].insert(reporter);
+  }
+  if (dropped > 0) {
+    spdlog::debug(
+        "training report of {} for iteration {}: {} of {} applied partitions are not that "
+        "iteration's as named by their worker; ignored",
+        spec_.nodes[reporter].name, iteration, dropped, t.applied_partitions_size());
+  }
+  return dropped;
 }
 
 StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double now_ms, bool timed_out) {

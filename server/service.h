@@ -193,6 +193,12 @@ class SchedulerService {
   // (partition id, the member that named it) -> reporting workers.
   std::map<int64_t, std::map<std::pair<uint64_t, int32_t>, std::set<int32_t>>> ring_votes_;
   std::map<int64_t, int> iteration_workers_;
+  // Records `reporter`'s votes from its training report for the open
+  // iteration `iteration`: only pairs naming a partition of that iteration
+  // together with that partition's worker are kept (junk, another
+  // iteration's or another member's partitions cost no memory and never
+  // count). Returns the number of pairs dropped.
+  int RecordVotes(int64_t iteration, int32_t reporter, const v1::TrainingReport& t);
   // A partition in flight that reports from more than half of its
   // iteration's workers, other than its own, say the ring applied is
   // committed with a PartitionDone on its worker's behalf instead of

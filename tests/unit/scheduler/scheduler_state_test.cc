@@ -123,6 +123,30 @@ TEST_CASE("SchedulerState: the policy observes each iteration once, merged per w
   REQUIRE(s->Apply(u).ok());
   CHECK(s->rejected_observations() == 1);
   CHECK(s->ledger().counters().samples_committed == 30);
+
+  // No timings at all (the scheduler's own ack for a partition the ring
+  // applied): samples commit, and the worker's profile learns nothing —
+  // neither a 0 ms observation nor a rejected one.
+  const auto& q = next->update->iteration_planned().partitions(1).partition();
+  const int64_t before = s->observations(q.worker());
+  loft::v1::StateUpdate v;
+  v.mutable_partition_done()->mutable_done()->set_partition_id(q.id());
+  v.mutable_partition_done()->mutable_done()->set_node(q.worker());
+  REQUIRE(s->Apply(v).ok());
+  CHECK(s->ledger().counters().samples_committed == 30 + q.sample_ids_size());
+  CHECK(s->observations(q.worker()) == before);
+  CHECK(s->rejected_observations() == 1);
+  // The iteration's other partitions still deliver its merged observation.
+  for (int k = 2; k < next->update->iteration_planned().partitions_size(); ++k) {
+    const auto& r = next->update->iteration_planned().partitions(k).partition();
+    loft::v1::StateUpdate w;
+    w.mutable_partition_done()->mutable_done()->set_partition_id(r.id());
+    w.mutable_partition_done()->mutable_done()->set_node(r.worker());
+    w.mutable_partition_done()->mutable_done()->mutable_timings()->set_compute_ms(3.0);
+    REQUIRE(s->Apply(w).ok());
+  }
+  REQUIRE(fake->observe_calls.size() == 2);
+  for (const auto& o : fake->observe_calls[1]) CHECK(o.node != q.worker());
 }
 
 TEST_CASE("SchedulerState: plan requests shrink at the end of an epoch", "[state]") {

@@ -326,6 +326,79 @@ TEST_CASE("a reported failure of a partition the ring applied commits it") {
   CHECK(Status(*s, 14)["training"]["iterations"][0]["applied"] == 1);
 }
 
+TEST_CASE("applied pairs that are not an open iteration's partitions as named by their worker are dropped") {
+  Fixture f(3);
+  f.opts.plan_ahead = 0;
+  auto s = f.Make();
+  for (const char* n : {"edge-0", "edge-1", "edge-2"}) REQUIRE(Send(*s, Register(n, 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  std::vector<loft::v1::Partition> p;
+  for (int node : {0, 1, 2}) p.push_back(f.transport.Assignments(node).at(0));
+  for (int node : {0, 1}) {
+    auto done = Done(p[node]);
+    auto* tr = done.mutable_partition_done()->mutable_timings()->mutable_training();
+    for (const auto& q : p) {
+      tr->add_applied_partitions(q.id());
+      tr->add_applied_nodes(q.worker());
+    }
+    // Junk: an id no partition has, and edge-2's partition named by edge-1.
+    tr->add_applied_partitions(987654321);
+    tr->add_applied_nodes(2);
+    tr->add_applied_partitions(p[2].id());
+    tr->add_applied_nodes(1);
+    REQUIRE(Send(*s, done, 10).ok());
+  }
+  loft::v1::Envelope failed;
+  failed.mutable_partition_failed()->set_partition_id(p[2].id());
+  failed.mutable_partition_failed()->set_attempt(p[2].attempt());
+  failed.mutable_partition_failed()->set_node(2);
+  failed.mutable_partition_failed()->set_reason("all-reduce of round 0, no newer view");
+  REQUIRE(Send(*s, failed, 11).ok());
+  REQUIRE(s->Tick(13).ok());
+  auto st = Status(*s, 14);
+  CHECK(st["committed_by_ring"] == 1);
+  // Only edge-2's partition as named by edge-2 counts: the junk pairs,
+  // listed by two of three workers, would otherwise count too.
+  CHECK(st["training"]["iterations"][0]["applied"] == 1);
+}
+
+TEST_CASE("an ack the ledger ignores still carries its worker's votes") {
+  Fixture f(3);
+  f.opts.plan_ahead = 0;
+  auto s = f.Make();
+  for (const char* n : {"edge-0", "edge-1", "edge-2"}) REQUIRE(Send(*s, Register(n, 2), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  std::vector<loft::v1::Partition> p;
+  for (int node : {0, 1, 2}) p.push_back(f.transport.Assignments(node).at(0));
+  auto with_votes = [&](const loft::v1::Partition& mine) {
+    auto done = Done(mine);
+    auto* tr = done.mutable_partition_done()->mutable_timings()->mutable_training();
+    for (const auto& q : p) {
+      tr->add_applied_partitions(q.id());
+      tr->add_applied_nodes(q.worker());
+    }
+    return done;
+  };
+  REQUIRE(Send(*s, with_votes(p[0]), 10).ok());
+  // edge-1 re-registers: its partition fails (one other report: not
+  // enough to commit it) and is retried; its own ack for it, arriving
+  // late, is ignored by the ledger but still says what the ring applied.
+  REQUIRE(Send(*s, Register("edge-1", 2), 11).ok());
+  CHECK(Status(*s, 11)["committed_by_ring"] == 0);
+  REQUIRE(Send(*s, with_votes(p[1]), 12).ok());
+  CHECK(Status(*s, 12)["ledger"]["failed"] == 1);
+  loft::v1::Envelope failed;
+  failed.mutable_partition_failed()->set_partition_id(p[2].id());
+  failed.mutable_partition_failed()->set_attempt(p[2].attempt());
+  failed.mutable_partition_failed()->set_node(2);
+  failed.mutable_partition_failed()->set_reason("all-reduce of round 0, no newer view");
+  REQUIRE(Send(*s, failed, 13).ok());
+  auto st = Status(*s, 14);
+  CHECK(st["committed_by_ring"] == 1);  // edge-2's, on edge-0's and edge-1's word
+  CHECK(st["ledger"]["failed"] == 1);   // only edge-1's
+  CHECK(st["ledger"]["duplicates"] == 0);
+}
+
 TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two iterations open") {
   Fixture f;  // the spec's training.overlap defaults to true: plan_ahead auto = 1
   auto s = StartBoth(f);
