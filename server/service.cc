@@ -262,8 +262,6 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
             if (t.evaluated()) ts.test_accuracy = t.test_accuracy();
             ts.hashes.push_back(t.param_hash());
           }
-          // The ring's votes (pruned when the iteration closes).
-          RecordVotes(rec->partition.iteration(), rec->partition.worker(), t);
         }
       }
     }
@@ -374,10 +372,11 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       AckedPartition acked;
       if (const auto* r = driver_->state().ledger().Find(d.partition_id()); r != nullptr) {
         acked = {r->partition.id(), r->partition.iteration(), r->partition.worker(), r->sent_ms};
-        // An ack the ledger ignores (its partition was already committed,
-        // e.g. by the ring on this worker's behalf) still carries this
-        // worker's word on what the ring applied for the others.
-        if (sched::IsTerminal(r->state) && r->partition.worker() == node && d.timings().has_training()) {
+        // The worker's word on what the ring applied, recorded before the
+        // ack is applied (an epoch's last ack prunes the records the
+        // votes are checked against) and also when the ledger ignores the
+        // ack (its partition was already committed, e.g. by the ring).
+        if (r->partition.worker() == node && d.timings().has_training()) {
           RecordVotes(r->partition.iteration(), node, d.timings().training());
         }
       }
