@@ -132,7 +132,8 @@ int main(int argc, char** argv) {
         Check(SendMultipart(*server, reply), "raw reply");
       }
     });
-    auto client = MakeSocket(ctx, zmq::socket_type::dealer, {});
+    zmq::context_t client_ctx;
+    auto client = MakeSocket(client_ctx, zmq::socket_type::dealer, {});
     Check(client.status(), "raw client");
     Check(Connect(*client, ep), "connect");
     std::string req(8 + 8 * batch, 'q');

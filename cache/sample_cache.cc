@@ -377,6 +377,38 @@ std::vector<RawRecord> SampleCache::MultiGetRecords(std::span<const uint64_t> id
   return out;
 }
 
+Status SampleCache::MultiGetRecordsInto(std::span<const uint64_t> ids, RecordBatch* out, bool verify) const {
+  out->data.clear();
+  out->ends.clear();
+  out->ends.reserve(ids.size());
+  Status first_error;
+  BatchedMultiGet(db_.get(), ids, [&](size_t i, const rocksdb::Status& s, const rocksdb::PinnableSlice& v) {
+    if (!first_error.ok()) return;
+    if (s.IsNotFound()) {
+      first_error = NotFound(SampleName(ids[i]) + " is not in cache '" + dir_ + "'");
+      return;
+    }
+    if (!s.ok()) {
+      first_error = FromRocks(s, "multiget " + SampleName(ids[i]));
+      return;
+    }
+    std::string_view bytes(v.data(), v.size());
+    if (verify) {
+      first_error = VerifyRecord(ids[i], bytes);
+      if (!first_error.ok()) return;
+    }
+    // Records of one cache have one size: reserve for the rest at once.
+    if (i == 0) out->data.reserve(bytes.size() * ids.size());
+    out->data.append(bytes);
+    out->ends.push_back(out->data.size());
+  });
+  if (!first_error.ok()) {
+    out->data.clear();
+    out->ends.clear();
+  }
+  return first_error;
+}
+
 Status SampleCache::ForEachRecord(const std::function<bool(uint64_t id, std::string_view record)>& fn) const {
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;  // a full scan should not evict the hot set

@@ -87,6 +87,20 @@ struct RawRecord {
   std::string bytes;
 };
 
+// Records read for one peer reply, stored back to back in one buffer
+// (one allocation per batch instead of one per record).
+struct RecordBatch {
+  std::string data;
+  std::vector<size_t> ends;  // record k is data[ends[k-1], ends[k])
+  size_t size() const { return ends.size(); }
+  bool empty() const { return ends.empty(); }
+  std::string_view operator[](size_t k) const {
+    const size_t begin = k == 0 ? 0 : ends[k - 1];
+    return std::string_view(data).substr(begin, ends[k] - begin);
+  }
+  int64_t bytes() const { return static_cast<int64_t>(data.size()); }
+};
+
 struct CacheStats {
   int64_t samples = 0;                  // records that verify
   int64_t bytes = 0;                    // sum of their payload bytes
@@ -144,6 +158,10 @@ class SampleCache {
   std::vector<StatusOr<Sample>> MultiGet(std::span<const uint64_t> ids) const;
   // Raw stored records for peer transfer (verified unless verify = false).
   std::vector<RawRecord> MultiGetRecords(std::span<const uint64_t> ids, bool verify = true) const;
+  // The same records, appended in order to `out` (cleared first). On the
+  // first missing or corrupt record returns its status (NotFound or
+  // DataLoss, naming the sample) and `out` holds none of the batch.
+  Status MultiGetRecordsInto(std::span<const uint64_t> ids, RecordBatch* out, bool verify = true) const;
 
   // Visits every record in id order. `fn` gets the id and the decoded sample
   // or its DataLoss status; returning false stops. Returns an error only if

@@ -104,24 +104,16 @@ PeerReply AgentService::HandlePeer(std::string_view frame, size_t extra_frames, 
   if (!auth.ok()) {
     return deny(auth.code() == StatusCode::kUnavailable ? "no_grant" : "denied", auth);
   }
-  std::vector<cache::RawRecord> records = cache_->MultiGetRecords(ids);
-  int64_t bytes = 0;
-  for (size_t i = 0; i < records.size(); ++i) {
-    if (!records[i].status.ok()) {
-      return deny(records[i].status.code() == StatusCode::kNotFound ? "not_found" : "data_loss",
-                  records[i].status.WithContext(fmt::format("sample {}", ids[i])));
-    }
-    bytes += static_cast<int64_t>(records[i].bytes.size());
+  if (Status st = cache_->MultiGetRecordsInto(ids, &out.records); !st.ok()) {
+    return deny(st.code() == StatusCode::kNotFound ? "not_found" : "data_loss", st);
   }
   auto* fr = out.header.mutable_fetch_reply();
   out.header.set_protocol_version(kProtocolVersion);
   fr->set_request_id(req.request_id());
-  fr->set_count(static_cast<int32_t>(records.size()));
-  out.records.reserve(records.size());
-  for (auto& r : records) out.records.push_back(std::move(r.bytes));
+  fr->set_count(static_cast<int32_t>(out.records.size()));
   metrics_->fetch_requests->WithLabels({"ok"}).Increment();
-  metrics_->served_samples->Increment(static_cast<double>(records.size()));
-  metrics_->served_bytes->Increment(static_cast<double>(bytes));
+  metrics_->served_samples->Increment(static_cast<double>(out.records.size()));
+  metrics_->served_bytes->Increment(static_cast<double>(out.records.bytes()));
   return out;
 }
 

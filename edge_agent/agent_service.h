@@ -61,8 +61,8 @@ struct AgentMetrics {
 std::string RejectReason(const Status& decode_error);
 
 struct PeerReply {
-  v1::Envelope header;               // FetchReply or Error
-  std::vector<std::string> records;  // raw frames after the header (FetchReply only)
+  v1::Envelope header;         // FetchReply or Error
+  cache::RecordBatch records;  // raw frames after the header (FetchReply only)
 };
 
 struct SchedulerEffects {

@@ -20,15 +20,17 @@ Status GrantTable::Authorize(uint64_t partition_id, int32_t requester, std::span
   if (it == grants_.end()) {
     return Unavailable(fmt::format("no grant yet for partition {} requester {}", partition_id, requester));
   }
-  std::unordered_set<uint64_t> seen;
-  for (uint64_t id : ids) {
-    if (!it->second.count(id) || !seen.insert(id).second) {
+  // Consume as we check (an id listed twice fails on its second
+  // occurrence); on a refusal put back what this request consumed.
+  auto& granted = it->second;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (granted.erase(ids[k]) == 0) {
+      granted.insert(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k));
       return PermissionDenied(
-          fmt::format("sample {} is not granted to node {} for partition {} (or was served already)", id,
+          fmt::format("sample {} is not granted to node {} for partition {} (or was served already)", ids[k],
                       requester, partition_id));
     }
   }
-  for (uint64_t id : ids) it->second.erase(id);
   return OkStatus();
 }
 

@@ -135,6 +135,15 @@ struct ZmqAgentServer::Impl {
     }
   }
 
+  struct SharedRecords {
+    cache::RecordBatch batch;
+    std::atomic<int64_t> refs;
+    static void Release(void* /*data*/, void* hint) {
+      auto* self = static_cast<SharedRecords*>(hint);
+      if (self->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete self;
+    }
+  };
+
   void ServePeer() {
     for (int n = 0; n < 256; ++n) {
       auto frames = RecvMultipart(peer_sock, /*dontwait=*/true, /*max_frames=*/8);
@@ -160,10 +169,16 @@ struct ZmqAgentServer::Impl {
         continue;
       }
       out.push_back(std::move(*header));
-      int64_t bytes = 0;
-      for (const auto& r : reply.records) {
-        out.emplace_back(r.data(), r.size());
-        bytes += static_cast<int64_t>(r.size());
+      const int64_t bytes = reply.records.bytes();
+      if (!reply.records.empty()) {
+        // The record frames point into the batch's one buffer (no copy per
+        // record); the last frame ZeroMQ releases frees it.
+        auto* shared = new SharedRecords{std::move(reply.records), {}};
+        shared->refs.store(static_cast<int64_t>(shared->batch.size()));
+        for (size_t k = 0; k < shared->batch.size(); ++k) {
+          const std::string_view r = shared->batch[k];
+          out.emplace_back(const_cast<char*>(r.data()), r.size(), &SharedRecords::Release, shared);
+        }
       }
       if (up && bytes > 0) up->Acquire(bytes);  // emulated uplink
       Status st = SendMultipart(peer_sock, out, /*dontwait=*/true);

@@ -134,6 +134,24 @@ TEST_CASE("SampleCache Put/Get/MultiGet/Delete/ForEach/Stats round trip", "[cach
   REQUIRE(raw[1].status.code() == StatusCode::kNotFound);
   REQUIRE(raw[1].bytes.empty());
 
+  // The same records back to back in one buffer, for a peer reply.
+  RecordBatch batch;
+  std::vector<uint64_t> present = {297, 150, 0};
+  REQUIRE(cache->MultiGetRecordsInto(present, &batch).ok());
+  REQUIRE(batch.size() == 3);
+  for (size_t k = 0; k < present.size(); ++k) {
+    auto one = cache->MultiGetRecords(std::span<const uint64_t>(&present[k], 1));
+    REQUIRE(batch[k] == one[0].bytes);
+  }
+  REQUIRE(batch.bytes() == static_cast<int64_t>(batch[0].size() + batch[1].size() + batch[2].size()));
+  REQUIRE(DecodeRecord(150, batch[1])->payload == Payload(150));
+  // A missing id fails the whole batch, naming the sample; nothing is kept.
+  auto absent = cache->MultiGetRecordsInto(ids, &batch);
+  REQUIRE(absent.code() == StatusCode::kNotFound);
+  REQUIRE_THAT(absent.message(), Catch::Contains("sample " + std::to_string(ids[1])));
+  REQUIRE(batch.empty());
+  REQUIRE(batch.bytes() == 0);
+
   REQUIRE(cache->Delete(42).ok());
   REQUIRE(cache->Get(42).status().code() == StatusCode::kNotFound);
   REQUIRE(cache->Delete(42).ok());  // deleting an absent id is fine
@@ -263,6 +281,13 @@ TEST_CASE("A record corrupted underneath the cache is detected, never served", "
       auto raw = cache->MultiGetRecords(ids);
       REQUIRE(raw[1].status.code() == StatusCode::kDataLoss);
       REQUIRE(raw[1].bytes.empty());
+      RecordBatch batch;
+      auto corrupt = cache->MultiGetRecordsInto(ids, &batch);
+      REQUIRE(corrupt.code() == StatusCode::kDataLoss);
+      REQUIRE_THAT(corrupt.message(), Catch::Contains("sample 5"));
+      REQUIRE(batch.empty());
+      REQUIRE(cache->MultiGetRecordsInto(ids, &batch, /*verify=*/false).ok());
+      REQUIRE(batch[1] == c.value);
       auto unverified = cache->MultiGetRecords(ids, /*verify=*/false);
       REQUIRE(unverified[1].status.ok());
       REQUIRE(unverified[1].bytes == c.value);

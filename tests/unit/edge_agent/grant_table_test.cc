@@ -39,6 +39,18 @@ TEST_CASE("Another requester or partition gets nothing") {
   CHECK(t.Authorize(8, 1, ids).code() == StatusCode::kUnavailable);
   std::vector<uint64_t> dup{10, 10};
   CHECK(t.Authorize(7, 1, dup).code() == StatusCode::kPermissionDenied);
+  // The refused request consumed nothing: 10 is still served once.
+  CHECK(t.Authorize(7, 1, ids).ok());
+  CHECK(t.Authorize(7, 1, ids).code() == StatusCode::kPermissionDenied);
+}
+
+TEST_CASE("A refused request late in its list gives back every id it had checked") {
+  GrantTable t(16);
+  t.Add(Grant(7, 1, {1, 2, 3, 4}));
+  std::vector<uint64_t> bad{1, 2, 3, 9};
+  CHECK(t.Authorize(7, 1, bad).code() == StatusCode::kPermissionDenied);
+  std::vector<uint64_t> all{4, 3, 2, 1};
+  CHECK(t.Authorize(7, 1, all).ok());
 }
 
 TEST_CASE("The table is bounded and drops requesters that left") {
