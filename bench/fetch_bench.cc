@@ -7,8 +7,11 @@
 //     MultiGetRecords with CRC verification, multipart reply) → client
 //     verifies every record's CRC (DecodeRecord).
 //   raw_rocksdb_multiget: rocksdb::DB::MultiGet on the same DB, 64 keys.
-//   raw_zmq: DEALER → ROUTER; the server answers each 64-id request with
-//     64 pre-built 796-byte frames from memory.
+//   raw_zmq: DEALER → ROUTER (client and server in separate ZeroMQ
+//     contexts, as separate processes have); the server answers each 64-id
+//     request with 64 pre-built 796-byte frames from memory.
+// The peer server gets one ServeGrant per partition (512 ids), sent a
+// few partitions ahead of the fetches, as the scheduler does in a run.
 // Target (issue 5): peer_fetch >= 50% of min(raw_rocksdb, raw_zmq).
 #include <rocksdb/db.h>
 #include <unistd.h>
@@ -186,15 +189,32 @@ int main(int argc, char** argv) {
     rr.mutable_register_reply()->set_node(1);
     Check(SendEnvelopeTo(*sched, id, rr), "register reply");
 
-    // One grant per pass over the data (partition = pass number).
-    auto grant = [&](uint64_t partition) {
-      v1::Envelope g;
-      g.mutable_serve_grant()->set_partition_id(partition);
-      g.mutable_serve_grant()->set_requester(0);
-      for (uint64_t i = 0; i < n; ++i) g.mutable_serve_grant()->add_sample_ids(i);
-      Check(SendEnvelopeTo(*sched, id, g), "grant");
+    // As in a real iteration, every partition has its own grant listing
+    // exactly the ids its worker fetches from this peer; the "scheduler"
+    // keeps grants kAhead partitions ahead of the fetches (the agent keeps
+    // max_grants = 64), so they are served as they would be in a run.
+    const size_t per_partition = static_cast<size_t>(batch) * depth;
+    std::vector<std::vector<uint64_t>> partitions;
+    for (int pass = 0; pass < 40; ++pass) {
+      std::shuffle(perm.begin(), perm.end(), rng);
+      for (size_t off = 0; off < n; off += per_partition) {
+        partitions.emplace_back(
+            perm.begin() + static_cast<std::ptrdiff_t>(off),
+            perm.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(n, off + per_partition)));
+      }
+    }
+    constexpr size_t kAhead = 32;
+    size_t granted = 0;
+    auto grant_up_to = [&](size_t end) {
+      for (; granted < std::min(end, partitions.size()); ++granted) {
+        v1::Envelope g;
+        g.mutable_serve_grant()->set_partition_id(granted + 1);
+        g.mutable_serve_grant()->set_requester(0);
+        for (uint64_t i : partitions[granted]) g.mutable_serve_grant()->add_sample_ids(i);
+        Check(SendEnvelopeTo(*sched, id, g), "grant");
+      }
     };
-    for (uint64_t p = 1; p <= 40; ++p) grant(p);
+    grant_up_to(kAhead);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
     zmq::context_t cctx;
@@ -205,23 +225,17 @@ int main(int argc, char** argv) {
       return std::optional<agent::PeerInfo>(agent::PeerInfo{node, "b", ep});
     });
     int64_t got = 0;
-    uint64_t partition = 1;
-    size_t pos = 0;
-    std::shuffle(perm.begin(), perm.end(), rng);
     auto t0 = Clk::now();
-    while (Seconds(t0, Clk::now()) < run_s && partition <= 40) {
+    for (size_t k = 0; k < partitions.size() && Seconds(t0, Clk::now()) < run_s; ++k) {
+      grant_up_to(k + kAhead);
       std::map<int32_t, std::vector<uint64_t>> ids;
-      auto& v = ids[1];
-      for (int k = 0; k < batch * depth && pos < n; ++k) v.push_back(perm[pos++]);
-      auto res = fetcher.FetchAll(partition, 0, ids);
+      ids[1] = partitions[k];
+      const auto& v = ids[1];
+      auto res = fetcher.FetchAll(k + 1, 0, ids);
       auto& r = res.at(1);
       Check(r.status, "peer fetch");
-      for (size_t k = 0; k < v.size(); ++k) Check(cache::VerifyRecord(v[k], r.records[k]), "verify");
+      for (size_t i = 0; i < v.size(); ++i) Check(cache::VerifyRecord(v[i], r.records[i]), "verify");
       got += static_cast<int64_t>(v.size());
-      if (pos >= n) {
-        pos = 0;
-        ++partition;
-      }
     }
     double secs = Seconds(t0, Clk::now());
     out["peer_fetch_samples_per_s"] = static_cast<double>(got) / secs;
