@@ -291,28 +291,45 @@ TEST_CASE("votes for a partition named by another member than its worker do not 
   CHECK(st["ledger"]["retries"].get<int64_t>() >= 1);
 }
 
-TEST_CASE("a reported failure of a partition the ring applied commits it") {
-  Fixture f(3);
+// Three nodes registered, iteration 0 planned (BSP); each node's partition.
+std::vector<loft::v1::Partition> StartThree(Fixture& f, std::unique_ptr<SchedulerService>* s) {
   f.opts.plan_ahead = 0;
-  auto s = f.Make();
-  for (const char* n : {"edge-0", "edge-1", "edge-2"}) REQUIRE(Send(*s, Register(n, 2), 0).ok());
-  REQUIRE(s->Tick(1).ok());
+  *s = f.Make();
+  for (const char* n : {"edge-0", "edge-1", "edge-2"}) REQUIRE(Send(**s, Register(n, 2), 0).ok());
+  REQUIRE((*s)->Tick(1).ok());
   std::vector<loft::v1::Partition> p;
   for (int node : {0, 1, 2}) p.push_back(f.transport.Assignments(node).at(0));
-  for (int node : {0, 1}) {
-    auto done = Done(p[node]);
-    for (const auto& q : p) {
-      done.mutable_partition_done()->mutable_timings()->mutable_training()->add_applied_partitions(q.id());
-      done.mutable_partition_done()->mutable_timings()->mutable_training()->add_applied_nodes(q.worker());
-    }
-    REQUIRE(Send(*s, done, 10).ok());
+  return p;
+}
+
+// `mine`'s ack whose training report lists `applied` as the ring applied
+// them, each named by its own worker.
+loft::v1::Envelope DoneApplying(const loft::v1::Partition& mine,
+                                const std::vector<loft::v1::Partition>& applied) {
+  auto done = Done(mine);
+  auto* tr = done.mutable_partition_done()->mutable_timings()->mutable_training();
+  for (const auto& q : applied) {
+    tr->add_applied_partitions(q.id());
+    tr->add_applied_nodes(q.worker());
   }
+  return done;
+}
+
+loft::v1::Envelope RingFailed(const loft::v1::Partition& p) {
   loft::v1::Envelope failed;
-  failed.mutable_partition_failed()->set_partition_id(p[2].id());
-  failed.mutable_partition_failed()->set_attempt(p[2].attempt());
-  failed.mutable_partition_failed()->set_node(2);
+  failed.mutable_partition_failed()->set_partition_id(p.id());
+  failed.mutable_partition_failed()->set_attempt(p.attempt());
+  failed.mutable_partition_failed()->set_node(p.worker());
   failed.mutable_partition_failed()->set_reason("all-reduce of round 0, no newer view");
-  REQUIRE(Send(*s, failed, 11).ok());
+  return failed;
+}
+
+TEST_CASE("a reported failure of a partition the ring applied commits it") {
+  Fixture f(3);
+  std::unique_ptr<SchedulerService> s;
+  auto p = StartThree(f, &s);
+  for (int node : {0, 1}) REQUIRE(Send(*s, DoneApplying(p[node], p), 10).ok());
+  REQUIRE(Send(*s, RingFailed(p[2]), 11).ok());
   auto st = Status(*s, 12);
   CHECK(st["committed_by_ring"] == 1);
   CHECK(f.registry.Render().find("loft_scheduler_committed_by_ring_total 1\n") != std::string::npos);
@@ -328,19 +345,11 @@ TEST_CASE("a reported failure of a partition the ring applied commits it") {
 
 TEST_CASE("applied pairs that are not an open iteration's partitions as named by their worker are dropped") {
   Fixture f(3);
-  f.opts.plan_ahead = 0;
-  auto s = f.Make();
-  for (const char* n : {"edge-0", "edge-1", "edge-2"}) REQUIRE(Send(*s, Register(n, 2), 0).ok());
-  REQUIRE(s->Tick(1).ok());
-  std::vector<loft::v1::Partition> p;
-  for (int node : {0, 1, 2}) p.push_back(f.transport.Assignments(node).at(0));
+  std::unique_ptr<SchedulerService> s;
+  auto p = StartThree(f, &s);
   for (int node : {0, 1}) {
-    auto done = Done(p[node]);
+    auto done = DoneApplying(p[node], p);
     auto* tr = done.mutable_partition_done()->mutable_timings()->mutable_training();
-    for (const auto& q : p) {
-      tr->add_applied_partitions(q.id());
-      tr->add_applied_nodes(q.worker());
-    }
     // Junk: an id no partition has, and edge-2's partition named by edge-1.
     tr->add_applied_partitions(987654321);
     tr->add_applied_nodes(2);
@@ -348,12 +357,7 @@ TEST_CASE("applied pairs that are not an open iteration's partitions as named by
     tr->add_applied_nodes(1);
     REQUIRE(Send(*s, done, 10).ok());
   }
-  loft::v1::Envelope failed;
-  failed.mutable_partition_failed()->set_partition_id(p[2].id());
-  failed.mutable_partition_failed()->set_attempt(p[2].attempt());
-  failed.mutable_partition_failed()->set_node(2);
-  failed.mutable_partition_failed()->set_reason("all-reduce of round 0, no newer view");
-  REQUIRE(Send(*s, failed, 11).ok());
+  REQUIRE(Send(*s, RingFailed(p[2]), 11).ok());
   REQUIRE(s->Tick(13).ok());
   auto st = Status(*s, 14);
   CHECK(st["committed_by_ring"] == 1);
@@ -364,35 +368,17 @@ TEST_CASE("applied pairs that are not an open iteration's partitions as named by
 
 TEST_CASE("an ack the ledger ignores still carries its worker's votes") {
   Fixture f(3);
-  f.opts.plan_ahead = 0;
-  auto s = f.Make();
-  for (const char* n : {"edge-0", "edge-1", "edge-2"}) REQUIRE(Send(*s, Register(n, 2), 0).ok());
-  REQUIRE(s->Tick(1).ok());
-  std::vector<loft::v1::Partition> p;
-  for (int node : {0, 1, 2}) p.push_back(f.transport.Assignments(node).at(0));
-  auto with_votes = [&](const loft::v1::Partition& mine) {
-    auto done = Done(mine);
-    auto* tr = done.mutable_partition_done()->mutable_timings()->mutable_training();
-    for (const auto& q : p) {
-      tr->add_applied_partitions(q.id());
-      tr->add_applied_nodes(q.worker());
-    }
-    return done;
-  };
-  REQUIRE(Send(*s, with_votes(p[0]), 10).ok());
+  std::unique_ptr<SchedulerService> s;
+  auto p = StartThree(f, &s);
+  REQUIRE(Send(*s, DoneApplying(p[0], p), 10).ok());
   // edge-1 re-registers: its partition fails (one other report: not
   // enough to commit it) and is retried; its own ack for it, arriving
   // late, is ignored by the ledger but still says what the ring applied.
   REQUIRE(Send(*s, Register("edge-1", 2), 11).ok());
   CHECK(Status(*s, 11)["committed_by_ring"] == 0);
-  REQUIRE(Send(*s, with_votes(p[1]), 12).ok());
+  REQUIRE(Send(*s, DoneApplying(p[1], p), 12).ok());
   CHECK(Status(*s, 12)["ledger"]["failed"] == 1);
-  loft::v1::Envelope failed;
-  failed.mutable_partition_failed()->set_partition_id(p[2].id());
-  failed.mutable_partition_failed()->set_attempt(p[2].attempt());
-  failed.mutable_partition_failed()->set_node(2);
-  failed.mutable_partition_failed()->set_reason("all-reduce of round 0, no newer view");
-  REQUIRE(Send(*s, failed, 13).ok());
+  REQUIRE(Send(*s, RingFailed(p[2]), 13).ok());
   auto st = Status(*s, 14);
   CHECK(st["committed_by_ring"] == 1);  // edge-2's, on edge-0's and edge-1's word
   CHECK(st["ledger"]["failed"] == 1);   // only edge-1's
