@@ -311,6 +311,15 @@ StatusOr<Sample> SampleCache::Get(uint64_t id) const {
 
 namespace {
 
+// What one batched read of `id` in cache `dir` yields: NotFound, a
+// RocksDB error, DataLoss for a corrupt record (with `verify`), or OK.
+Status CheckRead(const std::string& dir, uint64_t id, const rocksdb::Status& s, std::string_view bytes,
+                 bool verify) {
+  if (s.IsNotFound()) return NotFound(SampleName(id) + " is not in cache '" + dir + "'");
+  if (!s.ok()) return FromRocks(s, "multiget " + SampleName(id));
+  return verify ? VerifyRecord(id, bytes) : OkStatus();
+}
+
 // Runs RocksDB's batched MultiGet over `ids` and calls
 // on_value(i, status, value) for each.
 template <typename Fn>
@@ -345,12 +354,11 @@ std::vector<StatusOr<Sample>> SampleCache::MultiGet(std::span<const uint64_t> id
   std::vector<StatusOr<Sample>> out;
   out.reserve(ids.size());
   BatchedMultiGet(db_.get(), ids, [&](size_t i, const rocksdb::Status& s, const rocksdb::PinnableSlice& v) {
-    if (s.IsNotFound()) {
-      out.emplace_back(NotFound(SampleName(ids[i]) + " is not in cache '" + dir_ + "'"));
-    } else if (!s.ok()) {
-      out.emplace_back(FromRocks(s, "multiget " + SampleName(ids[i])));
+    const std::string_view bytes(v.data(), v.size());
+    if (Status st = CheckRead(dir_, ids[i], s, bytes, /*verify=*/false); !st.ok()) {
+      out.emplace_back(std::move(st));
     } else {
-      out.emplace_back(DecodeRecord(ids[i], std::string_view(v.data(), v.size())));
+      out.emplace_back(DecodeRecord(ids[i], bytes));
     }
   });
   return out;
@@ -359,20 +367,9 @@ std::vector<StatusOr<Sample>> SampleCache::MultiGet(std::span<const uint64_t> id
 std::vector<RawRecord> SampleCache::MultiGetRecords(std::span<const uint64_t> ids, bool verify) const {
   std::vector<RawRecord> out(ids.size());
   BatchedMultiGet(db_.get(), ids, [&](size_t i, const rocksdb::Status& s, const rocksdb::PinnableSlice& v) {
-    if (s.IsNotFound()) {
-      out[i].status = NotFound(SampleName(ids[i]) + " is not in cache '" + dir_ + "'");
-      return;
-    }
-    if (!s.ok()) {
-      out[i].status = FromRocks(s, "multiget " + SampleName(ids[i]));
-      return;
-    }
-    std::string_view bytes(v.data(), v.size());
-    if (verify) {
-      out[i].status = VerifyRecord(ids[i], bytes);
-      if (!out[i].status.ok()) return;
-    }
-    out[i].bytes.assign(bytes);
+    const std::string_view bytes(v.data(), v.size());
+    out[i].status = CheckRead(dir_, ids[i], s, bytes, verify);
+    if (out[i].status.ok()) out[i].bytes.assign(bytes);
   });
   return out;
 }
@@ -384,19 +381,9 @@ Status SampleCache::MultiGetRecordsInto(std::span<const uint64_t> ids, RecordBat
   Status first_error;
   BatchedMultiGet(db_.get(), ids, [&](size_t i, const rocksdb::Status& s, const rocksdb::PinnableSlice& v) {
     if (!first_error.ok()) return;
-    if (s.IsNotFound()) {
-      first_error = NotFound(SampleName(ids[i]) + " is not in cache '" + dir_ + "'");
-      return;
-    }
-    if (!s.ok()) {
-      first_error = FromRocks(s, "multiget " + SampleName(ids[i]));
-      return;
-    }
-    std::string_view bytes(v.data(), v.size());
-    if (verify) {
-      first_error = VerifyRecord(ids[i], bytes);
-      if (!first_error.ok()) return;
-    }
+    const std::string_view bytes(v.data(), v.size());
+    first_error = CheckRead(dir_, ids[i], s, bytes, verify);
+    if (!first_error.ok()) return;
     // Records of one cache have one size: reserve for the rest at once.
     if (i == 0) out->data.reserve(bytes.size() * ids.size());
     out->data.append(bytes);
