@@ -534,10 +534,10 @@ Status SchedulerService::SendQueued(double now_ms) {
   return OkStatus();
 }
 
-int SchedulerService::RecordVotes(int64_t iteration, int32_t reporter, const v1::TrainingReport& t) {
-  if (t.applied_partitions_size() == 0) return 0;
-  if (t.applied_nodes_size() != t.applied_partitions_size() || open_iterations_.count(iteration) == 0)
-    return t.applied_partitions_size();
+void SchedulerService::RecordVotes(int64_t iteration, int32_t reporter, const v1::TrainingReport& t) {
+  if (t.applied_partitions_size() == 0 || t.applied_nodes_size() != t.applied_partitions_size() ||
+      open_iterations_.count(iteration) == 0)
+    return;
   const auto& ledger = driver_->state().ledger();
   std::map<std::pair<uint64_t, int32_t>, std::set<int32_t>>* votes = nullptr;
   int dropped = 0;
@@ -557,7 +557,6 @@ int SchedulerService::RecordVotes(int64_t iteration, int32_t reporter, const v1:
         "iteration's as named by their worker; ignored",
         spec_.nodes[reporter].name, iteration, dropped, t.applied_partitions_size());
   }
-  return dropped;
 }
 
 StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double now_ms, bool timed_out) {

@@ -197,8 +197,8 @@ class SchedulerService {
   // iteration `iteration`: only pairs naming a partition of that iteration
   // together with that partition's worker are kept (junk, another
   // iteration's or another member's partitions cost no memory and never
-  // count). Returns the number of pairs dropped.
-  int RecordVotes(int64_t iteration, int32_t reporter, const v1::TrainingReport& t);
+  // count).
+  void RecordVotes(int64_t iteration, int32_t reporter, const v1::TrainingReport& t);
   // A partition in flight that reports from more than half of its
   // iteration's workers, other than its own, say the ring applied is
   // committed with a PartitionDone on its worker's behalf instead of
