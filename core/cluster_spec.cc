@@ -185,13 +185,17 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
 
     if (YAML::Node c = n["compute"]; c.IsDefined()) {
       std::string p = path + ".compute";
-      RET(r.CheckKeys(c, p, {"fixed_ms", "per_sample_ms", "jitter"}));
+      RET(r.CheckKeys(c, p, {"fixed_ms", "per_sample_ms", "jitter", "cpu_cores"}));
       RET(r.Get(c, "fixed_ms", p, &base.compute.fixed_ms));
       RET(r.Get(c, "per_sample_ms", p, &base.compute.per_sample_ms));
       RET(r.Get(c, "jitter", p, &base.compute.jitter));
       RET(NonNegative(r, c, "fixed_ms", p, base.compute.fixed_ms));
       RET(Positive(r, c, "per_sample_ms", p, base.compute.per_sample_ms));
       RET(NonNegative(r, c, "jitter", p, base.compute.jitter));
+      if (c["cpu_cores"].IsDefined()) {
+        RET(r.Get(c, "cpu_cores", p, &base.compute.cpu_cores));
+        RET(Positive(r, c, "cpu_cores", p, base.compute.cpu_cores));
+      }
     }
     if (YAML::Node sl = n["slowdowns"]; sl.IsDefined()) {
       if (!sl.IsSequence()) return r.Error(sl, path + ".slowdowns", "must be a list");

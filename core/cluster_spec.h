@@ -61,6 +61,9 @@ struct ComputeSpec {
   double fixed_ms = 1.0;
   double per_sample_ms = 0.05;
   double jitter = 0.0;  // relative std-dev of compute time, >= 0
+  // Testbed only (`loftctl cluster run --testbed`): the agent's CPU quota in
+  // cores (a cgroup cfs quota). 0 = not set: no quota. The simulator ignores it.
+  double cpu_cores = 0.0;
 };
 
 struct SlowdownSpec {

@@ -107,3 +107,18 @@ TEST_CASE("missing file is NotFound") {
   REQUIRE_FALSE(spec.ok());
   CHECK(spec.status().code() == StatusCode::kNotFound);
 }
+
+TEST_CASE("compute.cpu_cores is optional, per node, and must be > 0") {
+  auto plain = ParseClusterSpec(kGood, "cluster.yaml");
+  REQUIRE(plain.ok());
+  CHECK(plain->nodes[0].compute.cpu_cores == 0.0);  // not set: no quota
+  auto quota = ParseClusterSpec(
+      Replace(kGood, "per_sample_ms: 0.1}", "per_sample_ms: 0.1, cpu_cores: 0.25}"), "cluster.yaml");
+  REQUIRE(quota.ok());
+  CHECK(quota->nodes[4].compute.cpu_cores == 0.25);
+  CHECK(quota->nodes[0].compute.cpu_cores == 0.0);
+  auto bad = ParseClusterSpec(
+      Replace(kGood, "per_sample_ms: 0.1}", "per_sample_ms: 0.1, cpu_cores: 0}"), "cluster.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() == "cluster.yaml:20: nodes[1].compute.cpu_cores must be > 0");
+}
