@@ -86,6 +86,8 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::
         c.compute_mode = v.as<std::string>();
       else if (key == "link_emulation")
         c.link_emulation = v.as<bool>();
+      else if (key == "link_rate_emulation")
+        c.link_rate_emulation = v.as<bool>();
       else if (key == "metrics_port")
         c.metrics_port = v.as<int>();
       else if (key == "metrics_address")

@@ -29,6 +29,9 @@ struct AgentConfig {
   int credits = 2;                         // partitions queued + running at once, >= 1
   std::string compute_mode = "synthetic";  // synthetic (spend the spec's compute time) | external (consumer)
   bool link_emulation = false;             // emulate the spec's link rates with token buckets
+  // With link_emulation: also the rates (token buckets). false = latency
+  // only; the kernel shapes the rates (loftctl cluster run --testbed).
+  bool link_rate_emulation = true;
   // Prometheus HTTP port, as in loft-scheduler: 0 = off (default), 1..65535 =
   // that port. -1 (the old "off") is still accepted and also means off.
   int metrics_port = 0;

@@ -367,7 +367,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   fo.timeout_ms = cfg.fetch_timeout_ms;
   fo.own_keys = m.own;
   fo.keys_dir = cfg.keys_dir;
-  if (cfg.link_emulation) {
+  if (cfg.link_emulation && cfg.link_rate_emulation) {
     m.down = std::make_unique<TokenBucket>(clock, m.link.down_mbps);
     m.up = std::make_unique<TokenBucket>(clock, m.link.up_mbps);
     fo.down = m.down.get();
@@ -375,6 +375,10 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     spdlog::info(
         "link EMULATION on: down {} Mbit/s, up {} Mbit/s, latency {} ms (token buckets on the fetch path)",
         m.link.down_mbps, m.link.up_mbps, m.link.latency_ms);
+  } else if (cfg.link_emulation) {
+    fo.latency_ms = m.link.latency_ms;
+    spdlog::info("link EMULATION of latency only: {} ms per remote phase (rates are not emulated here)",
+                 m.link.latency_ms);
   }
   AgentService* svc = m.service.get();
   m.fetcher = std::make_unique<PeerFetcher>(&m.ctx, clock, fo, [svc](int32_t n) { return svc->PeerFor(n); });

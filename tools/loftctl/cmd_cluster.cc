@@ -1,7 +1,7 @@
 // loftctl cluster commands:
 //   keygen --out DIR [--spec SPEC.yaml | --nodes a,b,...]
 //   status --scheduler ENDPOINT [--json] [--keys-dir DIR | --insecure]
-//   cluster run SPEC.yaml --policy P [--iterations N] --out DIR
+//   cluster run SPEC.yaml --policy P [--iterations N] --out DIR [--testbed]
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -36,6 +36,7 @@
 #endif
 #include "sim/summary.h"
 #include "tools/loftctl/commands.h"
+#include "tools/loftctl/testbed.h"
 
 namespace loft::ctl {
 namespace {
@@ -264,6 +265,7 @@ struct RunOptions {
   std::string log_level = "info";
   int eval_every = 50;              // training: test-set evaluation period (and after the last iteration)
   std::string plan_ahead = "auto";  // the scheduler's plan_ahead: auto | 0 | 1
+  bool testbed = false;             // namespaces, kernel-shaped links, CPU cgroups (docs/testbed.md)
 };
 
 Status ClusterRun(const RunOptions& ro) {
@@ -285,8 +287,20 @@ Status ClusterRun(const RunOptions& ro) {
     std::vector<std::string> none;
     LOFT_RETURN_IF_ERROR(Keygen(keys.string(), ro.spec_path, none));
   }
+  // --testbed: the scheduler binds the bridge address in the root namespace,
+  // each agent its own address in its namespace; the kernel shapes the
+  // rates, the agents keep only link_emulation's latency.
+  std::unique_ptr<Testbed> tb;
+  if (ro.testbed) {
+    if (ro.insecure)
+      return InvalidArgument("--testbed needs CURVE (agents talk over a bridge, not loopback)");
+    LOFT_ASSIGN_OR_RETURN(tb, Testbed::Up(spec, ro.spec_path, ::getpid()));
+    std::fprintf(stderr, "testbed %s up (loftctl testbed down %s removes it if this run crashes)\n",
+                 tb->plan().tag.c_str(), ro.spec_path.c_str());
+  }
+  auto node_ip = [&](int i) { return tb ? tb->plan().nodes[i].ip : std::string("127.0.0.1"); };
   LOFT_ASSIGN_OR_RETURN(int port, FreePort());
-  std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  std::string endpoint = fmt::format("tcp://{}:{}", tb ? tb->plan().bridge_ip : "127.0.0.1", port);
   fs::path journal = out / "scheduler-journal";
   fs::remove_all(journal, ec);
   std::string spec_abs = fs::absolute(ro.spec_path).string();
@@ -306,15 +320,17 @@ Status ClusterRun(const RunOptions& ro) {
   Child sched{"scheduler",
               {(bindir / "loft-scheduler").string(), "--config", (out / "scheduler.yaml").string()},
               (out / "logs" / "scheduler.log").string()};
+  if (tb) sched.argv = tb->WrapScheduler(sched.argv);
   std::vector<Child> agents;
   for (int i = 0; i < spec.num_nodes(); ++i) {
     const std::string& name = spec.nodes[i].name;
     std::string y = fmt::format(
         "node_name: {}\ncluster_spec: {}\ncache_dir: {}\nscheduler_endpoint: {}\n"
-        "peer_bind: tcp://127.0.0.1:0\ncredits: 2\ncompute_mode: synthetic\nlink_emulation: {}\n"
+        "peer_bind: tcp://{}:0\ncredits: 2\ncompute_mode: synthetic\nlink_emulation: {}\n"
         "heartbeat_interval_ms: 250\nlog_level: {}\nseed: {}\n",
-        name, spec_abs, (cache_root / name).string(), endpoint, ro.link_emulation ? "true" : "false",
-        ro.log_level, i + 1);
+        name, spec_abs, (cache_root / name).string(), endpoint, node_ip(i),
+        ro.link_emulation ? "true" : "false", ro.log_level, i + 1);
+    if (tb) y += fmt::format("ring_bind: tcp://{}:0\nlink_rate_emulation: false\n", node_ip(i));
     y += ro.insecure ? "insecure: true\n" : fmt::format("keys_dir: {}\n", keys.string());
     if (training) {
       y += fmt::format("test_data_dir: {}\neval_every: {}\nlast_iteration: {}\n", ro.dataset_dir,
@@ -322,9 +338,9 @@ Status ClusterRun(const RunOptions& ro) {
     }
     fs::path cfg = out / ("agent-" + name + ".yaml");
     LOFT_RETURN_IF_ERROR(WriteText(cfg, y));
-    agents.push_back(Child{name,
-                           {(bindir / "loft-agent").string(), "--config", cfg.string()},
-                           (out / "logs" / ("agent-" + name + ".log")).string()});
+    std::vector<std::string> argv = {(bindir / "loft-agent").string(), "--config", cfg.string()};
+    if (tb) argv = tb->WrapNode(i, argv);
+    agents.push_back(Child{name, argv, (out / "logs" / ("agent-" + name + ".log")).string()});
   }
 
   struct sigaction sa {};
@@ -500,6 +516,9 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--dataset-dir", ro->dataset_dir, "Fashion-MNIST IDX directory")->capture_default_str();
   run->add_flag("--insecure", ro->insecure, "no CURVE keys (loopback only)");
   run->add_flag("!--no-link-emulation", ro->link_emulation, "do not emulate the spec's link rates");
+  run->add_flag("--testbed", ro->testbed,
+                "root: each agent in its own network namespace and CPU cgroup, link rates shaped by the "
+                "kernel (tbf), cpu_cores quotas (docs/testbed.md)");
   run->add_option("--timeout-s", ro->timeout_s, "give up after this long")->capture_default_str();
   run->add_option("--heartbeat-timeout-ms", ro->heartbeat_timeout_ms)->capture_default_str();
   run->add_option("--partition-timeout-ms", ro->partition_timeout_ms)->capture_default_str();

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   loft::ctl::RegisterCacheCommands(app, &exit_code);
   loft::ctl::RegisterPlanCommands(app, &exit_code);
   loft::ctl::RegisterClusterCommands(app, &exit_code);
+  loft::ctl::RegisterTestbedCommands(app, &exit_code);
   app.parse_complete_callback([&] {
     auto st = loft::InitLogging(log_level, "loftctl");
     if (!st.ok()) throw CLI::ValidationError("--log-level", st.message());

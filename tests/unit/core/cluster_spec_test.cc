@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "core/cluster_spec.h"
+
+#include <catch2/catch.hpp>
 
 using namespace loft;
 
@@ -80,7 +80,8 @@ TEST_CASE("bad specs name file, line and field") {
   }
   SECTION("explicit shares must match node count") {
     auto spec = ParseClusterSpec(
-        Replace(kGood, "{kind: shards, replication: 1, skew: 0.0}", "{kind: explicit, shares: [1, 2]}"), "c.yaml");
+        Replace(kGood, "{kind: shards, replication: 1, skew: 0.0}", "{kind: explicit, shares: [1, 2]}"),
+        "c.yaml");
     REQUIRE_FALSE(spec.ok());
     CHECK(spec.status().message() ==
           "c.yaml:2: placement.shares must list one share per node (5 nodes after count expansion, got 2)");
@@ -112,13 +113,13 @@ TEST_CASE("compute.cpu_cores is optional, per node, and must be > 0") {
   auto plain = ParseClusterSpec(kGood, "cluster.yaml");
   REQUIRE(plain.ok());
   CHECK(plain->nodes[0].compute.cpu_cores == 0.0);  // not set: no quota
-  auto quota = ParseClusterSpec(
-      Replace(kGood, "per_sample_ms: 0.1}", "per_sample_ms: 0.1, cpu_cores: 0.25}"), "cluster.yaml");
+  auto quota = ParseClusterSpec(Replace(kGood, "per_sample_ms: 0.1}", "per_sample_ms: 0.1, cpu_cores: 0.25}"),
+                                "cluster.yaml");
   REQUIRE(quota.ok());
   CHECK(quota->nodes[4].compute.cpu_cores == 0.25);
   CHECK(quota->nodes[0].compute.cpu_cores == 0.0);
-  auto bad = ParseClusterSpec(
-      Replace(kGood, "per_sample_ms: 0.1}", "per_sample_ms: 0.1, cpu_cores: 0}"), "cluster.yaml");
+  auto bad = ParseClusterSpec(Replace(kGood, "per_sample_ms: 0.1}", "per_sample_ms: 0.1, cpu_cores: 0}"),
+                              "cluster.yaml");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message() == "cluster.yaml:20: nodes[1].compute.cpu_cores must be > 0");
 }

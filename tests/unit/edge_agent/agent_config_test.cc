@@ -33,6 +33,16 @@ seed: 9
   CHECK(c->Validate().ok());
 }
 
+TEST_CASE("link_rate_emulation: rates on by default, off keeps link_emulation's latency only") {
+  auto d = ParseAgentConfig("node_name: a\nlink_emulation: true\n");
+  REQUIRE(d.ok());
+  CHECK(d->link_rate_emulation);
+  auto c = ParseAgentConfig("node_name: a\nlink_emulation: true\nlink_rate_emulation: false\n");
+  REQUIRE(c.ok());
+  CHECK(c->link_emulation);
+  CHECK_FALSE(c->link_rate_emulation);
+}
+
 TEST_CASE("Agent config errors name the file, line and key") {
   auto c = ParseAgentConfig("node_name: a\ncredit: 3\n", "agent.yaml");
   REQUIRE_FALSE(c.ok());

@@ -1,0 +1,151 @@
+// loftctl testbed commands (docs/testbed.md):
+//   testbed up SPEC          build a testbed for SPEC and leave it (prints its state JSON)
+//   testbed down [SPEC] [--all] [--force]
+//                            remove the testbeds of SPEC (or every loft testbed)
+//   testbed list             testbeds on this machine
+//   testbed exec [--netns NS] [--cgroup DIR] -- CMD ARGS…
+//                            run CMD in a node's namespace and cgroup
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "tools/loftctl/commands.h"
+#include "tools/loftctl/testbed.h"
+
+namespace loft::ctl {
+namespace {
+namespace fs = std::filesystem;
+
+Status Up(const std::string& spec_path) {
+  LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(spec_path));
+  LOFT_ASSIGN_OR_RETURN(auto tb, Testbed::Up(spec, spec_path, 0));
+  tb->Release();
+  const TestbedPlan& p = tb->plan();
+  std::fprintf(stderr, "testbed %s up: bridge %s at %s (bind the scheduler there), cgroups under %s\n",
+               p.tag.c_str(), p.bridge.c_str(), p.bridge_ip.c_str(), tb->cgroup_dir().c_str());
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    const auto& n = p.nodes[i];
+    std::fprintf(stderr, "  %-16s netns %-12s ip %-14s up %g down %g Mbit/s  cpu %s\n", n.name.c_str(),
+                 n.netns.c_str(), n.ip.c_str(), n.up_mbps, n.down_mbps,
+                 n.cpu_cores > 0 ? fmt::format("{} cores", n.cpu_cores).c_str() : "no quota");
+  }
+  std::fprintf(stderr,
+               "run a node's agent with: loftctl testbed exec --netns NETNS --cgroup %s/nI -- loft-agent …\n"
+               "remove it with: loftctl testbed down %s\n",
+               tb->cgroup_dir().c_str(), spec_path.c_str());
+  std::cout << fs::path(std::string(kTestbedStateDir) + "/" + p.tag + ".json").string() << "\n";
+  return OkStatus();
+}
+
+Status Down(const std::string& spec_path, bool all, bool force) {
+  if (spec_path.empty() && !all) return InvalidArgument("testbed down needs SPEC or --all");
+  std::vector<std::string> tags;
+  std::string spec_abs = spec_path.empty() ? "" : fs::absolute(spec_path).lexically_normal().string();
+  std::vector<TestbedState> states = ListTestbedStates();
+  auto owned_by_live_run = [&](const std::string& tag) {
+    for (const auto& s : states)
+      if (s.tag == tag && s.OwnerAlive()) return s.owner;
+    return pid_t{0};
+  };
+  if (all) {
+    tags = TestbedTagsOnSystem();
+  } else {
+    for (const auto& s : states)
+      if (fs::path(s.spec).lexically_normal().string() == spec_abs) tags.push_back(s.tag);
+  }
+  Status result = OkStatus();
+  int removed = 0;
+  for (const auto& tag : tags) {
+    if (pid_t owner = owned_by_live_run(tag); owner > 0 && !force) {
+      std::fprintf(stderr,
+                   "testbed %s: kept, its loftctl run (pid %d) is alive (--force removes it anyway)\n",
+                   tag.c_str(), owner);
+      continue;
+    }
+    auto r = TeardownTestbed(tag);
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s\n", r.status().message().c_str());
+      result = r.status();
+      continue;
+    }
+    ++removed;
+    std::fprintf(stderr, "testbed %s: removed %zu objects\n", tag.c_str(), r->size());
+    for (const auto& line : *r) std::fprintf(stderr, "  %s\n", line.c_str());
+  }
+  if (tags.empty()) {
+    std::fprintf(stderr, "no testbed %s\n", all ? "on this machine" : ("was built for " + spec_abs).c_str());
+  }
+  (void)removed;
+  return result;
+}
+
+void List() {
+  std::vector<TestbedState> states = ListTestbedStates();
+  for (const auto& tag : TestbedTagsOnSystem()) {
+    const TestbedState* s = nullptr;
+    for (const auto& st : states)
+      if (st.tag == tag) s = &st;
+    if (s == nullptr) {
+      std::cout << tag << "  (no state file: leftovers; `loftctl testbed down --all` removes them)\n";
+    } else {
+      std::cout << fmt::format(
+          "{}  subnet 10.213.{}.0/24  spec {}  owner {}\n", tag, s->subnet, s->spec,
+          s->owner == 0 ? std::string("testbed up")
+                        : fmt::format("pid {} ({})", s->owner, s->OwnerAlive() ? "running" : "gone"));
+    }
+  }
+}
+
+}  // namespace
+
+void RegisterTestbedCommands(CLI::App& app, int* exit_code) {
+  auto* tb =
+      app.add_subcommand("testbed", "network namespaces, shaped links and CPU quotas for a spec (root)");
+  tb->require_subcommand(1);
+  auto fail = [exit_code](const char* what, const Status& st) {
+    std::fprintf(stderr, "loftctl testbed %s: %s\n", what, st.ToString().c_str());
+    *exit_code = 1;
+  };
+
+  auto* up = tb->add_subcommand("up", "build the testbed for SPEC and leave it up (for long experiments)");
+  auto up_spec = std::make_shared<std::string>();
+  up->add_option("spec", *up_spec, "cluster spec YAML")->required();
+  up->callback([=] {
+    if (Status st = Up(*up_spec); !st.ok()) fail("up", st);
+  });
+
+  auto* down = tb->add_subcommand("down", "remove the testbeds built for SPEC (also after a crashed run)");
+  auto down_spec = std::make_shared<std::string>();
+  auto down_all = std::make_shared<bool>(false);
+  auto down_force = std::make_shared<bool>(false);
+  down->add_option("spec", *down_spec, "cluster spec YAML the testbed was built for");
+  down->add_flag("--all", *down_all, "remove every loft testbed (names lft????*) on this machine");
+  down->add_flag("--force", *down_force, "also remove testbeds whose loftctl run is still alive");
+  down->callback([=] {
+    if (Status st = Down(*down_spec, *down_all, *down_force); !st.ok()) fail("down", st);
+  });
+
+  auto* list = tb->add_subcommand("list", "testbeds (and leftovers) on this machine");
+  list->callback([] { List(); });
+
+  auto* ex = tb->add_subcommand("exec", "run a command in a testbed node's network namespace and cgroup");
+  auto ex_netns = std::make_shared<std::string>();
+  auto ex_cgroup = std::make_shared<std::string>();
+  auto ex_cmd = std::make_shared<std::vector<std::string>>();
+  ex->add_option("--netns", *ex_netns, "network namespace (ip netns name)");
+  ex->add_option("--cgroup", *ex_cgroup, "cgroup directory to join");
+  ex->add_option("command", *ex_cmd, "command and arguments (after --)")->required();
+  ex->callback([=] {
+    Status st = EnterAndExec(*ex_netns, *ex_cgroup, *ex_cmd);  // returns only on error
+    fail("exec", st);
+    *exit_code = 127;
+  });
+}
+
+}  // namespace loft::ctl

@@ -1,0 +1,95 @@
+// Testbed: carries out a TestbedPlan on this machine (root only): network
+// namespaces, veth pairs, a bridge, tbf qdiscs (via the `ip` and `tc`
+// commands) and one CPU cgroup per agent (v1 cpu.cfs_quota_us, or v2
+// cpu.max), plus a state file /run/loft-testbed/<tag>.json written before
+// anything is created so that `loftctl testbed down` can clean up after a
+// crashed run. docs/testbed.md describes the layout and the commands.
+//
+// Not responsible for: deciding names, addresses and quotas (testbed_plan.h),
+// starting the scheduler and agents (cmd_cluster.cc wraps their argv with
+// WrapNode / WrapScheduler, which run them through `loftctl testbed exec`).
+// Thread-safety: none; one Testbed per process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/status.h"
+#include "tools/loftctl/testbed_plan.h"
+
+namespace loft::ctl {
+
+inline constexpr const char* kTestbedStateDir = "/run/loft-testbed";
+
+// Runs argv (PATH lookup), waits; returns its stdout. A non-zero exit is an
+// error naming the command and quoting its stderr.
+StatusOr<std::string> RunCommand(const std::vector<std::string>& argv);
+
+// The cpu controller's root directory, and whether it is cgroup v2.
+struct CpuCgroupRoot {
+  std::string dir;
+  bool v2 = false;
+};
+StatusOr<CpuCgroupRoot> FindCpuCgroup();
+
+// Root, the ip and tc commands, a cpu cgroup controller: the error names
+// everything that is missing.
+Status CheckTestbedSupport();
+
+// A testbed as recorded in its state file.
+struct TestbedState {
+  std::string tag;
+  std::string spec;  // absolute path of the spec it was built for
+  pid_t owner = 0;   // the `cluster run` that owns it; 0 = `testbed up` (detached)
+  int subnet = -1;
+  std::string cgroup;  // the run's cgroup directory
+  bool OwnerAlive() const;
+};
+std::vector<TestbedState> ListTestbedStates();
+
+// Tags with any namespace, link, cgroup or state file on this machine.
+std::vector<std::string> TestbedTagsOnSystem();
+
+// Kills the testbed's processes, deletes its namespaces, links, cgroups and
+// state file (found by name prefix, so a half-built testbed goes too).
+// Returns a line per removed object; errors name what could not be removed.
+StatusOr<std::vector<std::string>> TeardownTestbed(const std::string& tag);
+
+class Testbed {
+ public:
+  // Builds the testbed for `spec`; `owner` = the process it belongs to (0 =
+  // detached). On failure removes what it created.
+  static StatusOr<std::unique_ptr<Testbed>> Up(const ClusterSpec& spec, const std::string& spec_path,
+                                               pid_t owner);
+  ~Testbed();  // tears down unless Release()d
+  Testbed(const Testbed&) = delete;
+  Testbed& operator=(const Testbed&) = delete;
+
+  void Release() { released_ = true; }
+  const TestbedPlan& plan() const { return plan_; }
+  const std::string& cgroup_dir() const { return cgroup_dir_; }
+  std::string NodeCgroup(int i) const;
+
+  // argv that runs `argv` in node i's namespace and cgroup / the scheduler's
+  // cgroup (root namespace): `loftctl testbed exec --netns … --cgroup … -- argv`.
+  std::vector<std::string> WrapNode(int i, const std::vector<std::string>& argv) const;
+  std::vector<std::string> WrapScheduler(const std::vector<std::string>& argv) const;
+
+ private:
+  Testbed() = default;
+  TestbedPlan plan_;
+  std::string cgroup_dir_;
+  std::string loftctl_;
+  bool released_ = false;
+};
+
+// `loftctl testbed exec`: joins the namespace (if any) and the cgroup (if
+// any), then execs argv; returns only on error.
+Status EnterAndExec(const std::string& netns, const std::string& cgroup_dir,
+                    const std::vector<std::string>& argv);
+
+}  // namespace loft::ctl

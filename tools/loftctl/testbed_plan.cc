@@ -1,0 +1,106 @@
+#include "tools/loftctl/testbed_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace loft::ctl {
+
+bool IsTestbedTag(const std::string& tag) {
+  if (tag.size() != 7 || tag.rfind(kTestbedPrefix, 0) != 0) return false;
+  return std::all_of(tag.begin() + 3, tag.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+int64_t TbfBurstBytes(double mbps) {
+  const double bytes_per_s = mbps * 1e6 / 8;
+  return std::max<int64_t>(16 * 1024, static_cast<int64_t>(std::ceil(bytes_per_s * 0.002)));
+}
+
+namespace {
+
+// tc's rate in bit/s (tc accepts "bit"), exact for fractional Mbit/s.
+std::string TcRate(double mbps) {
+  return fmt::format("{}bit", static_cast<int64_t>(std::llround(mbps * 1e6)));
+}
+
+std::vector<std::string> Tbf(const std::string& netns, const std::string& dev, double mbps) {
+  std::vector<std::string> c = {"tc"};
+  if (!netns.empty()) c.insert(c.end(), {"-n", netns});
+  // latency 100 ms bounds the queue (limit = rate * latency + burst): deep
+  // enough that TCP is not starved by drops, small next to an iteration.
+  c.insert(c.end(), {"qdisc", "add", "dev", dev, "root", "tbf", "rate", TcRate(mbps), "burst",
+                     std::to_string(TbfBurstBytes(mbps)), "latency", "100ms"});
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::string>> TestbedPlan::SetupCommands() const {
+  std::vector<std::vector<std::string>> cmds;
+  cmds.push_back({"ip", "link", "add", bridge, "type", "bridge"});
+  cmds.push_back({"ip", "addr", "add", bridge_ip + "/24", "dev", bridge});
+  cmds.push_back({"ip", "link", "set", bridge, "up"});
+  for (const auto& n : nodes) {
+    cmds.push_back({"ip", "netns", "add", n.netns});
+    cmds.push_back(
+        {"ip", "link", "add", n.host_veth, "type", "veth", "peer", "name", n.agent_veth, "netns", n.netns});
+    cmds.push_back({"ip", "link", "set", n.host_veth, "master", bridge, "up"});
+    cmds.push_back({"ip", "-n", n.netns, "addr", "add", n.ip + "/24", "dev", n.agent_veth});
+    cmds.push_back({"ip", "-n", n.netns, "link", "set", n.agent_veth, "up"});
+    cmds.push_back({"ip", "-n", n.netns, "link", "set", "lo", "up"});
+    cmds.push_back(Tbf(n.netns, n.agent_veth, n.up_mbps));
+    cmds.push_back(Tbf("", n.host_veth, n.down_mbps));
+  }
+  return cmds;
+}
+
+StatusOr<TestbedPlan> PlanTestbed(const ClusterSpec& spec, const std::string& tag, int subnet,
+                                  int machine_cpus) {
+  if (!IsTestbedTag(tag)) return InvalidArgument("testbed tag '" + tag + "' is not lft + 4 hex digits");
+  if (subnet < 0 || subnet > 255)
+    return InvalidArgument(fmt::format("testbed subnet {} not in 0..255", subnet));
+  if (spec.num_nodes() > kTestbedMaxNodes) {
+    return InvalidArgument(fmt::format("the testbed holds at most {} nodes (one /24); {} has {}",
+                                       kTestbedMaxNodes, spec.source, spec.num_nodes()));
+  }
+  TestbedPlan p;
+  p.tag = tag;
+  p.subnet = subnet;
+  p.bridge = tag + "br";
+  p.bridge_ip = fmt::format("10.213.{}.1", subnet);
+  double cores = 0;
+  for (int i = 0; i < spec.num_nodes(); ++i) {
+    const NodeSpec& ns = spec.nodes[i];
+    TestbedNode n;
+    n.name = ns.name;
+    n.netns = fmt::format("{}-n{}", tag, i);
+    n.host_veth = fmt::format("{}h{}", tag, i);
+    n.agent_veth = fmt::format("{}a{}", tag, i);
+    n.ip = fmt::format("10.213.{}.{}", subnet, i + 2);
+    n.cgroup = fmt::format("n{}", i);
+    n.up_mbps = ns.link.up_mbps;
+    n.down_mbps = ns.link.down_mbps;
+    n.cpu_cores = ns.compute.cpu_cores;
+    if (n.cpu_cores > 0) {
+      // The kernel's smallest quota is 1 ms per period.
+      n.cfs_quota_us = std::max<int64_t>(1000, std::llround(n.cpu_cores * kCfsPeriodUs));
+      if (n.cpu_cores > machine_cpus) {
+        return InvalidArgument(fmt::format("node {}: compute.cpu_cores {} exceeds this machine's {} CPUs",
+                                           ns.name, n.cpu_cores, machine_cpus));
+      }
+    }
+    cores += n.cpu_cores;
+    p.nodes.push_back(std::move(n));
+  }
+  if (cores > machine_cpus + 1e-9) {
+    return InvalidArgument(fmt::format(
+        "the nodes' compute.cpu_cores sum to {:.3g} but this machine has {} CPUs: the quotas would not be "
+        "met; lower them or use a larger machine",
+        cores, machine_cpus));
+  }
+  return p;
+}
+
+}  // namespace loft::ctl
