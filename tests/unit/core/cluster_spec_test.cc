@@ -1,6 +1,6 @@
-#include "core/cluster_spec.h"
-
 #include <catch2/catch.hpp>
+
+#include "core/cluster_spec.h"
 
 using namespace loft;
 
@@ -80,8 +80,7 @@ TEST_CASE("bad specs name file, line and field") {
   }
   SECTION("explicit shares must match node count") {
     auto spec = ParseClusterSpec(
-        Replace(kGood, "{kind: shards, replication: 1, skew: 0.0}", "{kind: explicit, shares: [1, 2]}"),
-        "c.yaml");
+        Replace(kGood, "{kind: shards, replication: 1, skew: 0.0}", "{kind: explicit, shares: [1, 2]}"), "c.yaml");
     REQUIRE_FALSE(spec.ok());
     CHECK(spec.status().message() ==
           "c.yaml:2: placement.shares must list one share per node (5 nodes after count expansion, got 2)");
