@@ -120,5 +120,5 @@ TEST_CASE("compute.cpu_cores is optional, per node, and must be > 0") {
   auto bad = ParseClusterSpec(Replace(kGood, "per_sample_ms: 0.1}", "per_sample_ms: 0.1, cpu_cores: 0}"),
                               "cluster.yaml");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message() == "cluster.yaml:20: nodes[1].compute.cpu_cores must be > 0");
+  CHECK(bad.status().message() == "cluster.yaml:15: nodes[1].compute.cpu_cores must be > 0");
 }

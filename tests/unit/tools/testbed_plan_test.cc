@@ -1,0 +1,117 @@
+#include "tools/loftctl/testbed_plan.h"
+
+#include <catch2/catch.hpp>
+
+#include "core/cluster_spec.h"
+
+using namespace loft;
+using namespace loft::ctl;
+
+namespace {
+
+const char* kSpec = R"(dataset: {samples: 4000}
+training: {global_batch: 256, min_batch: 8}
+nodes:
+  - name: fast
+    compute: {cpu_cores: 0.25}
+    link: {up_mbps: 10, down_mbps: 20.5}
+  - name: slow
+    count: 2
+    link: {up_mbps: 100, down_mbps: 100}
+)";
+
+ClusterSpec Spec(const std::string& text = kSpec) {
+  auto s = ParseClusterSpec(text, "tb.yaml");
+  REQUIRE(s.ok());
+  return *s;
+}
+
+bool Has(const std::vector<std::vector<std::string>>& cmds, const std::vector<std::string>& want) {
+  for (const auto& c : cmds)
+    if (c == want) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("testbed tags are lft + 4 hex digits") {
+  CHECK(IsTestbedTag("lft0a9f"));
+  CHECK_FALSE(IsTestbedTag("lft0a9"));
+  CHECK_FALSE(IsTestbedTag("lft0A9f"));
+  CHECK_FALSE(IsTestbedTag("xyz0a9f"));
+  CHECK_FALSE(IsTestbedTag("lft0a9f0"));
+}
+
+TEST_CASE("testbed plan: names, addresses, quotas") {
+  auto p = PlanTestbed(Spec(), "lft12ab", 7, 2);
+  REQUIRE(p.ok());
+  CHECK(p->bridge == "lft12abbr");
+  CHECK(p->bridge_ip == "10.213.7.1");
+  REQUIRE(p->nodes.size() == 3);
+  CHECK(p->nodes[0].name == "fast");
+  CHECK(p->nodes[0].netns == "lft12ab-n0");
+  CHECK(p->nodes[0].host_veth == "lft12abh0");
+  CHECK(p->nodes[0].agent_veth == "lft12aba0");
+  CHECK(p->nodes[0].ip == "10.213.7.2");
+  CHECK(p->nodes[2].ip == "10.213.7.4");
+  CHECK(p->nodes[0].cfs_quota_us == 25000);
+  CHECK(p->nodes[1].cfs_quota_us == -1);  // no cpu_cores: no quota
+  for (const auto& n : p->nodes) {
+    CHECK(n.host_veth.size() <= 15);
+    CHECK(n.agent_veth.size() <= 15);
+  }
+}
+
+TEST_CASE("testbed plan: interface names fit 15 characters at the node limit") {
+  std::string text =
+      "dataset: {samples: 60000}\ntraining: {global_batch: 512, min_batch: 1}\n"
+      "nodes:\n  - name: e\n    count: 253\n";
+  auto p = PlanTestbed(Spec(text), "lftffff", 255, 2);
+  REQUIRE(p.ok());
+  CHECK(p->nodes.back().host_veth == "lftffffh252");
+  CHECK(p->nodes.back().ip == "10.213.255.254");
+  auto too_many = PlanTestbed(Spec("dataset: {samples: 60000}\ntraining: {global_batch: 512, min_batch: 1}\n"
+                                   "nodes:\n  - name: e\n    count: 254\n"),
+                              "lftffff", 0, 2);
+  REQUIRE_FALSE(too_many.ok());
+  CHECK(too_many.status().message() == "the testbed holds at most 253 nodes (one /24); tb.yaml has 254");
+}
+
+TEST_CASE("testbed plan: tbf up on the agent's veth, down on the bridge side") {
+  auto p = PlanTestbed(Spec(), "lft12ab", 7, 2);
+  REQUIRE(p.ok());
+  auto cmds = p->SetupCommands();
+  CHECK(cmds.front() == std::vector<std::string>{"ip", "link", "add", "lft12abbr", "type", "bridge"});
+  CHECK(Has(cmds, {"ip", "link", "add", "lft12abh0", "type", "veth", "peer", "name", "lft12aba0", "netns",
+                   "lft12ab-n0"}));
+  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n0", "qdisc", "add", "dev", "lft12aba0", "root", "tbf", "rate",
+                   "10000000bit", "burst", "16384", "latency", "100ms"}));
+  CHECK(Has(cmds, {"tc", "qdisc", "add", "dev", "lft12abh0", "root", "tbf", "rate", "20500000bit", "burst",
+                   "16384", "latency", "100ms"}));
+  CHECK(TbfBurstBytes(100) == 25000);  // 2 ms at 12.5 MB/s
+  CHECK(TbfBurstBytes(5) == 16384);
+}
+
+TEST_CASE("testbed plan: the cpu_cores sum must fit the machine") {
+  std::string text = R"(dataset: {samples: 4000}
+training: {global_batch: 256, min_batch: 8}
+nodes:
+  - name: e
+    count: 3
+    compute: {cpu_cores: 0.75}
+)";
+  auto fits = PlanTestbed(Spec(text), "lft0000", 0, 4);
+  CHECK(fits.ok());
+  auto over = PlanTestbed(Spec(text), "lft0000", 0, 2);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.status().message().find("sum to 2.25 but this machine has 2 CPUs") != std::string::npos);
+  auto big = PlanTestbed(Spec(R"(dataset: {samples: 4000}
+training: {global_batch: 256, min_batch: 8}
+nodes:
+  - name: e
+    compute: {cpu_cores: 3}
+)"),
+                         "lft0000", 0, 2);
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.status().message() == "node e: compute.cpu_cores 3 exceeds this machine's 2 CPUs");
+}
