@@ -3,6 +3,7 @@
 //   testbed down [SPEC] [--all] [--force]
 //                            remove the testbeds of SPEC (or every loft testbed)
 //   testbed list             testbeds on this machine
+//   testbed check            exit 0 if this machine can run a testbed, else name what is missing
 //   testbed exec [--netns NS] [--cgroup DIR] -- CMD ARGS…
 //                            run CMD in a node's namespace and cgroup
 #include <fmt/format.h>
@@ -129,6 +130,17 @@ void RegisterTestbedCommands(CLI::App& app, int* exit_code) {
   down->add_flag("--force", *down_force, "also remove testbeds whose loftctl run is still alive");
   down->callback([=] {
     if (Status st = Down(*down_spec, *down_all, *down_force); !st.ok()) fail("down", st);
+  });
+
+  auto* check = tb->add_subcommand("check", "can this machine run a testbed? (root, ip, tc, cpu cgroup)");
+  check->callback([=] {
+    Status st = CheckTestbedSupport();
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", st.message().c_str());
+      *exit_code = 1;
+      return;
+    }
+    std::fprintf(stderr, "testbed support: ok (cpu cgroup %s)\n", FindCpuCgroup()->dir.c_str());
   });
 
   auto* list = tb->add_subcommand("list", "testbeds (and leftovers) on this machine");

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -285,6 +286,8 @@ StatusOr<std::vector<std::string>> TeardownTestbed(const std::string& tag) {
       while (in >> p) pids.push_back(p);
     }
     if (pids.empty()) break;
+    std::sort(pids.begin(), pids.end());
+    pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
     for (pid_t p : pids) {
       if (p == ::getpid()) continue;
       if (::kill(p, SIGKILL) == 0 && round == 0) done.push_back(fmt::format("killed pid {}", p));
