@@ -279,6 +279,7 @@ Status ClusterRun(const RunOptions& ro) {
   for (const char* exe : {"loft-scheduler", "loft-agent"}) {
     if (!fs::exists(bindir / exe)) return NotFound((bindir / exe).string() + " not found (build it first)");
   }
+  if (ro.testbed) LOFT_RETURN_IF_ERROR(CheckTestbedSupport());  // before the slow set-up steps
   fs::path cache_root = ro.cache_root.empty() ? out / "caches" : fs::absolute(ro.cache_root);
   LOFT_RETURN_IF_ERROR(EnsureCaches(spec, cache_root, ro.dataset_dir));
 
