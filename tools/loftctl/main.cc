@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   loft::ctl::RegisterPlanCommands(app, &exit_code);
   loft::ctl::RegisterClusterCommands(app, &exit_code);
   loft::ctl::RegisterTestbedCommands(app, &exit_code);
+  loft::ctl::RegisterCalibrateCommands(app, &exit_code);
   app.parse_complete_callback([&] {
     auto st = loft::InitLogging(log_level, "loftctl");
     if (!st.ok()) throw CLI::ValidationError("--log-level", st.message());

@@ -1,0 +1,127 @@
+#include "tools/loftctl/calibrate.h"
+
+#include <catch2/catch.hpp>
+
+#include "core/cluster_spec.h"
+#include "scheduler/plan.h"
+
+using namespace loft;
+using namespace loft::ctl;
+
+namespace {
+
+const char* kSpec = R"(dataset: {name: fashion-mnist, samples: 6000, sample_bytes: 784}
+placement: {kind: explicit, shares: [3, 1, 1], seed: 11}
+training: {global_batch: 256, min_batch: 8, iterations: 40, overlap: false, model: mlp,
+           aggregation: trimmed_mean, learning_rate: 0.1, lr_schedule: {kind: cosine, warmup_steps: 5}}
+nodes:
+  - name: big
+    compute: {fixed_ms: 2, per_sample_ms: 0.05, jitter: 0.1, cpu_cores: 0.5}
+    slowdowns: [{at_s: 3, factor: 2.5, for_s: 4}]
+    disk: {read_mbps: 400}
+    link: {up_mbps: 40, down_mbps: 50, latency_ms: 5}
+    max_batch: 200
+    failures: [{at_s: 10, down_s: 2}]
+  - name: edge
+    count: 2
+    link: {up_mbps: 5, down_mbps: 10, latency_ms: 20}
+    byzantine: sign_flip
+    byzantine_scale: 3
+)";
+
+ClusterSpec Spec(const std::string& text = kSpec) {
+  auto s = ParseClusterSpec(text, "cal.yaml");
+  REQUIRE(s.ok());
+  return *s;
+}
+
+nlohmann::json Profile(const sched::CostParams& c) {
+  return {{"compute_fixed_ms", c.compute_fixed_ms},
+          {"compute_per_sample_ms", c.compute_per_sample_ms},
+          {"local_fixed_ms", c.local_fixed_ms},
+          {"local_per_sample_ms", c.local_per_sample_ms},
+          {"remote_fixed_ms", c.remote_fixed_ms},
+          {"remote_per_sample_ms", c.remote_per_sample_ms},
+          {"uplink_per_sample_ms", c.uplink_per_sample_ms}};
+}
+
+}  // namespace
+
+TEST_CASE("ClusterSpecToYaml reads back to the same spec, nodes expanded") {
+  ClusterSpec a = Spec();
+  auto b = ParseClusterSpec(ClusterSpecToYaml(a), "back.yaml");
+  REQUIRE(b.ok());
+  REQUIRE(b->num_nodes() == 3);
+  CHECK(b->nodes[1].name == "edge-0");
+  CHECK(b->nodes[2].name == "edge-1");
+  CHECK(b->placement.kind == PlacementKind::kExplicit);
+  CHECK(b->placement.shares == a.placement.shares);
+  CHECK(b->placement.seed == 11);
+  CHECK(b->training.overlap == false);
+  CHECK(b->training.lr_schedule.kind == "cosine");
+  CHECK(b->training.lr_schedule.warmup_steps == 5);
+  CHECK(b->training.learning_rate == 0.1);
+  CHECK(b->nodes[0].compute.cpu_cores == 0.5);
+  CHECK(b->nodes[0].slowdowns.size() == 1);
+  CHECK(b->nodes[0].slowdowns[0].factor == 2.5);
+  CHECK(b->nodes[0].failures[0].down_s == 2);
+  CHECK(b->nodes[0].max_batch == 200);
+  CHECK(b->nodes[2].byzantine == ByzantineKind::kSignFlip);
+  CHECK(b->nodes[2].byzantine_scale == 3);
+  CHECK(ClusterSpecToYaml(*b) == ClusterSpecToYaml(a));
+}
+
+TEST_CASE("calibrate: the calibrated spec's priors are the fitted profiles") {
+  ClusterSpec spec = Spec();
+  // "Fitted" models: the priors of a spec with other constants.
+  ClusterSpec truth = spec;
+  truth.nodes[0].compute = {3.5, 0.08, 0.1, 0.5};
+  truth.nodes[0].disk.read_mbps = 123;
+  truth.nodes[0].link = {7, 9, 2.5};
+  truth.nodes[1].compute.per_sample_ms = 0.2;
+  truth.nodes[1].link.down_mbps = 4;
+  nlohmann::json status = {{"policy", "uniform"}, {"workers", nlohmann::json::array()}};
+  for (int i = 0; i < truth.num_nodes(); ++i) {
+    sched::CostParams c = sched::PriorFromSpec(truth, i);
+    status["workers"].push_back(
+        {{"name", truth.nodes[i].name}, {"observations", 50}, {"profile", Profile(c)}});
+  }
+  auto cal = CalibrateSpec(spec, status, "status.json");
+  REQUIRE(cal.ok());
+  auto out = ParseClusterSpec(cal->yaml, "calibrated.yaml");
+  REQUIRE(out.ok());
+  for (int i = 0; i < truth.num_nodes(); ++i) {
+    sched::CostParams want = sched::PriorFromSpec(truth, i), got = sched::PriorFromSpec(*out, i);
+    CHECK(got.compute_fixed_ms == Approx(want.compute_fixed_ms));
+    CHECK(got.compute_per_sample_ms == Approx(want.compute_per_sample_ms));
+    CHECK(got.local_per_sample_ms == Approx(want.local_per_sample_ms));
+    CHECK(got.remote_fixed_ms == Approx(want.remote_fixed_ms));
+    CHECK(got.remote_per_sample_ms == Approx(want.remote_per_sample_ms));
+    CHECK(got.uplink_per_sample_ms == Approx(want.uplink_per_sample_ms));
+  }
+  CHECK(out->nodes[0].link.up_mbps == Approx(7));
+  CHECK(out->nodes[0].disk.read_mbps == Approx(123));
+  CHECK(out->nodes[1].link.down_mbps == Approx(4));
+  // What the run did not change stays exactly the spec's (not observed).
+  CHECK(out->nodes[2].link.up_mbps == 5);
+  CHECK(out->nodes[0].failures.size() == 1);
+  CHECK(out->nodes[0].compute.cpu_cores == 0.5);
+}
+
+TEST_CASE("calibrate: a worker the spec lacks is an error, a missing worker keeps the spec") {
+  ClusterSpec spec = Spec();
+  nlohmann::json status = {
+      {"workers", {{{"name", "nope"}, {"profile", Profile(sched::PriorFromSpec(spec, 0))}}}}};
+  auto bad = CalibrateSpec(spec, status, "status.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() == "status.json: worker 'nope' is not a node of cal.yaml (wrong spec?)");
+  nlohmann::json one = {
+      {"workers", {{{"name", "big"}, {"profile", Profile(sched::PriorFromSpec(spec, 0))}}}}};
+  auto cal = CalibrateSpec(spec, one, "status.json");
+  REQUIRE(cal.ok());
+  CHECK(cal->notes.back() == "edge-1: not in the run's status; kept the spec's constants");
+  nlohmann::json partial = {{"workers", {{{"name", "big"}, {"profile", {{"compute_fixed_ms", 1}}}}}}};
+  auto missing = CalibrateSpec(spec, partial, "status.json");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message() == "status.json: workers[big].profile.compute_per_sample_ms is missing");
+}

@@ -1,0 +1,90 @@
+// loftctl calibrate RUN_DIR --out SPEC.yaml [--spec SPEC]: a spec whose
+// per-node constants are the scheduler's fitted cost models of a run
+// (tools/loftctl/calibrate.h, docs/testbed.md "Calibration").
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "core/cluster_spec.h"
+#include "tools/loftctl/calibrate.h"
+#include "tools/loftctl/commands.h"
+
+namespace loft::ctl {
+namespace {
+namespace fs = std::filesystem;
+
+StatusOr<std::string> Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) return NotFound("cannot open " + p.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The cluster_spec line of the run's scheduler.yaml (written by cluster run).
+StatusOr<std::string> RunSpecPath(const fs::path& run_dir) {
+  LOFT_ASSIGN_OR_RETURN(std::string text, Slurp(run_dir / "scheduler.yaml"));
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("cluster_spec:", 0) == 0) {
+      std::string v = line.substr(13);
+      v.erase(0, v.find_first_not_of(' '));
+      if (!v.empty()) return v;
+    }
+  }
+  return NotFound((run_dir / "scheduler.yaml").string() + " names no cluster_spec; pass --spec");
+}
+
+Status Calibrate(const std::string& run, const std::string& spec_arg, const std::string& out) {
+  fs::path run_dir(run);
+  std::string spec_path = spec_arg;
+  if (spec_path.empty()) {
+    LOFT_ASSIGN_OR_RETURN(spec_path, RunSpecPath(run_dir));
+  }
+  LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(spec_path));
+  fs::path status_path = run_dir / "status.json";
+  LOFT_ASSIGN_OR_RETURN(std::string text, Slurp(status_path));
+  auto status = nlohmann::json::parse(text, nullptr, false);
+  if (status.is_discarded()) return DataLoss(status_path.string() + " is not valid JSON");
+  LOFT_ASSIGN_OR_RETURN(Calibration cal, CalibrateSpec(spec, status, status_path.string()));
+  std::string head = fmt::format(
+      "# Calibrated by `loftctl calibrate {}` from the scheduler's fitted cost models\n"
+      "# (policy {}, {} iterations) of a run of {}.\n",
+      run, status.value("policy", "?"), status.value("iteration", int64_t{-1}) + 1, spec_path);
+  for (const auto& n : cal.notes) head += "#   " + n + "\n";
+  std::ofstream f(out, std::ios::trunc);
+  f << head << cal.yaml;
+  f.close();
+  if (!f) return IOError("cannot write " + out);
+  for (const auto& n : cal.notes) std::fprintf(stderr, "%s\n", n.c_str());
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterCalibrateCommands(CLI::App& app, int* exit_code) {
+  auto* cal =
+      app.add_subcommand("calibrate", "write a spec whose node constants are a run's fitted cost models");
+  auto run = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto spec = std::make_shared<std::string>();
+  cal->add_option("run_dir", *run, "a `loftctl cluster run` output directory (status.json, scheduler.yaml)")
+      ->required();
+  cal->add_option("--out", *out, "calibrated spec to write")->required();
+  cal->add_option("--spec", *spec, "the run's spec (default: scheduler.yaml's cluster_spec)");
+  cal->callback([=] {
+    if (Status st = Calibrate(*run, *spec, *out); !st.ok()) {
+      std::fprintf(stderr, "loftctl calibrate: %s\n", st.ToString().c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace loft::ctl
