@@ -1,0 +1,40 @@
+"""`loftctl calibrate RUN_DIR --out SPEC`: after a real `cluster run`, the
+calibrated spec loads, carries the scheduler's fitted compute constants
+(status.json workers[].profile) and keeps what the run did not observe."""
+import json
+import os
+import subprocess
+import tempfile
+
+import loft_it
+
+tmp = tempfile.mkdtemp(prefix="loft-it-cal-")
+spec = os.path.join(tmp, "spec.yaml")
+with open(spec, "w") as f:
+    # per_sample_ms far from what the agents will really take on this machine
+    f.write(loft_it.SMALL_SPEC.format(samples=4000, replication=1, per_sample_ms=0.5))
+out = os.path.join(tmp, "out")
+r = subprocess.run([loft_it.exe("loftctl"), "cluster", "run", spec, "--policy", "uniform", "--iterations", "24",
+                    "--out", out, "--timeout-s", "100"], capture_output=True, text=True, timeout=115)
+assert r.returncode == 0, r.stderr[-3000:]
+cal = os.path.join(tmp, "calibrated.yaml")
+r = subprocess.run([loft_it.exe("loftctl"), "calibrate", out, "--out", cal], capture_output=True, text=True,
+                   timeout=30)
+print(r.stderr)
+assert r.returncode == 0, r.stderr
+# The calibrated spec loads (loft-sim's loader is the same as loftctl plan's).
+r = subprocess.run([loft_it.exe("loftctl"), "plan", "--cluster", cal, "--policy", "uniform"], capture_output=True, text=True,
+                   timeout=30)
+assert r.returncode == 0, r.stderr
+with open(os.path.join(out, "status.json")) as f:
+    workers = {w["name"]: w["profile"] for w in json.load(f)["workers"]}
+text = open(cal).read()
+assert "# Calibrated by `loftctl calibrate" in text
+for name, p in workers.items():
+    block = text.split(f"- name: {name}\n")[1].split("- name:")[0]
+    assert f"fixed_ms: {p['compute_fixed_ms']!r}, per_sample_ms: {p['compute_per_sample_ms']!r}," in block, \
+        (name, block, p)
+    assert p["compute_per_sample_ms"] != 0.5, "the fit never left the prior"
+    # No agent reports its serving time here: the uplink stays the spec's.
+    assert "up_mbps: 1000," in block, f"{name}: unobserved uplink must keep the spec's rate"
+print("ok")
