@@ -7,10 +7,10 @@
 
 namespace loft::ctl {
 
-void RegisterCacheCommands(CLI::App& app, int* exit_code);    // ingest, cache stat|verify|get
-void RegisterPlanCommands(CLI::App& app, int* exit_code);     // plan
-void RegisterClusterCommands(CLI::App& app, int* exit_code);  // cluster run, status, keygen
-void RegisterTestbedCommands(CLI::App& app, int* exit_code);  // testbed up|down|list|check|exec
+void RegisterCacheCommands(CLI::App& app, int* exit_code);      // ingest, cache stat|verify|get
+void RegisterPlanCommands(CLI::App& app, int* exit_code);       // plan
+void RegisterClusterCommands(CLI::App& app, int* exit_code);    // cluster run, status, keygen
+void RegisterTestbedCommands(CLI::App& app, int* exit_code);    // testbed up|down|list|check|exec
 void RegisterCalibrateCommands(CLI::App& app, int* exit_code);  // calibrate
 
 }  // namespace loft::ctl
