@@ -1,0 +1,116 @@
+// epoch_quality_bench: loft-epoch's quality over whole epochs on the
+// epoch suite (scheduler/README-planning.md "Epoch quality suite"):
+// random heterogeneous instances (scheduler/testing/random_instances.h:
+// 2–256 workers, compute spread ≤ 8×, link spread ≤ 50×, zipf-skewed
+// placements, both overlap modes) at the start of an epoch with K whole
+// iterations, each driven through the epoch under the cost model (no
+// jitter, no link contention) by loft-epoch and by loft. Prints one JSON
+// object: per heterogeneity class and over all instances, mean and worst
+// of loft-epoch's mean iteration / bound-epoch (EpochBoundMs at the epoch
+// start), loft-epoch / loft (epoch means), loft-epoch's per-iteration
+// balance (each plan's makespan over the exact fractional optimum of that
+// iteration with the plan's drains fixed: worst ratio, and the share of
+// iterations not within max(2 %, one sample on the slowest worker)), and
+// the instances where loft-epoch is > 2 % slower than loft.
+// Usage: epoch_quality_bench [--instances N] [--first SEED] [--max-workers N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "scheduler/bound.h"
+#include "scheduler/plan.h"
+#include "scheduler/testing/epoch_runs.h"
+#include "scheduler/testing/random_instances.h"
+
+namespace {
+
+namespace testing = loft::sched::testing;
+
+struct Stat {
+  double sum = 0, worst = 0;
+  int count = 0;
+  uint64_t worst_seed = 0;
+  void Add(double r, uint64_t seed) {
+    sum += r;
+    if (r > worst) worst = r, worst_seed = seed;
+    ++count;
+  }
+  nlohmann::json Json() const {
+    return {{"mean", count ? sum / count : 0}, {"worst", worst}, {"worst_seed", worst_seed}, {"n", count}};
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int instances = 210;
+  uint64_t first = 0;
+  int max_workers = 256;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--instances") == 0) {
+      instances = std::atoi(argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--first") == 0) {
+      first = std::strtoull(argv[i + 1], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--max-workers") == 0) {
+      max_workers = std::atoi(argv[i + 1]);
+    } else {
+      return std::fprintf(stderr, "unknown flag %s (--instances, --first, --max-workers)\n", argv[i]), 2;
+    }
+  }
+  if (instances < 1 || max_workers < 2)
+    return std::fprintf(stderr, "--instances >= 1, --max-workers >= 2\n"), 2;
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  std::map<std::string, std::map<std::string, Stat>> stats;
+  nlohmann::json slower = nlohmann::json::array();
+  for (uint64_t seed = first; seed < first + static_cast<uint64_t>(instances); ++seed) {
+    const loft::sched::PlanRequest req = testing::EpochSuiteInstance(seed, max_workers);
+    auto bound = loft::sched::EpochBoundMs(req);
+    auto epoch_policy = loft::sched::MakePolicy("loft-epoch").value();
+    auto loft_policy = loft::sched::MakePolicy("loft").value();
+    auto e = testing::DriveEpoch(*epoch_policy, req, /*check=*/true);
+    auto l = testing::DriveEpoch(*loft_policy, req);
+    if (!bound.ok() || !e.ok() || !l.ok()) {
+      std::fprintf(stderr, "instance %llu failed: %s / %s / %s\n", static_cast<unsigned long long>(seed),
+                   bound.status().ToString().c_str(), e.status().ToString().c_str(),
+                   l.status().ToString().c_str());
+      return 1;
+    }
+    const std::string cls(testing::HeterogeneityName(static_cast<testing::Heterogeneity>(seed % 3)));
+    const double vs_bound = e->mean / *bound, vs_loft = e->mean / l->mean;
+    for (const std::string& c : {cls, std::string("all")}) {
+      stats[c]["loft-epoch/bound-epoch"].Add(vs_bound, seed);
+      stats[c]["loft-epoch/loft"].Add(vs_loft, seed);
+      stats[c]["loft/bound-epoch"].Add(l->mean / *bound, seed);
+      stats[c]["worst_iteration/fixed_drain_lp"].Add(e->worst_vs_fixed_drain, seed);
+      stats[c]["unbalanced_iteration_share"].Add(
+          1.0 - static_cast<double>(e->balanced_iterations) / static_cast<double>(e->times.size()), seed);
+    }
+    if (vs_loft > 1.02) {
+      slower.push_back({{"seed", seed},
+                        {"workers", req.workers.size()},
+                        {"loft_epoch_ms", e->mean},
+                        {"loft_ms", l->mean},
+                        {"bound_epoch_ms", *bound}});
+    }
+    std::fprintf(stderr, "seed %llu N %zu K %lld bound %.4f loft-epoch %.4f (%.4f) loft %.4f (%.4f)\n",
+                 static_cast<unsigned long long>(seed), req.workers.size(),
+                 static_cast<long long>(req.iterations_left_in_epoch), *bound, e->mean, vs_bound, l->mean,
+                 l->mean / *bound);
+  }
+  nlohmann::json out;
+  for (auto& [cls, m] : stats) {
+    for (auto& [key, st] : m) out["quality"][cls][key] = st.Json();
+  }
+  out["instances"] = instances;
+  out["first_seed"] = first;
+  out["loft_epoch_slower_than_loft_by_2pct"] = slower;
+  out["wall_s"] = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
