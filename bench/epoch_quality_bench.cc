@@ -11,8 +11,15 @@
 // balance (each plan's makespan over the exact fractional optimum of that
 // iteration with the plan's drains fixed: worst ratio, and the share of
 // iterations not within max(2 %, one sample on the slowest worker)), and
-// the instances where loft-epoch is > 2 % slower than loft.
+// the instances where loft-epoch is > 2 % slower than loft, and the gap of
+// the hull bound that bound-epoch falls back to above
+// kExactEpochLpMaxWorkers (exact LP / hull).
+// With --spec FILE (no replication): the spec's first epoch instead, from
+// FirstIterationRequest (spec priors, the spec's placement) under the same
+// cost model: bound-epoch (and its solve time), loft-epoch's and loft's
+// epoch means and ratios — the specs' "without jitter or contention" figure.
 // Usage: epoch_quality_bench [--instances N] [--first SEED] [--max-workers N]
+//        epoch_quality_bench --spec FILE
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +29,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/cluster_spec.h"
+#include "core/placement.h"
 #include "scheduler/bound.h"
 #include "scheduler/plan.h"
 #include "scheduler/testing/epoch_runs.h"
@@ -45,6 +54,45 @@ struct Stat {
   }
 };
 
+int RunSpec(const std::string& path) {
+  using Clock = std::chrono::steady_clock;
+  auto spec = loft::LoadClusterSpecFile(path);
+  if (!spec.ok()) return std::fprintf(stderr, "%s\n", spec.status().ToString().c_str()), 1;
+  auto placement = loft::Placement::FromSpec(spec.value());
+  if (!placement.ok()) return std::fprintf(stderr, "%s\n", placement.status().ToString().c_str()), 1;
+  if (placement->replication() != 1) return std::fprintf(stderr, "--spec: replication must be 1\n"), 2;
+  const loft::sched::PlanRequest req = loft::sched::FirstIterationRequest(spec.value(), placement.value());
+  const auto t0 = Clock::now();
+  auto bound = loft::sched::EpochBoundMs(req);
+  const double bound_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  auto epoch_policy = loft::sched::MakePolicy("loft-epoch").value();
+  auto loft_policy = loft::sched::MakePolicy("loft").value();
+  const auto t1 = Clock::now();
+  auto e = testing::DriveEpoch(*epoch_policy, req);
+  const double epoch_plan_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count() /
+                               static_cast<double>(req.iterations_left_in_epoch);
+  auto l = testing::DriveEpoch(*loft_policy, req);
+  if (!bound.ok() || !e.ok() || !l.ok()) {
+    std::fprintf(stderr, "%s / %s / %s\n", bound.status().ToString().c_str(), e.status().ToString().c_str(),
+                 l.status().ToString().c_str());
+    return 1;
+  }
+  nlohmann::json out = {{"spec", path},
+                        {"workers", req.workers.size()},
+                        {"iterations", req.iterations_left_in_epoch},
+                        {"bound_epoch_ms", *bound},
+                        {"bound_epoch_solve_s", bound_s},
+                        {"loft_epoch_ms", e->mean},
+                        {"loft_epoch_last_decile_ms", e->last_decile},
+                        {"loft_epoch_plan_ms", epoch_plan_ms},
+                        {"loft_ms", l->mean},
+                        {"loft_last_decile_ms", l->last_decile},
+                        {"loft_epoch/bound_epoch", e->mean / *bound},
+                        {"loft_epoch/loft", e->mean / l->mean}};
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,10 +104,13 @@ int main(int argc, char** argv) {
       instances = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--first") == 0) {
       first = std::strtoull(argv[i + 1], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--spec") == 0) {
+      return RunSpec(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--max-workers") == 0) {
       max_workers = std::atoi(argv[i + 1]);
     } else {
-      return std::fprintf(stderr, "unknown flag %s (--instances, --first, --max-workers)\n", argv[i]), 2;
+      return std::fprintf(stderr, "unknown flag %s (--instances, --first, --max-workers, --spec)\n", argv[i]),
+             2;
     }
   }
   if (instances < 1 || max_workers < 2)
@@ -71,11 +122,12 @@ int main(int argc, char** argv) {
   for (uint64_t seed = first; seed < first + static_cast<uint64_t>(instances); ++seed) {
     const loft::sched::PlanRequest req = testing::EpochSuiteInstance(seed, max_workers);
     auto bound = loft::sched::EpochBoundMs(req);
+    auto hull = loft::sched::EpochHullBoundMs(req);
     auto epoch_policy = loft::sched::MakePolicy("loft-epoch").value();
     auto loft_policy = loft::sched::MakePolicy("loft").value();
     auto e = testing::DriveEpoch(*epoch_policy, req, /*check=*/true);
     auto l = testing::DriveEpoch(*loft_policy, req);
-    if (!bound.ok() || !e.ok() || !l.ok()) {
+    if (!bound.ok() || !hull.ok() || !e.ok() || !l.ok()) {
       std::fprintf(stderr, "instance %llu failed: %s / %s / %s\n", static_cast<unsigned long long>(seed),
                    bound.status().ToString().c_str(), e.status().ToString().c_str(),
                    l.status().ToString().c_str());
@@ -87,6 +139,9 @@ int main(int argc, char** argv) {
       stats[c]["loft-epoch/bound-epoch"].Add(vs_bound, seed);
       stats[c]["loft-epoch/loft"].Add(vs_loft, seed);
       stats[c]["loft/bound-epoch"].Add(l->mean / *bound, seed);
+      // The exact LP over the hull bound used above kExactEpochLpMaxWorkers.
+      if (req.workers.size() <= loft::sched::kExactEpochLpMaxWorkers)
+        stats[c]["bound-epoch_lp/hull"].Add(*bound / *hull, seed);
       stats[c]["worst_iteration/fixed_drain_lp"].Add(e->worst_vs_fixed_drain, seed);
       stats[c]["unbalanced_iteration_share"].Add(
           1.0 - static_cast<double>(e->balanced_iterations) / static_cast<double>(e->times.size()), seed);

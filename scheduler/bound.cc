@@ -388,7 +388,9 @@ StatusOr<double> LowerBoundMs(const PlanRequest& req) {
   return lo;
 }
 
-StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node) {
+namespace {
+
+StatusOr<double> EpochBound(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node, bool exact) {
   LOFT_RETURN_IF_ERROR(ValidatePlanRequest(req));
   const size_t n = req.workers.size();
   if (!unconsumed_by_node.empty() && unconsumed_by_node.size() != n) {
@@ -432,7 +434,18 @@ StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> u
   steady.unconsumed_in_epoch = 0;
   for (const WorkerInput& w : steady.workers) steady.unconsumed_in_epoch += w.local_available;
   LOFT_ASSIGN_OR_RETURN(const double relaxed, LowerBoundMs(steady));
+  if (!exact) return relaxed;
   return BisectLp(req, lo, hi, relaxed);
+}
+
+}  // namespace
+
+StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node) {
+  return EpochBound(req, unconsumed_by_node, req.workers.size() <= kExactEpochLpMaxWorkers);
+}
+
+StatusOr<double> EpochHullBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node) {
+  return EpochBound(req, unconsumed_by_node, false);
 }
 
 }  // namespace loft::sched

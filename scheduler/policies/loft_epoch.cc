@@ -102,7 +102,8 @@ StatusOr<Plan> LoftEpochPolicy::PlanIteration(const PlanRequest& req) {
   const bool replicated = Replicated(req, pool);
   const int64_t left = req.iterations_left_in_epoch;
   const auto n = static_cast<int64_t>(req.workers.size());
-  if (rollout_ && !replicated && left >= 2 && n <= kRolloutMaxWorkers && n * left <= kRolloutMaxWork) {
+  if (rollout_ && !replicated && left >= 2 && left <= kRolloutMaxIterations && n <= kRolloutMaxWorkers &&
+      n * left <= kRolloutMaxWork) {
     // Rollout: greedy loft from here to the epoch's end against the
     // stationary drain from here, both under the cost model; this
     // iteration follows the cheaper one (README-planning.md).

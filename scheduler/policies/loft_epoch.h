@@ -10,7 +10,7 @@
 // reads what locally or from which peer), then balanced by the drain
 // search (policies/drain_search.h). When the epoch's last iteration is
 // partial each worker keeps min(H_j, min_batch_j) back for it.
-// Rollout: with N ≤ kRolloutMaxWorkers, N × iterations_left ≤ kRolloutMaxWork, greedy loft and the
+// Rollout: on small clusters near the epoch's end (kRollout* below), greedy loft and the
 // stationary drain are each rolled out to the epoch's end under the cost
 // model; the iteration follows the cheaper (a non-stationary schedule can
 // beat the stationary one on small clusters).
@@ -41,11 +41,12 @@ class LoftEpochPolicy final : public Policy {
   // Without the rollout (tests, benchmarks of the stationary part alone).
   void set_rollout(bool on) { rollout_ = on; }
 
-  // Rollouts only with ≤ kRolloutMaxWorkers workers and workers ×
-  // iterations left ≤ kRolloutMaxWork (each costs 2 × iterations-left plans
-  // per iteration).
+  // Rollouts only with ≤ kRolloutMaxWorkers workers, ≤
+  // kRolloutMaxIterations iterations left and workers × iterations left ≤
+  // kRolloutMaxWork: each costs 2 × iterations-left plans per iteration.
   static constexpr int64_t kRolloutMaxWorkers = 64;
-  static constexpr int64_t kRolloutMaxWork = 4096;
+  static constexpr int64_t kRolloutMaxIterations = 24;
+  static constexpr int64_t kRolloutMaxWork = 1024;
 
  private:
   // The stationary plan (no rollout); pool = Σ local_available ≥ B.

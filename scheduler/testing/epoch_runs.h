@@ -59,6 +59,16 @@ inline StatusOr<EpochRun> DriveEpoch(Policy& policy, PlanRequest req, bool check
   EpochRun run;
   for (int64_t it = 0; it < k; ++it) {
     req.iterations_left_in_epoch = k - it;
+    if (req.unconsumed_in_epoch < req.global_batch) {
+      // The epoch's partial last iteration: the scheduler asks for what is
+      // left, with min/max_batch clamped (SchedulerState::BuildPlanRequest).
+      const int64_t b = req.unconsumed_in_epoch;
+      req.global_batch = b;
+      for (WorkerInput& w : req.workers) {
+        w.max_batch = std::min(w.max_batch, b);
+        w.min_batch = std::min({w.min_batch, w.max_batch, b / static_cast<int64_t>(req.workers.size())});
+      }
+    }
     auto plan = policy.PlanIteration(req);
     if (!plan.ok()) return plan.status();
     int64_t sum = 0;
@@ -96,6 +106,9 @@ inline StatusOr<EpochRun> DriveEpoch(Policy& policy, PlanRequest req, bool check
     }
     req.unconsumed_in_epoch -= req.global_batch;
     req.iteration += 1;
+    for (WorkerInput& w : req.workers) {
+      if (w.exclusive_available >= 0) w.exclusive_available = w.local_available;
+    }
     run.times.push_back(plan.value().makespan_ms);
   }
   for (double t : run.times) run.mean += t;
