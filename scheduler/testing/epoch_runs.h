@@ -137,6 +137,30 @@ inline PlanRequest EpochInstance(uint64_t seed, const InstanceOptions& opt, int6
   return req;
 }
 
+// bench/planner_bench's latency instance: RandomInstance(seed) with exactly
+// n workers (class "both", zipf exponent up to max_skew), rescaled to
+// global batch b (pools scaled by b / B, max_batch = b, unconsumed = the
+// pools' sum, at least b).
+inline PlanRequest PlannerBenchInstance(int n, int64_t b, uint64_t seed, double max_skew = 1.5) {
+  InstanceOptions opt;
+  opt.min_workers = n;
+  opt.max_workers = n;
+  opt.max_skew = max_skew;
+  opt.heterogeneity = Heterogeneity::kBoth;
+  PlanRequest req = RandomInstance(seed, opt);
+  const double f = static_cast<double>(b) / static_cast<double>(req.global_batch);
+  req.global_batch = b;
+  int64_t placed = 0;
+  for (auto& w : req.workers) {
+    w.local_available = static_cast<int64_t>(static_cast<double>(w.local_available) * f);
+    w.max_batch = b;
+    placed += w.local_available;
+  }
+  req.unconsumed_in_epoch = std::max(placed, b);
+  req.workers[0].local_available += req.unconsumed_in_epoch - placed;
+  return req;
+}
+
 // Instance `seed` of the epoch suite (bench/epoch_quality_bench): the
 // quality suite's options (class seed % 3, overlap every other triple) at
 // the start of an epoch with RandomInstance's own iterations_left.
