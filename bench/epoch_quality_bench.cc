@@ -22,6 +22,7 @@
 //        epoch_quality_bench --spec FILE
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -68,7 +69,7 @@ int RunSpec(const std::string& path) {
   auto epoch_policy = loft::sched::MakePolicy("loft-epoch").value();
   auto loft_policy = loft::sched::MakePolicy("loft").value();
   const auto t1 = Clock::now();
-  auto e = testing::DriveEpoch(*epoch_policy, req);
+  auto e = testing::DriveEpoch(*epoch_policy, req, /*check=*/false, /*keep_plans=*/true);
   const double epoch_plan_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count() /
                                static_cast<double>(req.iterations_left_in_epoch);
   auto l = testing::DriveEpoch(*loft_policy, req);
@@ -77,7 +78,49 @@ int RunSpec(const std::string& path) {
                  l.status().ToString().c_str());
     return 1;
   }
+  // The spec's compute jitter alone (no contention): each worker's compute
+  // time × max(0.05, 1 + jitter·Z), Z ~ N(0, 1) as in sim/cluster_model,
+  // 64 draws per plan; the expected makespan of loft-epoch's own plans.
+  uint64_t rng = 12345;
+  auto normal = [&rng]() {
+    const double u1 = std::max(testing::Uniform01(rng), 1e-300), u2 = testing::Uniform01(rng);
+    return std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  };
+  double jitter_sum = 0;
+  for (const loft::sched::Plan& plan : e->plans) {
+    std::vector<double> uplink(req.workers.size(), 0);
+    std::map<int32_t, size_t> index;
+    for (size_t i = 0; i < req.workers.size(); ++i) index[req.workers[i].node] = i;
+    for (const auto& wp : plan.workers) {
+      for (auto [peer, count] : wp.remote_from)
+        uplink[index[peer]] +=
+            static_cast<double>(count) * req.workers[index[peer]].cost.uplink_per_sample_ms;
+    }
+    double sum = 0;
+    const int draws = 64;
+    for (int d = 0; d < draws; ++d) {
+      double makespan = 0;
+      for (size_t i = 0; i < plan.workers.size(); ++i) {
+        const auto& wp = plan.workers[i];
+        loft::sched::CostParams c = req.workers[i].cost;
+        const double f = std::max(
+            0.05, 1.0 + spec->nodes[static_cast<size_t>(req.workers[i].node)].compute.jitter * normal());
+        c.compute_fixed_ms *= f;
+        c.compute_per_sample_ms *= f;
+        double floor_ms = 0;
+        for (auto [peer, count] : wp.remote_from) floor_ms = std::max(floor_ms, uplink[index[peer]]);
+        makespan = std::max(makespan, loft::sched::PredictMsWithUplink(c, static_cast<double>(wp.local),
+                                                                       static_cast<double>(wp.remote),
+                                                                       floor_ms, req.overlap));
+      }
+      sum += makespan;
+    }
+    jitter_sum += sum / draws;
+  }
+  const double jitter_mean = jitter_sum / static_cast<double>(e->plans.size());
   nlohmann::json out = {{"spec", path},
+                        {"loft_epoch_with_compute_jitter_ms", jitter_mean},
+                        {"loft_epoch_with_compute_jitter/bound_epoch", jitter_mean / *bound},
                         {"workers", req.workers.size()},
                         {"iterations", req.iterations_left_in_epoch},
                         {"bound_epoch_ms", *bound},

@@ -35,6 +35,7 @@ struct EpochRun {
   // on the slowest worker) of it.
   double worst_vs_fixed_drain = 0;
   int64_t balanced_iterations = 0;
+  std::vector<Plan> plans;  // with keep_plans
 };
 
 // bound-epoch's LP with every node's drain fixed to `drains`: the
@@ -54,7 +55,8 @@ inline StatusOr<double> FixedDrainBoundMs(PlanRequest req, const std::vector<int
 // Drives `policy` through the rest of the epoch of `req` (K =
 // iterations_left_in_epoch plans). InvalidArgument naming the iteration
 // when a plan breaks Σ = B, min/max_batch or a node's availability.
-inline StatusOr<EpochRun> DriveEpoch(Policy& policy, PlanRequest req, bool check = false) {
+inline StatusOr<EpochRun> DriveEpoch(Policy& policy, PlanRequest req, bool check = false,
+                                     bool keep_plans = false) {
   const int64_t k = req.iterations_left_in_epoch;
   EpochRun run;
   for (int64_t it = 0; it < k; ++it) {
@@ -110,6 +112,7 @@ inline StatusOr<EpochRun> DriveEpoch(Policy& policy, PlanRequest req, bool check
       if (w.exclusive_available >= 0) w.exclusive_available = w.local_available;
     }
     run.times.push_back(plan.value().makespan_ms);
+    if (keep_plans) run.plans.push_back(plan.value());
   }
   for (double t : run.times) run.mean += t;
   run.mean /= static_cast<double>(std::max<int64_t>(k, 1));
