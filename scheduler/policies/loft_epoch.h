@@ -46,7 +46,7 @@ class LoftEpochPolicy final : public Policy {
   // kRolloutMaxWork: each costs 2 × iterations-left plans per iteration.
   static constexpr int64_t kRolloutMaxWorkers = 64;
   static constexpr int64_t kRolloutMaxIterations = 24;
-  static constexpr int64_t kRolloutMaxWork = 1024;
+  static constexpr int64_t kRolloutMaxWork = 256;
 
  private:
   // The stationary plan (no rollout); pool = Σ local_available ≥ B.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <map>
 #include <vector>
 
 #include "scheduler/bound.h"
@@ -162,6 +163,56 @@ TEST_CASE("EpochHullBoundMs is below EpochBoundMs and close to it", "[bound][epo
     INFO("seed " << seed << " lp " << lp << " hull " << hull);
     CHECK(hull <= lp * (1 + 1e-6));
     CHECK(hull >= 0.99 * lp);
+  }
+}
+
+}  // namespace
+}  // namespace loft::sched
+
+namespace loft::sched {
+namespace {
+
+// Plays `iterations` plans of `policy` on `req` and returns the request
+// for what is left (no replication).
+PlanRequest Play(Policy& policy, PlanRequest req, int64_t iterations) {
+  for (int64_t it = 0; it < iterations; ++it) {
+    auto plan = policy.PlanIteration(req);
+    REQUIRE(plan.ok());
+    std::map<int32_t, int64_t> used;
+    for (const WorkerPlan& wp : plan.value().workers) {
+      used[wp.node] += wp.local;
+      for (auto [peer, count] : wp.remote_from) used[peer] += count;
+    }
+    for (WorkerInput& w : req.workers) w.local_available -= used[w.node];
+    req.unconsumed_in_epoch -= req.global_batch;
+    req.iterations_left_in_epoch -= 1;
+  }
+  return req;
+}
+
+TEST_CASE("loft-epoch re-derives the stationary drain after a failure or a changed profile",
+          "[policy][loft-epoch]") {
+  for (uint64_t seed : {3, 7, 11}) {
+    testing::InstanceOptions opt;
+    opt.min_workers = 5;
+    opt.max_workers = 12;
+    const PlanRequest start = testing::EpochInstance(seed, opt, 20);
+    LoftEpochPolicy policy;
+    PlanRequest mid = Play(policy, start, 6);
+    // A worker dies (its samples are lost to this epoch) and another one
+    // becomes 3× slower.
+    mid.workers.erase(mid.workers.begin() + 1);
+    mid.workers[0].cost.compute_per_sample_ms *= 3;
+    mid.workers[0].cost.compute_fixed_ms *= 3;
+    int64_t pool = 0;
+    for (const WorkerInput& w : mid.workers) pool += w.local_available;
+    mid.unconsumed_in_epoch = pool;
+    mid.iterations_left_in_epoch = (pool + mid.global_batch - 1) / mid.global_batch;
+    const double bound = EpochBoundMs(mid).value();
+    const testing::EpochRun rest = Drive(policy, mid, /*check=*/true);
+    INFO("seed " << seed << " bound-epoch after the change " << bound << " loft-epoch " << rest.mean);
+    CHECK(rest.mean <= 1.03 * bound);
+    CHECK(rest.balanced_iterations == static_cast<int64_t>(rest.times.size()));
   }
 }
 
