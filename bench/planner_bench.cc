@@ -11,7 +11,9 @@
 // median_ms). The lower bound ("bound") is sizing only. (2) quality over
 // the random suite used by tests/unit/scheduler/quality_suite_test.cc:
 // mean and worst makespan ratios loft/bound, loft/lbbsp, loft/pid,
-// loft/uniform per heterogeneity class. Prints one JSON object.
+// loft/uniform per heterogeneity class. (3) "epoch": whole epochs of loft
+// and loft-epoch on the latency instances and on milder placements (first
+// plan, epoch mean, last iteration, bound-epoch). Prints one JSON object.
 // Usage: planner_bench [--instances N] [--reps R] [--max-workers N]
 //                      [--policies uniform,lbbsp,pid,loft,loft-epoch]
 #include <algorithm>
@@ -29,31 +31,13 @@
 #include "scheduler/bound.h"
 #include "scheduler/epoch_sampler.h"
 #include "scheduler/plan.h"
+#include "scheduler/testing/epoch_runs.h"
 #include "scheduler/testing/random_instances.h"
 
 namespace {
 
 using loft::sched::PlanRequest;
 namespace testing = loft::sched::testing;
-
-PlanRequest ScaledInstance(int n, int64_t b, uint64_t seed) {
-  testing::InstanceOptions opt;
-  opt.min_workers = n;
-  opt.max_workers = n;
-  opt.heterogeneity = testing::Heterogeneity::kBoth;
-  PlanRequest req = testing::RandomInstance(seed, opt);
-  const double f = static_cast<double>(b) / static_cast<double>(req.global_batch);
-  req.global_batch = b;
-  int64_t placed = 0;
-  for (auto& w : req.workers) {
-    w.local_available = static_cast<int64_t>(static_cast<double>(w.local_available) * f);
-    w.max_batch = b;
-    placed += w.local_available;
-  }
-  req.unconsumed_in_epoch = std::max(placed, b);
-  req.workers[0].local_available += req.unconsumed_in_epoch - placed;
-  return req;
-}
 
 double MedianMs(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -103,7 +87,7 @@ int main(int argc, char** argv) {
   };
   for (auto [n, b] : sizes) {
     if (n > max_workers) continue;
-    PlanRequest req = ScaledInstance(n, b, 4242);
+    PlanRequest req = testing::PlannerBenchInstance(n, b, 4242);
     // A placement whose per-node counts are exactly the request's
     // local_available (largest-remainder quotas of integer weights).
     std::vector<double> weights;
@@ -167,6 +151,39 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "%s\n", row.dump().c_str());
     out["latency"].push_back(row);
+  }
+  // (3) Whole epochs on the latency instances ("bench", zipf exponent up
+  // to 1.5: one node holds ~30 % of the samples) and on the same instances
+  // with a milder placement ("mild", exponent ≤ 0.5), under the cost model:
+  // first-plan makespan, epoch mean and last iteration of loft and
+  // loft-epoch, and bound-epoch at the epoch start. README-planning.md
+  // "planner_bench: first plans" explains the figures.
+  out["epoch"] = nlohmann::json::array();
+  for (auto [n, b] : sizes) {
+    if (n > max_workers) continue;
+    for (const auto& [label, skew] :
+         std::vector<std::pair<std::string, double>>{{"bench", 1.5}, {"mild", 0.5}}) {
+      PlanRequest req = testing::PlannerBenchInstance(n, b, 4242, skew);
+      req.iterations_left_in_epoch = (req.unconsumed_in_epoch + b - 1) / b;
+      auto bound = loft::sched::EpochBoundMs(req);
+      if (!bound.ok()) return std::fprintf(stderr, "bound-epoch: %s\n", bound.status().ToString().c_str()), 1;
+      nlohmann::json row = {{"workers", n},
+                            {"global_batch", b},
+                            {"placement", label},
+                            {"iterations", req.iterations_left_in_epoch},
+                            {"bound_epoch_ms", *bound}};
+      for (const char* name : {"loft", "loft-epoch"}) {
+        auto policy = loft::sched::MakePolicy(name).value();
+        auto run = testing::DriveEpoch(*policy, req);
+        if (!run.ok())
+          return std::fprintf(stderr, "%s epoch: %s\n", name, run.status().ToString().c_str()), 1;
+        row[name] = {{"first_plan_ms", run->times.front()},
+                     {"epoch_mean_ms", run->mean},
+                     {"last_iteration_ms", run->times.back()}};
+      }
+      std::fprintf(stderr, "%s\n", row.dump().c_str());
+      out["epoch"].push_back(row);
+    }
   }
   std::map<std::string, std::map<std::string, Stat>> quality;
   for (int k = 0; k < instances; ++k) {

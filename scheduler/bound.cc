@@ -57,6 +57,26 @@ class Enumerator {
     }
   }
 
+  // Every vertex (l, r) of the polygon {h} (clamped at 0).
+  void Points(std::vector<std::pair<double, double>>& out) const {
+    for (int x = 0; x < count_; ++x) {
+      for (int y = x + 1; y < count_; ++y) {
+        const Half& p = h_[x];
+        const Half& q = h_[y];
+        const double det = p.al * q.ar - p.ar * q.al;
+        if (std::abs(det) < 1e-15) continue;
+        const double l = (p.g * q.ar - p.ar * q.g) / det;
+        const double r = (p.al * q.g - p.g * q.al) / det;
+        bool inside = true;
+        for (int k = 0; k < count_ && inside; ++k) {
+          const Half& h = h_[k];
+          inside = h.al * l + h.ar * r <= h.g + 1e-9 * (1 + std::abs(h.g));
+        }
+        if (inside) out.emplace_back(std::max(0.0, l), std::max(0.0, r));
+      }
+    }
+  }
+
  private:
   std::array<Half, kMaxHalves> h_{};
   int count_ = 0;
@@ -193,6 +213,129 @@ class BoundSolver {
   std::vector<Vertex> scratch_;
   std::vector<size_t> start_;
   Enumerator en_;
+};
+
+// ---------------------------------------------------------------------------
+// bound-epoch's relaxation above kExactEpochLpMaxWorkers, without
+// replication (every drain fixed, d_j = h_j): worker i's (l, r) in the
+// convex hull of its mode polygons at T (pool = d_i), with s_i = d_i − l_i
+// ≤ T/u_i, i.e. l_i ≥ d_i − T/u_i; supply aggregated (Σ r = Σ s, which with
+// Σ d = B is Σ (l + r) = B; reads from oneself allowed). Each worker's set
+// is convex, so the sum of l + r ranges over [Σ min_i, Σ max_i]: T is
+// feasible iff every set is non-empty and B lies in that range. Exact for
+// the aggregated problem; O(N·V log V) per probe (V ≤ ~40 vertices).
+class DrainHullSolver {
+ public:
+  DrainHullSolver(const PlanRequest& req, std::span<const double> drain) : req_(req), drain_(drain) {}
+
+  bool Feasible(double t) {
+    double lo_sum = 0, hi_sum = 0;
+    for (size_t i = 0; i < req_.workers.size(); ++i) {
+      const WorkerInput& in = req_.workers[i];
+      const CostParams& c = in.cost;
+      const double d = drain_[i], mn = static_cast<double>(in.min_batch),
+                   mx = static_cast<double>(in.max_batch);
+      if (t < c.compute_fixed_ms) return false;
+      pts_.clear();
+      auto common = [&]() {
+        en_.Reset();
+        en_.Add(-1, 0, 0);
+        en_.Add(0, -1, 0);
+        en_.Add(1, 0, d);
+        en_.Add(1, 1, mx);
+        en_.Add(-1, -1, -mn);
+      };
+      const bool ov = req_.overlap;
+      common();
+      en_.Add(0, 1, 0);
+      if (ov) {
+        en_.Add(c.local_per_sample_ms, 0, t - c.local_fixed_ms);
+        en_.Add(c.compute_per_sample_ms, 0, t - c.compute_fixed_ms);
+      } else {
+        en_.Add(c.local_per_sample_ms + c.compute_per_sample_ms, 0,
+                t - c.compute_fixed_ms - c.local_fixed_ms);
+      }
+      en_.Points(pts_);
+      if (mn <= 0) pts_.emplace_back(0.0, 0.0);
+      common();
+      en_.Add(1, 0, 0);
+      if (ov) {
+        en_.Add(0, c.remote_per_sample_ms, t - c.remote_fixed_ms);
+        en_.Add(0, c.compute_per_sample_ms, t - c.compute_fixed_ms);
+      } else {
+        en_.Add(0, c.remote_per_sample_ms + c.compute_per_sample_ms,
+                t - c.compute_fixed_ms - c.remote_fixed_ms);
+      }
+      en_.Points(pts_);
+      common();
+      if (ov) {
+        en_.Add(c.local_per_sample_ms, 0, t - c.local_fixed_ms);
+        en_.Add(0, c.remote_per_sample_ms, t - c.remote_fixed_ms);
+        en_.Add(c.compute_per_sample_ms, c.compute_per_sample_ms, t - c.compute_fixed_ms);
+      } else {
+        en_.Add(c.local_per_sample_ms + c.compute_per_sample_ms, c.compute_per_sample_ms,
+                t - c.compute_fixed_ms - c.local_fixed_ms);
+        en_.Add(c.compute_per_sample_ms, c.remote_per_sample_ms + c.compute_per_sample_ms,
+                t - c.compute_fixed_ms - c.remote_fixed_ms);
+      }
+      en_.Points(pts_);
+      if (pts_.empty()) return false;
+      const double floor_l = c.uplink_per_sample_ms > 0 ? d - t / c.uplink_per_sample_ms : 0.0;
+      double lo = 0, hi = 0;
+      if (!ClippedRange(floor_l, &lo, &hi)) return false;
+      lo_sum += lo;
+      hi_sum += hi;
+    }
+    const double b = static_cast<double>(req_.global_batch);
+    return lo_sum <= b * (1 + 1e-12) + 1e-9 && hi_sum >= b * (1 - 1e-12) - 1e-9;
+  }
+
+ private:
+  // min and max of l + r over conv(pts_) ∩ {l ≥ floor_l}; false if empty.
+  bool ClippedRange(double floor_l, double* lo, double* hi) {
+    std::sort(pts_.begin(), pts_.end());
+    pts_.erase(std::unique(pts_.begin(), pts_.end()), pts_.end());
+    // Andrew's monotone chain.
+    hull_.clear();
+    auto cross = [](const auto& o, const auto& a, const auto& b) {
+      return (a.first - o.first) * (b.second - o.second) - (a.second - o.second) * (b.first - o.first);
+    };
+    for (int pass = 0; pass < 2; ++pass) {
+      const size_t start = hull_.size();
+      for (size_t k = 0; k < pts_.size(); ++k) {
+        const auto& p = pass == 0 ? pts_[k] : pts_[pts_.size() - 1 - k];
+        while (hull_.size() >= start + 2 && cross(hull_[hull_.size() - 2], hull_.back(), p) <= 0)
+          hull_.pop_back();
+        hull_.push_back(p);
+      }
+      hull_.pop_back();
+    }
+    if (hull_.empty()) hull_.push_back(pts_.front());
+    // Clip the closed polygon with l ≥ floor_l (Sutherland–Hodgman).
+    *lo = 1e300;
+    *hi = -1e300;
+    const double eps = 1e-9 * (1 + std::abs(floor_l));
+    auto take = [&](double l, double r) {
+      *lo = std::min(*lo, l + r);
+      *hi = std::max(*hi, l + r);
+    };
+    for (size_t k = 0; k < hull_.size(); ++k) {
+      const auto& p = hull_[k];
+      const auto& q = hull_[(k + 1) % hull_.size()];
+      const bool pin = p.first >= floor_l - eps, qin = q.first >= floor_l - eps;
+      if (pin) take(p.first, p.second);
+      if (pin != qin) {
+        const double f = (floor_l - p.first) / (q.first - p.first);
+        take(floor_l, p.second + f * (q.second - p.second));
+      }
+    }
+    return *lo <= *hi;
+  }
+
+  const PlanRequest& req_;
+  std::span<const double> drain_;
+  Enumerator en_;
+  std::vector<std::pair<double, double>> pts_, hull_;
 };
 
 // ---------------------------------------------------------------------------
@@ -388,7 +531,9 @@ StatusOr<double> LowerBoundMs(const PlanRequest& req) {
   return lo;
 }
 
-StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node) {
+namespace {
+
+StatusOr<double> EpochBound(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node, bool exact) {
   LOFT_RETURN_IF_ERROR(ValidatePlanRequest(req));
   const size_t n = req.workers.size();
   if (!unconsumed_by_node.empty() && unconsumed_by_node.size() != n) {
@@ -431,8 +576,40 @@ StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> u
   }
   steady.unconsumed_in_epoch = 0;
   for (const WorkerInput& w : steady.workers) steady.unconsumed_in_epoch += w.local_available;
-  LOFT_ASSIGN_OR_RETURN(const double relaxed, LowerBoundMs(steady));
+  LOFT_ASSIGN_OR_RETURN(double relaxed, LowerBoundMs(steady));
+  // Without replication (every drain fixed) the aggregated fixed-drain
+  // relaxation is also valid and much tighter (the bracket lets a node
+  // drain less than h_j): the larger of the two.
+  bool fixed = true;
+  for (size_t j = 0; j < n; ++j) fixed = fixed && hi[j] - lo[j] <= 1e-9 * (1 + hi[j]);
+  if (fixed) {
+    DrainHullSolver drained(req, hi);
+    double a = relaxed, b = std::max(relaxed, 1e-6) * 2;
+    int doublings = 0;
+    while (!drained.Feasible(b)) {
+      a = b;
+      b *= 2;
+      if (++doublings > 60)
+        return Internal("epoch bound: no feasible makespan (cost parameters out of range?)");
+    }
+    while (b - a > 1e-7 * b) {
+      const double mid = 0.5 * (a + b);
+      (drained.Feasible(mid) ? b : a) = mid;
+    }
+    relaxed = std::max(relaxed, a);
+  }
+  if (!exact) return relaxed;
   return BisectLp(req, lo, hi, relaxed);
+}
+
+}  // namespace
+
+StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node) {
+  return EpochBound(req, unconsumed_by_node, req.workers.size() <= kExactEpochLpMaxWorkers);
+}
+
+StatusOr<double> EpochHullBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node) {
+  return EpochBound(req, unconsumed_by_node, false);
 }
 
 }  // namespace loft::sched

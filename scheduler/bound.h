@@ -43,6 +43,10 @@ namespace loft::sched {
 
 // Up to this many workers LowerBoundMs solves the relaxation's exact LP.
 inline constexpr size_t kExactLpMaxWorkers = 64;
+// Up to this many workers EpochBoundMs solves its exact LP (~1 s at 256
+// workers, ~10 s at 1,024 on this machine kind); above, the hull bound on
+// pools ⌈H_j·B/U⌉ (README-planning.md "bound-epoch": measured gap).
+inline constexpr size_t kExactEpochLpMaxWorkers = 256;
 
 // InvalidArgument for a malformed request (ValidatePlanRequest),
 // FailedPrecondition when live workers cache fewer than B samples.
@@ -64,11 +68,16 @@ StatusOr<double> LowerBoundMs(const PlanRequest& req);
 // fixed T and bisection on T (bracketed below by LowerBoundMs on pools
 // ⌈H_j·B/U⌉, a relaxation of it) to 1e-7 relative. Valid lower bound on
 // every stationary plan's iteration time; a non-stationary schedule
-// (loft-epoch) can in principle average below it, but it never did on the
-// tests' instances. Cost: one LP per probe (~25 probes); meant for
-// clusters of up to a few hundred nodes (loftctl plan, loft-sim).
+// (greedy loft, which loft-epoch follows when a rollout shows it cheaper)
+// can average below it on small clusters. Cost: one LP per probe (~25 probes). Above
+// kExactEpochLpMaxWorkers workers the bracket alone is returned (a valid
+// but looser bound: drains ≤ ⌈h_j⌉ instead of = h_j, aggregated supply).
 // InvalidArgument on a malformed request or a span of the wrong size or
 // with negative entries; FailedPrecondition when ΣH < B.
 StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node = {});
+
+// The bracket alone at any size (EpochBoundMs above kExactEpochLpMaxWorkers):
+// LowerBoundMs on pools ⌈H_j·B/U⌉. ≤ EpochBoundMs. Same errors.
+StatusOr<double> EpochHullBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node = {});
 
 }  // namespace loft::sched

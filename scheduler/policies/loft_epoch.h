@@ -1,28 +1,27 @@
-// loft-epoch: receding-horizon drain planning (README-planning.md
-// "loft-epoch"). Each iteration, node j's drain target is its stationary
-// rate h_j = H_j·B/ΣH (H_j = the node's unconsumed cached samples, taken
-// from local_available; = H_j/K_left when ΣH = K_left·B), and the
-// iteration is planned by loft on the request whose local_available_j is
-// capped at min(H_j, ⌈h_j·(1 + slack)⌉): no node can be drained much
-// faster than its steady rate, so fast nodes do not eat their samples
-// early and leave the slow nodes' samples for the epoch's end. The targets
-// are re-derived from the remaining H_j every iteration, so rounding and
-// deviations (failures, re-measured costs) never accumulate. The capped
-// request is a restriction of the real one, so loft's plan respects
-// b_min/b_max, uplinks, availability and exactly-once (remote_from counts
-// never exceed a peer's cached samples).
-// With replication the H_j overlap; ΣH over-counts, which lowers every
-// h_j (conservative: the caps only get tighter relative to the truth, and
-// loft still has to place B samples within them, ⌈·⌉ and the slack keep
-// Σ caps ≥ B).
-// Integer plans at the exact steady caps can be poor when a node's uplink
-// is tiny (one sample more served costs a whole uplink slot), so a second
-// plan with caps at (1 + alt_slack)·h_j is also made when the first plan's
-// makespan is set by a serving uplink, and taken when it is faster by more
-// than `margin` (defaults 0.05 and 10 %, tuned on the
-// random instances of tests/unit/scheduler/loft_epoch_test.cc).
+// loft-epoch: stationary drain planning (README-planning.md "loft-epoch").
+// Without replication bound-epoch's LP pins node j's drain per iteration at
+// h_j = H_j·B/ΣH (H_j = its unconsumed cached samples, local_available).
+// Each iteration the drains are apportioned to integers (largest
+// remainder, Σ = B) and re-derived from what is actually left, so rounding
+// residue carries over (no node systematically short) and drift —
+// failures, re-measured costs — is absorbed at the next iteration. The
+// iteration itself is planned by loft on the request whose pools are the
+// drains (a tight pool: everything offered is taken; loft chooses who
+// reads what locally or from which peer), then balanced by the drain
+// search (policies/drain_search.h). When the epoch's last iteration is
+// partial each worker keeps min(H_j, min_batch_j) back for it.
+// Rollout: on small clusters near the epoch's end (kRollout* below), greedy loft and the
+// stationary drain are each rolled out to the epoch's end under the cost
+// model; the iteration follows the cheaper (a non-stationary schedule can
+// beat the stationary one on small clusters).
+// With replication the drains are not pinned (a shared sample can go to
+// either holder): the iteration is planned by loft on pools capped at
+// ⌈h_j·(1 + slack)⌉ (ΣH replaced by min(ΣH, unconsumed_in_epoch)), and a
+// second plan with alt_slack when a serving uplink sets the first plan's
+// makespan, taken when `margin` faster.
 // Not responsible for: concrete sample ids (the Assigner), cost fitting.
-// Thread-safety: stateless; not shared across threads by contract.
+// Thread-safety: stateless between calls; not shared across threads by
+// contract.
 #pragma once
 
 #include "scheduler/plan.h"
@@ -39,11 +38,27 @@ class LoftEpochPolicy final : public Policy {
   std::string_view name() const override { return "loft-epoch"; }
   bool locality_aware() const override { return true; }
   StatusOr<Plan> PlanIteration(const PlanRequest& req) override;
+  // Without the rollout (tests, benchmarks of the stationary part alone).
+  void set_rollout(bool on) { rollout_ = on; }
+
+  // Rollouts only with ≤ kRolloutMaxWorkers workers, ≤
+  // kRolloutMaxIterations iterations left and workers × iterations left ≤
+  // kRolloutMaxWork: each costs 2 × iterations-left plans per iteration.
+  static constexpr int64_t kRolloutMaxWorkers = 64;
+  static constexpr int64_t kRolloutMaxIterations = 24;
+  static constexpr int64_t kRolloutMaxWork = 256;
 
  private:
+  // The stationary plan (no rollout); pool = Σ local_available ≥ B.
+  StatusOr<Plan> PlanStationary(const PlanRequest& req, int64_t pool);
+  // Σ of the cost model's makespans of `first` and of the plans that follow
+  // it to the epoch's end (greedy: loft; else PlanStationary).
+  double RolloutTotal(const PlanRequest& req, const Plan& first, bool greedy);
+
   double slack_;
   double alt_slack_;
   double margin_;
+  bool rollout_ = true;
   LoftPolicy loft_;
 };
 
