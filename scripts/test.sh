@@ -28,4 +28,6 @@ cmake -S . -B build-asan-make -DCMAKE_BUILD_TYPE=Debug -DLOFT_WERROR=ON -DLOFT_S
 cmake --build build-asan-make -j "$JOBS"
 (cd build-asan-make && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j "$JOBS" -L unit --timeout 900)
+echo "== fuzz targets (libFuzzer, ${LOFT_FUZZ_SECONDS:-30} s each) =="
+LOFT_JOBS="$JOBS" ./scripts/fuzz.sh
 echo "== all tests passed =="
