@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -44,5 +45,33 @@ struct IngestResult {
 // Ids already in the cache are overwritten; other records are kept.
 StatusOr<IngestResult> IngestSamples(SampleCache& cache, const IdxDataset& ds, std::span<const uint64_t> ids,
                                      const IngestOptions& options = {});
+
+// Completion marker: the file DIR/LOFT_INGESTED of a cache directory,
+// written last by an ingest (after the samples are flushed), as a JSON
+// object. Its absence means the ingest never finished (interrupted, disk
+// full) or the cache was filled by something else; `loftctl cache stat`
+// reports it and `loftctl cache verify` fails without it.
+inline constexpr const char* kIngestMarkerFile = "LOFT_INGESTED";
+
+struct IngestMarker {
+  std::string node;             // expanded node name ("" in a marker of an older loftctl)
+  int64_t samples = 0;          // ids written
+  uint64_t ids_digest = 0;      // IdsDigest(ids written)
+  std::string spec;             // the cluster spec's path, as given to the ingest
+  std::string split;            // "train" | "test"
+  int64_t dataset_samples = 0;  // the spec's dataset.samples
+};
+
+// FNV-1a 64 over the ids' little-endian bytes, in the given order.
+uint64_t IdsDigest(std::span<const uint64_t> ids);
+// Removes the marker (if any) and syncs the directory; called before an
+// ingest writes its first sample.
+Status RemoveIngestMarker(const std::string& dir);
+// Writes the marker durably: temp file, fsync, rename, fsync of the directory.
+Status WriteIngestMarker(const std::string& dir, const IngestMarker& marker);
+// nullopt when there is no marker; an error naming the file when it cannot be
+// read or parsed. A marker of an older loftctl (just "N\n") reads as
+// {samples = N}.
+StatusOr<std::optional<IngestMarker>> ReadIngestMarker(const std::string& dir);
 
 }  // namespace loft::cache

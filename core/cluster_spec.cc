@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -96,6 +97,13 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     RET(r.Get(d, "samples", "dataset", &spec.dataset.samples));
     RET(r.Get(d, "sample_bytes", "dataset", &spec.dataset.sample_bytes));
     if (spec.dataset.samples <= 0) return r.Error(d["samples"], "dataset.samples", "must be > 0");
+    // Placement, sampler and ledger keep per-sample tables in memory
+    // (~20 bytes a sample): a typo must not become an uncaught bad_alloc.
+    if (spec.dataset.samples > kMaxDatasetSamples)
+      return r.Error(d["samples"], "dataset.samples",
+                     "must be <= " + std::to_string(kMaxDatasetSamples) +
+                         " (loft keeps per-sample tables in memory; got " +
+                         std::to_string(spec.dataset.samples) + ")");
     if (spec.dataset.sample_bytes <= 0)
       return r.Error(d["sample_bytes"], "dataset.sample_bytes", "must be > 0");
   }
@@ -172,6 +180,10 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     base.line = n.Mark().line + 1;
     RET(r.Get(n, "name", path, &base.name));
     if (base.name.empty()) return r.Error(n, path + ".name", "is required");
+    // Names become directory and key file names: no ".", "..", hidden files.
+    if (!std::isalnum(static_cast<unsigned char>(base.name[0])))
+      return r.Error(n["name"], path + ".name",
+                     "must start with a letter or digit (got '" + base.name + "')");
     for (char c : base.name) {
       if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
         return r.Error(n["name"], path + ".name",
@@ -264,6 +276,11 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
       if (count > 1) ns.name = base.name + "-" + std::to_string(k);
       if (!names.insert(ns.name).second)
         return r.Error(n["name"], path + ".name", "duplicates node name '" + ns.name + "'");
+      // keys_dir/<name>.key: these two are the scheduler's and the operator's keys.
+      if (ns.name == "scheduler" || ns.name == "loftctl")
+        return r.Error(n["name"], path + ".name",
+                       "'" + ns.name + "' is reserved (keys_dir/" + ns.name + ".key is the " +
+                           (ns.name == "scheduler" ? "scheduler's" : "operator's") + " CURVE key)");
       spec.nodes.push_back(std::move(ns));
     }
   }
@@ -326,7 +343,8 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
 
   // cross-field checks
   const auto& tr = spec.training;
-  if (tr.min_batch * spec.num_nodes() > tr.global_batch) {
+  // min_batch * nodes > global_batch, without the product (it can overflow).
+  if (tr.min_batch > tr.global_batch / spec.num_nodes()) {
     return r.Error(root["training"], "training.min_batch",
                    "times the number of nodes (" + std::to_string(tr.min_batch) + " x " +
                        std::to_string(spec.num_nodes()) + ") exceeds training.global_batch (" +
@@ -334,7 +352,8 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   }
   int64_t cap = 0;
   for (int i = 0; i < spec.num_nodes(); ++i) {
-    cap += spec.MaxBatch(i);
+    const int64_t mb = spec.MaxBatch(i);
+    cap = cap > std::numeric_limits<int64_t>::max() - mb ? std::numeric_limits<int64_t>::max() : cap + mb;
     if (spec.nodes[i].max_batch > 0 && spec.nodes[i].max_batch < tr.min_batch) {
       return r.Error(nodes, "nodes[" + std::to_string(i) + "].max_batch",
                      "(" + std::to_string(spec.nodes[i].max_batch) + ") is below training.min_batch (" +

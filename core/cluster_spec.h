@@ -19,6 +19,9 @@
 
 namespace loft {
 
+// Largest dataset.samples a spec may name (per-sample tables live in memory).
+inline constexpr int64_t kMaxDatasetSamples = 1'000'000'000;
+
 struct DatasetSpec {
   std::string name = "fashion-mnist";
   int64_t samples = 60000;

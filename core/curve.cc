@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/log_limiter.h"
+
 namespace loft {
 namespace fs = std::filesystem;
 
@@ -139,6 +141,12 @@ StatusOr<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::Start(
   return auth;
 }
 
+namespace {
+std::string SuppressedNote(int64_t dropped) {
+  return dropped > 0 ? " (" + std::to_string(dropped) + " similar refusals not logged)" : "";
+}
+}  // namespace
+
 ZapAuthenticator::~ZapAuthenticator() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
@@ -150,6 +158,8 @@ void ZapAuthenticator::Allow(const std::string& public_z85, const std::string& n
 }
 
 void ZapAuthenticator::Run(zmq::socket_t sock) {
+  // Refusals are counted (denied()); the log gets at most 10 lines per 10 s.
+  LogRateLimiter log_limiter(10, std::chrono::seconds(10));
   try {
     while (!stop_) {
       zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
@@ -175,12 +185,12 @@ void ZapAuthenticator::Run(zmq::socket_t sock) {
           code = "200";
           text = "OK";
           user = it->second;
-        } else {
-          spdlog::warn("ZAP: refused CURVE key {} from {}", z85, address);
+        } else if (int64_t dropped = 0; log_limiter.Allow(std::chrono::steady_clock::now(), &dropped)) {
+          spdlog::warn("ZAP: refused CURVE key {} from {}{}", z85, address, SuppressedNote(dropped));
         }
-      } else {
-        spdlog::warn("ZAP: refused {} handshake from {}", mechanism.empty() ? "malformed" : mechanism,
-                     address);
+      } else if (int64_t dropped = 0; log_limiter.Allow(std::chrono::steady_clock::now(), &dropped)) {
+        spdlog::warn("ZAP: refused {} handshake from {}{}", mechanism.empty() ? "malformed" : mechanism,
+                     address, SuppressedNote(dropped));
       }
       (code == "200" ? accepted_ : denied_)++;
       std::array<std::string, 6> reply{"1.0", request_id, code, text, user, ""};

@@ -7,6 +7,8 @@
 #include <boost/beast/http.hpp>
 #include <thread>
 
+#include "core/log_limiter.h"
+
 namespace loft {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -17,7 +19,12 @@ namespace {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket sock, const metrics::Registry* reg) : stream_(std::move(sock)), reg_(reg) {}
+  // `active` counts open sessions (io thread only); decremented on destruction.
+  Session(tcp::socket sock, const metrics::Registry* reg, int* active)
+      : stream_(std::move(sock)), reg_(reg), active_(active) {
+    ++*active_;
+  }
+  ~Session() { --*active_; }
   void Start() {
     stream_.expires_after(std::chrono::seconds(5));
     http::async_read(stream_, buf_, req_, [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -47,6 +54,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   const metrics::Registry* reg_;
+  int* active_;
   beast::flat_buffer buf_;
   http::request<http::string_body> req_;
   http::response<http::string_body> res_;
@@ -60,14 +68,35 @@ struct MetricsHttpServer::Impl {
   const metrics::Registry* registry = nullptr;
   std::thread thread;
   uint16_t port = 0;
+  int max_connections = MetricsHttpServer::kDefaultMaxConnections;
+  int active = 0;  // open sessions; io thread only
+  asio::steady_timer retry{io};
+  LogRateLimiter warn_limit{5, std::chrono::seconds(10)};
 
+  static std::string Note(int64_t dropped) {
+    return dropped > 0 ? " (" + std::to_string(dropped) + " similar not logged)" : "";
+  }
   void Accept() {
     acceptor.async_accept([this](beast::error_code ec, tcp::socket sock) {
       if (ec) {
-        if (ec != asio::error::operation_aborted) spdlog::warn("metrics http accept: {}", ec.message());
-        if (!acceptor.is_open()) return;
+        if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+        // EMFILE and friends: back off instead of spinning, log rarely.
+        if (int64_t dropped = 0; warn_limit.Allow(std::chrono::steady_clock::now(), &dropped))
+          spdlog::warn("metrics http accept: {}{}", ec.message(), Note(dropped));
+        retry.expires_after(std::chrono::milliseconds(100));
+        retry.async_wait([this](beast::error_code wait_ec) {
+          if (!wait_ec && acceptor.is_open()) Accept();
+        });
+        return;
+      }
+      if (active >= max_connections) {
+        // Over the cap: close at once (no file descriptor held for 5 s).
+        if (int64_t dropped = 0; warn_limit.Allow(std::chrono::steady_clock::now(), &dropped))
+          spdlog::warn("metrics http: {} connections open (the cap); refusing more{}", active, Note(dropped));
+        beast::error_code ignored;
+        sock.close(ignored);
       } else {
-        std::make_shared<Session>(std::move(sock), registry)->Start();
+        std::make_shared<Session>(std::move(sock), registry, &active)->Start();
       }
       Accept();
     });
@@ -81,9 +110,11 @@ MetricsHttpServer::~MetricsHttpServer() {
 
 StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const metrics::Registry* registry,
                                                                       const std::string& address,
-                                                                      uint16_t port) {
+                                                                      uint16_t port, int max_connections) {
+  if (max_connections < 1) return InvalidArgument("metrics http: max_connections must be >= 1");
   auto impl = std::make_unique<Impl>();
   impl->registry = registry;
+  impl->max_connections = max_connections;
   beast::error_code ec;
   auto addr = asio::ip::make_address(address, ec);
   if (ec) return InvalidArgument("metrics address '" + address + "' is not an IP address: " + ec.message());

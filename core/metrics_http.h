@@ -25,9 +25,15 @@ class MetricsHttpServer {
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
+  // At most this many connections are open at once; more are closed as
+  // soon as they are accepted (a flood of idle connections cannot exhaust
+  // the daemon's file descriptors). Accept errors are logged at most 5
+  // times per 10 s.
+  static constexpr int kDefaultMaxConnections = 32;
   // Binds `address:port` (port 0 = any free port) and starts serving.
   static StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const metrics::Registry* registry,
-                                                            const std::string& address, uint16_t port);
+                                                            const std::string& address, uint16_t port,
+                                                            int max_connections = kDefaultMaxConnections);
   uint16_t port() const;
   void Stop();
 

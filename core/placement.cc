@@ -54,19 +54,26 @@ StatusOr<Placement> Placement::Make(int64_t samples, const std::vector<double>& 
   p.num_nodes_ = n;
   p.num_samples_ = samples;
   p.replication_ = replication;
-  p.holders_.resize(static_cast<size_t>(samples) * replication);
   p.by_node_.assign(n, {});
   p.primary_count_ = quota;
-  std::vector<uint64_t> perm = SeededPermutation(static_cast<uint64_t>(samples), seed);
-  size_t pos = 0;
-  for (int j = 0; j < n; ++j) {
-    for (int64_t k = 0; k < quota[j]; ++k, ++pos) {
-      uint64_t id = perm[pos];
-      for (int r = 0; r < replication; ++r) p.holders_[id * replication + r] = (j + r) % n;
+  // A spec's dataset.samples is bounded (kMaxDatasetSamples), but the
+  // tables may still not fit: a clear error, never an uncaught bad_alloc.
+  try {
+    p.holders_.resize(static_cast<size_t>(samples) * replication);
+    std::vector<uint64_t> perm = SeededPermutation(static_cast<uint64_t>(samples), seed);
+    size_t pos = 0;
+    for (int j = 0; j < n; ++j) {
+      for (int64_t k = 0; k < quota[j]; ++k, ++pos) {
+        uint64_t id = perm[pos];
+        for (int r = 0; r < replication; ++r) p.holders_[id * replication + r] = (j + r) % n;
+      }
     }
+    for (uint64_t id = 0; id < static_cast<uint64_t>(samples); ++id)
+      for (int r = 0; r < replication; ++r) p.by_node_[p.holders_[id * replication + r]].push_back(id);
+  } catch (const std::exception&) {  // bad_alloc, length_error
+    return ResourceExhausted("placement: " + std::to_string(samples) + " samples x replication " +
+                             std::to_string(replication) + " do not fit in memory");
   }
-  for (uint64_t id = 0; id < static_cast<uint64_t>(samples); ++id)
-    for (int r = 0; r < replication; ++r) p.by_node_[p.holders_[id * replication + r]].push_back(id);
   return p;
 }
 

@@ -66,6 +66,8 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::
         c.cluster_spec = v.as<std::string>();
       else if (key == "cache_dir")
         c.cache_dir = v.as<std::string>();
+      else if (key == "check_cache")
+        c.check_cache = v.as<bool>();
       else if (key == "scheduler_endpoint")
         c.scheduler_endpoint = v.as<std::string>();
       else if (key == "peer_bind")

@@ -16,9 +16,12 @@
 namespace loft::agent {
 
 struct AgentConfig {
-  std::string node_name;                        // required; the node's expanded spec name
-  std::string cluster_spec;                     // path to the cluster spec YAML (compute + link constants)
-  std::string cache_dir;                        // required; the node's SampleCache directory
+  std::string node_name;     // required; the node's expanded spec name
+  std::string cluster_spec;  // path to the cluster spec YAML (compute + link constants)
+  std::string cache_dir;     // required; the node's SampleCache directory
+  // Refuse to start when the cache does not hold what the spec's placement
+  // gives this node (cache_check.h). false: only for hand-made test caches.
+  bool check_cache = true;
   std::string scheduler_endpoint;               // e.g. tcp://10.0.0.1:7400; empty = no scheduler (tests)
   std::string peer_bind = "tcp://127.0.0.1:0";  // ROUTER for peer fetch; port 0 = any free port
   std::string peer_advertise;              // endpoint peers connect to; empty = the resolved bind endpoint

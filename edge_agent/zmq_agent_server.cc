@@ -17,6 +17,7 @@
 #include "core/metrics_http.h"
 #include "core/zmq_util.h"
 #include "edge_agent/agent_service.h"
+#include "edge_agent/cache_check.h"
 #include "edge_agent/external_trainer.h"
 #include "edge_agent/link_emulator.h"
 #include "edge_agent/model_trainer.h"
@@ -281,6 +282,12 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
                             ReadCurvePublicKey((fs::path(cfg.keys_dir) / "scheduler.pub").string()));
     }
     LOFT_ASSIGN_OR_RETURN(m.zap, ZapAuthenticator::Start(m.ctx, std::move(allowed)));
+  }
+
+  // The cache must hold what the placement gives this node (cache_check.h).
+  if (cfg.check_cache) {
+    LOFT_RETURN_IF_ERROR(CheckCacheMatchesPlacement(spec, idx, cfg.cluster_spec, cfg.cache_dir, *m.cache,
+                                                    stats.samples + stats.corrupt));
   }
 
   // Peer ROUTER.

@@ -7,6 +7,7 @@ set -eu
 PACKAGES="
   build-essential cmake ninja-build pkg-config git ca-certificates
   clang-format ccache
+  clang libclang-rt-14-dev
   libprotobuf-dev protobuf-compiler
   libzmq3-dev cppzmq-dev libsodium-dev
   librocksdb-dev zlib1g-dev

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds loft with warnings as errors and runs every test, then rebuilds
 # the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer and
-# runs them again. Usage: scripts/test.sh   (after scripts/install-deps.sh)
+# runs them again, built with CMake's default generator (Unix Makefiles)
+# so both generators are exercised. Usage: scripts/test.sh   (after scripts/install-deps.sh)
 set -eu
 cd "$(dirname "$0")/.."
 JOBS="${LOFT_JOBS:-$(nproc)}"
@@ -16,11 +17,17 @@ cmake --build build -j "$JOBS"
 echo "== tests =="
 (cd build && ctest --output-on-failure -j "$JOBS" --timeout 600)
 
-echo "== unit tests under ASan/UBSan =="
+echo "== unit tests under ASan/UBSan (CMake's default generator) =="
+# This build uses CMake's default generator (Unix Makefiles), the one a
+# newcomer gets from `cmake -S . -B b && cmake --build b`: every library,
+# binary and test is built with it at no extra cost. A build-asan directory
+# left by an older Ninja-configured run is not reused (generator mismatch).
 # shellcheck disable=SC2086
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOFT_WERROR=ON -DLOFT_SANITIZE=ON \
+cmake -S . -B build-asan-make -DCMAKE_BUILD_TYPE=Debug -DLOFT_WERROR=ON -DLOFT_SANITIZE=ON \
   -DLOFT_BUILD_BENCH=OFF $LAUNCHER
-cmake --build build-asan -j "$JOBS"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+cmake --build build-asan-make -j "$JOBS"
+(cd build-asan-make && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j "$JOBS" -L unit --timeout 900)
+echo "== fuzz targets (libFuzzer, ${LOFT_FUZZ_SECONDS:-30} s each) =="
+LOFT_JOBS="$JOBS" ./scripts/fuzz.sh
 echo "== all tests passed =="

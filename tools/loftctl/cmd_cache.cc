@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "cache/idx_reader.h"
@@ -39,8 +40,10 @@ struct IngestArgs {
 };
 
 // Ingests one node; prints one summary line on stdout.
+// The completion marker (cache::kIngestMarkerFile) is removed before the
+// first write and written last, after the samples are flushed.
 Status IngestOne(const ClusterSpec& spec, const Placement& placement, const cache::IdxDataset& ds, int node,
-                 const std::string& dir, bool overwrite) {
+                 const std::string& dir, bool overwrite, const std::string& split) {
   namespace fs = std::filesystem;
   const std::string& name = spec.nodes[node].name;
   std::error_code ec;
@@ -49,6 +52,7 @@ Status IngestOne(const ClusterSpec& spec, const Placement& placement, const cach
       return AlreadyExists("node " + name + ": '" + dir +
                            "' already exists and is not empty; pass --overwrite to replace its cache");
     }
+    LOFT_RETURN_IF_ERROR(cache::RemoveIngestMarker(dir));
     LOFT_RETURN_IF_ERROR(cache::SampleCache::Destroy(dir));
   }
   if (!fs::path(dir).parent_path().empty()) fs::create_directories(fs::path(dir).parent_path(), ec);
@@ -66,7 +70,15 @@ Status IngestOne(const ClusterSpec& spec, const Placement& placement, const cach
   }
   auto result = cache::IngestSamples(*db, ds, ids, opts);
   if (tty) std::fprintf(stderr, "\n");
-  if (!result.ok()) return result.status().WithContext("node " + name);
+  if (!result.ok()) {
+    return result.status().WithContext("node " + name + ": ingest into " + dir +
+                                       " failed; the cache is incomplete (no " + cache::kIngestMarkerFile +
+                                       " marker)");
+  }
+  db.reset();  // closed before the marker says it is complete
+  cache::IngestMarker marker{name,        result->samples, cache::IdsDigest(ids),
+                             spec.source, split,           spec.dataset.samples};
+  LOFT_RETURN_IF_ERROR(cache::WriteIngestMarker(dir, marker).WithContext("node " + name));
   std::printf("%s: ingested %lld samples (%.1f MB) into %s in %.2f s\n", name.c_str(),
               static_cast<long long>(result->samples), static_cast<double>(result->payload_bytes) / 1e6,
               dir.c_str(), result->seconds);
@@ -99,7 +111,7 @@ int RunIngest(const IngestArgs& a) {
   for (int i = 0; i < spec->num_nodes(); ++i) {
     if (only >= 0 && i != only) continue;
     const std::string dir = a.all ? a.root + "/" + spec->nodes[i].name : a.db;
-    if (Status s = IngestOne(*spec, *placement, *ds, i, dir, a.overwrite); !s.ok()) return Fail(s);
+    if (Status s = IngestOne(*spec, *placement, *ds, i, dir, a.overwrite, a.split); !s.ok()) return Fail(s);
   }
   return kExitOk;
 }
@@ -110,11 +122,35 @@ StatusOr<std::unique_ptr<cache::SampleCache>> OpenExisting(const std::string& di
   return cache::SampleCache::Open(dir, opts);
 }
 
+// Whether an ingest finished on `dir`: its marker exists and names as many
+// samples as the cache holds (`records` = good + corrupt records).
+struct IngestState {
+  bool complete = false;
+  std::string why;  // when not complete
+  std::optional<cache::IngestMarker> marker;
+};
+StatusOr<IngestState> CheckIngest(const std::string& dir, int64_t records) {
+  IngestState st;
+  LOFT_ASSIGN_OR_RETURN(st.marker, cache::ReadIngestMarker(dir));
+  if (!st.marker) {
+    st.why = std::string("no ") + cache::kIngestMarkerFile +
+             " marker: the ingest was interrupted or failed (re-run `loftctl ingest ... --overwrite`)";
+  } else if (st.marker->samples != records) {
+    st.why = std::string(cache::kIngestMarkerFile) + " says " + std::to_string(st.marker->samples) +
+             " samples were ingested but the cache holds " + std::to_string(records) + " records";
+  } else {
+    st.complete = true;
+  }
+  return st;
+}
+
 int RunStat(const std::string& dir, bool json) {
   auto db = OpenExisting(dir);
   if (!db.ok()) return Fail(db.status());
   auto stats = (*db)->Stats();
   if (!stats.ok()) return Fail(stats.status());
+  auto ingest = CheckIngest(dir, stats->samples + stats->corrupt);
+  if (!ingest.ok()) return Fail(ingest.status());
   if (json) {
     nlohmann::json labels = nlohmann::json::object();
     for (const auto& [label, n] : stats->label_counts) labels[std::to_string(label)] = n;
@@ -123,7 +159,17 @@ int RunStat(const std::string& dir, bool json) {
                         {"bytes", stats->bytes},
                         {"stored_bytes", stats->stored_bytes},
                         {"corrupt", stats->corrupt},
-                        {"label_counts", labels}};
+                        {"label_counts", labels},
+                        {"ingest_complete", ingest->complete}};
+    if (!ingest->complete) j["ingest_incomplete_reason"] = ingest->why;
+    if (ingest->marker) {
+      j["ingest"] = {{"node", ingest->marker->node},
+                     {"samples", ingest->marker->samples},
+                     {"spec", ingest->marker->spec},
+                     {"split", ingest->marker->split}};
+    } else {
+      j["ingest"] = nullptr;
+    }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("cache %s\n  samples:      %lld\n  bytes:        %lld (payload)\n  stored bytes: %lld\n",
@@ -132,6 +178,13 @@ int RunStat(const std::string& dir, bool json) {
     if (stats->corrupt > 0) {
       std::printf("  corrupt:      %lld (run `loftctl cache verify`)\n",
                   static_cast<long long>(stats->corrupt));
+    }
+    if (ingest->complete) {
+      std::printf("  ingest:       complete (node %s, %lld samples)\n",
+                  ingest->marker->node.empty() ? "?" : ingest->marker->node.c_str(),
+                  static_cast<long long>(ingest->marker->samples));
+    } else {
+      std::printf("  ingest:       INCOMPLETE: %s\n", ingest->why.c_str());
     }
     std::printf("  labels:");
     for (const auto& [label, n] : stats->label_counts)
@@ -152,7 +205,10 @@ int RunVerify(const std::string& dir) {
   }
   std::printf("%s: %lld records checked, %zu bad\n", dir.c_str(), static_cast<long long>(report->checked),
               report->bad_ids.size());
-  return report->ok() ? kExitOk : kExitVerifyFailed;
+  auto ingest = CheckIngest(dir, report->checked);
+  if (!ingest.ok()) return Fail(ingest.status());
+  if (!ingest->complete) std::printf("%s: ingest incomplete: %s\n", dir.c_str(), ingest->why.c_str());
+  return report->ok() && ingest->complete ? kExitOk : kExitVerifyFailed;
 }
 
 int RunGet(const std::string& dir, uint64_t id, const std::string& out) {

@@ -238,7 +238,10 @@ Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const s
     LOFT_ASSIGN_OR_RETURN(auto c, cache::SampleCache::Open(dir.string()));
     LOFT_ASSIGN_OR_RETURN(auto r, cache::IngestSamples(*c, ds, placement.SamplesOf(i)));
     c.reset();
-    LOFT_RETURN_IF_ERROR(WriteText(dir / "LOFT_INGESTED", std::to_string(r.samples) + "\n"));
+    LOFT_RETURN_IF_ERROR(cache::WriteIngestMarker(
+        dir.string(),
+        cache::IngestMarker{spec.nodes[i].name, r.samples, cache::IdsDigest(placement.SamplesOf(i)),
+                            spec.source, "train", spec.dataset.samples}));
     std::fprintf(stderr, "ingested %lld samples into %s (%.2f s)\n", static_cast<long long>(r.samples),
                  dir.c_str(), r.seconds);
   }

@@ -89,6 +89,7 @@ AgentConfig Config(const TempDir& dir, const std::string& node, const std::strin
   c.node_name = node;
   c.cluster_spec = spec;
   c.cache_dir = dir.Sub(node);
+  c.check_cache = false;  // hand-made caches (ids 0..999), not the spec's shuffled placement
   c.scheduler_endpoint = sched;
   c.peer_bind = "tcp://127.0.0.1:*";
   c.insecure = true;
