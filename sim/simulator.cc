@@ -129,7 +129,7 @@ void Simulator::StartIteration() {
     std::vector<char> workers(static_cast<size_t>(spec_.num_nodes()), 0);
     for (const auto& p : parts) {
       if (p.sample_ids_size() > 0) workers[static_cast<size_t>(p.worker())] = 1;
-      result_.plan_digest = sched::FoldPlanDigest(result_.plan_digest, p);
+      if (options_.plan_digest) result_.plan_digest = sched::FoldPlanDigest(result_.plan_digest, p);
     }
     gate_.OnPlanned(current_.iteration, driver_->state().view(), workers);
   }

@@ -73,6 +73,9 @@ struct SimOptions {
   // < 0 = automatic: exact up to kExactFlowNodes nodes, else
   // kLargeFlowIntervalMs (see flow_network.h for what an interval means).
   double flow_interval_ms = -1;
+  // Fold every planned partition into SimResult::plan_digest (tests that
+  // compare the engines' decisions; costs a pass over every sample id).
+  bool plan_digest = false;
   // Called after every iteration with (iterations done, total).
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -105,7 +108,8 @@ struct SimResult {
   // such error.
   int64_t policy_failures = 0;
   double flow_interval_ms = 0;  // the interval used
-  // sched::FoldPlanDigest over every planned partition, in plan order.
+  // sched::FoldPlanDigest over every planned partition, in plan order
+  // (SimOptions::plan_digest; the seed otherwise).
   uint64_t plan_digest = sched::kPlanDigestSeed;
   std::string first_policy_error;
   std::string blocked_reason;  // set when the run ended early

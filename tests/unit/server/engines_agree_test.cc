@@ -55,7 +55,6 @@ constexpr const char* kSpec =
 
 }  // namespace
 
-
 namespace {
 
 struct Event {
@@ -70,9 +69,8 @@ struct Event {
 void RunBoth(const std::string& policy, const std::string& failures) {
   std::string text = kSpec;
   text.replace(text.find("FAILURES"), 8, failures);
-  const fs::path dir = fs::temp_directory_path() /
-                       ("loft-engines-" + std::to_string(::getpid()) + "-" + policy + "-" +
-                        std::to_string(failures.size()));
+  const fs::path dir = fs::temp_directory_path() / ("loft-engines-" + std::to_string(::getpid()) + "-" +
+                                                    policy + "-" + std::to_string(failures.size()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "spec.yaml") << text;
@@ -81,6 +79,7 @@ void RunBoth(const std::string& policy, const std::string& failures) {
 
   loft::sim::SimOptions so;
   so.policy = policy;
+  so.plan_digest = true;
   auto sim = loft::sim::RunPolicy(*spec, so);
   REQUIRE(sim.ok());
   REQUIRE(sim->iterations.size() == 8);
