@@ -29,13 +29,14 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "cache/ingest.h"
 #include "core/cluster_spec.h"
 #include "core/codec.h"
 #include "core/curve.h"
 #include "core/placement.h"
 #include "core/zmq_util.h"
-#include "cache/ingest.h"
 #include "scheduler/run_recorder.h"
+#include "server/options.h"
 #include "sim/summary.h"
 #include "tools/loftctl/commands.h"
 
@@ -311,12 +312,20 @@ Status ClusterRun(const RunOptions& ro) {
   // member) and, on one agent, the test-set evaluation.
   const int partition_timeout_ms =
       training ? std::max(ro.partition_timeout_ms, 60000) : ro.partition_timeout_ms;
-  std::string sched_yaml = fmt::format(
-      "cluster_spec: {}\npolicy: {}\nbind: {}\njournal_dir: {}\nheartbeat_interval_ms: 250\n"
-      "heartbeat_timeout_ms: {}\npartition_timeout_ms: {}\niterations: {}\nlog_level: {}\nplan_ahead: {}\n",
-      spec_abs, ro.policy, endpoint, journal.string(), ro.heartbeat_timeout_ms, partition_timeout_ms,
-      ro.iterations, ro.log_level, ro.plan_ahead);
-  sched_yaml += ro.insecure ? "insecure: true\n" : fmt::format("keys_dir: {}\n", keys.string());
+  server::SchedulerOptions so;
+  so.cluster_spec = spec_abs;
+  so.policy = ro.policy;
+  so.bind = endpoint;
+  so.journal_dir = journal.string();
+  so.heartbeat_interval_ms = 250;
+  so.heartbeat_timeout_ms = ro.heartbeat_timeout_ms;
+  so.partition_timeout_ms = partition_timeout_ms;
+  so.iterations = ro.iterations;
+  so.log_level = ro.log_level;
+  so.plan_ahead = ro.plan_ahead == "auto" ? -1 : std::stoi(ro.plan_ahead);
+  so.insecure = ro.insecure;
+  if (!ro.insecure) so.keys_dir = keys.string();
+  const std::string sched_yaml = server::SchedulerOptionsToYaml(so);
   LOFT_RETURN_IF_ERROR(WriteText(out / "scheduler.yaml", sched_yaml));
   Child sched{"scheduler",
               {(bindir / "loft-scheduler").string(), "--config", (out / "scheduler.yaml").string()},
