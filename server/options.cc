@@ -118,6 +118,35 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
   return OkStatus();
 }
 
+std::string SchedulerOptionsToYaml(const SchedulerOptions& o) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "cluster_spec" << YAML::Value << o.cluster_spec;
+  out << YAML::Key << "policy" << YAML::Value << o.policy;
+  out << YAML::Key << "bind" << YAML::Value << o.bind;
+  out << YAML::Key << "journal_dir" << YAML::Value << o.journal_dir;
+  out << YAML::Key << "heartbeat_interval_ms" << YAML::Value << o.heartbeat_interval_ms;
+  out << YAML::Key << "heartbeat_timeout_ms" << YAML::Value << o.heartbeat_timeout_ms;
+  out << YAML::Key << "partition_timeout_ms" << YAML::Value << o.partition_timeout_ms;
+  out << YAML::Key << "keys_dir" << YAML::Value << o.keys_dir;
+  out << YAML::Key << "insecure" << YAML::Value << o.insecure;
+  out << YAML::Key << "metrics_port" << YAML::Value << o.metrics_port;
+  out << YAML::Key << "metrics_address" << YAML::Value << o.metrics_address;
+  out << YAML::Key << "iterations" << YAML::Value << o.iterations;
+  out << YAML::Key << "min_workers" << YAML::Value << o.min_workers;
+  out << YAML::Key << "journal_sync" << YAML::Value << o.journal_sync;
+  out << YAML::Key << "plan_ahead" << YAML::Value;
+  if (o.plan_ahead < 0) {
+    out << "auto";
+  } else {
+    out << o.plan_ahead;
+  }
+  out << YAML::Key << "log_level" << YAML::Value << o.log_level;
+  out << YAML::Key << "max_message_bytes" << YAML::Value << o.max_message_bytes;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
 Status LoadSchedulerOptionsFile(const std::string& path, SchedulerOptions* opts) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot open scheduler config '" + path + "'");

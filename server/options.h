@@ -66,5 +66,8 @@ struct SchedulerOptions {
 // file and line). Fields absent from the file keep their current value.
 Status LoadSchedulerOptionsFile(const std::string& path, SchedulerOptions* opts);
 Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& source, SchedulerOptions* opts);
+// The YAML form of `opts` (every key), which ParseSchedulerOptions reads
+// back to the same struct; `loftctl cluster run` writes scheduler.yaml so.
+std::string SchedulerOptionsToYaml(const SchedulerOptions& opts);
 
 }  // namespace loft::server

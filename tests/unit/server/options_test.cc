@@ -61,3 +61,44 @@ TEST_CASE("insecure is only allowed on loopback and keys are required otherwise"
   o.heartbeat_timeout_ms = o.heartbeat_interval_ms;
   CHECK_FALSE(o.Validate().ok());
 }
+
+TEST_CASE("scheduler options written as YAML read back to the same struct") {
+  SchedulerOptions o;
+  o.cluster_spec = "/tmp/a spec: with colon.yaml";
+  o.policy = "loft-epoch";
+  o.bind = "tcp://127.0.0.1:7100";
+  o.journal_dir = "/tmp/j";
+  o.heartbeat_interval_ms = 250;
+  o.heartbeat_timeout_ms = 1500;
+  o.partition_timeout_ms = 60000;
+  o.keys_dir = "/k";
+  o.insecure = true;
+  o.metrics_port = 9100;
+  o.iterations = 32;
+  o.min_workers = 2;
+  o.journal_sync = false;
+  o.log_level = "warn";
+  o.max_message_bytes = 1 << 20;
+  for (int plan_ahead : {-1, 0, 1}) {
+    o.plan_ahead = plan_ahead;
+    SchedulerOptions back;
+    REQUIRE(ParseSchedulerOptions(loft::server::SchedulerOptionsToYaml(o), "gen", &back).ok());
+    CHECK(back.cluster_spec == o.cluster_spec);
+    CHECK(back.policy == o.policy);
+    CHECK(back.bind == o.bind);
+    CHECK(back.journal_dir == o.journal_dir);
+    CHECK(back.heartbeat_interval_ms == o.heartbeat_interval_ms);
+    CHECK(back.heartbeat_timeout_ms == o.heartbeat_timeout_ms);
+    CHECK(back.partition_timeout_ms == o.partition_timeout_ms);
+    CHECK(back.keys_dir == o.keys_dir);
+    CHECK(back.insecure == o.insecure);
+    CHECK(back.metrics_port == o.metrics_port);
+    CHECK(back.metrics_address == o.metrics_address);
+    CHECK(back.iterations == o.iterations);
+    CHECK(back.min_workers == o.min_workers);
+    CHECK(back.journal_sync == o.journal_sync);
+    CHECK(back.plan_ahead == o.plan_ahead);
+    CHECK(back.log_level == o.log_level);
+    CHECK(back.max_message_bytes == o.max_message_bytes);
+  }
+}
