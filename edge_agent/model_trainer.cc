@@ -51,57 +51,6 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_t want_hash,
-                  const std::string& source, models::Model* model, models::Sgd* sgd) {
-  if (answer.size() < 16)
-    return DataLoss("state from " + source + ": " + std::to_string(answer.size()) + " bytes");
-  const int64_t lr = GetLe<int64_t>(answer, 0);
-  const uint64_t hash = GetLe<uint64_t>(answer, 8);
-  if (lr != want_round || hash != want_hash) {
-    return FailedPrecondition(source + " now holds round " + std::to_string(lr) + ", not the agreed round " +
-                              std::to_string(want_round));
-  }
-  std::span<const char> ck(reinterpret_cast<const char*>(answer.data()) + 16, answer.size() - 16);
-  // Decode installs what passes its own checks; keep ours to put back if
-  // the result is not the agreed state.
-  const std::vector<float> own_params(model->params().begin(), model->params().end());
-  const std::vector<float> own_velocity(sgd->velocity().begin(), sgd->velocity().end());
-  const int64_t own_step = sgd->step();
-  LOFT_RETURN_IF_ERROR(models::DecodeCheckpoint(ck, "state from " + source, model, sgd));
-  Status bad;
-  if (models::ParameterHash(model->params()) != want_hash) {
-    bad = DataLoss("state from " + source + " does not match its hash");
-  } else if (want_round < 0 ? sgd->step() != 0 : sgd->step() - 1 > want_round) {
-    // One optimizer step per applied round at most (the hash does not cover it).
-    bad = DataLoss("state from " + source + ": optimizer step " + std::to_string(sgd->step()) +
-                   " is impossible after round " + std::to_string(want_round));
-  }
-  if (bad.ok()) return OkStatus();
-  std::copy(own_params.begin(), own_params.end(), model->params().begin());
-  Status restored = sgd->Restore(own_step, own_velocity);
-  if (!restored.ok()) return restored.WithContext(bad.ToString());
-  return bad;
-}
-
-StatusOr<models::SgdOptions> SgdOptionsFromSpec(const TrainingSpec& tr) {
-  models::SgdOptions so;
-  so.learning_rate = tr.learning_rate;
-  so.momentum = tr.momentum;
-  const auto& ls = tr.lr_schedule;
-  auto kind = models::ParseLrSchedule(ls.kind);
-  if (!kind.ok()) return kind.status().WithContext("training.lr_schedule.kind");
-  so.schedule = *kind;
-  so.step_every = ls.step_every;
-  so.step_gamma = ls.gamma;
-  so.total_steps = ls.total_steps > 0 ? ls.total_steps : tr.iterations;
-  so.min_learning_rate = ls.min_learning_rate;
-  so.warmup_steps = ls.warmup_steps;
-  if (so.schedule != models::LrSchedule::kCosine && so.total_steps == 0) so.total_steps = 1;
-  Status st = so.Validate();
-  if (!st.ok()) return st.WithContext("training.lr_schedule");
-  return so;
-}
-
 ModelTrainer::~ModelTrainer() = default;
 
 StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& spec,
@@ -127,6 +76,7 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->rng_.seed(spec.training.seed * 1000003u + static_cast<uint64_t>(options.node));
   t->grad_.assign(static_cast<size_t>(t->model_->num_params()), 0.0f);
   t->views_ = std::make_unique<ViewBook>(ViewBookOptions{options.node, options.view_wait_ms, options.stop});
+  t->guard_ = RingGuard(RingGuardOptions{spec.training.byzantine_tolerance});
 
   auto test = cache::LoadFashionMnist(options.test_data_dir, "test");
   if (!test.ok()) return test.status().WithContext("model trainer: test set");
@@ -185,11 +135,14 @@ StatusOr<RoundHellos> ModelTrainer::ExchangeHellos(const RingMembers& m, uint32_
     LOFT_ASSIGN_OR_RETURN(auto bytes, transport_->Recv(n, tag, options_.ring_timeout_ms));
     auto h = DecodeHello(bytes);
     if (h.ok()) {
+      if (guard_.OutOfWindow(last_round_, h->last_round))
+        Offend(n, "out_of_window");  // a minority: never agreed
       x.hellos.push_back(*h);
       continue;
     }
     // Malformed: no weight, and a state nobody else holds.
     spdlog::warn("round {}: node {}: {}", round, n, h.status().ToString());
+    Offend(n, "malformed_hello");
     MemberHello bad;
     bad.last_round = std::numeric_limits<int64_t>::min();
     x.hellos.push_back(bad);
@@ -241,7 +194,10 @@ Status ModelTrainer::SyncState(const RingMembers& m, uint32_t round, int64_t wan
 
 void ModelTrainer::Corrupt(std::span<float> g) {
   switch (byzantine_) {
-    case ByzantineKind::kNone: return;
+    case ByzantineKind::kNone:
+    case ByzantineKind::kChunkGarbage:  // these attack the ring, not the gradient
+    case ByzantineKind::kChunkScale:
+    case ByzantineKind::kPhantomRound: return;
     case ByzantineKind::kSignFlip:
       for (float& x : g) x = static_cast<float>(-byzantine_scale_ * x);
       return;
@@ -302,7 +258,9 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
   ao.reducer = plan.reducer;
   ao.timeout_ms = options_.ring_timeout_ms;
   models::RingAllReduce ring(transport_.get(), ao);
-  LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, *data, plan.weights));
+  models::AllReduceReport report;
+  LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, *data, plan.weights, &report));
+  for (int from : report.malformed_from) Offend(from, "malformed_chunk");
   res->applied = std::move(plan.applied);
   res->evaluator = plan.evaluator;
   return OkStatus();
@@ -371,6 +329,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
     return decoded;
   }
   const uint32_t round = static_cast<uint32_t>(batch.iteration);
+  guard_.Planned(batch.iteration);
   double loss = ComputeGradient(n);
   v1::TrainingReport rep;
   bool evaluator = false;
@@ -408,6 +367,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
       spdlog::warn("iteration {}: evaluation failed: {}", batch.iteration, acc.status().ToString());
     }
   }
+  if (byzantine_ == ByzantineKind::kPhantomRound) AnnouncePhantoms(batch.view);
   spdlog::debug("iteration {}: loss {:.4f} hash {:016x} all-reduce {:.1f} ms", batch.iteration, loss,
                 rep.param_hash(), rep.allreduce_ms());
   report_ = rep;
@@ -415,6 +375,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
 }
 
 void ModelTrainer::Skip(int64_t view, int64_t iteration) {
+  guard_.Planned(iteration);
   if (iteration <= last_round_ || iteration > std::numeric_limits<uint32_t>::max() || view < 0) return;
   const auto round = static_cast<uint32_t>(iteration);
   spdlog::info("partition of round {} failed before compute: joining the round with weight 0", round);
@@ -422,6 +383,38 @@ void ModelTrainer::Skip(int64_t view, int64_t iteration) {
   auto r = RunRound(view, round, 0, /*partition_id=*/0, /*reports=*/false, &loss);
   if (!r.ok())
     spdlog::warn("weight-0 join of round {} (view {}) failed: {}", round, view, r.status().ToString());
+}
+
+void ModelTrainer::AnnouncePhantoms(int64_t view) {
+  if (view < 0 || view >= (int64_t{1} << 24) || last_round_ < 0 || !views_->Has(view)) return;
+  auto m = views_->Members(view);
+  if (!m.ok()) return;
+  MemberHello h;  // only this member's weight, and a last round far ahead
+  h.b = 1000;
+  h.partition = 0xBAD;
+  h.last_round = std::numeric_limits<uint32_t>::max();
+  const uint32_t next = static_cast<uint32_t>(last_round_);
+  for (uint32_t round : {next + 3, next + (1u << 31)}) {
+    for (int n : m->nodes) {
+      if (n != options_.node)
+        (void)transport_->Send(n, models::MakeTag(m->view, round, kWeightsPhase), EncodeHello(h));
+    }
+  }
+}
+
+void ModelTrainer::Offend(int from, const char* reason) {
+  RingOffence o;
+  o.node = from;
+  o.reason = reason;
+  o.report = guard_.Offence(from);
+  o.count = guard_.offences(from);
+  offences_.push_back(std::move(o));
+}
+
+std::vector<RingOffence> ModelTrainer::TakeOffences() {
+  std::vector<RingOffence> out;
+  out.swap(offences_);
+  return out;
 }
 
 void ModelTrainer::Idle() {
@@ -433,32 +426,59 @@ void ModelTrainer::Idle() {
   const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
-  std::optional<std::pair<int, uint64_t>> join;
+  // Per (view, round): the live members announcing it with a partition,
+  // and whether one of its hellos has waited the grace period.
+  std::map<uint64_t, std::set<int>> announcers;
+  std::set<uint64_t> ripe;
   std::set<std::pair<int, uint64_t>> present;
   for (const auto& [from, tag] : transport_->Buffered()) {
     if ((tag & 0xFF) != kWeightsPhase) continue;
-    if (static_cast<int64_t>(models::TagRound(tag)) <= last_round_) {
+    const int64_t round = models::TagRound(tag);
+    if (round <= last_round_) {
       transport_->Discard(from, tag);  // a round this node has done
       continue;
     }
-    if (idle_refused_.count(tag & ~uint64_t{0xFF})) continue;
+    if (guard_.OutOfWindow(last_round_, round)) {
+      transport_->Discard(from, tag);
+      Offend(from, "out_of_window");
+      continue;
+    }
+    const std::vector<std::byte>* bytes = transport_->Peek(from, tag);
+    auto hello = bytes ? DecodeHello(*bytes) : StatusOr<MemberHello>(DataLoss("no payload"));
+    if (!hello.ok()) {
+      transport_->Discard(from, tag);
+      Offend(from, "malformed_hello");
+      continue;
+    }
+    const uint64_t key = tag & ~uint64_t{0xFF};
+    // Only live members of a view that has arrived (a view this agent has
+    // not seen yet is judged once it arrives).
+    if (idle_refused_.count(key) || !views_->IsLive(models::TagView(tag), from)) continue;
     present.insert({from, tag});
+    if (hello->partition != 0) announcers[key].insert(from);
     auto [it, fresh] = idle_seen_us_.emplace(std::pair{from, tag}, now);
-    if (!fresh && now - it->second >= options_.idle_join_grace_ms * 1000 && !join) join = {from, tag};
+    if (!fresh && now - it->second >= options_.idle_join_grace_ms * 1000) ripe.insert(key);
   }
   for (auto it = idle_seen_us_.begin(); it != idle_seen_us_.end();) {
     it = present.count(it->first) ? std::next(it) : idle_seen_us_.erase(it);
   }
+  std::optional<uint64_t> join;  // the lowest ripe round with a quorum of announcers
+  for (uint64_t key : ripe) {
+    if (static_cast<int>(announcers[key].size()) >= guard_.JoinQuorum()) {
+      join = key;
+      break;
+    }
+  }
   if (!join) return;
-  const uint64_t tag = join->second;
-  const uint32_t view = models::TagView(tag), round = models::TagRound(tag);
-  spdlog::info("node {} started round {} (view {}) and this node has no partition: joining with weight 0",
-               join->first, round, view);
+  const uint32_t view = models::TagView(*join), round = models::TagRound(*join);
+  spdlog::info(
+      "{} member(s) started round {} (view {}) and this node has no partition: joining with weight 0",
+      announcers[*join].size(), round, view);
   double loss = 0;
   auto r = RunRound(view, round, 0, /*partition_id=*/0, /*reports=*/false, &loss);
   if (!r.ok()) {
     spdlog::warn("weight-0 join of round {} (view {}) failed: {}", round, view, r.status().ToString());
-    idle_refused_.insert(tag & ~uint64_t{0xFF});
+    idle_refused_.insert(*join);
     if (idle_refused_.size() > 256) idle_refused_.erase(idle_refused_.begin());
   }
   idle_seen_us_.clear();

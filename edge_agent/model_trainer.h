@@ -27,11 +27,12 @@
 //     1 per member with samples for the robust reducers, 0 = absent);
 //  4. SGD step; last_round = round.
 // A live member with no partition takes part with weight 0 (Idle(): when
-// a ring message of a newer round has waited idle_join_grace_ms and this
-// agent has nothing pending). A partition of a round this agent already
-// all-reduced (a second partition of the same iteration, e.g. a retried
-// child, or one that arrived after the weight-0 join) is not all-reduced
-// again: its b·g is carried into the next round's contribution.
+// a ring message of a newer round has waited idle_join_grace_ms, at least
+// f+1 live members announce that round with a partition, and this agent
+// has nothing pending). Malformed and out-of-window ring messages are
+// dropped and counted per sender (edge_agent/ring_guard.h, TakeOffences). A partition of a round this agent
+// already all-reduced (a second partition of the same iteration, e.g. a retried child, or one that arrived
+// after the weight-0 join) is not all-reduced again: its b·g is carried into the next round's contribution.
 // If an attempt fails (a member is silent or gone) the trainer waits for a
 // newer view, keeps the survivors and restarts the same round with that
 // view's number; if no newer view arrives the partition fails.
@@ -63,8 +64,10 @@
 #include "core/curve.h"
 #include "core/proto/loft.pb.h"
 #include "edge_agent/gradient_carry.h"
+#include "edge_agent/ring_guard.h"
 #include "edge_agent/round_decision.h"
 #include "edge_agent/trainer.h"
+#include "edge_agent/trainer_state.h"
 #include "edge_agent/view_book.h"
 #include "edge_agent/zmq_transport.h"
 #include "models/model.h"
@@ -96,18 +99,6 @@ struct ModelTrainerOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
-// Installs a state answer [i64 last_round][u64 hash][checkpoint] from
-// `source` into model/sgd if it is the wanted (round, hash): it decodes
-// (models::DecodeCheckpoint: length, CRC, architecture, finite values), its
-// parameters hash to want_hash and its optimizer step is at most
-// want_round + 1 (one step per applied round; the hash does not cover the
-// optimizer). Otherwise an error naming `source`, and model/sgd unchanged.
-Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_t want_hash,
-                  const std::string& source, models::Model* model, models::Sgd* sgd);
-
-// The optimiser settings of training.learning_rate / momentum / lr_schedule.
-StatusOr<models::SgdOptions> SgdOptionsFromSpec(const TrainingSpec& training);
-
 class ModelTrainer final : public Trainer {
  public:
   // spec: training.model (softmax|mlp), aggregation, learning_rate,
@@ -126,6 +117,7 @@ class ModelTrainer final : public Trainer {
   void Idle() override;
   // Joins round `iteration` with weight 0 unless this node is past it.
   void Skip(int64_t view, int64_t iteration) override;
+  std::vector<RingOffence> TakeOffences() override;
 
   std::span<const float> params() const { return model_->params(); }
   int64_t last_round() const { return last_round_; }
@@ -162,6 +154,11 @@ class ModelTrainer final : public Trainer {
   Status Attempt(const RingMembers& m, uint32_t round, size_t n, uint64_t partition_id, bool reports,
                  double* loss, RoundResult* res, std::vector<float>* data);
   void Corrupt(std::span<float> g);
+  // byzantine: phantom_round: announces two rounds nobody planned (one near,
+  // one 2^31 ahead) with only its own weight.
+  void AnnouncePhantoms(int64_t view);
+  // Records an offence by ring member `from` (edge_agent/ring_guard.h).
+  void Offend(int from, const char* reason);
 
   ModelTrainerOptions options_;
   std::unique_ptr<models::Model> model_;
@@ -177,8 +174,10 @@ class ModelTrainer final : public Trainer {
   std::unique_ptr<zmq::context_t> ctx_;  // only when options_.context is null
   std::unique_ptr<ZmqTransport> transport_;
 
-  int64_t last_round_ = -1;                                   // the last round whose update this node applied
-  GradientCarry carry_;                                       // samples of partitions of rounds already done
+  int64_t last_round_ = -1;  // the last round whose update this node applied
+  GradientCarry carry_;      // samples of partitions of rounds already done
+  RingGuard guard_;
+  std::vector<RingOffence> offences_;                         // since the last TakeOffences
   std::map<std::pair<int, uint64_t>, int64_t> idle_seen_us_;  // weights messages first seen idle
   std::set<uint64_t> idle_refused_;                           // (view, round) tags not to join
 

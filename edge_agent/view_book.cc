@@ -29,6 +29,14 @@ bool ViewBook::Has(int64_t v) {
   return views_.count(v) > 0;
 }
 
+bool ViewBook::IsLive(int64_t v, int node) {
+  std::lock_guard lock(mu_);
+  auto it = views_.find(v);
+  if (it == views_.end()) return false;
+  const auto& live = it->second.live_nodes();
+  return std::find(live.begin(), live.end(), node) != live.end();
+}
+
 int64_t ViewBook::Latest() {
   std::lock_guard lock(mu_);
   return views_.empty() ? -1 : views_.rbegin()->first;

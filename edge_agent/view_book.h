@@ -49,6 +49,8 @@ class ViewBook {
   std::optional<v1::MembershipView> NewerView(int64_t v);
   // Whether view v has arrived (no wait), and the newest view's number (-1: none).
   bool Has(int64_t v);
+  // Whether `node` is live in view v (false when v has not arrived).
+  bool IsLive(int64_t v, int node);
   int64_t Latest();
   bool Stopping() const { return options_.stop != nullptr && options_.stop->load(); }
 

@@ -10,6 +10,7 @@
 #include "core/codec.h"
 #include "core/proto/loft.pb.h"
 #include "edge_agent/gradient_carry.h"
+#include "edge_agent/ring_guard.h"
 #include "edge_agent/ring_hello.h"
 
 using namespace loft;
@@ -178,4 +179,33 @@ TEST_CASE("RingHello: other versions, garbage and impossible values are refused,
         std::string::npos);
   m.set_last_round(-2);
   CHECK_FALSE(DecodeHello(Bytes(m.SerializeAsString())).ok());
+}
+
+TEST_CASE("RingGuard: the window follows what this agent knows; nothing is judged before it knows anything") {
+  RingGuard g(RingGuardOptions{1, 100, 3});
+  CHECK_FALSE(g.OutOfWindow(-1, 4000000000));  // a fresh agent cannot tell
+  g.Planned(10);
+  g.Planned(4);  // planned only rises
+  CHECK(g.planned() == 10);
+  CHECK_FALSE(g.OutOfWindow(-1, 110));
+  CHECK(g.OutOfWindow(-1, 111));
+  CHECK_FALSE(g.OutOfWindow(500, 600));  // the applied round counts too
+  CHECK(g.OutOfWindow(500, 601));
+}
+
+TEST_CASE("RingGuard: f+1 announcers for a weight-0 join; a sender is reported every report_after offences") {
+  CHECK(RingGuard(RingGuardOptions{0, 100, 3}).JoinQuorum() == 1);
+  RingGuard g(RingGuardOptions{2, 100, 3});
+  CHECK(g.JoinQuorum() == 3);
+  CHECK_FALSE(g.Offence(4));
+  CHECK_FALSE(g.Offence(4));
+  CHECK_FALSE(g.Offence(5));
+  CHECK(g.Offence(4));  // third by node 4
+  CHECK(g.offences(4) == 3);
+  CHECK(g.offences(5) == 1);
+  CHECK(g.offences(6) == 0);
+  CHECK_FALSE(g.Offence(4));
+  CHECK_FALSE(g.Offence(4));
+  CHECK(g.Offence(4));  // resent at the sixth
+  CHECK(g.total_offences() == 7);
 }
