@@ -20,7 +20,7 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace loft::agent {
 namespace {
 
-constexpr uint8_t kWeightsPhase = 0xFE;  // a RingHello (edge_agent/ring_hello.h)
+constexpr uint8_t kWeightsPhase = kHelloPhase;
 constexpr uint8_t kStatePhase =
     0xFD;  // request: [i64 want_round]; answer: [i64 last_round][u64 hash][checkpoint]
 
@@ -77,6 +77,7 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->grad_.assign(static_cast<size_t>(t->model_->num_params()), 0.0f);
   t->views_ = std::make_unique<ViewBook>(ViewBookOptions{options.node, options.view_wait_ms, options.stop});
   t->guard_ = RingGuard(RingGuardOptions{spec.training.byzantine_tolerance});
+  t->tolerance_ = spec.training.byzantine_tolerance;
 
   auto test = cache::LoadFashionMnist(options.test_data_dir, "test");
   if (!test.ok()) return test.status().WithContext("model trainer: test set");
@@ -192,24 +193,6 @@ Status ModelTrainer::SyncState(const RingMembers& m, uint32_t round, int64_t wan
   return last;
 }
 
-void ModelTrainer::Corrupt(std::span<float> g) {
-  switch (byzantine_) {
-    case ByzantineKind::kNone:
-    case ByzantineKind::kChunkGarbage:  // these attack the ring, not the gradient
-    case ByzantineKind::kChunkScale:
-    case ByzantineKind::kPhantomRound: return;
-    case ByzantineKind::kSignFlip:
-      for (float& x : g) x = static_cast<float>(-byzantine_scale_ * x);
-      return;
-    case ByzantineKind::kRandom: {
-      std::normal_distribution<float> d(0.0f, static_cast<float>(byzantine_scale_));
-      for (float& x : g) x = d(rng_);
-      return;
-    }
-    case ByzantineKind::kNaN: std::fill(g.begin(), g.end(), std::numeric_limits<float>::quiet_NaN()); return;
-  }
-}
-
 double ModelTrainer::ComputeGradient(size_t n) {
   const size_t dim = static_cast<size_t>(model_->input_dim());
   models::BatchView bv{std::span<const uint8_t>(images_.data(), n * dim),
@@ -257,10 +240,18 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
   models::AllReduceOptions ao;
   ao.reducer = plan.reducer;
   ao.timeout_ms = options_.ring_timeout_ms;
+  ao.tolerance = tolerance_;
+  if (byzantine_ == ByzantineKind::kChunkGarbage || byzantine_ == ByzantineKind::kChunkScale)
+    ao.corrupt_owned_chunk = [this](std::span<float> c) { CorruptChunk(c); };
   models::RingAllReduce ring(transport_.get(), ao);
   models::AllReduceReport report;
   LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, *data, plan.weights, &report));
   for (int from : report.malformed_from) Offend(from, "malformed_chunk");
+  for (int from : report.chunk_mismatch_from) {
+    spdlog::warn("round {}: node {} sent a reduced chunk its replicas do not agree with: not taken", round,
+                 from);
+    Offend(from, "chunk_mismatch");
+  }
   res->applied = std::move(plan.applied);
   res->evaluator = plan.evaluator;
   return OkStatus();
@@ -383,23 +374,6 @@ void ModelTrainer::Skip(int64_t view, int64_t iteration) {
   auto r = RunRound(view, round, 0, /*partition_id=*/0, /*reports=*/false, &loss);
   if (!r.ok())
     spdlog::warn("weight-0 join of round {} (view {}) failed: {}", round, view, r.status().ToString());
-}
-
-void ModelTrainer::AnnouncePhantoms(int64_t view) {
-  if (view < 0 || view >= (int64_t{1} << 24) || last_round_ < 0 || !views_->Has(view)) return;
-  auto m = views_->Members(view);
-  if (!m.ok()) return;
-  MemberHello h;  // only this member's weight, and a last round far ahead
-  h.b = 1000;
-  h.partition = 0xBAD;
-  h.last_round = std::numeric_limits<uint32_t>::max();
-  const uint32_t next = static_cast<uint32_t>(last_round_);
-  for (uint32_t round : {next + 3, next + (1u << 31)}) {
-    for (int n : m->nodes) {
-      if (n != options_.node)
-        (void)transport_->Send(n, models::MakeTag(m->view, round, kWeightsPhase), EncodeHello(h));
-    }
-  }
 }
 
 void ModelTrainer::Offend(int from, const char* reason) {

@@ -154,6 +154,9 @@ class ModelTrainer final : public Trainer {
   Status Attempt(const RingMembers& m, uint32_t round, size_t n, uint64_t partition_id, bool reports,
                  double* loss, RoundResult* res, std::vector<float>* data);
   void Corrupt(std::span<float> g);
+  // byzantine: chunk_garbage (uniform in +-byzantine_scale) / chunk_scale
+  // (times byzantine_scale): this member's reduced chunk before it is sent.
+  void CorruptChunk(std::span<float> c);
   // byzantine: phantom_round: announces two rounds nobody planned (one near,
   // one 2^31 ahead) with only its own weight.
   void AnnouncePhantoms(int64_t view);
@@ -177,7 +180,8 @@ class ModelTrainer final : public Trainer {
   int64_t last_round_ = -1;  // the last round whose update this node applied
   GradientCarry carry_;      // samples of partitions of rounds already done
   RingGuard guard_;
-  std::vector<RingOffence> offences_;                         // since the last TakeOffences
+  int tolerance_ = 0;                  // training.byzantine_tolerance: verified chunks when > 0
+  std::vector<RingOffence> offences_;  // since the last TakeOffences
   std::map<std::pair<int, uint64_t>, int64_t> idle_seen_us_;  // weights messages first seen idle
   std::set<uint64_t> idle_refused_;                           // (view, round) tags not to join
 

@@ -21,6 +21,9 @@
 
 namespace loft::agent {
 
+// The tag phase of a round's hellos (models::MakeTag).
+inline constexpr uint8_t kHelloPhase = 0xFE;
+
 // One member's hello, as the round decision uses it.
 struct MemberHello {
   double b = 0;             // samples in its contribution; 0 = weight-0 join

@@ -18,7 +18,6 @@ using namespace loft::agent;
 
 namespace {
 
-constexpr uint8_t kHelloPhase = 0xFE;
 
 struct Ring {
   std::unique_ptr<ModelTrainer> trainer;
