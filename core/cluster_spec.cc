@@ -113,7 +113,7 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   if (YAML::Node t = root["training"]; t.IsDefined()) {
     RET(r.CheckKeys(t, "training",
                     {"global_batch", "min_batch", "iterations", "overlap", "seed", "model", "aggregation",
-                     "learning_rate", "momentum", "lr_schedule"}));
+                     "learning_rate", "momentum", "lr_schedule", "byzantine_tolerance"}));
     auto& tr = spec.training;
     RET(r.Get(t, "global_batch", "training", &tr.global_batch));
     RET(r.Get(t, "min_batch", "training", &tr.min_batch));
@@ -124,6 +124,9 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     RET(r.Get(t, "aggregation", "training", &tr.aggregation));
     RET(r.Get(t, "learning_rate", "training", &tr.learning_rate));
     RET(r.Get(t, "momentum", "training", &tr.momentum));
+    RET(r.Get(t, "byzantine_tolerance", "training", &tr.byzantine_tolerance));
+    if (tr.byzantine_tolerance < 0)
+      return r.Error(t["byzantine_tolerance"], "training.byzantine_tolerance", "must be >= 0");
     if (tr.global_batch <= 0) return r.Error(t["global_batch"], "training.global_batch", "must be > 0");
     if (tr.min_batch < 0) return r.Error(t["min_batch"], "training.min_batch", "must be >= 0");
     if (tr.iterations < 0) return r.Error(t["iterations"], "training.iterations", "must be >= 0");
@@ -265,9 +268,16 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
       base.byzantine = ByzantineKind::kRandom;
     else if (byz == "nan")
       base.byzantine = ByzantineKind::kNaN;
+    else if (byz == "chunk_garbage")
+      base.byzantine = ByzantineKind::kChunkGarbage;
+    else if (byz == "chunk_scale")
+      base.byzantine = ByzantineKind::kChunkScale;
+    else if (byz == "phantom_round")
+      base.byzantine = ByzantineKind::kPhantomRound;
     else
       return r.Error(n["byzantine"], path + ".byzantine",
-                     "must be one of none, sign_flip, random, nan (got '" + byz + "')");
+                     "must be one of none, sign_flip, random, nan, chunk_garbage, chunk_scale, phantom_round (got '" +
+                         byz + "')");
     RET(r.Get(n, "byzantine_scale", path, &base.byzantine_scale));
     RET(Positive(r, n, "byzantine_scale", path, base.byzantine_scale));
 
@@ -343,6 +353,12 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
 
   // cross-field checks
   const auto& tr = spec.training;
+  if (tr.byzantine_tolerance > 0 && spec.num_nodes() < 2 * tr.byzantine_tolerance + 1) {
+    return r.Error(root["training"]["byzantine_tolerance"], "training.byzantine_tolerance",
+                   std::to_string(tr.byzantine_tolerance) + " needs at least " +
+                       std::to_string(2 * tr.byzantine_tolerance + 1) + " nodes (2f+1), the spec has " +
+                       std::to_string(spec.num_nodes()));
+  }
   // min_batch * nodes > global_batch, without the product (it can overflow).
   if (tr.min_batch > tr.global_batch / spec.num_nodes()) {
     return r.Error(root["training"], "training.min_batch",
@@ -427,6 +443,9 @@ std::string_view ByzantineKindName(ByzantineKind k) {
     case ByzantineKind::kSignFlip: return "sign_flip";
     case ByzantineKind::kRandom: return "random";
     case ByzantineKind::kNaN: return "nan";
+    case ByzantineKind::kChunkGarbage: return "chunk_garbage";
+    case ByzantineKind::kChunkScale: return "chunk_scale";
+    case ByzantineKind::kPhantomRound: return "phantom_round";
   }
   return "?";
 }

@@ -58,6 +58,11 @@ struct TrainingSpec {
     double min_learning_rate = 0;   // cosine floor, in [0, learning_rate]
     int64_t warmup_steps = 0;       // any kind: linear warm-up over the first steps
   } lr_schedule;
+  // f: Byzantine members the ring tolerates (models/ring_allreduce.h): each
+  // reduced chunk is computed by 2f+1 members and taken by coordinate-wise
+  // median; a weight-0 join needs f+1 announcers. 0 = trusted cluster (the
+  // plain ring). Needs at least 2f+1 nodes.
+  int byzantine_tolerance = 0;
 };
 
 struct ComputeSpec {
@@ -90,7 +95,12 @@ struct FailureSpec {
   double down_s = 0;
 };
 
-enum class ByzantineKind { kNone, kSignFlip, kRandom, kNaN };
+// How a Byzantine node of the spec attacks (issue 19; models/README.md
+// "Byzantine members"): gradients (sign_flip, random, nan), its reduced
+// chunk of the ring's all-gather (chunk_garbage, chunk_scale), or the
+// ring protocol (phantom_round: announces rounds the scheduler has not
+// planned, with only its own weight, and claims a huge last_round).
+enum class ByzantineKind { kNone, kSignFlip, kRandom, kNaN, kChunkGarbage, kChunkScale, kPhantomRound };
 
 struct NodeSpec {
   std::string name;   // expanded name, unique

@@ -63,6 +63,7 @@ std::string_view BodyName(const v1::Envelope& env) {
     case E::kConsumerHello: return "consumer_hello";
     case E::kConsumerBatch: return "consumer_batch";
     case E::kConsumerReport: return "consumer_report";
+    case E::kPeerReport: return "peer_report";
     case E::BODY_NOT_SET: return "none";
   }
   return "unknown";

@@ -24,7 +24,8 @@ namespace loft {
 // 2: the ring's weight exchange carries each member's partition id and
 // TrainingReport lists the applied partitions; a build speaking 1 is
 // refused with a clear error instead of mixing exchange formats.
-constexpr uint32_t kProtocolVersion = 2;
+// 3: the ring's exchange is a RingHello message (it was packed bytes).
+constexpr uint32_t kProtocolVersion = 3;
 // Default per-frame limit of every socket and decode: 16 MiB.
 constexpr size_t kDefaultMaxMessageBytes = size_t{16} << 20;
 

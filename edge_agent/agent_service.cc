@@ -17,6 +17,10 @@ StatusOr<AgentMetrics> AgentMetrics::Create(metrics::Registry* r) {
       m.rejected_frames,
       r->AddCounter("loft_agent_rejected_frames_total",
                     "Frames dropped or answered with an Error, by socket and reason.", {"socket", "reason"}));
+  LOFT_ASSIGN_OR_RETURN(m.ring_offences, r->AddCounter("loft_agent_ring_offences_total",
+                                                       "Ring messages dropped (malformed, out of window) and "
+                                                       "chunks detected, by sending node and reason.",
+                                                       {"node", "reason"}));
   LOFT_ASSIGN_OR_RETURN(
       m.fetch_requests,
       r->AddCounter("loft_agent_fetch_requests_total", "Peer fetch requests served, by result.", {"result"}));

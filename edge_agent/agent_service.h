@@ -53,6 +53,7 @@ struct AgentMetrics {
   metrics::Gauge* in_flight = nullptr;
   metrics::Gauge* grants = nullptr;
   metrics::Counter* scheduler_errors = nullptr;
+  metrics::CounterFamily* ring_offences = nullptr;  // {node, reason} (edge_agent/ring_guard.h)
 
   static StatusOr<AgentMetrics> Create(metrics::Registry* registry);
 };

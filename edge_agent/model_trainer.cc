@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "cache/idx_reader.h"
+#include "edge_agent/round_retry.h"
 #include "models/checkpoint.h"
 #include "models/ring_allreduce.h"
 
@@ -19,10 +20,9 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace loft::agent {
 namespace {
 
-constexpr uint8_t kWeightsPhase = 0xFE;  // [f64 b][i64 last_round][u64 hash][u8 reports][u64 partition]
+constexpr uint8_t kWeightsPhase = kHelloPhase;
 constexpr uint8_t kStatePhase =
     0xFD;  // request: [i64 want_round]; answer: [i64 last_round][u64 hash][checkpoint]
-constexpr size_t kExchangeBytes = 8 + 8 + 8 + 1 + 8;
 
 template <typename T>
 void PutLe(std::vector<std::byte>* out, T v) {
@@ -51,84 +51,6 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-std::pair<int64_t, uint64_t> AgreedState(std::span<const int64_t> last_round,
-                                         std::span<const uint64_t> hash) {
-  // A member with no progress (a restarted agent: round -1; a malformed
-  // exchange: below that) votes only when nobody has progress: a majority
-  // of restarted agents must not roll a survivor back to the initial state.
-  const size_t n = std::min(last_round.size(), hash.size());
-  const bool progress =
-      std::any_of(last_round.begin(), last_round.begin() + static_cast<ptrdiff_t>(n),
-                  [](int64_t r) { return r >= 0 && r <= int64_t{std::numeric_limits<uint32_t>::max()}; });
-  std::map<std::pair<int64_t, uint64_t>, int> votes;
-  for (size_t i = 0; i < n; ++i) {
-    // Rounds are 32-bit (ring tags): a later "round" is a lie that would
-    // make this agent treat every later partition as already done.
-    if (last_round[i] > int64_t{std::numeric_limits<uint32_t>::max()}) continue;
-    if (!progress || last_round[i] >= 0) ++votes[{last_round[i], hash[i]}];
-  }
-  std::pair<int64_t, uint64_t> target{-1, 0};
-  int best = 0;
-  for (const auto& [k, c] : votes) {
-    if (c > best || (c == best && k.first > target.first)) {
-      best = c;
-      target = k;
-    }
-  }
-  return target;
-}
-
-Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_t want_hash,
-                  const std::string& source, models::Model* model, models::Sgd* sgd) {
-  if (answer.size() < 16)
-    return DataLoss("state from " + source + ": " + std::to_string(answer.size()) + " bytes");
-  const int64_t lr = GetLe<int64_t>(answer, 0);
-  const uint64_t hash = GetLe<uint64_t>(answer, 8);
-  if (lr != want_round || hash != want_hash) {
-    return FailedPrecondition(source + " now holds round " + std::to_string(lr) + ", not the agreed round " +
-                              std::to_string(want_round));
-  }
-  std::span<const char> ck(reinterpret_cast<const char*>(answer.data()) + 16, answer.size() - 16);
-  // Decode installs what passes its own checks; keep ours to put back if
-  // the result is not the agreed state.
-  const std::vector<float> own_params(model->params().begin(), model->params().end());
-  const std::vector<float> own_velocity(sgd->velocity().begin(), sgd->velocity().end());
-  const int64_t own_step = sgd->step();
-  LOFT_RETURN_IF_ERROR(models::DecodeCheckpoint(ck, "state from " + source, model, sgd));
-  Status bad;
-  if (models::ParameterHash(model->params()) != want_hash) {
-    bad = DataLoss("state from " + source + " does not match its hash");
-  } else if (want_round < 0 ? sgd->step() != 0 : sgd->step() - 1 > want_round) {
-    // One optimizer step per applied round at most (the hash does not cover it).
-    bad = DataLoss("state from " + source + ": optimizer step " + std::to_string(sgd->step()) +
-                   " is impossible after round " + std::to_string(want_round));
-  }
-  if (bad.ok()) return OkStatus();
-  std::copy(own_params.begin(), own_params.end(), model->params().begin());
-  Status restored = sgd->Restore(own_step, own_velocity);
-  if (!restored.ok()) return restored.WithContext(bad.ToString());
-  return bad;
-}
-
-StatusOr<models::SgdOptions> SgdOptionsFromSpec(const TrainingSpec& tr) {
-  models::SgdOptions so;
-  so.learning_rate = tr.learning_rate;
-  so.momentum = tr.momentum;
-  const auto& ls = tr.lr_schedule;
-  auto kind = models::ParseLrSchedule(ls.kind);
-  if (!kind.ok()) return kind.status().WithContext("training.lr_schedule.kind");
-  so.schedule = *kind;
-  so.step_every = ls.step_every;
-  so.step_gamma = ls.gamma;
-  so.total_steps = ls.total_steps > 0 ? ls.total_steps : tr.iterations;
-  so.min_learning_rate = ls.min_learning_rate;
-  so.warmup_steps = ls.warmup_steps;
-  if (so.schedule != models::LrSchedule::kCosine && so.total_steps == 0) so.total_steps = 1;
-  Status st = so.Validate();
-  if (!st.ok()) return st.WithContext("training.lr_schedule");
-  return so;
-}
-
 ModelTrainer::~ModelTrainer() = default;
 
 StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& spec,
@@ -153,6 +75,9 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->byzantine_scale_ = me.byzantine_scale;
   t->rng_.seed(spec.training.seed * 1000003u + static_cast<uint64_t>(options.node));
   t->grad_.assign(static_cast<size_t>(t->model_->num_params()), 0.0f);
+  t->views_ = std::make_unique<ViewBook>(ViewBookOptions{options.node, options.view_wait_ms, options.stop});
+  t->guard_ = RingGuard(RingGuardOptions{spec.training.byzantine_tolerance});
+  t->tolerance_ = spec.training.byzantine_tolerance;
 
   auto test = cache::LoadFashionMnist(options.test_data_dir, "test");
   if (!test.ok()) return test.status().WithContext("model trainer: test set");
@@ -191,131 +116,39 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
 }
 
 void ModelTrainer::OnView(const v1::MembershipView& view) {
-  {
-    std::lock_guard lock(mu_);
-    views_[view.view()] = view;
-    while (views_.size() > 64) views_.erase(views_.begin());
-  }
-  cv_.notify_all();
+  views_->OnView(view);
 }
 
-template <typename Pred>
-bool ModelTrainer::WaitViews(std::unique_lock<std::mutex>& lock, Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.view_wait_ms);
-  while (!pred()) {
-    if (Stopping() || std::chrono::steady_clock::now() >= deadline) return pred();
-    cv_.wait_for(lock, std::chrono::milliseconds(100), pred);
-  }
-  return true;
-}
-
-StatusOr<ModelTrainer::Members> ModelTrainer::ViewMembers(int64_t v) {
-  std::unique_lock lock(mu_);
-  if (!WaitViews(lock, [&] { return views_.count(v) > 0; })) {
-    if (Stopping()) return Aborted("shutting down");
-    return Unavailable("membership view " + std::to_string(v) + " never arrived within " +
-                       std::to_string(options_.view_wait_ms) + " ms");
-  }
-  const v1::MembershipView& mv = views_.at(v);
-  if (v < 0 || v >= (int64_t{1} << 24)) return OutOfRange("view " + std::to_string(v) + " exceeds 2^24");
-  Members m;
-  m.view = static_cast<uint32_t>(v);
-  std::map<int, std::string> eps;
-  for (int i = 0; i < mv.live_nodes_size(); ++i) {
-    int n = mv.live_nodes(i);
-    m.nodes.push_back(n);
-    if (i < mv.ring_endpoints_size()) eps[n] = mv.ring_endpoints(i);
-  }
-  std::sort(m.nodes.begin(), m.nodes.end());
-  lock.unlock();
-  if (std::find(m.nodes.begin(), m.nodes.end(), options_.node) == m.nodes.end()) {
-    return FailedPrecondition("this node is not live in view " + std::to_string(v));
-  }
-  eps.erase(options_.node);
-  for (int n : m.nodes) {
-    if (n != options_.node && eps[n].empty())
-      return Unavailable("node " + std::to_string(n) + " has no ring endpoint in view " + std::to_string(v));
-  }
-  LOFT_RETURN_IF_ERROR(transport_->SetPeers(eps));
-  m.endpoints = std::move(eps);
-  return m;
-}
-
-Status ModelTrainer::CheckMembersAlive(const Members& m) {
-  if (Stopping()) return Aborted("shutting down");
-  std::lock_guard lock(mu_);
-  if (views_.empty() || views_.rbegin()->first <= static_cast<int64_t>(m.view)) return OkStatus();
-  const v1::MembershipView& nv = views_.rbegin()->second;
-  for (int n : m.nodes) {
-    if (n == options_.node) continue;
-    int at = -1;
-    for (int i = 0; i < nv.live_nodes_size(); ++i) {
-      if (nv.live_nodes(i) == n) at = i;
-    }
-    if (at < 0)
-      return Unavailable("node " + std::to_string(n) + " is not live in view " + std::to_string(nv.view()));
-    auto it = m.endpoints.find(n);
-    if (at < nv.ring_endpoints_size() && it != m.endpoints.end() && nv.ring_endpoints(at) != it->second) {
-      return Unavailable("node " + std::to_string(n) + " restarted (new ring endpoint in view " +
-                         std::to_string(nv.view()) + ")");
-    }
-  }
-  return OkStatus();
-}
-
-std::optional<v1::MembershipView> ModelTrainer::NewerView(int64_t v) {
-  std::unique_lock lock(mu_);
-  auto newer = [&] { return !views_.empty() && views_.rbegin()->first > v; };
-  if (!WaitViews(lock, newer)) return std::nullopt;
-  return views_.rbegin()->second;
-}
-
-StatusOr<ModelTrainer::Exchange> ModelTrainer::ExchangeState(const Members& m, uint32_t round, double b,
-                                                             bool reports, uint64_t partition_id) {
+StatusOr<RoundHellos> ModelTrainer::ExchangeHellos(const RingMembers& m, uint32_t round,
+                                                   const MemberHello& mine) {
   const uint64_t tag = models::MakeTag(m.view, round, kWeightsPhase);
-  const uint64_t hash = models::ParameterHash(model_->params());
-  std::vector<std::byte> buf;
-  PutLe(&buf, b);
-  PutLe(&buf, last_round_);
-  PutLe(&buf, hash);
-  PutLe(&buf, static_cast<uint8_t>(reports ? 1 : 0));
-  PutLe(&buf, partition_id);
+  const std::vector<std::byte> buf = EncodeHello(mine);
   for (int n : m.nodes) {
     if (n != options_.node) LOFT_RETURN_IF_ERROR(transport_->Send(n, tag, buf));
   }
-  Exchange ex;
+  RoundHellos x;
+  x.members = m.nodes;
   for (int n : m.nodes) {
-    double x = b;
-    int64_t lr = last_round_;
-    uint64_t h = hash;
-    bool rep = reports;
-    uint64_t pid = partition_id;
-    if (n != options_.node) {
-      LOFT_ASSIGN_OR_RETURN(auto bytes, transport_->Recv(n, tag, options_.ring_timeout_ms));
-      if (bytes.size() != kExchangeBytes) {
-        // Malformed: no weight, and a state nobody else holds.
-        x = 0;
-        lr = std::numeric_limits<int64_t>::min();
-        h = 0;
-        rep = false;
-        pid = 0;
-      } else {
-        x = GetLe<double>(bytes, 0);
-        lr = GetLe<int64_t>(bytes, 8);
-        h = GetLe<uint64_t>(bytes, 16);
-        rep = GetLe<uint8_t>(bytes, 24) != 0;
-        pid = GetLe<uint64_t>(bytes, 25);
-      }
-      // A lying member cannot poison the weights with NaN or negatives.
-      if (!std::isfinite(x) || x < 0) x = 0;
+    if (n == options_.node) {
+      x.hellos.push_back(mine);
+      continue;
     }
-    ex.b.push_back(x);
-    ex.last_round.push_back(lr);
-    ex.hash.push_back(h);
-    ex.reports.push_back(rep);
-    ex.partition.push_back(pid);
+    LOFT_ASSIGN_OR_RETURN(auto bytes, transport_->Recv(n, tag, options_.ring_timeout_ms));
+    auto h = DecodeHello(bytes);
+    if (h.ok()) {
+      if (guard_.OutOfWindow(last_round_, h->last_round))
+        Offend(n, "out_of_window");  // a minority: never agreed
+      x.hellos.push_back(*h);
+      continue;
+    }
+    // Malformed: no weight, and a state nobody else holds.
+    spdlog::warn("round {}: node {}: {}", round, n, h.status().ToString());
+    Offend(n, "malformed_hello");
+    MemberHello bad;
+    bad.last_round = std::numeric_limits<int64_t>::min();
+    x.hellos.push_back(bad);
   }
-  return ex;
+  return x;
 }
 
 std::vector<std::byte> ModelTrainer::ServeState(int from, uint64_t tag) {
@@ -334,7 +167,7 @@ std::vector<std::byte> ModelTrainer::ServeState(int from, uint64_t tag) {
   return out;
 }
 
-Status ModelTrainer::SyncState(const Members& m, uint32_t round, int64_t want_round, uint64_t want_hash,
+Status ModelTrainer::SyncState(const RingMembers& m, uint32_t round, int64_t want_round, uint64_t want_hash,
                                const std::vector<int>& holders) {
   const uint64_t tag = models::MakeTag(m.view, round, kStatePhase);
   std::vector<std::byte> req;
@@ -360,21 +193,6 @@ Status ModelTrainer::SyncState(const Members& m, uint32_t round, int64_t want_ro
   return last;
 }
 
-void ModelTrainer::Corrupt(std::span<float> g) {
-  switch (byzantine_) {
-    case ByzantineKind::kNone: return;
-    case ByzantineKind::kSignFlip:
-      for (float& x : g) x = static_cast<float>(-byzantine_scale_ * x);
-      return;
-    case ByzantineKind::kRandom: {
-      std::normal_distribution<float> d(0.0f, static_cast<float>(byzantine_scale_));
-      for (float& x : g) x = d(rng_);
-      return;
-    }
-    case ByzantineKind::kNaN: std::fill(g.begin(), g.end(), std::numeric_limits<float>::quiet_NaN()); return;
-  }
-}
-
 double ModelTrainer::ComputeGradient(size_t n) {
   const size_t dim = static_cast<size_t>(model_->input_dim());
   models::BatchView bv{std::span<const uint8_t>(images_.data(), n * dim),
@@ -391,120 +209,77 @@ double ModelTrainer::ComputeGradient(size_t n) {
   return loss;
 }
 
+Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uint64_t partition_id,
+                             bool reports, double* loss, RoundResult* res, std::vector<float>* data) {
+  // 1. Exchange hellos.
+  const std::pair<int64_t, uint64_t> mine{last_round_, models::ParameterHash(model_->params())};
+  MemberHello hello;
+  hello.b = static_cast<double>(n) + carry_.samples();
+  hello.last_round = mine.first;
+  hello.hash = mine.second;
+  hello.reports = reports;
+  hello.partition = n > 0 ? partition_id : 0;
+  LOFT_ASSIGN_OR_RETURN(RoundHellos x, ExchangeHellos(m, round, hello));
+  // 2. State check: fetch the agreed state if this member does not hold it.
+  const SyncDecision sync = DecideSync(options_.node, x, mine);
+  if (sync.needed) {
+    spdlog::info(
+        "round {}: this node holds round {} (hash {:016x}), {} of {} members hold round {} "
+        "(hash {:016x}): fetching their state",
+        round, mine.first, mine.second, sync.agreeing, m.nodes.size(), sync.target.first, sync.target.second);
+    LOFT_RETURN_IF_ERROR(SyncState(m, round, sync.target.first, sync.target.second, sync.holders));
+    if (n > 0) *loss = ComputeGradient(n);  // the gradient at the agreed parameters
+  }
+  if (RoundCarried(last_round_, round)) {
+    res->carried = true;  // the others finished this round already
+    return OkStatus();
+  }
+  // 3. All-reduce this node's mean gradient over its n + carried samples.
+  LOFT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(options_.node, round, x, reducer_));
+  carry_.Mix(n, grad_, data);
+  models::AllReduceOptions ao;
+  ao.reducer = plan.reducer;
+  ao.timeout_ms = options_.ring_timeout_ms;
+  ao.tolerance = tolerance_;
+  if (byzantine_ == ByzantineKind::kChunkGarbage || byzantine_ == ByzantineKind::kChunkScale)
+    ao.corrupt_owned_chunk = [this](std::span<float> c) { CorruptChunk(c); };
+  models::RingAllReduce ring(transport_.get(), ao);
+  models::AllReduceReport report;
+  LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, *data, plan.weights, &report));
+  for (int from : report.malformed_from) Offend(from, "malformed_chunk");
+  for (int from : report.chunk_mismatch_from) {
+    spdlog::warn("round {}: node {} sent a reduced chunk its replicas do not agree with: not taken", round,
+                 from);
+    Offend(from, "chunk_mismatch");
+  }
+  res->applied = std::move(plan.applied);
+  res->evaluator = plan.evaluator;
+  return OkStatus();
+}
+
 StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_t round, size_t n,
                                                            uint64_t partition_id, bool reports,
                                                            double* loss) {
   auto t0 = std::chrono::steady_clock::now();
   RoundResult res;
-  LOFT_ASSIGN_OR_RETURN(Members m, ViewMembers(view));
   std::vector<float> data;
-  while (true) {
-    ++res.attempts;
-    transport_->SetAbortCheck([this, &m] { return CheckMembersAlive(m); });
-    Status st = [&]() -> Status {
-      LOFT_ASSIGN_OR_RETURN(Exchange ex, ExchangeState(m, round, static_cast<double>(n) + carry_b_, reports,
-                                                       n > 0 ? partition_id : 0));
-      // 2. State check: the (last_round, hash) most members hold; ties -> the later round.
-      const std::pair<int64_t, uint64_t> target = AgreedState(ex.last_round, ex.hash);
-      int best = 0;
-      for (size_t i = 0; i < m.nodes.size(); ++i)
-        best += (ex.last_round[i] == target.first && ex.hash[i] == target.second) ? 1 : 0;
-      const std::pair<int64_t, uint64_t> mine{last_round_, models::ParameterHash(model_->params())};
-      if (mine != target) {
-        std::vector<int> holders;
-        for (size_t i = 0; i < m.nodes.size(); ++i) {
-          if (m.nodes[i] != options_.node && std::pair{ex.last_round[i], ex.hash[i]} == target)
-            holders.push_back(m.nodes[i]);
-        }
-        spdlog::info(
-            "round {}: this node holds round {} (hash {:016x}), {} of {} members hold round {} "
-            "(hash {:016x}): fetching their state",
-            round, mine.first, mine.second, best, m.nodes.size(), target.first, target.second);
-        LOFT_RETURN_IF_ERROR(SyncState(m, round, target.first, target.second, holders));
-        if (n > 0) *loss = ComputeGradient(n);  // the gradient at the agreed parameters
-      }
-      if (last_round_ >= static_cast<int64_t>(round)) {
-        res.carried = true;  // the others finished this round already
-        return OkStatus();
-      }
-      // 3. All-reduce this node's mean gradient over its n + carried samples.
-      const double b = static_cast<double>(n) + carry_b_;
-      data.assign(grad_.size(), 0.0f);
-      if (b > 0) {
-        for (size_t j = 0; j < data.size(); ++j) {
-          const double sum =
-              (n > 0 ? static_cast<double>(n) * grad_[j] : 0.0) + (carry_b_ > 0 ? carry_[j] : 0.0);
-          data[j] = static_cast<float>(sum / b);
-        }
-      }
-      std::vector<double> w = models::AggregationWeights(reducer_.kind, ex.b);
-      const int present = static_cast<int>(std::count_if(w.begin(), w.end(), [](double x) { return x > 0; }));
-      if (present == 0) return DataLoss("round " + std::to_string(round) + ": no member has samples");
-      models::AllReduceOptions ao;
-      ao.reducer = reducer_;
-      if (ao.reducer.kind == models::ReducerKind::kTrimmedMean) {
-        // Trim at least one per side when there are enough members with samples.
-        int k = std::max(1, static_cast<int>(std::floor(0.2 * present)));
-        while (k > 0 && present <= 2 * k) --k;
-        ao.reducer.trim_count = k;
-      }
-      if (ao.reducer.kind == models::ReducerKind::kMultiKrum && present < ao.reducer.krum_f + 3)
-        ao.reducer.krum_f = 0;
-      ao.timeout_ms = options_.ring_timeout_ms;
-      models::RingAllReduce ring(transport_.get(), ao);
-      LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, data, w));
-      // The partitions whose samples this update holds: members with
-      // weight and a partition of this round (carried samples belong to
-      // partitions already reported).
-      res.applied.clear();
-      for (size_t i = 0; i < m.nodes.size(); ++i) {
-        if (w[i] > 0 && ex.partition[i] != 0) res.applied.emplace_back(ex.partition[i], m.nodes[i]);
-      }
-      std::sort(res.applied.begin(), res.applied.end());
-      for (size_t i = 0; i < m.nodes.size(); ++i) {
-        if (ex.reports[i]) {
-          res.evaluator = m.nodes[i] == options_.node;
-          break;
-        }
-      }
-      return OkStatus();
-    }();
+  auto connect = [this](const RingMembers& m) { return transport_->SetPeers(m.endpoints); };
+  auto attempt = [&](const RingMembers& m) {
+    transport_->SetAbortCheck([this, &m] { return views_->CheckAlive(m); });
+    Status st = Attempt(m, round, n, partition_id, reports, loss, &res, &data);
     transport_->SetAbortCheck(nullptr);
-    if (st.ok()) break;
-    if (st.code() != StatusCode::kDeadlineExceeded && st.code() != StatusCode::kUnavailable &&
-        st.code() != StatusCode::kFailedPrecondition) {
-      return st.WithContext("all-reduce of round " + std::to_string(round));
-    }
-    spdlog::warn("all-reduce of round {} in view {} failed ({}); waiting for a new view", round, m.view,
-                 st.ToString());
-    auto nv = NewerView(m.view);
-    if (!nv) return st.WithContext("all-reduce of round " + std::to_string(round) + ", no newer view");
-    std::vector<int> survivors;
-    for (int node : m.nodes) {
-      if (std::find(nv->live_nodes().begin(), nv->live_nodes().end(), node) != nv->live_nodes().end())
-        survivors.push_back(node);
-    }
-    LOFT_ASSIGN_OR_RETURN(Members next, ViewMembers(nv->view()));
-    next.nodes = survivors;
-    if (std::find(survivors.begin(), survivors.end(), options_.node) == survivors.end())
-      return FailedPrecondition("this node left the view during the all-reduce");
-    spdlog::info("restarting the all-reduce of round {} among {} survivors (view {})", round,
-                 survivors.size(), next.view);
-    m = next;
-  }
-  res.members = static_cast<int>(m.nodes.size());
+    return st;
+  };
+  LOFT_ASSIGN_OR_RETURN(RetryResult rr,
+                        RunWithViewRetry(views_.get(), options_.node, view, round, connect, attempt));
+  res.members = static_cast<int>(rr.members.nodes.size());
+  res.attempts = rr.attempts;
   res.allreduce_ms = MsSince(t0);
   if (res.carried) {
-    // Keep this node's samples for the next round.
-    if (n > 0) {
-      if (carry_.empty()) carry_.assign(grad_.size(), 0.0f);
-      for (size_t j = 0; j < grad_.size(); ++j) carry_[j] += static_cast<float>(n) * grad_[j];
-      carry_b_ += static_cast<double>(n);
-    }
+    carry_.Add(n, grad_);  // keep this node's samples for the next round
     return res;
   }
-  carry_.clear();
-  carry_b_ = 0;
+  carry_.Clear();
   Status step = sgd_->Step(model_->params(), data);
   if (!step.ok()) {
     // Every member got the same non-finite vector and refuses it alike, so
@@ -545,15 +320,14 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
     return decoded;
   }
   const uint32_t round = static_cast<uint32_t>(batch.iteration);
+  guard_.Planned(batch.iteration);
   double loss = ComputeGradient(n);
   v1::TrainingReport rep;
   bool evaluator = false;
   if (batch.iteration <= last_round_) {
     // This round is already all-reduced here (a second partition of the
     // iteration, or one that came after a weight-0 join): carry it.
-    if (carry_.empty()) carry_.assign(grad_.size(), 0.0f);
-    for (size_t j = 0; j < grad_.size(); ++j) carry_[j] += static_cast<float>(n) * grad_[j];
-    carry_b_ += static_cast<double>(n);
+    carry_.Add(n, grad_);
     spdlog::info("partition {} of round {} arrived after the round: its {} samples go into the next round",
                  batch.partition_id, round, n);
   } else {
@@ -584,6 +358,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
       spdlog::warn("iteration {}: evaluation failed: {}", batch.iteration, acc.status().ToString());
     }
   }
+  if (byzantine_ == ByzantineKind::kPhantomRound) AnnouncePhantoms(batch.view);
   spdlog::debug("iteration {}: loss {:.4f} hash {:016x} all-reduce {:.1f} ms", batch.iteration, loss,
                 rep.param_hash(), rep.allreduce_ms());
   report_ = rep;
@@ -591,6 +366,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
 }
 
 void ModelTrainer::Skip(int64_t view, int64_t iteration) {
+  guard_.Planned(iteration);
   if (iteration <= last_round_ || iteration > std::numeric_limits<uint32_t>::max() || view < 0) return;
   const auto round = static_cast<uint32_t>(iteration);
   spdlog::info("partition of round {} failed before compute: joining the round with weight 0", round);
@@ -598,6 +374,21 @@ void ModelTrainer::Skip(int64_t view, int64_t iteration) {
   auto r = RunRound(view, round, 0, /*partition_id=*/0, /*reports=*/false, &loss);
   if (!r.ok())
     spdlog::warn("weight-0 join of round {} (view {}) failed: {}", round, view, r.status().ToString());
+}
+
+void ModelTrainer::Offend(int from, const char* reason) {
+  RingOffence o;
+  o.node = from;
+  o.reason = reason;
+  o.report = guard_.Offence(from);
+  o.count = guard_.offences(from);
+  offences_.push_back(std::move(o));
+}
+
+std::vector<RingOffence> ModelTrainer::TakeOffences() {
+  std::vector<RingOffence> out;
+  out.swap(offences_);
+  return out;
 }
 
 void ModelTrainer::Idle() {
@@ -609,32 +400,59 @@ void ModelTrainer::Idle() {
   const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
-  std::optional<std::pair<int, uint64_t>> join;
+  // Per (view, round): the live members announcing it with a partition,
+  // and whether one of its hellos has waited the grace period.
+  std::map<uint64_t, std::set<int>> announcers;
+  std::set<uint64_t> ripe;
   std::set<std::pair<int, uint64_t>> present;
   for (const auto& [from, tag] : transport_->Buffered()) {
     if ((tag & 0xFF) != kWeightsPhase) continue;
-    if (static_cast<int64_t>(models::TagRound(tag)) <= last_round_) {
+    const int64_t round = models::TagRound(tag);
+    if (round <= last_round_) {
       transport_->Discard(from, tag);  // a round this node has done
       continue;
     }
-    if (idle_refused_.count(tag & ~uint64_t{0xFF})) continue;
+    if (guard_.OutOfWindow(last_round_, round)) {
+      transport_->Discard(from, tag);
+      Offend(from, "out_of_window");
+      continue;
+    }
+    const std::vector<std::byte>* bytes = transport_->Peek(from, tag);
+    auto hello = bytes ? DecodeHello(*bytes) : StatusOr<MemberHello>(DataLoss("no payload"));
+    if (!hello.ok()) {
+      transport_->Discard(from, tag);
+      Offend(from, "malformed_hello");
+      continue;
+    }
+    const uint64_t key = tag & ~uint64_t{0xFF};
+    // Only live members of a view that has arrived (a view this agent has
+    // not seen yet is judged once it arrives).
+    if (idle_refused_.count(key) || !views_->IsLive(models::TagView(tag), from)) continue;
     present.insert({from, tag});
+    if (hello->partition != 0) announcers[key].insert(from);
     auto [it, fresh] = idle_seen_us_.emplace(std::pair{from, tag}, now);
-    if (!fresh && now - it->second >= options_.idle_join_grace_ms * 1000 && !join) join = {from, tag};
+    if (!fresh && now - it->second >= options_.idle_join_grace_ms * 1000) ripe.insert(key);
   }
   for (auto it = idle_seen_us_.begin(); it != idle_seen_us_.end();) {
     it = present.count(it->first) ? std::next(it) : idle_seen_us_.erase(it);
   }
+  std::optional<uint64_t> join;  // the lowest ripe round with a quorum of announcers
+  for (uint64_t key : ripe) {
+    if (static_cast<int>(announcers[key].size()) >= guard_.JoinQuorum()) {
+      join = key;
+      break;
+    }
+  }
   if (!join) return;
-  const uint64_t tag = join->second;
-  const uint32_t view = models::TagView(tag), round = models::TagRound(tag);
-  spdlog::info("node {} started round {} (view {}) and this node has no partition: joining with weight 0",
-               join->first, round, view);
+  const uint32_t view = models::TagView(*join), round = models::TagRound(*join);
+  spdlog::info(
+      "{} member(s) started round {} (view {}) and this node has no partition: joining with weight 0",
+      announcers[*join].size(), round, view);
   double loss = 0;
   auto r = RunRound(view, round, 0, /*partition_id=*/0, /*reports=*/false, &loss);
   if (!r.ok()) {
     spdlog::warn("weight-0 join of round {} (view {}) failed: {}", round, view, r.status().ToString());
-    idle_refused_.insert(tag & ~uint64_t{0xFF});
+    idle_refused_.insert(*join);
     if (idle_refused_.size() > 256) idle_refused_.erase(idle_refused_.begin());
   }
   idle_seen_us_.clear();

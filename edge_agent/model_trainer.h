@@ -12,9 +12,9 @@
 //
 // One round per iteration (round = iteration). Ring members = the live
 // nodes of the view the partition was planned in. Each round:
-//  1. exchange: every member sends [b_i, last_round, ParameterHash, reports,
-//     partition id of this round (0 = none)]
-//     (b_i = samples this round, 0 for a member without a partition);
+//  1. exchange: every member sends a RingHello (edge_agent/ring_hello.h):
+//     b_i, last_round, ParameterHash, reports, partition id of this round
+//     (0 = none) (b_i = samples this round, 0 for a member without a partition);
 //  2. state check: the (last_round, hash) pair held by most members (ties:
 //     the later round) is the job's state; a member holding anything else
 //     (a restarted agent starts from the seed's initial parameters; one
@@ -27,14 +27,21 @@
 //     1 per member with samples for the robust reducers, 0 = absent);
 //  4. SGD step; last_round = round.
 // A live member with no partition takes part with weight 0 (Idle(): when
-// a ring message of a newer round has waited idle_join_grace_ms and this
-// agent has nothing pending). A partition of a round this agent already
-// all-reduced (a second partition of the same iteration, e.g. a retried
-// child, or one that arrived after the weight-0 join) is not all-reduced
-// again: its b·g is carried into the next round's contribution.
+// a ring message of a newer round has waited idle_join_grace_ms, at least
+// f+1 live members announce that round with a partition, and this agent
+// has nothing pending). Malformed and out-of-window ring messages are
+// dropped and counted per sender (edge_agent/ring_guard.h, TakeOffences). A partition of a round this agent
+// already all-reduced (a second partition of the same iteration, e.g. a retried child, or one that arrived
+// after the weight-0 join) is not all-reduced again: its b·g is carried into the next round's contribution.
 // If an attempt fails (a member is silent or gone) the trainer waits for a
 // newer view, keeps the survivors and restarts the same round with that
 // view's number; if no newer view arrives the partition fails.
+// Rooms: the pure decisions of a round (sync source, carried, weights,
+// reducer settings, applied list, evaluator) are edge_agent/round_decision.h,
+// the carried samples edge_agent/gradient_carry.h, the retry loop
+// edge_agent/round_retry.h, the views edge_agent/view_book.h; this class
+// does the I/O between them. The gradient a round all-reduces is grad_
+// (ComputeGradient); an external gradient source would fill it instead.
 //
 // Not responsible for: reading samples, deciding membership, Byzantine
 // state: the state fetched on rejoin is the majority's (last_round, hash)
@@ -44,10 +51,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -58,7 +63,12 @@
 #include "core/cluster_spec.h"
 #include "core/curve.h"
 #include "core/proto/loft.pb.h"
+#include "edge_agent/gradient_carry.h"
+#include "edge_agent/ring_guard.h"
+#include "edge_agent/round_decision.h"
 #include "edge_agent/trainer.h"
+#include "edge_agent/trainer_state.h"
+#include "edge_agent/view_book.h"
 #include "edge_agent/zmq_transport.h"
 #include "models/model.h"
 #include "models/reducers.h"
@@ -89,26 +99,6 @@ struct ModelTrainerOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
-// The job's state in a round's exchange: the (last_round, hash) pair held by
-// the most members; ties go to the later round. One member claiming a
-// far-ahead round cannot win against two that agree. Members without
-// progress (last_round < 0: restarted) vote only when no member has any, so
-// restarted agents never roll the survivors back to the initial state; a
-// last_round beyond 2^32 - 1 (rounds are 32-bit) never votes.
-std::pair<int64_t, uint64_t> AgreedState(std::span<const int64_t> last_round, std::span<const uint64_t> hash);
-
-// Installs a state answer [i64 last_round][u64 hash][checkpoint] from
-// `source` into model/sgd if it is the wanted (round, hash): it decodes
-// (models::DecodeCheckpoint: length, CRC, architecture, finite values), its
-// parameters hash to want_hash and its optimizer step is at most
-// want_round + 1 (one step per applied round; the hash does not cover the
-// optimizer). Otherwise an error naming `source`, and model/sgd unchanged.
-Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_t want_hash,
-                  const std::string& source, models::Model* model, models::Sgd* sgd);
-
-// The optimiser settings of training.learning_rate / momentum / lr_schedule.
-StatusOr<models::SgdOptions> SgdOptionsFromSpec(const TrainingSpec& training);
-
 class ModelTrainer final : public Trainer {
  public:
   // spec: training.model (softmax|mlp), aggregation, learning_rate,
@@ -127,46 +117,22 @@ class ModelTrainer final : public Trainer {
   void Idle() override;
   // Joins round `iteration` with weight 0 unless this node is past it.
   void Skip(int64_t view, int64_t iteration) override;
+  std::vector<RingOffence> TakeOffences() override;
 
   std::span<const float> params() const { return model_->params(); }
   int64_t last_round() const { return last_round_; }
 
  private:
   ModelTrainer() = default;
-  struct Members {
-    uint32_t view = 0;
-    std::vector<int> nodes;
-    std::map<int, std::string> endpoints;  // ring endpoints of the other nodes in `view`
-  };
-  // Unavailable when a view newer than m's drops a member or gives it a new
-  // ring endpoint (it restarted): the attempt can never complete.
-  Status CheckMembersAlive(const Members& m);
-  // The live nodes of view v (waits up to view_wait_ms for it).
-  StatusOr<Members> ViewMembers(int64_t v);
-  // Waits up to view_wait_ms for pred (under mu_), in short slices so that
-  // options_.stop is honoured. Returns pred().
-  template <typename Pred>
-  bool WaitViews(std::unique_lock<std::mutex>& lock, Pred pred);
-  bool Stopping() const { return options_.stop != nullptr && options_.stop->load(); }
-  // A view newer than v, after waiting up to view_wait_ms.
-  std::optional<v1::MembershipView> NewerView(int64_t v);
-  struct Exchange {
-    std::vector<double> b;  // per member (0 = no samples / malformed)
-    std::vector<int64_t> last_round;
-    std::vector<uint64_t> hash;
-    std::vector<bool> reports;
-    std::vector<uint64_t> partition;  // the member's partition of this round, 0 = none
-  };
-  StatusOr<Exchange> ExchangeState(const Members& m, uint32_t round, double b, bool reports,
-                                   uint64_t partition_id);
+  // Sends this member's hello to the others of m and receives theirs (a
+  // malformed one gives that member no weight and a state nobody holds).
+  StatusOr<RoundHellos> ExchangeHellos(const RingMembers& m, uint32_t round, const MemberHello& mine);
   // Fetches the state (last_round, hash) from a member holding it.
-  Status SyncState(const Members& m, uint32_t round, int64_t want_round, uint64_t want_hash,
+  Status SyncState(const RingMembers& m, uint32_t round, int64_t want_round, uint64_t want_hash,
                    const std::vector<int>& holders);
   std::vector<std::byte> ServeState(int from, uint64_t tag);
   // The gradient of the current batch (images_/labels_, n samples) into grad_, corrupted if Byzantine.
   double ComputeGradient(size_t n);
-  // Runs round `round` starting in view `view` with this node's b samples
-  // (grad_ holds their mean gradient when b > 0). On OK the update is applied.
   struct RoundResult {
     int members = 0, attempts = 0;
     double allreduce_ms = 0;
@@ -175,12 +141,27 @@ class ModelTrainer final : public Trainer {
     // (partition, member that named it) whose samples the applied update holds.
     std::vector<std::pair<uint64_t, int32_t>> applied;
   };
-  // `partition_id`: this member's partition of the round (0 = none, a
-  // weight-0 join); exchanged so every member can report which partitions
-  // the update holds.
+  // Runs round `round` starting in view `view` with this node's n samples
+  // (grad_ holds their mean gradient when n > 0), retrying in newer views
+  // (edge_agent/round_retry.h). On OK the update is applied, or the
+  // samples are carried (res.carried). `partition_id`: this member's
+  // partition of the round (0 = none, a weight-0 join); exchanged so every
+  // member can report which partitions the update holds.
   StatusOr<RoundResult> RunRound(int64_t view, uint32_t round, size_t n, uint64_t partition_id, bool reports,
                                  double* loss);
+  // One attempt among m: hellos, state sync, the round decision
+  // (edge_agent/round_decision.h) and the all-reduce into *data.
+  Status Attempt(const RingMembers& m, uint32_t round, size_t n, uint64_t partition_id, bool reports,
+                 double* loss, RoundResult* res, std::vector<float>* data);
   void Corrupt(std::span<float> g);
+  // byzantine: chunk_garbage (uniform in +-byzantine_scale) / chunk_scale
+  // (times byzantine_scale): this member's reduced chunk before it is sent.
+  void CorruptChunk(std::span<float> c);
+  // byzantine: phantom_round: announces two rounds nobody planned (one near,
+  // one 2^31 ahead) with only its own weight.
+  void AnnouncePhantoms(int64_t view);
+  // Records an offence by ring member `from` (edge_agent/ring_guard.h).
+  void Offend(int from, const char* reason);
 
   ModelTrainerOptions options_;
   std::unique_ptr<models::Model> model_;
@@ -196,15 +177,15 @@ class ModelTrainer final : public Trainer {
   std::unique_ptr<zmq::context_t> ctx_;  // only when options_.context is null
   std::unique_ptr<ZmqTransport> transport_;
 
-  int64_t last_round_ = -1;   // the last round whose update this node applied
-  std::vector<float> carry_;  // sum of b * g of partitions of rounds already done
-  double carry_b_ = 0;
+  int64_t last_round_ = -1;  // the last round whose update this node applied
+  GradientCarry carry_;      // samples of partitions of rounds already done
+  RingGuard guard_;
+  int tolerance_ = 0;                  // training.byzantine_tolerance: verified chunks when > 0
+  std::vector<RingOffence> offences_;  // since the last TakeOffences
   std::map<std::pair<int, uint64_t>, int64_t> idle_seen_us_;  // weights messages first seen idle
   std::set<uint64_t> idle_refused_;                           // (view, round) tags not to join
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<int64_t, v1::MembershipView> views_;  // last few views by number
+  std::unique_ptr<ViewBook> views_;
 
   std::optional<v1::TrainingReport> report_;
 };

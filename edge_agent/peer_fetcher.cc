@@ -17,7 +17,9 @@ StatusOr<zmq::socket_t*> PeerFetcher::SocketFor(const PeerInfo& peer) {
   SocketOptions so;
   so.max_message_bytes = options_.max_message_bytes;
   so.send_timeout_ms = options_.timeout_ms;
-  so.recv_hwm = 0;  // replies are bounded by our own requests
+  // Bounded: a peer sending unsolicited replies fills at most this many
+  // messages (then TCP backpressure) instead of growing without bound.
+  so.recv_hwm = 32;
   if (options_.own_keys) {
     so.curve_own = options_.own_keys;
     auto key = ReadCurvePublicKey((std::filesystem::path(options_.keys_dir) / (peer.name + ".pub")).string());

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cache/sample_cache.h"
@@ -28,6 +29,15 @@ struct Batch {
   int64_t iteration = 0;  // the partition's iteration (the all-reduce round)
   int64_t view = 0;       // the membership view it was planned in
   std::vector<cache::Sample> samples;
+};
+
+// A ring member this agent caught misbehaving (training only): it dropped
+// a message from `node` or detected its chunk (edge_agent/ring_guard.h).
+struct RingOffence {
+  int32_t node = -1;
+  std::string reason;   // malformed_hello | out_of_window | malformed_chunk | chunk_mismatch
+  int64_t count = 0;    // offences by `node` so far
+  bool report = false;  // to be reported to the scheduler now
 };
 
 class Trainer {
@@ -52,6 +62,9 @@ class Trainer {
   // planning ahead the agent may already hold the next partition and
   // would not be Idle. Bounded like Idle's joins.
   virtual void Skip(int64_t view, int64_t iteration) {}
+  // The offences seen since the last call (the daemon counts them in
+  // loft_agent_ring_offences_total and sends the reports).
+  virtual std::vector<RingOffence> TakeOffences() { return {}; }
 };
 
 class SyntheticTrainer final : public Trainer {

@@ -114,6 +114,7 @@ struct ZmqAgentServer::Impl {
             lock.unlock();
             trainer->Idle();
             lock.lock();
+            TakeOffences();
           }
         }
         if (threads_stop) return;
@@ -124,6 +125,25 @@ struct ZmqAgentServer::Impl {
       v1::Envelope report = runner->Finish(std::move(r), trainer.get(), service->node());
       std::lock_guard lock(mu);
       outbox.push_back(std::move(report));
+      TakeOffences();
+    }
+  }
+
+  // Counts and logs the trainer's ring offences; queues the reports (under mu).
+  void TakeOffences() {
+    for (const RingOffence& o : trainer->TakeOffences()) {
+      metrics.ring_offences->WithLabels({std::to_string(o.node), o.reason}).Increment();
+      if (!o.report) continue;
+      spdlog::warn("ring: node {} sent {} {} time(s): reporting it to the scheduler", o.node, o.reason,
+                   o.count);
+      v1::Envelope env;
+      env.set_protocol_version(kProtocolVersion);
+      auto* pr = env.mutable_peer_report();
+      pr->set_node(service->node());
+      pr->set_accused(o.node);
+      pr->set_reason(o.reason);
+      pr->set_count(o.count);
+      outbox.push_back(std::move(env));
     }
   }
 

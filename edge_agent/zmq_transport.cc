@@ -267,6 +267,11 @@ std::vector<std::pair<int, uint64_t>> ZmqTransport::Buffered() const {
   return out;
 }
 
+const std::vector<std::byte>* ZmqTransport::Peek(int from_rank, uint64_t tag) const {
+  auto it = inbox_.find({from_rank, tag});
+  return it == inbox_.end() || it->second.empty() ? nullptr : &it->second.front();
+}
+
 void ZmqTransport::Discard(int from_rank, uint64_t tag) {
   auto it = inbox_.find({from_rank, tag});
   if (it == inbox_.end()) return;

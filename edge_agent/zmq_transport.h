@@ -99,6 +99,8 @@ class ZmqTransport final : public models::Transport {
   void SetAbortCheck(std::function<Status()> check) { abort_check_ = std::move(check); }
   // (sender, tag) of every buffered message.
   std::vector<std::pair<int, uint64_t>> Buffered() const;
+  // The first buffered message of (sender, tag), or null.
+  const std::vector<std::byte>* Peek(int from_rank, uint64_t tag) const;
   // Drops the buffered messages of (sender, tag).
   void Discard(int from_rank, uint64_t tag);
   // Messages dropped because their CURVE identity did not match the rank they claimed.

@@ -1,6 +1,7 @@
 #include "models/ring_allreduce.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -10,6 +11,8 @@ namespace loft::models {
 
 Status AllReduceOptions::Validate() const {
   if (timeout_ms <= 0) return InvalidArgument("all-reduce timeout_ms must be > 0");
+  if (tolerance < 0 || tolerance > 31)
+    return InvalidArgument("all-reduce tolerance " + std::to_string(tolerance) + " is not in [0, 31]");
   return reducer.Validate();
 }
 
@@ -49,7 +52,10 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
     return InvalidArgument(ctx + ": " + std::to_string(weights.size()) + " weights for " + std::to_string(n) +
                            " members");
   }
-  if (report) report->malformed_from.clear();
+  if (report) {
+    report->malformed_from.clear();
+    report->chunk_mismatch_from.clear();
+  }
 
   const uint64_t scatter_tag = MakeTag(view.view, round, 1);
   const uint64_t gather_tag = MakeTag(view.view, round, 2);
@@ -57,6 +63,7 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
   const int64_t deadline_us = clock_->NowMicros() + options_.timeout_ms * 1000;
   auto remaining_ms = [&] { return std::max<int64_t>(0, (deadline_us - clock_->NowMicros() + 999) / 1000); };
   const size_t d = data.size();
+  if (options_.tolerance > 0) return RunVerified(view, pos, round, data, weights, deadline_us, ctx, report);
 
   // 1. Reduce-scatter: send chunk c to its owner, nearest ring neighbour first.
   for (int s = 1; s < n; ++s) {
@@ -87,6 +94,7 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
   std::span<float> mine(result.data() + mb, len);
   LOFT_RETURN_IF_ERROR(
       Reduce(options_.reducer, inputs, weights, mine).WithContext(ctx + " chunk " + std::to_string(pos)));
+  if (options_.corrupt_owned_chunk) options_.corrupt_owned_chunk(mine);
 
   // 2. All-gather: the owner sends its reduced chunk to every member.
   for (int s = 1; s < n; ++s) {
@@ -105,6 +113,121 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
     }
     if (e > b) std::memcpy(result.data() + b, bytes.data(), bytes.size());
   }
+  std::copy(result.begin(), result.end(), data.begin());
+  return OkStatus();
+}
+
+namespace {
+
+// Orders floats with every non-finite value last (NaN has no order).
+bool RankLess(float a, float b) {
+  const bool fa = std::isfinite(a), fb = std::isfinite(b);
+  if (fa != fb) return fa;
+  return fa ? a < b : false;
+}
+
+bool SameBits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+}
+
+}  // namespace
+
+Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round, std::span<float> data,
+                                  std::span<const double> weights, int64_t deadline_us,
+                                  const std::string& ctx, AllReduceReport* report) {
+  const int n = static_cast<int>(view.members.size());
+  const int r = std::min(2 * options_.tolerance + 1, n);
+  const size_t d = data.size();
+  auto remaining_ms = [&] { return std::max<int64_t>(0, (deadline_us - clock_->NowMicros() + 999) / 1000); };
+  auto scatter_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(16 + j)); };
+  auto gather_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(80 + j)); };
+  auto chunk_of = [&](int c) {
+    const auto [b, e] = ChunkRange(d, n, c);
+    return data.subspan(b, e - b);
+  };
+
+  // 1. Scatter: chunk c to each of its r replicas (positions c .. c+r-1).
+  for (int j = 0; j < r; ++j) {
+    for (int c = 0; c < n; ++c) {
+      const int owner = (c + j) % n;
+      if (owner == pos) continue;
+      LOFT_RETURN_IF_ERROR(
+          transport_->Send(view.members[owner], scatter_tag(j), std::as_bytes(chunk_of(c))).WithContext(ctx));
+    }
+  }
+  // 2. Reduce the r chunks this member replicates: as replica j, chunk pos - j.
+  std::vector<std::vector<float>> owned(r);
+  for (int j = 0; j < r; ++j) {
+    const int c = (pos - j + n) % n;
+    const std::span<float> own = chunk_of(c);
+    std::vector<std::vector<float>> copies(n);
+    for (int s = 0; s < n; ++s) {
+      if (s == pos) {
+        copies[s].assign(own.begin(), own.end());
+        continue;
+      }
+      LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
+                            transport_->Recv(view.members[s], scatter_tag(j), remaining_ms()));
+      if (bytes.size() != own.size_bytes()) {
+        copies[s].assign(own.size(), std::numeric_limits<float>::quiet_NaN());
+        if (report) report->malformed_from.push_back(view.members[s]);
+      } else {
+        copies[s].resize(own.size());
+        if (!own.empty()) std::memcpy(copies[s].data(), bytes.data(), bytes.size());
+      }
+    }
+    std::vector<std::span<const float>> inputs(copies.begin(), copies.end());
+    owned[j].resize(own.size());
+    LOFT_RETURN_IF_ERROR(
+        Reduce(options_.reducer, inputs, weights, owned[j]).WithContext(ctx + " chunk " + std::to_string(c)));
+    if (options_.corrupt_owned_chunk) options_.corrupt_owned_chunk(owned[j]);
+    for (int s = 1; s < n; ++s) {
+      LOFT_RETURN_IF_ERROR(transport_
+                               ->Send(view.members[(pos + s) % n], gather_tag(j),
+                                      std::as_bytes(std::span<const float>(owned[j])))
+                               .WithContext(ctx));
+    }
+  }
+  // 3. Gather: r results per chunk; take the coordinate-wise median.
+  std::vector<float> result(d);
+  std::set<int> mismatched;
+  std::vector<std::vector<float>> results(r);
+  std::vector<float> column(r);
+  for (int c = 0; c < n; ++c) {
+    const auto [b, e] = ChunkRange(d, n, c);
+    const size_t len = e - b;
+    for (int j = 0; j < r; ++j) {
+      const int owner = (c + j) % n;
+      if (owner == pos) {
+        results[j] = owned[j];
+        continue;
+      }
+      LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
+                            transport_->Recv(view.members[owner], gather_tag(j), remaining_ms()));
+      if (bytes.size() != len * sizeof(float)) {
+        results[j].assign(len, std::numeric_limits<float>::quiet_NaN());
+      } else {
+        results[j].resize(len);
+        if (len > 0) std::memcpy(results[j].data(), bytes.data(), bytes.size());
+      }
+    }
+    std::span<float> out(result.data() + b, len);
+    for (size_t k = 0; k < len; ++k) {
+      for (int j = 0; j < r; ++j) column[j] = results[j][k];
+      std::nth_element(column.begin(), column.begin() + r / 2, column.end(), RankLess);
+      out[k] = column[r / 2];
+    }
+    int agree = 0;
+    std::vector<int> differ;
+    for (int j = 0; j < r; ++j) {
+      if (SameBits(results[j], out))
+        ++agree;
+      else
+        differ.push_back(view.members[(c + j) % n]);
+    }
+    if (agree >= options_.tolerance + 1) mismatched.insert(differ.begin(), differ.end());
+  }
+  if (report) report->chunk_mismatch_from.assign(mismatched.begin(), mismatched.end());
   std::copy(result.begin(), result.end(), data.begin());
   return OkStatus();
 }

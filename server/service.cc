@@ -211,6 +211,8 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
         return FailedPrecondition("node " + spec_.nodes[node].name + " is not registered; register");
       if (hb.credits() < 0 || hb.credits() > kMaxCredits)
         return InvalidArgument("heartbeat credits out of range");
+      if (accusations_.evicted(node))
+        return PermissionDenied("node " + spec_.nodes[node].name + " was evicted (reported by its ring)");
       *sender_node = node;
       n.last_seen_ms = now_ms;
       n.flow.Grant(hb.credits());
@@ -223,6 +225,20 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       auto* r = reply->mutable_heartbeat();
       r->set_node(node);
       r->set_view(driver_->state().view());
+      return OkStatus();
+    }
+    case v1::Envelope::kPeerReport: {
+      // A ring member reported by agents; evicted by the next Tick (scheduler/accusations.h).
+      const auto& pr = in.peer_report();
+      LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, pr.node()));
+      *sender_node = node;
+      if (pr.accused() < 0 || pr.accused() >= spec_.num_nodes() || pr.accused() == node)
+        return InvalidArgument("peer report accuses node " + std::to_string(pr.accused()));
+      spdlog::warn("node {} reports node {}: {} ({} times)", spec_.nodes[node].name,
+                   spec_.nodes[pr.accused()].name, pr.reason(), pr.count());
+      if (accusations_.Report(node, pr.accused(), spec_.training.byzantine_tolerance))
+        spdlog::warn("evicting node {}: reported by {} nodes", spec_.nodes[pr.accused()].name,
+                     accusations_.reporters(pr.accused()));
       return OkStatus();
     }
     case v1::Envelope::kCreditGrant: {
@@ -312,6 +328,8 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerIn
     return InvalidArgument("register credits must be in 1.." + std::to_string(kMaxCredits));
   }
   if (req.peer_endpoint().empty()) return InvalidArgument("register without a peer_endpoint");
+  if (accusations_.evicted(node))
+    return PermissionDenied("node " + req.node_name() + " was evicted (reported by its ring)");
   if (driver_->state().alive(node)) {
     // A restart fails the node's partitions; commit those the ring applied.
     for (uint64_t id : driver_->state().ledger().InFlightOf(node)) {

@@ -39,6 +39,7 @@
 #include "core/metrics.h"
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
+#include "scheduler/accusations.h"
 #include "scheduler/driver.h"
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
@@ -203,6 +204,7 @@ class SchedulerService {
   // journal, read back from journal_dir/job_id after a restart.
   uint64_t job_id_ = 1;
   bool resent_after_recovery_ = false;
+  scheduler::AccusationBook accusations_;  // ring members reported by agents (PeerReport)
   bool view_dirty_ = false;
   std::string last_blocked_;
   std::map<uint64_t, int32_t> sent_;  // partitions this process sent, not finished -> worker

@@ -293,10 +293,15 @@ Status SchedulerService::Tick(double now_ms) {
   // Heartbeat expiry.
   for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
     NodeSession& n = nodes_[node];
-    if (!st.alive(node) || !sched::HeartbeatExpired(n.last_seen_ms, now_ms, opts_.heartbeat_timeout_ms))
+    const bool evicted = accusations_.evicted(node);
+    if (!st.alive(node) ||
+        (!evicted && !sched::HeartbeatExpired(n.last_seen_ms, now_ms, opts_.heartbeat_timeout_ms)))
       continue;
-    spdlog::warn("node {} missed heartbeats for {:.0f} ms: dropping it", spec_.nodes[node].name,
-                 now_ms - n.last_seen_ms);
+    if (evicted)
+      spdlog::warn("node {} was reported by its ring: dropping it", spec_.nodes[node].name);
+    else
+      spdlog::warn("node {} missed heartbeats for {:.0f} ms: dropping it", spec_.nodes[node].name,
+                   now_ms - n.last_seen_ms);
     // Its partitions (and those reading from it) fail; commit those the ring applied.
     for (uint64_t id : sched::AffectedPartitions(st.ledger(), node)) {
       LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());

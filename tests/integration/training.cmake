@@ -1,7 +1,7 @@
 # Training integration tests (issue 6): real loft-scheduler + loft-agents
 # via `loftctl cluster run` on Fashion-MNIST, and the ZeroMQ ring transport.
 if(Python3_Interpreter_FOUND AND TARGET loft-agent AND TARGET loft-scheduler)
-  foreach(t training training_byzantine training_rejoin training_zero_batch)
+  foreach(t training training_byzantine training_rejoin training_zero_batch training_attack)
     add_test(NAME integration:${t}
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/${t}_test.py)
     set_tests_properties(integration:${t} PROPERTIES
@@ -15,4 +15,11 @@ if(TARGET loft_agent_lib)
   loft_add_warnings(zmq_transport_test)
   add_test(NAME integration:zmq_transport COMMAND zmq_transport_test)
   set_tests_properties(integration:zmq_transport PROPERTIES LABELS integration TIMEOUT 120)
+endif()
+if(TARGET loft_agent_lib)
+  add_executable(ring_guard_test ${CMAKE_CURRENT_SOURCE_DIR}/ring_guard_test.cc)
+  target_link_libraries(ring_guard_test PRIVATE loft_agent_lib loft_models Catch2::Catch2WithMain)
+  loft_add_warnings(ring_guard_test)
+  add_test(NAME integration:ring_guard COMMAND ring_guard_test)
+  set_tests_properties(integration:ring_guard PROPERTIES LABELS integration TIMEOUT 120)
 endif()

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "core/cluster_spec.h"
+
+#include <catch2/catch.hpp>
 
 using namespace loft;
 
@@ -66,7 +66,8 @@ TEST_CASE("bad specs name file, line and field") {
     auto spec = ParseClusterSpec(Replace(kGood, "byzantine: none", "byzantine: evil"), "c.yaml");
     REQUIRE_FALSE(spec.ok());
     CHECK(spec.status().message() ==
-          "c.yaml:13: nodes[0].byzantine must be one of none, sign_flip, random, nan (got 'evil')");
+          "c.yaml:13: nodes[0].byzantine must be one of none, sign_flip, random, nan, chunk_garbage, "
+          "chunk_scale, phantom_round (got 'evil')");
   }
   SECTION("non-number") {
     auto spec = ParseClusterSpec(Replace(kGood, "samples: 60000", "samples: lots"), "c.yaml");
@@ -80,7 +81,8 @@ TEST_CASE("bad specs name file, line and field") {
   }
   SECTION("explicit shares must match node count") {
     auto spec = ParseClusterSpec(
-        Replace(kGood, "{kind: shards, replication: 1, skew: 0.0}", "{kind: explicit, shares: [1, 2]}"), "c.yaml");
+        Replace(kGood, "{kind: shards, replication: 1, skew: 0.0}", "{kind: explicit, shares: [1, 2]}"),
+        "c.yaml");
     REQUIRE_FALSE(spec.ok());
     CHECK(spec.status().message() ==
           "c.yaml:2: placement.shares must list one share per node (5 nodes after count expansion, got 2)");
@@ -121,4 +123,24 @@ TEST_CASE("compute.cpu_cores is optional, per node, and must be > 0") {
                               "cluster.yaml");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message() == "cluster.yaml:15: nodes[1].compute.cpu_cores must be > 0");
+}
+
+TEST_CASE("training.byzantine_tolerance: default 0, needs 2f+1 nodes, clear error when too small") {
+  auto plain = ParseClusterSpec(kGood, "c.yaml");
+  REQUIRE(plain.ok());
+  CHECK(plain->training.byzantine_tolerance == 0);
+  auto two = ParseClusterSpec(Replace(kGood, "seed: 7,", "seed: 7, byzantine_tolerance: 2,"), "c.yaml");
+  REQUIRE(two.ok());  // 5 nodes = 2*2+1
+  CHECK(two->training.byzantine_tolerance == 2);
+  auto three = ParseClusterSpec(Replace(kGood, "seed: 7,", "seed: 7, byzantine_tolerance: 3,"), "c.yaml");
+  REQUIRE_FALSE(three.ok());
+  CHECK(three.status().message() ==
+        "c.yaml:3: training.byzantine_tolerance 3 needs at least 7 nodes (2f+1), the spec has 5");
+  auto neg = ParseClusterSpec(Replace(kGood, "seed: 7,", "seed: 7, byzantine_tolerance: -1,"), "c.yaml");
+  REQUIRE_FALSE(neg.ok());
+  CHECK(neg.status().message() == "c.yaml:3: training.byzantine_tolerance must be >= 0");
+  auto modes = ParseClusterSpec(Replace(kGood, "byzantine: none", "byzantine: chunk_scale"), "c.yaml");
+  REQUIRE(modes.ok());
+  CHECK(modes->nodes[0].byzantine == ByzantineKind::kChunkScale);
+  CHECK(ByzantineKindName(ByzantineKind::kPhantomRound) == "phantom_round");
 }

@@ -190,7 +190,7 @@ TEST_CASE("Garbage on the peer path gets an Error and is counted by reason") {
   v1::Envelope old = Fetch(1, 1, {1});
   old.set_protocol_version(7);
   PeerReply v = svc.HandlePeer(Frame(old), 0, "");
-  CHECK(v.header.error().message() == "protocol version 7 is not supported (this build speaks version 2)");
+  CHECK(v.header.error().message() == "protocol version 7 is not supported (this build speaks version 3)");
   CHECK(svc.HandlePeer(Frame(Registered(3)), 0, "").header.has_error());
   CHECK(svc.HandlePeer(Frame(Fetch(1, 1, {})), 0, "").header.has_error());
   CHECK(svc.HandlePeer(Frame(Fetch(1, 1, {1})), 2, "").header.has_error());

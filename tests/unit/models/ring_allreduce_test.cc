@@ -19,20 +19,22 @@ namespace {
 struct RankResult {
   Status status;
   std::vector<float> data;
+  AllReduceReport report;
 };
 
 // Runs RingAllReduce on every rank in `view.members`, one thread each;
 // ranks not in the view do nothing (a dead or absent worker).
 std::vector<RankResult> RunRing(InMemoryNetwork& net, const RingView& view, uint32_t round,
                                 const std::vector<std::vector<float>>& inputs,
-                                const std::vector<double>& weights, const AllReduceOptions& opt) {
+                                const std::vector<double>& weights, const AllReduceOptions& opt,
+                                int byzantine = -1, const AllReduceOptions* byzantine_opt = nullptr) {
   std::vector<RankResult> res(net.world_size());
   std::vector<std::thread> threads;
   for (int r : view.members) {
     res[r].data = inputs[r];
     threads.emplace_back([&, r] {
-      RingAllReduce ar(net.endpoint(r), opt);
-      res[r].status = ar.Run(view, round, res[r].data, weights);
+      RingAllReduce ar(net.endpoint(r), r == byzantine ? *byzantine_opt : opt);
+      res[r].status = ar.Run(view, round, res[r].data, weights, &res[r].report);
     });
   }
   for (auto& t : threads) t.join();
@@ -346,4 +348,105 @@ TEST_CASE("a member with weight 0 (no samples) takes part and does not change th
       }
     }
   }
+}
+
+namespace {
+// Options of a Byzantine chunk owner that replaces its reduced chunk(s).
+AllReduceOptions Corrupting(AllReduceOptions o, bool garbage) {
+  o.corrupt_owned_chunk = [garbage](std::span<float> c) {
+    for (float& x : c) x = garbage ? 12345.0f : 25.0f * x;
+  };
+  return o;
+}
+}  // namespace
+
+TEST_CASE("plain ring: a malicious chunk owner sets its 1/N of everyone's result to anything", "[ring]") {
+  const int n = 6;
+  const size_t d = 60;
+  auto in = RandomInputs(n, d, 5);
+  AllReduceOptions opt;
+  opt.reducer.kind = ReducerKind::kMedian;
+  InMemoryNetwork net(n);
+  AllReduceOptions bad = Corrupting(opt, /*garbage=*/true);
+  auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, opt, /*byzantine=*/2, &bad);
+  const auto [b, e] = RingAllReduce::ChunkRange(d, n, 2);
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(res[r].status.ok());
+    for (size_t j = b; j < e; ++j) CHECK(res[r].data[j] == 12345.0f);  // every member applies it
+    CHECK(res[r].data == res[0].data);                                 // so parameter hashes agree
+    CHECK(res[r].report.chunk_mismatch_from.empty());                  // and nobody notices
+  }
+}
+
+TEST_CASE("verified chunks (f = 1): the honest result is taken and the owner named, N = 3..7", "[ring]") {
+  for (int n = 3; n <= 7; ++n) {
+    for (bool garbage : {true, false}) {
+      for (ReducerKind kind : {ReducerKind::kMedian, ReducerKind::kTrimmedMean, ReducerKind::kMean}) {
+        const size_t d = 101;
+        auto in = RandomInputs(n, d, 40 + n);
+        AllReduceOptions plain;
+        plain.reducer.kind = kind;
+        plain.reducer.trim_count = 1;
+        InMemoryNetwork clean_net(n);
+        auto clean = RunRing(clean_net, {1, Iota(n)}, 0, in, {}, plain);
+        AllReduceOptions opt = plain;
+        opt.tolerance = 1;
+        AllReduceOptions bad = Corrupting(opt, garbage);
+        InMemoryNetwork net(n);
+        const int attacker = n / 2;
+        auto res = RunRing(net, {1, Iota(n)}, 3, in, {}, opt, attacker, &bad);
+        for (int r = 0; r < n; ++r) {
+          INFO("n " << n << " garbage " << garbage << " " << ReducerKindName(kind) << " rank " << r);
+          REQUIRE(res[r].status.ok());
+          REQUIRE(clean[r].status.ok());
+          if (r == attacker) continue;
+          CHECK(res[r].data == clean[r].data);  // bitwise the plain ring's honest result
+          CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{attacker});
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("verified chunks without an attacker equal the plain ring and name nobody", "[ring]") {
+  for (int n : {1, 2, 4, 6}) {
+    const size_t d = 37;
+    auto in = RandomInputs(n, d, 7);
+    std::vector<double> w(n, 1.0);
+    AllReduceOptions plain;
+    plain.reducer.kind = ReducerKind::kMedian;
+    InMemoryNetwork a(n), b(n);
+    auto p = RunRing(a, {1, Iota(n)}, 0, in, w, plain);
+    AllReduceOptions ver = plain;
+    ver.tolerance = 1;
+    auto v = RunRing(b, {1, Iota(n)}, 0, in, w, ver);
+    for (int r = 0; r < n; ++r) {
+      REQUIRE(v[r].status.ok());
+      CHECK(v[r].data == p[r].data);
+      CHECK(v[r].report.chunk_mismatch_from.empty());
+    }
+  }
+}
+
+TEST_CASE("verified chunks: a malformed result counts as NaN and its owner is named", "[ring]") {
+  const int n = 4;
+  const size_t d = 16;
+  auto in = RandomInputs(n, d, 9);
+  AllReduceOptions opt;
+  opt.reducer.kind = ReducerKind::kMedian;
+  opt.tolerance = 1;
+  AllReduceOptions bad = opt;
+  bad.corrupt_owned_chunk = [](std::span<float> c) {
+    std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+  };
+  InMemoryNetwork net(n);
+  auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, opt, 1, &bad);
+  for (int r : {0, 2, 3}) {
+    REQUIRE(res[r].status.ok());
+    for (float x : res[r].data) CHECK(std::isfinite(x));
+    CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{1});
+  }
+  AllReduceOptions bad_tol;
+  bad_tol.tolerance = 32;
+  CHECK(bad_tol.Validate().code() == StatusCode::kInvalidArgument);
 }

@@ -1,0 +1,128 @@
+// A ModelTrainer's ring against a Byzantine member (issue 19 item 2),
+// over real tcp loopback: rank 0 is the trainer, rank 1 a raw
+// ZmqTransport that sends what it likes.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/cluster_spec.h"
+#include "edge_agent/model_trainer.h"
+#include "edge_agent/ring_hello.h"
+#include "edge_agent/zmq_transport.h"
+#include "models/transport.h"
+
+using namespace loft;
+using namespace loft::agent;
+
+namespace {
+
+
+struct Ring {
+  std::unique_ptr<ModelTrainer> trainer;
+  zmq::context_t ctx{1};
+  std::unique_ptr<ZmqTransport> attacker;
+
+  explicit Ring(int tolerance) {
+    auto spec = ParseClusterSpec(
+        "dataset: {name: fashion-mnist, samples: 60000, sample_bytes: 784}\n"
+        "training: {global_batch: 30, min_batch: 1, model: softmax, byzantine_tolerance: " +
+            std::to_string(tolerance) +
+            "}\n"
+            "nodes:\n"
+            "  - name: edge\n"
+            "    count: 3\n",
+        "ring.yaml");
+    REQUIRE(spec.ok());
+    ModelTrainerOptions o;
+    o.node = 0;
+    o.ring_timeout_ms = 400;
+    o.view_wait_ms = 200;
+    o.idle_join_grace_ms = 10;
+    auto t = ModelTrainer::Create(*spec, o);
+    REQUIRE(t.ok());
+    trainer = std::move(*t);
+    ZmqTransportOptions to;
+    to.rank = 1;
+    to.world_size = 3;
+    auto a = ZmqTransport::Create(&ctx, to);
+    REQUIRE(a.ok());
+    attacker = std::move(*a);
+    REQUIRE(attacker->SetPeers({{0, trainer->ring_endpoint()}}).ok());
+    v1::MembershipView view;
+    view.set_view(1);
+    view.add_live_nodes(0);
+    view.add_live_nodes(1);
+    view.add_ring_endpoints(trainer->ring_endpoint());
+    view.add_ring_endpoints(attacker->endpoint());
+    trainer->OnView(view);
+  }
+
+  // Sends a hello for `round` of view 1 claiming `b` samples of partition `partition`.
+  void Announce(uint32_t round, double b, uint64_t partition) {
+    MemberHello h;
+    h.b = b;
+    h.partition = partition;
+    REQUIRE(attacker->Send(0, models::MakeTag(1, round, kHelloPhase), EncodeHello(h)).ok());
+  }
+
+  // Lets the trainer idle for `ms`; true if it sent its own hello for `round` (it joined).
+  bool Joined(uint32_t round, int ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      trainer->Idle();
+      if (attacker->Recv(0, models::MakeTag(1, round, kHelloPhase), 5).ok()) return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("trusted ring (f = 0): an idle member joins a round one peer announces with weight") {
+  Ring r(0);
+  r.Announce(7, 5, 99);
+  CHECK(r.Joined(7, 1500));
+}
+
+TEST_CASE("a single member cannot make the others join a round it made up (f = 1)") {
+  Ring r(1);
+  r.Announce(1000, 5, 99);
+  CHECK_FALSE(r.Joined(1000, 600));
+}
+
+TEST_CASE("a weight-0 hello cannot create a round, even in a trusted ring") {
+  Ring r(0);
+  r.Announce(7, 0, 0);
+  CHECK_FALSE(r.Joined(7, 600));
+}
+
+TEST_CASE("rounds far beyond the scheduler's iteration are dropped, counted and the sender reported") {
+  Ring r(0);
+  r.trainer->Skip(1, 0);  // the scheduler planned iteration 0 (the weight-0 join fails: rank 1 is silent)
+  for (uint32_t k = 0; k < 8; ++k) r.Announce(4000000000u + k, 5, 99);
+  CHECK_FALSE(r.Joined(4000000000u, 400));
+  auto offences = r.trainer->TakeOffences();
+  REQUIRE(offences.size() == 8);
+  for (const auto& o : offences) {
+    CHECK(o.node == 1);
+    CHECK(o.reason == "out_of_window");
+  }
+  CHECK_FALSE(offences[6].report);
+  CHECK(offences[7].report);  // the 8th offence is reported
+  CHECK(offences[7].count == 8);
+  CHECK(r.trainer->last_round() == -1);  // training did not move
+  CHECK(r.trainer->TakeOffences().empty());
+}
+
+TEST_CASE("a malformed hello is dropped and counted, never joined") {
+  Ring r(0);
+  std::vector<std::byte> junk(33, std::byte{0x5A});
+  REQUIRE(r.attacker->Send(0, models::MakeTag(1, 3, kHelloPhase), junk).ok());
+  CHECK_FALSE(r.Joined(3, 400));
+  auto offences = r.trainer->TakeOffences();
+  REQUIRE(offences.size() == 1);
+  CHECK(offences[0].reason == "malformed_hello");
+  CHECK(offences[0].node == 1);
+}
