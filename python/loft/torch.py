@@ -126,7 +126,7 @@ def state_bytes(model: torch.nn.Module, optimizer=None) -> bytes:
     meta = json.dumps({"tree": tree, "sizes": [t.numel() * t.element_size() for t in tensors]},
                       sort_keys=True, separators=(",", ":")).encode()
     parts = [_MAGIC, struct.pack("<Q", len(meta)), meta]
-    parts += [t.view(torch.uint8).numpy().tobytes() if t.numel() else b"" for t in tensors]
+    parts += [t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"" for t in tensors]
     return b"".join(parts)
 
 
@@ -153,7 +153,7 @@ def parameter_hash(model: torch.nn.Module) -> int:
     """64-bit hash of the parameters' bytes (equal parameters, equal hash)."""
     h = hashlib.blake2b(digest_size=8)
     for p in model.parameters():
-        h.update(p.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        h.update(p.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return int.from_bytes(h.digest(), "little") or 1
 
 

@@ -37,12 +37,12 @@ def env():
 
 class TorchCluster:
     def __init__(self, nodes, samples, batch, iterations, aggregation="mean", replication=1, consumer_timeout_ms=15000,
-                 partition_timeout_ms=60000):
-        spec = SPEC.format(samples=samples, replication=replication, batch=batch, iterations=iterations,
-                           aggregation=aggregation, nodes=nodes)
+                 partition_timeout_ms=60000, spec_text=None, names=None):
+        spec = spec_text or SPEC.format(samples=samples, replication=replication, batch=batch, iterations=iterations,
+                                        aggregation=aggregation, nodes=nodes)
         self.c = loft_it.Cluster(spec, secure=False, iterations=iterations, partition_timeout_ms=partition_timeout_ms,
                                  heartbeat_timeout_ms=3000)
-        self.names = [f"edge-{i}" for i in range(nodes)]
+        self.names = names or [f"edge-{i}" for i in range(nodes)]
         self.iterations = iterations
         self.consumer_timeout_ms = consumer_timeout_ms
         self.trainers = {}
