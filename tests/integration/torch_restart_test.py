@@ -6,7 +6,7 @@ SIGKILLed after round KILL_AT (its agent stays up and takes part in the
 rounds with weight 0, failing its partitions while no consumer is there) and
 restarted with --sync (loft.torch.sync_state: the majority's state blob).
 Checks: the restarted trainer took a state of round >= KILL_AT; from the
-first iteration it reported after its restart on, every iteration's
+first iteration it reported after its restart on (but the last), every iteration's
 reported parameter hashes are equal on all members (scheduler status
 training.iterations[].hashes_equal); every trainer ends with the same
 hash; the ledger ends with lost 0 / duplicates 0 and retries > 0.
@@ -53,7 +53,9 @@ synced = int(m.group(1))
 for n, r in res.items():
     loft_it.log(f"{n}: {r}")
 assert len({r["param_hash"] for r in res.values()}) == 1, f"trainers differ at the end: {res}"
-its = [e for e in st["training"]["iterations"] if e["iteration"] > synced + 1]
+# The last iteration is left out: a trainer leaves after applying it, so a
+# late (carried) partition of it is acknowledged without a parameter hash.
+its = [e for e in st["training"]["iterations"] if synced + 1 < e["iteration"] < ITER - 1]
 assert its, st["training"]
 bad = [e["iteration"] for e in its if not e.get("hashes_equal", False)]
 assert not bad, f"iterations with unequal hashes after the rejoin: {bad}"
