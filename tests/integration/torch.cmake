@@ -12,4 +12,7 @@ if(EXISTS ${LOFT_TORCH_PY} AND TARGET loft-agent AND TARGET loft-scheduler AND T
     set_tests_properties(integration:torch_${t} PROPERTIES
       LABELS integration TIMEOUT 900 RUN_SERIAL ON SKIP_RETURN_CODE 77 ENVIRONMENT "${LOFT_TORCH_ENV}")
   endforeach()
+  add_test(NAME integration:torch_install
+           COMMAND sh -c "${LOFT_TORCH_PY} -c 'import torch' 2>/dev/null || { echo 'python3-torch missing: skipped'; exit 77; }; exec sh ${CMAKE_CURRENT_SOURCE_DIR}/python_install_test.sh ${CMAKE_BINARY_DIR} ${CMAKE_CURRENT_BINARY_DIR}/python-install-test ${CMAKE_SOURCE_DIR} ${LOFT_TORCH_PY}")
+  set_tests_properties(integration:torch_install PROPERTIES LABELS integration TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()

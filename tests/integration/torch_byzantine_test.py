@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import loft_it  # noqa: E402
 import torch_lib  # noqa: E402
 
-ITER = int(os.environ.get("LOFT_TORCH_BYZ_ITERATIONS", "150"))
+ITER = int(os.environ.get("LOFT_TORCH_BYZ_ITERATIONS", "300"))
 ARGS = ["--model", "linear", "--optimizer", "adam", "--lr", "0.003"]
 
 
