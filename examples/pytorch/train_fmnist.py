@@ -70,6 +70,15 @@ def make(args):
     return model, opt
 
 
+def set_lr(opt, args, step):
+    """lr, divided by 10 for the last third of the run (a function of the round: equal on every trainer,
+    and right after a restart)."""
+    total = args.iterations if not args.reference else args.steps
+    lr = args.lr * (0.1 if total > 0 and step >= (2 * total) // 3 else 1.0)
+    for g in opt.param_groups:
+        g["lr"] = lr
+
+
 def decode(x, y):
     return x.view(-1, 1, 28, 28).float().div_(255.0), y
 
@@ -100,6 +109,7 @@ def reference(args):
         idx = order[at:at + args.batch]
         at += args.batch
         xb, yb = decode(x[idx], y[idx])
+        set_lr(opt, args, step)
         opt.zero_grad()
         F.cross_entropy(model(xb), yb).backward()
         opt.step()
@@ -146,6 +156,7 @@ def train(args):
             print(f"[{node}] round {batch.round}: {e}", file=sys.stderr, flush=True)
             step = False
         if step:
+            set_lr(opt, args, batch.round)
             opt.step()
             applied += 1
         rounds += 1
@@ -172,7 +183,7 @@ def main():
     ap.add_argument("--endpoint", help="the agent's consumer endpoint (default $LOFT_CONSUMER_ENDPOINT)")
     ap.add_argument("--model", choices=["cnn", "linear"], default="cnn")
     ap.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
-    ap.add_argument("--lr", type=float, default=0.002)
+    ap.add_argument("--lr", type=float, default=0.003)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--iterations", type=int, default=int(os.environ.get("LOFT_ITERATIONS", "0")),
