@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import loft_it  # noqa: E402
 import torch_lib  # noqa: E402
 
-ITER = int(os.environ.get("LOFT_TORCH_ITERATIONS", "900"))
+ITER = int(os.environ.get("LOFT_TORCH_ITERATIONS", "1200"))
 ARGS = ["--model", "cnn", "--optimizer", "adam", "--lr", "0.003"]
 tc = torch_lib.TorchCluster(nodes=4, samples=60000, batch=256, iterations=ITER)
 try:
