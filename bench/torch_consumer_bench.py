@@ -118,6 +118,7 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="torch-bench-")
+    os.makedirs(out, exist_ok=True)
     res = {"load_avg_1m": os.getloadavg()[0]}
 
     # 1. Data path: loft (1 agent, external, no ring) vs in-process RocksDB.

@@ -326,9 +326,11 @@ Status ClusterRun(const RunOptions& ro) {
               (out / "logs" / "scheduler.log").string()};
   std::vector<Child> agents;
   std::vector<Child> trainers;
-  if (!ro.trainer.empty() && spec.training.model != "external")
-    return InvalidArgument("--trainer needs training.model: external in the spec (got '" +
-                           spec.training.model + "')");
+  if (!ro.trainer.empty() && spec.training.model != "external" && spec.training.model != "none")
+    return InvalidArgument(
+        "--trainer runs the model in the trainers: training.model must be external (or none: "
+        "no all-reduce), got '" +
+        spec.training.model + "'");
   for (int i = 0; i < spec.num_nodes(); ++i) {
     const std::string& name = spec.nodes[i].name;
     std::string y = fmt::format(
