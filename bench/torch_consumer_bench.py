@@ -44,10 +44,10 @@ nodes:
 """
 
 DATA_TRAINER = """
-import sys, time, json, torch
+import os, sys, time, json, torch
 from loft.torch import LoftBatches
 n = 0; t_first = None; t_last = None
-for x, y, b in LoftBatches(sys.argv[1], transform=lambda x, y: (x.float(), y), timeout_ms=8000):
+for x, y, b in LoftBatches(os.environ["LOFT_CONSUMER_ENDPOINT"], transform=lambda x, y: (x.float(), y), timeout_ms=8000):
     t = time.perf_counter()
     if t_first is None: t_first = t; first = len(y)
     else: n += len(y)
@@ -127,7 +127,7 @@ def main():
         f.write(DATA_TRAINER)
     spec = SPEC.format(samples=60000, batch=args.batch, iterations=args.iterations, model="none", nodes=1)
     r, dt, rundir = cluster(args.build, os.path.join(out, "data"), spec,
-                            trainer=f"python3 {tfile} $LOFT_CONSUMER_ENDPOINT")
+                            trainer=f"python3 {tfile}")
     last = [l for l in r.stderr.splitlines() if l.startswith("trainer ")][-1]
     d = json.loads(last.split(": ", 1)[1])
     loft_sps = d["samples"] / d["seconds"] if d["seconds"] > 0 else 0

@@ -260,9 +260,9 @@ Child TrainerChild(const std::string& cmd, const std::string& node, const std::s
     std::error_code ec;
     if (fs::exists(p / "loft" / "__init__.py", ec)) pypath += fs::canonical(p, ec).string() + ":";
   }
-  std::string env = fmt::format("LOFT_CONSUMER_ENDPOINT='{}' LOFT_NODE='{}' LOFT_ITERATIONS={} ", endpoint,
-                                node, iterations);
-  if (!pypath.empty()) env += "PYTHONPATH=\"" + pypath + "${PYTHONPATH:-}\" ";
+  std::string env = fmt::format("export LOFT_CONSUMER_ENDPOINT='{}' LOFT_NODE='{}' LOFT_ITERATIONS={}; ",
+                                endpoint, node, iterations);
+  if (!pypath.empty()) env += "export PYTHONPATH=\"" + pypath + "${PYTHONPATH:-}\"; ";
   return Child{"trainer-" + node, {"/bin/sh", "-c", env + "exec " + cmd}, log};
 }
 
