@@ -1,6 +1,7 @@
 """Byzantine-robust aggregation for PyTorch trainers: six agents
 (compute_mode external, spec training.model external), one trainer each
-(examples/pytorch/train_fmnist.py, linear model, Adam), ITER rounds, three runs:
+(examples/pytorch/train_fmnist.py, linear model, Adam), policy uniform (b = 32
+of 192 each), ITER rounds, three runs:
   clean      aggregation trimmed_mean, six honest trainers;
   trimmed    aggregation trimmed_mean, edge-5 sends its gradient sign-flipped x10;
   mean       aggregation mean, the same Byzantine edge-5.
@@ -20,7 +21,10 @@ ARGS = ["--model", "linear", "--optimizer", "adam", "--lr", "0.003"]
 
 
 def run(aggregation, byzantine):
-    tc = torch_lib.TorchCluster(nodes=6, samples=12000, batch=192, iterations=ITER, aggregation=aggregation)
+    # Uniform batches: every trainer, the Byzantine one too, gets b = 32 of 192 (with loft's uneven
+    # plans its b_i/B share under `mean` varies from run to run).
+    tc = torch_lib.TorchCluster(nodes=6, samples=12000, batch=192, iterations=ITER, aggregation=aggregation,
+                                policy="uniform")
     t0 = time.time()
     try:
         tc.start()

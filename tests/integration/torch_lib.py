@@ -37,12 +37,17 @@ def env():
 
 class TorchCluster:
     def __init__(self, nodes, samples, batch, iterations, aggregation="mean", replication=1, consumer_timeout_ms=15000,
-                 partition_timeout_ms=60000, spec_text=None, names=None):
+                 partition_timeout_ms=60000, spec_text=None, names=None, policy="loft"):
         spec = spec_text or SPEC.format(samples=samples, replication=replication, batch=batch, iterations=iterations,
                                         aggregation=aggregation, nodes=nodes)
         self.c = loft_it.Cluster(spec, secure=False, iterations=iterations, partition_timeout_ms=partition_timeout_ms,
                                  heartbeat_timeout_ms=3000)
         self.names = names or [f"edge-{i}" for i in range(nodes)]
+        if policy != "loft":
+            with open(self.c.sched_cfg) as f:
+                cfg = f.read().replace("policy: loft\n", f"policy: {policy}\n")
+            with open(self.c.sched_cfg, "w") as f:
+                f.write(cfg)
         self.iterations = iterations
         self.consumer_timeout_ms = consumer_timeout_ms
         self.trainers = {}
