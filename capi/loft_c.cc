@@ -2,6 +2,7 @@
 // forwards to capi::PlannerSession / capi::RunSimulationSummary and turns
 // Status into errptr messages. No logic lives here (STYLE.md item 10;
 // model: rocksdb db/c.cc).
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -34,6 +35,11 @@ struct loft_batch_t {
 }
 
 namespace {
+
+// How long loft_batch_allreduce waits for the round: the agent always
+// answers (an error at worst) within its ring deadlines; this bounds a
+// dead agent.
+constexpr int kAllReduceTimeoutMs = 120000;
 
 char* CopyString(const std::string& s) {
   char* out = static_cast<char*>(std::malloc(s.size() + 1));
@@ -297,9 +303,80 @@ const uint8_t* loft_batch_payload(const loft_batch_t* batch, int64_t i, size_t* 
     if (len != nullptr) *len = 0;
     return nullptr;
   }
-  const auto& m = batch->rep->payloads[static_cast<size_t>(i)];
-  if (len != nullptr) *len = m.size();
-  return static_cast<const uint8_t*>(m.data());
+  const size_t k = static_cast<size_t>(i);
+  if (len != nullptr) *len = batch->rep->offsets[k + 1] - batch->rep->offsets[k];
+  return static_cast<const uint8_t*>(batch->rep->payload.data()) + batch->rep->offsets[k];
+}
+
+const uint8_t* loft_batch_payloads(const loft_batch_t* batch, size_t* len) {
+  if (batch == nullptr || batch->rep->payload.size() == 0) {
+    if (len != nullptr) *len = 0;
+    return nullptr;
+  }
+  if (len != nullptr) *len = batch->rep->payload.size();
+  return static_cast<const uint8_t*>(batch->rep->payload.data());
+}
+
+int64_t loft_batch_round(const loft_batch_t* batch) {
+  return batch == nullptr || !batch->rep->ring ? -1 : batch->rep->round;
+}
+
+int loft_batch_allreduce(loft_batch_t* batch, float* data, size_t n, char** errptr) {
+  return Guard("loft_batch_allreduce", errptr, -1, [&]() -> int {
+    if (NullArg(batch, "loft_batch_allreduce", "batch", errptr)) return -1;
+    auto r = batch->session->AllReduce(batch->rep, data, n, kAllReduceTimeoutMs);
+    if (SaveError(errptr, r.status())) return -1;
+    return *r;
+  });
+}
+
+const uint8_t* loft_batch_state(const loft_batch_t* batch, size_t* len) {
+  if (batch == nullptr || batch->rep->state.empty()) {
+    if (len != nullptr) *len = 0;
+    return nullptr;
+  }
+  if (len != nullptr) *len = batch->rep->state.size();
+  return reinterpret_cast<const uint8_t*>(batch->rep->state.data());
+}
+
+void loft_batch_set_metrics(loft_batch_t* batch, double loss, double test_accuracy, uint64_t param_hash) {
+  if (batch == nullptr) return;
+  if (std::isfinite(loss)) batch->rep->loss = loss;
+  if (std::isfinite(test_accuracy)) batch->rep->test_accuracy = test_accuracy;
+  if (param_hash != 0) batch->rep->param_hash = param_hash;
+}
+
+void loft_consumer_put_state(loft_consumer_t* consumer, const void* blob, size_t len, char** errptr) {
+  Guard("loft_consumer_put_state", errptr, 0, [&]() -> int {
+    if (NullArg(consumer, "loft_consumer_put_state", "consumer", errptr)) return 0;
+    if (blob == nullptr && len > 0) {
+      SetError(errptr, "loft_consumer_put_state: blob is NULL");
+      return 0;
+    }
+    SaveError(errptr, consumer->rep->PutState(blob, len));
+    return 0;
+  });
+}
+
+uint8_t* loft_consumer_sync_state(loft_consumer_t* consumer, int timeout_ms, int64_t* round, size_t* len,
+                                  char** errptr) {
+  if (len != nullptr) *len = 0;
+  if (round != nullptr) *round = -1;
+  return Guard("loft_consumer_sync_state", errptr, static_cast<uint8_t*>(nullptr), [&]() -> uint8_t* {
+    if (NullArg(consumer, "loft_consumer_sync_state", "consumer", errptr)) return nullptr;
+    auto r = consumer->rep->SyncState(timeout_ms);
+    if (SaveError(errptr, r.status())) return nullptr;
+    if (round != nullptr) *round = r->first;
+    if (r->second.empty()) return nullptr;
+    auto* out = static_cast<uint8_t*>(std::malloc(r->second.size()));
+    if (out == nullptr) {
+      SetError(errptr, "loft_consumer_sync_state: out of memory");
+      return nullptr;
+    }
+    std::memcpy(out, r->second.data(), r->second.size());
+    if (len != nullptr) *len = r->second.size();
+    return out;
+  });
 }
 
 int loft_batch_label(const loft_batch_t* batch, int64_t i) {

@@ -130,9 +130,9 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     if (tr.global_batch <= 0) return r.Error(t["global_batch"], "training.global_batch", "must be > 0");
     if (tr.min_batch < 0) return r.Error(t["min_batch"], "training.min_batch", "must be >= 0");
     if (tr.iterations < 0) return r.Error(t["iterations"], "training.iterations", "must be >= 0");
-    if (tr.model != "none" && tr.model != "softmax" && tr.model != "mlp")
+    if (tr.model != "none" && tr.model != "softmax" && tr.model != "mlp" && tr.model != "external")
       return r.Error(t["model"], "training.model",
-                     "must be one of none, softmax, mlp (got '" + tr.model + "')");
+                     "must be one of none, softmax, mlp, external (got '" + tr.model + "')");
     static const std::set<std::string> kAgg = {"mean",         "weighted_mean", "median",
                                                "trimmed_mean", "krum",          "centered_clip"};
     if (!kAgg.count(tr.aggregation))

@@ -44,7 +44,8 @@ struct TrainingSpec {
   int64_t iterations = 300;
   bool overlap = true;
   uint64_t seed = 7;
-  std::string model = "none";        // none | softmax | mlp
+  std::string model =
+      "none";  // none | softmax | mlp | external (the consumer's model, compute_mode external)
   std::string aggregation = "mean";  // mean | weighted_mean | median | trimmed_mean | krum | centered_clip
   double learning_rate = 0.05;
   double momentum = 0.9;

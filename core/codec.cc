@@ -64,6 +64,12 @@ std::string_view BodyName(const v1::Envelope& env) {
     case E::kConsumerBatch: return "consumer_batch";
     case E::kConsumerReport: return "consumer_report";
     case E::kPeerReport: return "peer_report";
+    case E::kConsumerAllreduce: return "consumer_allreduce";
+    case E::kConsumerAggregate: return "consumer_aggregate";
+    case E::kConsumerState: return "consumer_state";
+    case E::kConsumerSyncRequest: return "consumer_sync_request";
+    case E::kConsumerSyncReply: return "consumer_sync_reply";
+    case E::kConsumerRefused: return "consumer_refused";
     case E::BODY_NOT_SET: return "none";
   }
   return "unknown";

@@ -78,6 +78,8 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::
         c.consumer_endpoint = v.as<std::string>();
       else if (key == "consumer_timeout_ms")
         c.consumer_timeout_ms = v.as<int>();
+      else if (key == "consumer_token")
+        c.consumer_token = v.as<std::string>();
       else if (key == "keys_dir")
         c.keys_dir = v.as<std::string>();
       else if (key == "insecure")

@@ -24,12 +24,13 @@ struct AgentConfig {
   bool check_cache = true;
   std::string scheduler_endpoint;               // e.g. tcp://10.0.0.1:7400; empty = no scheduler (tests)
   std::string peer_bind = "tcp://127.0.0.1:0";  // ROUTER for peer fetch; port 0 = any free port
-  std::string peer_advertise;              // endpoint peers connect to; empty = the resolved bind endpoint
-  std::string consumer_endpoint;           // compute_mode external: ROUTER for the C API consumer
-  int consumer_timeout_ms = 10000;         // external: deadline for a consumer + its report, per partition
-  std::string keys_dir;                    // CURVE keys; required unless insecure
-  bool insecure = false;                   // no CURVE; only with loopback endpoints
-  int credits = 2;                         // partitions queued + running at once, >= 1
+  std::string peer_advertise;       // endpoint peers connect to; empty = the resolved bind endpoint
+  std::string consumer_endpoint;    // compute_mode external: ROUTER for the C API consumer
+  int consumer_timeout_ms = 10000;  // external: deadline for a consumer + its report, per partition
+  std::string consumer_token;  // external: a ConsumerHello must carry it (LOFT_CONSUMER_TOKEN); empty = none
+  std::string keys_dir;        // CURVE keys; required unless insecure
+  bool insecure = false;       // no CURVE; only with loopback endpoints
+  int credits = 2;             // partitions queued + running at once, >= 1
   std::string compute_mode = "synthetic";  // synthetic (spend the spec's compute time) | external (consumer)
   bool link_emulation = false;             // emulate the spec's link rates with token buckets
   // With link_emulation: also the rates (token buckets). false = latency

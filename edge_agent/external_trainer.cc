@@ -1,10 +1,12 @@
 #include "edge_agent/external_trainer.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <zmq.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -48,38 +50,104 @@ StatusOr<std::unique_ptr<ExternalTrainer>> ExternalTrainer::Create(Clock* clock,
   } catch (const zmq::error_t& e) {
     return ZmqError(e, "consumer socket monitor connect");
   }
-  LOFT_RETURN_IF_ERROR(Bind(t->router_, t->opts_.endpoint).WithContext("consumer_endpoint"));
+  const bool ipc = t->opts_.endpoint.rfind("ipc://", 0) == 0;
+  // The ipc socket file is created owner-only (umask around the bind: no
+  // window in which another user could connect), and made so again.
+  const mode_t old_mask = ipc ? ::umask(0077) : 0;
+  Status bound = Bind(t->router_, t->opts_.endpoint).WithContext("consumer_endpoint");
+  if (ipc) ::umask(old_mask);
+  LOFT_RETURN_IF_ERROR(bound);
   LOFT_ASSIGN_OR_RETURN(t->endpoint_, LastEndpoint(t->router_));
-  spdlog::info("compute_mode external: waiting for a consumer on {}", t->endpoint_);
+  if (ipc) {
+    const std::string path = t->endpoint_.substr(6);
+    if (::chmod(path.c_str(), 0600) != 0)
+      return Internal("consumer_endpoint " + t->endpoint_ + ": chmod 0600: " + std::strerror(errno));
+  }
+  spdlog::info("compute_mode external: waiting for a consumer on {}{}{}", t->endpoint_,
+               t->opts_.token.empty() ? "" : " (token required)",
+               t->opts_.ring ? " (training: all-reduce)" : "");
   return t;
 }
 
 void ExternalTrainer::PollFor(int ms) {
   zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+  // With a ring, wake often to serve its state requests.
+  if (opts_.ring) ms = std::min(ms, 10);
   try {
     zmq::poll(items, 2, std::chrono::milliseconds(std::max(ms, 0)));
   } catch (const zmq::error_t& e) {
     spdlog::warn("consumer poll: {}", e.what());
   }
+  if (opts_.ring) opts_.ring->Serve();
 }
 
-void ExternalTrainer::Drain(std::optional<uint64_t> waiting_for, std::optional<double>* report_ms,
-                            bool* lost) {
-  // Monitor events: [uint16 event][uint32 value] then the endpoint frame.
+void ExternalTrainer::Reply(const std::string& id, const v1::Envelope& env, zmq::message_t* data) {
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back(id.data(), id.size());
+  auto head = EnvelopeFrame(env);
+  if (!head.ok()) {
+    spdlog::warn("consumer reply: {}", head.status().ToString());
+    return;
+  }
+  frames.push_back(std::move(*head));
+  if (data != nullptr) frames.push_back(std::move(*data));
+  Status st = SendMultipart(router_, frames, /*dontwait=*/true);
+  if (!st.ok()) spdlog::warn("cannot send {} to the consumer: {}", BodyName(env), st.ToString());
+}
+
+void ExternalTrainer::OnHello(const std::string& id, int fd, const v1::ConsumerHello& h, Wait* wait) {
+  auto refuse = [&](const std::string& why) {
+    spdlog::warn("refusing consumer '{}' on {}: {}", h.client(), endpoint_, why);
+    v1::Envelope env;
+    env.mutable_consumer_refused()->set_reason(why);
+    Reply(id, env);
+  };
+  if (h.consumer_protocol() != kConsumerProtocol) {
+    refuse("consumer protocol " + std::to_string(h.consumer_protocol()) + ", this agent speaks " +
+           std::to_string(kConsumerProtocol) + " (libloft and loft-agent of different versions)");
+    return;
+  }
+  if (!opts_.token.empty() && h.token() != opts_.token) {
+    refuse("wrong consumer token (set LOFT_CONSUMER_TOKEN to the agent's consumer_token)");
+    return;
+  }
+  if (consumer_.has_value() && *consumer_ != id) {
+    // The current consumer is live while its connection is open (fd known),
+    // or, fd unknown, while any connection is.
+    const bool live = consumer_fd_ >= 0 ? live_fds_.count(consumer_fd_) > 0 : !live_fds_.empty();
+    if (live) {
+      refuse("another consumer is connected to this agent");
+      return;
+    }
+    if (wait != nullptr) wait->lost = true;
+  }
+  consumer_ = id;
+  consumer_fd_ = fd;
+  if (opts_.ring) opts_.ring->ResetConsumer();
+  spdlog::info("consumer '{}' connected on {}", h.client(), endpoint_);
+}
+
+void ExternalTrainer::Drain(Wait* wait) {
+  // Monitor events: [uint16 event][uint32 value = fd] then the endpoint frame.
   while (true) {
     auto frames = RecvMultipart(monitor_, /*dontwait=*/true, /*max_frames=*/4);
     if (!frames.ok() || frames->empty()) break;
-    if ((*frames)[0].size() < sizeof(uint16_t)) continue;
+    if ((*frames)[0].size() < sizeof(uint16_t) + sizeof(uint32_t)) continue;
     uint16_t event = 0;
+    uint32_t value = 0;
     std::memcpy(&event, (*frames)[0].data(), sizeof(event));
+    std::memcpy(&value, static_cast<const char*>((*frames)[0].data()) + sizeof(event), sizeof(value));
+    const int fd = static_cast<int>(value);
     if (event == ZMQ_EVENT_ACCEPTED) {
-      ++live_connections_;
+      live_fds_.insert(fd);
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
-      live_connections_ = std::max<int64_t>(0, live_connections_ - 1);
-      if (live_connections_ == 0 && consumer_.has_value()) {
+      live_fds_.erase(fd);
+      const bool gone = consumer_fd_ >= 0 ? fd == consumer_fd_ : live_fds_.empty();
+      if (gone && consumer_.has_value()) {
         spdlog::warn("consumer disconnected from {}", endpoint_);
         consumer_.reset();
-        if (lost != nullptr) *lost = true;
+        consumer_fd_ = -1;
+        if (wait != nullptr) wait->lost = true;
       }
     }
   }
@@ -99,80 +167,298 @@ void ExternalTrainer::Drain(std::optional<uint64_t> waiting_for, std::optional<d
       continue;
     }
     if (env->has_consumer_hello()) {
-      if (consumer_.has_value() && *consumer_ != id && lost != nullptr) *lost = true;  // replaced mid-batch
-      consumer_ = id;
-      spdlog::info("consumer '{}' connected on {}", env->consumer_hello().client(), endpoint_);
-    } else if (env->has_consumer_report()) {
+      OnHello(id, (*frames)[1].get(ZMQ_SRCFD), env->consumer_hello(), wait);
+      continue;
+    }
+    if (consumer_ != id) {
+      spdlog::warn("ignoring {} from a connection that is not the current consumer", BodyName(*env));
+      continue;
+    }
+    if (env->has_consumer_report()) {
       const auto& r = env->consumer_report();
-      if (waiting_for.has_value() && consumer_ == id && r.partition_id() == *waiting_for) {
-        double ms = r.compute_ms();
-        *report_ms = (std::isfinite(ms) && ms >= 0) ? ms : 0.0;
+      if (wait != nullptr && r.partition_id() == wait->partition_id) {
+        wait->report = r;
       } else {
         spdlog::warn("ignoring consumer report for partition {} (not awaited)", r.partition_id());
       }
+    } else if (env->has_consumer_allreduce()) {
+      const auto& a = env->consumer_allreduce();
+      if (wait != nullptr && opts_.ring && a.partition_id() == wait->partition_id &&
+          a.round() == wait->round && frames->size() == 3) {
+        wait->allreduce = a;
+        wait->gradient = std::move((*frames)[2]);
+      } else {
+        v1::Envelope e;
+        auto* ag = e.mutable_consumer_aggregate();
+        ag->set_partition_id(a.partition_id());
+        ag->set_round(a.round());
+        ag->set_outcome(v1::ConsumerAggregate::ERROR);
+        ag->set_message(
+            !opts_.ring           ? "this agent runs no all-reduce ring (spec training.model is not external)"
+            : frames->size() != 3 ? "an all-reduce needs exactly one gradient frame"
+                                  : "partition " + std::to_string(a.partition_id()) + " round " +
+                                        std::to_string(a.round()) + " is not the batch being computed");
+        Reply(id, e);
+      }
+    } else if (env->has_consumer_state()) {
+      if (!opts_.ring || frames->size() != 3) {
+        spdlog::warn("ignoring consumer state ({})", opts_.ring ? "no blob frame" : "no ring");
+      } else {
+        opts_.ring->PublishState((*frames)[2].to_string());
+      }
+    } else if (env->has_consumer_sync_request()) {
+      v1::Envelope e;
+      auto* r = e.mutable_consumer_sync_reply();
+      zmq::message_t blob;
+      if (!opts_.ring) {
+        r->set_error("this agent runs no all-reduce ring (spec training.model is not external)");
+      } else {
+        auto st = opts_.ring->FetchState();
+        if (st.ok()) {
+          r->set_round(st->round);
+          r->set_hash(st->hash);
+          blob = zmq::message_t(st->blob.data(), st->blob.size());
+        } else {
+          r->set_error(st.status().ToString());
+        }
+      }
+      Reply(id, e, &blob);
     } else {
       spdlog::warn("consumer sent unexpected {}", BodyName(*env));
     }
   }
 }
 
-StatusOr<double> ExternalTrainer::Compute(const Batch& batch) {
+void ExternalTrainer::JoinAlone(int64_t view, int64_t round) {
+  if (!opts_.ring || round <= opts_.ring->round_done() || round > std::numeric_limits<uint32_t>::max() ||
+      view < 0)
+    return;
+  auto r = opts_.ring->Round(view, static_cast<uint32_t>(round), 0, 0, {}, /*consumer=*/false);
+  if (!r.ok()) {
+    spdlog::warn("weight-0 join of round {} (view {}) failed: {}", round, view, r.status().ToString());
+  }
+}
+
+StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int64_t round,
+                                           uint64_t partition_id) {
   last_ms_.reset();
+  report_.reset();
   const int64_t deadline = clock_->NowMicros() + int64_t{opts_.timeout_ms} * 1000;
   auto remaining_ms = [&] { return static_cast<int>((deadline - clock_->NowMicros()) / 1000); };
   auto stopped = [&] { return opts_.stop != nullptr && opts_.stop->load(); };
-  Drain(std::nullopt, nullptr, nullptr);
+  const bool ring = opts_.ring != nullptr;
+  Wait w;
+  w.partition_id = partition_id;
+  w.round = round;
+  Drain(&w);
+  w.lost = false;
+  if (batch == nullptr && !consumer_.has_value()) {  // a weight-0 round nobody consumes
+    JoinAlone(view, round);
+    return Unavailable("no consumer connected to " + endpoint_);
+  }
   while (!consumer_.has_value()) {
     if (remaining_ms() <= 0 || stopped()) {
+      JoinAlone(view, round);
       return Unavailable("no consumer connected to " + endpoint_ + " within " +
                          std::to_string(opts_.timeout_ms) + " ms");
     }
     PollFor(std::min(remaining_ms(), 100));
-    Drain(std::nullopt, nullptr, nullptr);
+    Drain(&w);
+    w.lost = false;
   }
 
   v1::Envelope env;
   auto* cb = env.mutable_consumer_batch();
-  cb->set_partition_id(batch.partition_id);
-  std::vector<zmq::message_t> frames;
-  frames.reserve(batch.samples.size() + 2);
-  frames.emplace_back(consumer_->data(), consumer_->size());
-  for (const auto& s : batch.samples) {
-    cb->add_sample_ids(s.id);
-    cb->add_labels(s.label);
+  cb->set_partition_id(partition_id);
+  cb->set_ring(ring);
+  cb->set_round(round);
+  size_t total = 0;
+  const size_t n = batch != nullptr ? batch->samples.size() : 0;
+  if (batch != nullptr) {
+    for (const auto& s : batch->samples) {
+      cb->add_sample_ids(s.id);
+      cb->add_labels(s.label);
+      cb->add_payload_sizes(static_cast<uint32_t>(s.payload.size()));
+      total += s.payload.size();
+    }
   }
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back(consumer_->data(), consumer_->size());
   LOFT_ASSIGN_OR_RETURN(zmq::message_t head, EnvelopeFrame(env));
   frames.push_back(std::move(head));
-  for (const auto& s : batch.samples) frames.emplace_back(s.payload.data(), s.payload.size());
+  zmq::message_t payloads(total);
+  size_t at = 0;
+  if (batch != nullptr) {
+    for (const auto& s : batch->samples) {
+      std::memcpy(static_cast<char*>(payloads.data()) + at, s.payload.data(), s.payload.size());
+      at += s.payload.size();
+    }
+  }
+  frames.push_back(std::move(payloads));
   Status sent = SendMultipart(router_, frames, /*dontwait=*/true);
   if (!sent.ok()) {
     consumer_.reset();
-    return Unavailable("sending partition " + std::to_string(batch.partition_id) +
+    JoinAlone(view, round);
+    return Unavailable("sending partition " + std::to_string(partition_id) +
                        " to the consumer: " + sent.message());
   }
 
-  std::optional<double> report;
-  bool lost = false;
+  std::optional<ExternalRing::Outcome> outcome;
+  Status ring_error;
+  auto in_update = [&] {
+    return outcome.has_value() && (outcome->included || outcome->kind == ExternalRing::Kind::kCarried);
+  };
+  auto make_report = [&] {
+    if (!outcome.has_value()) return;
+    v1::TrainingReport rep;
+    rep.set_allreduce_ms(outcome->allreduce_ms);
+    rep.set_ring_members(outcome->members);
+    rep.set_ring_attempts(outcome->attempts);
+    for (const auto& [id, node] : outcome->applied) {
+      rep.add_applied_partitions(id);
+      rep.add_applied_nodes(node);
+    }
+    rep.set_loss(std::numeric_limits<double>::quiet_NaN());
+    if (w.report.has_value()) {
+      if (w.report->has_loss()) rep.set_loss(w.report->loss());
+      if (w.report->has_test_accuracy()) {
+        rep.set_evaluated(true);
+        rep.set_test_accuracy(w.report->test_accuracy());
+      }
+      if (w.report->has_param_hash()) rep.set_param_hash(w.report->param_hash());
+    }
+    report_ = std::move(rep);
+  };
   while (true) {
-    Drain(batch.partition_id, &report, &lost);
-    if (report.has_value()) {
-      last_ms_ = report;
-      return std::numeric_limits<double>::quiet_NaN();
+    Drain(&w);
+    if (w.allreduce.has_value()) {
+      v1::Envelope e;
+      auto* ag = e.mutable_consumer_aggregate();
+      ag->set_partition_id(partition_id);
+      ag->set_round(round);
+      zmq::message_t data;
+      const size_t bytes = w.gradient.size();
+      if (outcome.has_value() || !ring_error.ok()) {
+        ag->set_outcome(v1::ConsumerAggregate::ERROR);
+        ag->set_message("batch " + std::to_string(partition_id) + " was already all-reduced");
+      } else if (bytes % sizeof(float) != 0 || (n > 0 && bytes == 0)) {
+        ag->set_outcome(v1::ConsumerAggregate::ERROR);
+        ag->set_message("gradient frame of " + std::to_string(bytes) + " bytes is not a float32 vector");
+        ring_error = InvalidArgument(ag->message());
+        JoinAlone(view, round);
+      } else if (round < 0 || round > std::numeric_limits<uint32_t>::max()) {
+        ag->set_outcome(v1::ConsumerAggregate::ERROR);
+        ag->set_message("round " + std::to_string(round) + " does not fit the ring's 32-bit rounds");
+        ring_error = OutOfRange(ag->message());
+      } else {
+        std::vector<float> grad(bytes / sizeof(float));
+        if (bytes > 0) std::memcpy(grad.data(), w.gradient.data(), bytes);
+        auto o =
+            opts_.ring->Round(view, static_cast<uint32_t>(round), n, partition_id, grad, /*consumer=*/true);
+        if (!o.ok()) {
+          ring_error = o.status();
+          ag->set_outcome(v1::ConsumerAggregate::ERROR);
+          ag->set_message(o.status().ToString());
+        } else {
+          outcome = std::move(*o);
+          spdlog::debug("round {}: all-reduce {:.1f} ms ({} members, partition {})", round, outcome->allreduce_ms,
+                        outcome->members, partition_id);
+          switch (outcome->kind) {
+            case ExternalRing::Kind::kApplied: ag->set_outcome(v1::ConsumerAggregate::APPLIED); break;
+            case ExternalRing::Kind::kCarried: ag->set_outcome(v1::ConsumerAggregate::CARRIED); break;
+            case ExternalRing::Kind::kStale: ag->set_outcome(v1::ConsumerAggregate::STALE); break;
+            case ExternalRing::Kind::kError: ag->set_outcome(v1::ConsumerAggregate::ERROR); break;
+          }
+          ag->set_message(outcome->message);
+          if (!outcome->aggregate.empty())
+            data = zmq::message_t(outcome->aggregate.data(), outcome->aggregate.size() * sizeof(float));
+          if (outcome->kind == ExternalRing::Kind::kStale) {
+            // [u64 state length][state][aggregate] in one frame.
+            const uint64_t len = outcome->state.size();
+            zmq::message_t both(sizeof len + outcome->state.size() + data.size());
+            auto* p = static_cast<char*>(both.data());
+            std::memcpy(p, &len, sizeof len);
+            std::memcpy(p + sizeof len, outcome->state.data(), outcome->state.size());
+            if (data.size() > 0)
+              std::memcpy(p + sizeof len + outcome->state.size(), data.data(), data.size());
+            data = std::move(both);
+          }
+        }
+      }
+      Reply(*consumer_, e, &data);
+      w.allreduce.reset();
     }
-    if (lost) {
-      return Unavailable("consumer disconnected before reporting partition " +
-                         std::to_string(batch.partition_id));
+    if (w.report.has_value()) {
+      const double ms = w.report->compute_ms();
+      last_ms_ = (std::isfinite(ms) && ms >= 0) ? ms : 0.0;
+      if (!ring) return std::numeric_limits<double>::quiet_NaN();
+      make_report();
+      if (!outcome.has_value() && ring_error.ok()) {
+        JoinAlone(view, round);
+        return FailedPrecondition("the consumer reported partition " + std::to_string(partition_id) +
+                                  " without all-reducing its gradient (training.model external)");
+      }
+      if (batch == nullptr || in_update()) {
+        return w.report->has_loss() ? w.report->loss() : std::numeric_limits<double>::quiet_NaN();
+      }
+      return Unavailable("partition " + std::to_string(partition_id) + ": its gradient is not in round " +
+                         std::to_string(round) +
+                         "'s update: " + (ring_error.ok() ? outcome->message : ring_error.ToString()));
     }
-    if (remaining_ms() <= 0 || stopped()) {
-      return Unavailable("consumer did not report partition " + std::to_string(batch.partition_id) +
-                         " within " + std::to_string(opts_.timeout_ms) + " ms");
+    if (w.lost || remaining_ms() <= 0 || stopped()) {
+      const std::string why =
+          w.lost ? "consumer disconnected before reporting partition " + std::to_string(partition_id)
+                 : "consumer did not report partition " + std::to_string(partition_id) + " within " +
+                       std::to_string(opts_.timeout_ms) + " ms";
+      if (w.lost) consumer_.reset();
+      if (ring && !outcome.has_value()) JoinAlone(view, round);
+      if (ring && batch != nullptr && in_update()) {
+        // Its samples are in the update already: done (the consumer is behind and will be brought in step).
+        spdlog::warn("{}; its gradient is in round {}'s update", why, round);
+        make_report();
+        return std::numeric_limits<double>::quiet_NaN();
+      }
+      return Unavailable(why);
     }
     PollFor(std::min(remaining_ms(), 100));
   }
 }
 
+StatusOr<double> ExternalTrainer::Compute(const Batch& batch) {
+  return RunBatch(&batch, batch.view, batch.iteration, batch.partition_id);
+}
+
+void ExternalTrainer::Skip(int64_t view, int64_t iteration) {
+  if (!opts_.ring || iteration <= opts_.ring->round_done()) return;
+  spdlog::info("partition of round {} failed before compute: joining the round with weight 0", iteration);
+  auto r = RunBatch(nullptr, view, iteration, 0);
+  if (!r.ok()) spdlog::warn("weight-0 join of round {}: {}", iteration, r.status().ToString());
+  report_.reset();
+}
+
+void ExternalTrainer::Idle() {
+  Drain(nullptr);
+  if (!opts_.ring) return;
+  auto join = opts_.ring->PendingJoin();
+  if (!join) return;
+  spdlog::info("round {} (view {}) started and this node has no partition: joining with weight 0",
+               join->second, join->first);
+  auto r = RunBatch(nullptr, join->first, join->second, 0);
+  report_.reset();
+  last_ms_.reset();
+  if (!r.ok()) {
+    spdlog::warn("weight-0 join of round {}: {}", join->second, r.status().ToString());
+    if (opts_.ring->round_done() < static_cast<int64_t>(join->second))
+      opts_.ring->RefuseIdle(join->first, join->second);
+  }
+}
+
 std::optional<double> ExternalTrainer::ReportedComputeMs() {
   return std::exchange(last_ms_, std::nullopt);
+}
+
+std::optional<v1::TrainingReport> ExternalTrainer::TakeReport() {
+  return std::exchange(report_, std::nullopt);
 }
 
 }  // namespace loft::agent

@@ -3,43 +3,66 @@
 // connected to a ZeroMQ ROUTER bound on `consumer_endpoint`.
 //
 // Compute(batch) sends the current consumer
-//   [ConsumerBatch{partition_id, sample_ids, labels}][payload]*   (one raw
-// frame per sample, in sample_ids order) and waits for
+//   [ConsumerBatch{partition_id, sample_ids, labels, payload_sizes, ring, round}][payloads]
+// (every payload back to back in ONE raw frame, in sample_ids order, so a
+// batch of any size is two frames) and waits for
 // ConsumerReport{partition_id, compute_ms}. The consumer's compute_ms is then
 // what the agent reports to the scheduler (ReportedComputeMs()).
 // Compute returns Unavailable — the agent sends PartitionFailed and the
 // scheduler retries the samples through lineage — when
 //   - no consumer said ConsumerHello within the deadline,
-//   - the consumer disconnects (ZMQ socket monitor: every accepted
-//     connection gone) or its ROUTER send fails,
+//   - the consumer disconnects (ZMQ socket monitor: its connection's fd
+//     closed) or its ROUTER send fails,
 //   - no matching report arrives within the deadline.
-// One consumer at a time: a new ConsumerHello replaces the previous one.
-// The ROUTER has no CURVE: the endpoint must be ipc:// (file permissions
-// protect it) or a loopback tcp:// address (checked by the server).
+//
+// Training (an ExternalRing, spec training.model external): the consumer
+// may, before reporting, send ConsumerAllReduce + its gradient; the agent
+// runs the round (external_ring.h) and answers ConsumerAggregate. A
+// partition whose gradient did not make it into the round's update (stale
+// state, length mismatch, the consumer died or reported without an
+// all-reduce) is failed and retried; the agent then takes part in the
+// round alone with weight 0, so the ring never waits for a dead consumer
+// longer than this deadline. A round this agent has no partition for is
+// sent to the consumer as an empty batch (partition 0) so it applies the
+// aggregate too. ConsumerState publishes the consumer's state blob;
+// ConsumerSyncRequest fetches the ring majority's (ExternalRing::FetchState).
+//
+// Access: one consumer at a time. A hello while the current consumer's
+// connection is open is refused (ConsumerRefused), as is a hello with
+// another consumer protocol or (when `token` is set) another token. An
+// ipc:// socket file is created with mode 0600 (owner only); a tcp://
+// endpoint must be loopback (checked by the server) and should set a token.
 //
 // Not responsible for: reading samples, choosing the endpoint's policy.
-// Thread-safety: not thread-safe; Compute is called by one thread at a time
-// (the sockets may move between threads across a happens-before edge).
+// Thread-safety: not thread-safe; Compute/Idle/Skip are called by one thread
+// at a time (the sockets may move between threads across a happens-before edge).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <zmq.hpp>
 
 #include "core/clock.h"
 #include "core/status.h"
+#include "edge_agent/external_ring.h"
 #include "edge_agent/trainer.h"
 
 namespace loft::agent {
+
+// The consumer wire revision ConsumerHello must carry (2: payloads in one frame, gradient exchange).
+inline constexpr uint32_t kConsumerProtocol = 2;
 
 struct ExternalTrainerOptions {
   std::string endpoint;                     // ipc://path or tcp://127.0.0.1:port (port 0/* = any)
   int timeout_ms = 10000;                   // deadline for a consumer + its report, per partition
   size_t max_message_bytes = 16 << 20;      // ZMQ_MAXMSGSIZE of the ROUTER
+  std::string token;                        // required in ConsumerHello when set
   const std::atomic<bool>* stop = nullptr;  // optional: abandon a wait when set
+  std::unique_ptr<ExternalRing> ring;       // training.model external: the all-reduce ring
 };
 
 class ExternalTrainer final : public Trainer {
@@ -49,17 +72,35 @@ class ExternalTrainer final : public Trainer {
 
   StatusOr<double> Compute(const Batch& batch) override;
   std::optional<double> ReportedComputeMs() override;
+  std::optional<v1::TrainingReport> TakeReport() override;
+  void Idle() override;
+  void Skip(int64_t view, int64_t iteration) override;
 
   // The bound endpoint (tcp port resolved).
   const std::string& endpoint() const { return endpoint_; }
 
  private:
   ExternalTrainer(Clock* clock, ExternalTrainerOptions opts);
-  // Handles every queued monitor event and ROUTER message without blocking.
-  // Sets *report_ms when the report for `waiting_for` arrives.
-  void Drain(std::optional<uint64_t> waiting_for, std::optional<double>* report_ms, bool* lost);
-  // Waits up to `ms` for anything on the two sockets.
+  struct Wait {
+    uint64_t partition_id = 0;
+    int64_t round = -1;
+    std::optional<v1::ConsumerReport> report;
+    std::optional<v1::ConsumerAllReduce> allreduce;
+    zmq::message_t gradient;
+    bool lost = false;
+  };
+  // Handles every queued monitor event and ROUTER message without blocking;
+  // what `wait` (if any) awaits is put in it.
+  void Drain(Wait* wait);
+  void OnHello(const std::string& id, int fd, const v1::ConsumerHello& h, Wait* wait);
+  void Reply(const std::string& id, const v1::Envelope& env, zmq::message_t* data = nullptr);
+  // Waits up to `ms` for anything on the sockets.
   void PollFor(int ms);
+  // Sends a batch (or, with `batch` null, an empty training batch of
+  // `round`) and waits for its report, running the all-reduce it asks for.
+  StatusOr<double> RunBatch(const Batch* batch, int64_t view, int64_t round, uint64_t partition_id);
+  // Round `round` by the agent alone with weight 0 (no consumer takes it).
+  void JoinAlone(int64_t view, int64_t round);
 
   Clock* clock_;
   ExternalTrainerOptions opts_;
@@ -68,8 +109,10 @@ class ExternalTrainer final : public Trainer {
   zmq::socket_t monitor_;
   std::string endpoint_;
   std::optional<std::string> consumer_;  // routing id of the current consumer
-  int64_t live_connections_ = 0;
+  int consumer_fd_ = -1;                 // its connection (ZMQ_SRCFD), -1 = unknown
+  std::set<int> live_fds_;               // accepted, not yet disconnected
   std::optional<double> last_ms_;
+  std::optional<v1::TrainingReport> report_;
 };
 
 }  // namespace loft::agent

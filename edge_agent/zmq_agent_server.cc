@@ -342,7 +342,14 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
 
   // Real training when the spec names a model (README "Training").
   ModelTrainer* model_trainer = nullptr;
-  if (spec.training.model != "none" && cfg.compute_mode == "synthetic") {
+  std::unique_ptr<ExternalRing> external_ring;  // training.model external: the consumer's model
+  if (spec.training.model == "external" && cfg.compute_mode != "external")
+    return InvalidArgument("training.model external needs compute_mode external (a consumer computes)");
+  if (spec.training.model != "none" && spec.training.model != "external" && cfg.compute_mode == "external")
+    return InvalidArgument(
+        "compute_mode external trains the consumer's model: set training.model external (got '" +
+        spec.training.model + "')");
+  if (spec.training.model != "none") {
     ModelTrainerOptions mo;
     if (cfg.insecure) {
       std::vector<std::string> ring_eps{cfg.ring_bind};
@@ -370,9 +377,23 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     mo.last_iteration = cfg.last_iteration;
     mo.ring_timeout_ms = cfg.ring_timeout_ms;
     mo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
-    LOFT_ASSIGN_OR_RETURN(auto mt, ModelTrainer::Create(spec, mo));
-    model_trainer = mt.get();
-    m.trainer = std::move(mt);
+    if (spec.training.model == "external") {
+      ExternalRingOptions ro;
+      ro.node = idx;
+      ro.ring_bind = cfg.ring_bind;
+      ro.ring_timeout_ms = cfg.ring_timeout_ms;
+      ro.max_message_bytes = mo.max_message_bytes;
+      ro.context = &m.ctx;
+      ro.curve_own = mo.curve_own;
+      ro.public_keys = mo.public_keys;
+      ro.rank_names = mo.rank_names;
+      ro.stop = &m.trainer_stop;
+      LOFT_ASSIGN_OR_RETURN(external_ring, ExternalRing::Create(spec, ro));
+    } else {
+      LOFT_ASSIGN_OR_RETURN(auto mt, ModelTrainer::Create(spec, mo));
+      model_trainer = mt.get();
+      m.trainer = std::move(mt);
+    }
   }
 
   AgentServiceOptions so;
@@ -385,6 +406,11 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   if (model_trainer != nullptr) {
     so.ring_endpoint = cfg.ring_advertise.empty() ? model_trainer->ring_endpoint() : cfg.ring_advertise;
     so.on_view = [model_trainer](const v1::MembershipView& v) { model_trainer->OnView(v); };
+  }
+  if (external_ring != nullptr) {
+    ExternalRing* ring = external_ring.get();
+    so.ring_endpoint = cfg.ring_advertise.empty() ? ring->ring_endpoint() : cfg.ring_advertise;
+    so.on_view = [ring](const v1::MembershipView& v) { ring->OnView(v); };
   }
   m.service = std::make_unique<AgentService>(so, m.cache.get(), &m.metrics);
 
@@ -426,6 +452,8 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     eo.timeout_ms = cfg.consumer_timeout_ms;
     eo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
     eo.stop = &m.stop;
+    eo.token = cfg.consumer_token;
+    eo.ring = std::move(external_ring);
     LOFT_ASSIGN_OR_RETURN(m.trainer, ExternalTrainer::Create(clock, std::move(eo)));
   } else if (!cfg.consumer_endpoint.empty()) {
     spdlog::warn("consumer_endpoint {} is only served with compute_mode external", cfg.consumer_endpoint);

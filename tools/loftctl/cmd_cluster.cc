@@ -269,6 +269,23 @@ Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const s
   return OkStatus();
 }
 
+// A --trainer process for one agent: `sh -c CMD` with LOFT_CONSUMER_ENDPOINT,
+// LOFT_NODE and LOFT_ITERATIONS set, and the loft Python package of this
+// build or install prefix (bindir/../python, bindir/../lib/python3/dist-packages)
+// put first on PYTHONPATH.
+Child TrainerChild(const std::string& cmd, const std::string& node, const std::string& endpoint,
+                   int64_t iterations, const fs::path& bindir, const std::string& log) {
+  std::string pypath;
+  for (const fs::path& p : {bindir / ".." / "python", bindir / ".." / "lib" / "python3" / "dist-packages"}) {
+    std::error_code ec;
+    if (fs::exists(p / "loft" / "__init__.py", ec)) pypath += fs::canonical(p, ec).string() + ":";
+  }
+  std::string env = fmt::format("export LOFT_CONSUMER_ENDPOINT='{}' LOFT_NODE='{}' LOFT_ITERATIONS={}; ",
+                                endpoint, node, iterations);
+  if (!pypath.empty()) env += "export PYTHONPATH=\"" + pypath + "${PYTHONPATH:-}\"; ";
+  return Child{"trainer-" + node, {"/bin/sh", "-c", env + "exec " + cmd}, log};
+}
+
 struct RunOptions {
   std::string spec_path;
   std::string policy = "loft";
@@ -285,6 +302,7 @@ struct RunOptions {
   int eval_every = 50;              // training: test-set evaluation period (and after the last iteration)
   std::string plan_ahead = "auto";  // the scheduler's plan_ahead: auto | 0 | 1
   bool testbed = false;             // namespaces, kernel-shaped links, CPU cgroups (docs/testbed.md)
+  std::string trainer;              // --trainer: a command run once per agent (compute_mode external)
 };
 
 Status ClusterRun(const RunOptions& ro) {
@@ -350,6 +368,12 @@ Status ClusterRun(const RunOptions& ro) {
               (out / "logs" / "scheduler.log").string()};
   if (tb) sched.argv = tb->WrapScheduler(sched.argv);
   std::vector<Child> agents;
+  std::vector<Child> trainers;
+  if (!ro.trainer.empty() && spec.training.model != "external" && spec.training.model != "none")
+    return InvalidArgument(
+        "--trainer runs the model in the trainers: training.model must be external (or none: "
+        "no all-reduce), got '" +
+        spec.training.model + "'");
   for (int i = 0; i < spec.num_nodes(); ++i) {
     const std::string& name = spec.nodes[i].name;
     std::string y = fmt::format(
@@ -364,6 +388,14 @@ Status ClusterRun(const RunOptions& ro) {
       y += fmt::format("test_data_dir: {}\neval_every: {}\nlast_iteration: {}\n", ro.dataset_dir,
                        ro.eval_every, total_iterations - 1);
     }
+    if (!ro.trainer.empty()) {
+      // --trainer: the agent serves a local consumer, one trainer process per agent.
+      const std::string ep = "ipc://" + (fs::absolute(out) / ("consumer-" + name + ".sock")).string();
+      y.erase(y.find("compute_mode: synthetic\n"), std::string("compute_mode: synthetic\n").size());
+      y += fmt::format("compute_mode: external\nconsumer_endpoint: {}\nconsumer_timeout_ms: 30000\n", ep);
+      trainers.push_back(TrainerChild(ro.trainer, name, ep, total_iterations, bindir,
+                                      (out / "logs" / ("trainer-" + name + ".log")).string()));
+    }
     fs::path cfg = out / ("agent-" + name + ".yaml");
     LOFT_RETURN_IF_ERROR(WriteText(cfg, y));
     std::vector<std::string> argv = {(bindir / "loft-agent").string(), "--config", cfg.string()};
@@ -376,6 +408,7 @@ Status ClusterRun(const RunOptions& ro) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   auto shutdown_all = [&] {
+    for (auto& t : trainers) Stop(t, 3000);
     for (auto& a : agents) Stop(a, 3000);
     Stop(sched, 3000);
   };
@@ -383,6 +416,13 @@ Status ClusterRun(const RunOptions& ro) {
   LOFT_RETURN_IF_ERROR(Spawn(sched));
   for (auto& a : agents) {
     Status s = Spawn(a);
+    if (!s.ok()) {
+      shutdown_all();
+      return s;
+    }
+  }
+  for (auto& t : trainers) {
+    Status s = Spawn(t);
     if (!s.ok()) {
       shutdown_all();
       return s;
@@ -479,7 +519,19 @@ Status ClusterRun(const RunOptions& ro) {
       result = reply.status().WithContext("reading the run's rows from the scheduler");
     }
   }
+  // Trainers end on their own after the last round (they evaluate first): give them a minute.
+  for (int waited = 0; result.ok() && waited < 60000; waited += 100) {
+    if (std::all_of(trainers.begin(), trainers.end(), [](Child& t) { return Exited(t); })) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   shutdown_all();
+  for (const auto& t : trainers) {  // each trainer's last line (its result)
+    std::ifstream in(t.log);
+    std::string line, lastline;
+    while (std::getline(in, line))
+      if (!line.empty()) lastline = line;
+    std::fprintf(stderr, "trainer %s: %s\n", t.name.c_str(), lastline.c_str());
+  }
   if (!result.ok()) return result;
 
   // summary.json: the loft-sim format plus "ledger"; every figure from the
@@ -574,6 +626,9 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"auto", "0", "1"}))
       ->capture_default_str();
   run->add_option("--daemon-log-level", ro->log_level, "log level of the daemons")->capture_default_str();
+  run->add_option("--trainer", ro->trainer,
+                  "run this command once per agent as its consumer (spec training.model external; "
+                  "env LOFT_CONSUMER_ENDPOINT, LOFT_NODE, LOFT_ITERATIONS)");
   run->add_option("--eval-every", ro->eval_every, "training: evaluate on the test set every N iterations")
       ->capture_default_str();
   run->callback([=] {

@@ -147,9 +147,50 @@ LOFT_EXPORT int64_t loft_batch_count(const loft_batch_t* batch);
 LOFT_EXPORT uint64_t loft_batch_sample_id(const loft_batch_t* batch, int64_t i);
 LOFT_EXPORT const uint8_t* loft_batch_payload(const loft_batch_t* batch, int64_t i, size_t* len);
 LOFT_EXPORT int loft_batch_label(const loft_batch_t* batch, int64_t i);
+/* Every payload back to back (payload i starts where i-1 ends; one
+ * contiguous, zero-copy region); NULL and *len 0 for an empty batch. */
+LOFT_EXPORT const uint8_t* loft_batch_payloads(const loft_batch_t* batch, size_t* len);
 /* Acknowledges the batch with its compute time in ms (once per batch). */
 LOFT_EXPORT void loft_batch_report(loft_batch_t* batch, double compute_ms, char** errptr);
 LOFT_EXPORT void loft_batch_destroy(loft_batch_t* batch);
+
+/* ---- gradient exchange (agent spec training.model: external) -------------
+ * The batch's all-reduce round; -1 when the agent runs no ring. A training
+ * batch may be empty (count 0): a round this agent has no samples for. The
+ * consumer still calls loft_batch_allreduce (data: n zeros, weight 0) and
+ * applies the aggregate, so every member's parameters stay identical. */
+LOFT_EXPORT int64_t loft_batch_round(const loft_batch_t* batch);
+/* In place: data = the mean gradient over the batch's samples (n floats,
+ * the same n on every member) -> the round's aggregate (the spec's
+ * aggregation over the members' gradients, b_i/B weights for the means).
+ * Returns 1: data holds the aggregate, apply it with the optimizer;
+ *         0: nothing to apply (the round was already done here: the
+ *            gradient is carried into the next round);
+ *         2: this consumer's state was not the ring majority's: load
+ *            loft_batch_state() first, then apply data (the partition is
+ *            retried elsewhere);
+ *        -1: error (*errptr): another gradient length than the members',
+ *            a non-finite aggregate (mean over a NaN/Inf input), a ring
+ *            failure; apply nothing. Once per batch; waits at most 120 s. */
+LOFT_EXPORT int loft_batch_allreduce(loft_batch_t* batch, float* data, size_t n, char** errptr);
+/* After loft_batch_allreduce returned 2: the majority's state blob (valid
+ * until loft_batch_destroy); else NULL, *len 0. */
+LOFT_EXPORT const uint8_t* loft_batch_state(const loft_batch_t* batch, size_t* len);
+/* Optional figures sent with loft_batch_report (NaN / 0 = none): the batch
+ * loss, a test accuracy, a hash of the parameters after this round. */
+LOFT_EXPORT void loft_batch_set_metrics(loft_batch_t* batch, double loss, double test_accuracy,
+                                        uint64_t param_hash);
+/* Publishes the consumer's state (an opaque blob: parameters + optimizer)
+ * for restarted members; call it before each loft_batch_allreduce (the
+ * state the gradient was computed on). The same state must give the same
+ * bytes on every member (its hash is compared). */
+LOFT_EXPORT void loft_consumer_put_state(loft_consumer_t* consumer, const void* blob, size_t len,
+                                         char** errptr);
+/* The ring majority's state (malloc'd, free with loft_free) and the round
+ * it holds; NULL with *round -1 and no error when no member has progress
+ * yet (keep your own). For a restarted consumer, before its first batch. */
+LOFT_EXPORT uint8_t* loft_consumer_sync_state(loft_consumer_t* consumer, int timeout_ms, int64_t* round,
+                                              size_t* len, char** errptr);
 
 #ifdef __cplusplus
 } /* extern "C" */

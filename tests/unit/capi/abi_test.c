@@ -39,6 +39,22 @@ int main(void) {
   CHECK(plan_workers != NULL && plan_node != NULL && plan_batch != NULL && plan_local != NULL);
   CHECK(plan_remote != NULL && plan_pred != NULL && plan_makespan != NULL && sim_run != NULL);
   CHECK(sim_run_with != NULL);
+  {
+    /* The gradient exchange (training.model external). */
+    int64_t (*batch_round)(const loft_batch_t*) = loft_batch_round;
+    const uint8_t* (*batch_payloads)(const loft_batch_t*, size_t*) = loft_batch_payloads;
+    int (*batch_allreduce)(loft_batch_t*, float*, size_t, char**) = loft_batch_allreduce;
+    const uint8_t* (*batch_state)(const loft_batch_t*, size_t*) = loft_batch_state;
+    void (*batch_metrics)(loft_batch_t*, double, double, uint64_t) = loft_batch_set_metrics;
+    void (*put_state)(loft_consumer_t*, const void*, size_t, char**) = loft_consumer_put_state;
+    uint8_t* (*sync_state)(loft_consumer_t*, int, int64_t*, size_t*, char**) = loft_consumer_sync_state;
+    size_t len = 7;
+    CHECK(batch_round != NULL && batch_payloads != NULL && batch_allreduce != NULL && batch_state != NULL);
+    CHECK(batch_metrics != NULL && put_state != NULL && sync_state != NULL);
+    CHECK(batch_round(NULL) == -1 && batch_payloads(NULL, &len) == NULL && len == 0);
+    len = 7;
+    CHECK(batch_state(NULL, &len) == NULL && len == 0);
+  }
   CHECK(strlen(version()) >= 5);
   printf("abi_test: ok\n");
   return 0;

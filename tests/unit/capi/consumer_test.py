@@ -12,6 +12,7 @@ import re
 import urllib.request
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.environ["LOFT_IT_DIR"])
 import loft_it  # noqa: E402
@@ -37,15 +38,36 @@ try:
         f.write(text + f"metrics_port: {metrics_port}\ncompute_mode: external\nconsumer_endpoint: {endpoint}\nconsumer_timeout_ms: 3000\n")
     c._spawn("edge-0", [loft_it.exe("loft-agent"), "--config", cfg])
     c.start_agent("edge-1")
+    # The ipc socket file is owner-only (it was created with the umask's mode).
+    loft_it.log("waiting for the consumer socket")
+    for _ in range(200):
+        if os.path.exists(sock):
+            break
+        time.sleep(0.05)
+    mode = os.stat(sock).st_mode & 0o777
+    assert mode == 0o600, oct(mode)
 
-    # The Python module (examples/python/loft.py) takes and acknowledges one batch.
+    # The Python package (python/loft) takes and acknowledges one batch; a
+    # second consumer opened while it is connected is refused (it used to
+    # replace the first), and the first one still gets the next batch.
     py = ("import sys; sys.path.insert(0, sys.argv[2]); import loft\n"
           "with loft.Consumer(sys.argv[1]) as c:\n"
           "    with c.next(30000) as b:\n"
           "        assert len(b) > 0 and all(len(b.payload(i)) == 784 for i in range(len(b)))\n"
           "        assert all(0 <= l <= 9 for l in b.labels) and len(b.bytes_payload(0)) == 784\n"
+          "        assert bytes(b.payloads())[:784] == b.bytes_payload(0) and b.round == -1\n"
           "        b.report(1.5)\n"
-          "        print('python batch', b.partition_id, len(b))\n")
+          "        print('python batch', b.partition_id, len(b))\n"
+          "    with loft.Consumer(sys.argv[1]) as intruder:\n"
+          "        try:\n"
+          "            intruder.next(1500)\n"
+          "            raise SystemExit('a second consumer was not refused')\n"
+          "        except loft.LoftError as e:\n"
+          "            assert 'another consumer is connected' in str(e), str(e)\n"
+          "            print('second consumer refused:', e)\n"
+          "    with c.next(30000) as b:\n"
+          "        b.report(1.5)\n"
+          "        print('python batch after the refusal', b.partition_id, len(b))\n")
     r = subprocess.run([sys.executable, "-c", py, endpoint, os.environ["LOFT_PY_DIR"]], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr

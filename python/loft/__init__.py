@@ -1,4 +1,4 @@
-"""ctypes bindings over libloft (capi/include/loft/loft.h).
+"""loft: ctypes bindings over libloft (capi/include/loft/loft.h).
 
     import loft
     with loft.Planner("loft", global_batch=256, overlap=True) as p:
@@ -10,12 +10,16 @@
             x = numpy.frombuffer(batch.payload(0), dtype=numpy.uint8)  # zero copy
             batch.report(compute_ms=3.2)                     # acknowledge; then the batch closes
 
-The library is found through $LOFT_LIBRARY (a path), else
+Training with PyTorch (agent spec training.model: external): see loft.torch.
+
+The library is found through $LOFT_LIBRARY (a path), else next to this
+package (an install prefix's lib/, or the build tree's capi/), else
 ctypes.util.find_library("loft"). Errors from the C API (its errptr
 messages) raise loft.LoftError. Not thread-safe per object, like the C API.
 """
 import ctypes
 import ctypes.util
+import glob
 import json
 import os
 from dataclasses import dataclass
@@ -28,8 +32,20 @@ class LoftError(RuntimeError):
     """An error reported by libloft through errptr."""
 
 
+def _near() -> Optional[str]:
+    """libloft.so in an ancestor's lib/ (install prefix) or capi/ (build tree)."""
+    d = os.path.dirname(os.path.abspath(__file__))
+    for _ in range(6):
+        d = os.path.dirname(d)
+        for sub in ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "capi"):
+            hits = sorted(glob.glob(os.path.join(d, sub, "libloft.so*")))
+            if hits:
+                return hits[0]
+    return None
+
+
 def _load() -> ctypes.CDLL:
-    path = os.environ.get("LOFT_LIBRARY") or ctypes.util.find_library("loft")
+    path = os.environ.get("LOFT_LIBRARY") or _near() or ctypes.util.find_library("loft")
     if not path:
         raise OSError("libloft not found: set LOFT_LIBRARY to the path of libloft.so")
     return ctypes.CDLL(path)
@@ -81,6 +97,14 @@ _batch_payload = _fn("loft_batch_payload", _c.POINTER(_c.c_ubyte), _c.c_void_p, 
 _batch_label = _fn("loft_batch_label", _c.c_int, _c.c_void_p, _c.c_int64)
 _batch_report = _fn("loft_batch_report", None, _c.c_void_p, _c.c_double, _errp)
 _batch_destroy = _fn("loft_batch_destroy", None, _c.c_void_p)
+_batch_payloads = _fn("loft_batch_payloads", _c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_size_t))
+_batch_round = _fn("loft_batch_round", _c.c_int64, _c.c_void_p)
+_batch_allreduce = _fn("loft_batch_allreduce", _c.c_int, _c.c_void_p, _c.c_void_p, _c.c_size_t, _errp)
+_batch_state = _fn("loft_batch_state", _c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_size_t))
+_batch_set_metrics = _fn("loft_batch_set_metrics", None, _c.c_void_p, _c.c_double, _c.c_double, _c.c_uint64)
+_consumer_put_state = _fn("loft_consumer_put_state", None, _c.c_void_p, _c.c_void_p, _c.c_size_t, _errp)
+_consumer_sync_state = _fn("loft_consumer_sync_state", _c.c_void_p, _c.c_void_p, _c.c_int,
+                           _c.POINTER(_c.c_int64), _c.POINTER(_c.c_size_t), _errp)
 
 
 class _Err:
@@ -208,49 +232,141 @@ def sim_run(spec_yaml: str, policies: str = "loft,lbbsp,uniform,pid", iterations
 class Batch(_Handle):
     """One partition from the agent. payload(i) is a memoryview into the
     received message (zero copy, numpy.frombuffer-compatible), valid until
-    close(); bytes_payload(i) copies. Call report() once, then close()."""
+    close(); bytes_payload(i) copies; payloads() is every payload back to
+    back (one zero-copy region; it keeps the batch open while referenced).
+    Call report() once, then close().
 
-    def __init__(self, handle):
+    Training (the agent's spec has training.model external): `round` is
+    the all-reduce round (-1 without a ring); a training batch may be empty
+    (a round this agent has no samples for: all-reduce anyway, weight 0)."""
+
+    def __init__(self, handle, consumer=None):
         self._h = handle
+        self._consumer = consumer  # keeps the consumer open while the batch lives
+        self._views = 0
+        self._close_pending = False
         self.partition_id = _batch_pid(handle)
         self.count = _batch_count(handle)
+        self.round = _batch_round(handle)
         self.sample_ids = [_batch_sid(handle, i) for i in range(self.count)]
         self.labels = [_batch_label(handle, i) for i in range(self.count)]
+        self.reported = False
 
     def __len__(self):
         return self.count
 
-    def payload(self, i: int) -> memoryview:
+    def _check(self):
         if self._h is None:
             raise LoftError("batch is closed")
+
+    def payload(self, i: int) -> memoryview:
+        self._check()
         if not 0 <= i < self.count:
             raise IndexError(i)
         n = _c.c_size_t(0)
         p = _batch_payload(self._h, i, _c.byref(n))
         return memoryview((_c.c_ubyte * n.value).from_address(_c.addressof(p.contents))).cast("B")
 
+    def payloads(self):
+        """Every payload back to back as a writable ctypes byte array over
+        the received message (zero copy). The array holds a reference to
+        this batch: the memory stays valid while the array (or a tensor /
+        numpy array made from it) lives, even after close()."""
+        self._check()
+        n = _c.c_size_t(0)
+        p = _batch_payloads(self._h, _c.byref(n))
+        arr = (_c.c_ubyte * n.value).from_address(p) if n.value else (_c.c_ubyte * 0)()
+        arr._loft_batch = _ViewRef(self)
+        return arr
+
+    def payload_size(self) -> int:
+        """Bytes per sample when every sample has the same size (else ValueError)."""
+        if self.count == 0:
+            return 0
+        n = _c.c_size_t(0)
+        _batch_payloads(self._h, _c.byref(n))
+        size = len(self.payload(0))
+        if size * self.count != n.value:
+            raise ValueError(f"batch {self.partition_id}: samples of different sizes")
+        return size
+
     def bytes_payload(self, i: int) -> bytes:
         return bytes(self.payload(i))
 
+    def set_metrics(self, loss: float = float("nan"), test_accuracy: float = float("nan"), param_hash: int = 0):
+        """Figures sent with report(): batch loss, a test accuracy, a parameter hash."""
+        self._check()
+        _batch_set_metrics(self._h, float(loss), float(test_accuracy), int(param_hash) & (2**64 - 1))
+
     def report(self, compute_ms: float):
-        if self._h is None:
-            raise LoftError("batch is closed")
+        self._check()
         _call(_batch_report, self._h, float(compute_ms))
+        self.reported = True
+
+    def allreduce(self, data) -> int:
+        """In place on a C-contiguous float32 buffer (a ctypes array, or the
+        address of n floats as (address, n)): 1 = apply the aggregate, 0 =
+        nothing to apply (carried), 2 = load state() first then apply.
+        Raises LoftError on an error (nothing to apply)."""
+        self._check()
+        if isinstance(data, tuple):
+            addr, n = data
+        else:
+            addr, n = _c.addressof(data), len(data)
+        return _call(_batch_allreduce, self._h, _c.c_void_p(addr), n)
+
+    def state(self) -> bytes:
+        """After allreduce() returned 2: the ring majority's state blob."""
+        self._check()
+        n = _c.c_size_t(0)
+        p = _batch_state(self._h, _c.byref(n))
+        return _c.string_at(p, n.value) if p else b""
+
+    @property
+    def consumer(self):
+        return self._consumer
+
+    def close(self):
+        # A payloads() view still alive keeps the memory: release with the last one.
+        if self._views > 0:
+            self._close_pending = True
+            return
+        super().close()
 
     _release = staticmethod(_batch_destroy)
+
+    def __del__(self):
+        self._views = 0
+        self.close()
+
+
+class _ViewRef:
+    """Held by a payloads() array: the batch closes once it and every view are gone."""
+
+    def __init__(self, batch: Batch):
+        self.batch = batch
+        batch._views += 1
+
+    def __del__(self):
+        b = self.batch
+        b._views -= 1
+        if b._views == 0 and b._close_pending:
+            b._close_pending = False
+            b.close()
 
 
 class Consumer(_Handle):
     """Takes batches from a local agent running compute_mode external."""
 
     def __init__(self, endpoint: str):
+        self.endpoint = endpoint
         self._h = _call(_consumer_open, endpoint.encode())
 
     def next(self, timeout_ms: int = 10000) -> Batch:
         """The next batch; LoftError("... timeout ...") if none arrives in time."""
         if self._h is None:
             raise LoftError("consumer is closed")
-        return Batch(_call(_consumer_next, self._h, int(timeout_ms)))
+        return Batch(_call(_consumer_next, self._h, int(timeout_ms)), self)
 
     def batches(self, timeout_ms: int = 10000):
         """Yields batches until none arrives for timeout_ms; each is closed
@@ -264,6 +380,26 @@ class Consumer(_Handle):
                 raise
             with b:
                 yield b
+
+    def put_state(self, blob: bytes):
+        """Publishes this trainer's state (opaque bytes) for restarted members."""
+        if self._h is None:
+            raise LoftError("consumer is closed")
+        _call(_consumer_put_state, self._h, blob, len(blob))
+
+    def sync_state(self, timeout_ms: int = 60000):
+        """(round, blob) of the ring majority; (-1, b"") when no member has progress."""
+        if self._h is None:
+            raise LoftError("consumer is closed")
+        r = _c.c_int64(-1)
+        n = _c.c_size_t(0)
+        p = _call(_consumer_sync_state, self._h, int(timeout_ms), _c.byref(r), _c.byref(n))
+        if not p:
+            return r.value, b""
+        try:
+            return r.value, _c.string_at(p, n.value)
+        finally:
+            _free(p)
 
     _release = staticmethod(_consumer_close)
 

@@ -1,0 +1,537 @@
+#include "edge_agent/external_ring.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "edge_agent/model_trainer.h"
+#include "models/ring_allreduce.h"
+#include "models/transport.h"
+
+namespace loft::agent {
+namespace {
+
+constexpr uint8_t kWeightsPhase = 0xFE;  // [f64 b][i64 state_round][u64 hash][u64 partition][u64 d]
+constexpr uint8_t kStatePhase = 0xFD;    // request: [] ; answer: [i64 round][u64 hash][blob]
+constexpr size_t kExchangeBytes = 5 * 8;
+
+template <typename T>
+void PutLe(std::vector<std::byte>* out, T v) {
+  const auto* p = reinterpret_cast<const std::byte*>(&v);
+  out->insert(out->end(), p, p + sizeof v);
+}
+template <typename T>
+T GetLe(std::span<const std::byte> in, size_t at) {
+  T v{};
+  std::memcpy(&v, in.data() + at, sizeof v);
+  return v;
+}
+
+StatusOr<models::ReducerOptions> ReducerFor(const std::string& aggregation) {
+  std::string name = aggregation;
+  if (name == "krum") name = "multi_krum";
+  if (name == "centered_clip") name = "centered_clipping";
+  models::ReducerOptions r;
+  LOFT_ASSIGN_OR_RETURN(r.kind, models::ParseReducerKind(name));
+  return r;
+}
+
+std::string Hex(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace
+
+uint64_t StateHash(std::span<const std::byte> blob) {
+  if (blob.empty()) return 0;
+  uint64_t h = 1469598103934665603ull;
+  for (std::byte b : blob) {
+    h ^= static_cast<uint64_t>(b);
+    h *= 1099511628211ull;
+  }
+  return h == 0 ? 1 : h;
+}
+
+ExternalRing::~ExternalRing() = default;
+
+StatusOr<std::unique_ptr<ExternalRing>> ExternalRing::Create(const ClusterSpec& spec,
+                                                             ExternalRingOptions options) {
+  if (options.node < 0 || options.node >= spec.num_nodes())
+    return InvalidArgument("external ring: node " + std::to_string(options.node) + " is not in the spec");
+  if (options.context == nullptr) return InvalidArgument("external ring: no ZeroMQ context");
+  std::unique_ptr<ExternalRing> r(new ExternalRing());
+  r->options_ = options;
+  auto red = ReducerFor(spec.training.aggregation);
+  if (!red.ok()) return red.status().WithContext("training.aggregation");
+  r->reducer_ = *red;
+  ZmqTransportOptions to;
+  to.rank = options.node;
+  to.world_size = spec.num_nodes();
+  to.bind = options.ring_bind;
+  to.max_message_bytes = options.max_message_bytes;
+  to.curve_own = options.curve_own;
+  to.public_keys = options.public_keys;
+  to.rank_names = options.rank_names;
+  LOFT_ASSIGN_OR_RETURN(r->transport_, ZmqTransport::Create(options.context, to));
+  ExternalRing* self = r.get();
+  r->transport_->SetRequestHandler(
+      kStatePhase, [self](int, uint64_t, std::span<const std::byte>) { return self->ServeState(); });
+  spdlog::info("training external (the consumer's model), aggregation {}; ring endpoint {} ({})",
+               spec.training.aggregation, r->ring_endpoint(), options.curve_own ? "CURVE" : "plain TCP");
+  return r;
+}
+
+void ExternalRing::OnView(const v1::MembershipView& view) {
+  {
+    std::lock_guard lock(mu_);
+    views_[view.view()] = view;
+    while (views_.size() > 64) views_.erase(views_.begin());
+  }
+  cv_.notify_all();
+}
+
+StatusOr<ExternalRing::Members> ExternalRing::ViewMembers(int64_t v) {
+  std::unique_lock lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.view_wait_ms);
+  while (views_.count(v) == 0) {
+    if (Stopping()) return Aborted("shutting down");
+    if (std::chrono::steady_clock::now() >= deadline)
+      return Unavailable("membership view " + std::to_string(v) + " never arrived within " +
+                         std::to_string(options_.view_wait_ms) + " ms");
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  if (v < 0 || v >= (int64_t{1} << 24)) return OutOfRange("view " + std::to_string(v) + " exceeds 2^24");
+  const v1::MembershipView& mv = views_.at(v);
+  Members m;
+  m.view = static_cast<uint32_t>(v);
+  std::map<int, std::string> eps;
+  for (int i = 0; i < mv.live_nodes_size(); ++i) {
+    m.nodes.push_back(mv.live_nodes(i));
+    if (i < mv.ring_endpoints_size()) eps[mv.live_nodes(i)] = mv.ring_endpoints(i);
+  }
+  lock.unlock();
+  std::sort(m.nodes.begin(), m.nodes.end());
+  if (std::find(m.nodes.begin(), m.nodes.end(), options_.node) == m.nodes.end())
+    return FailedPrecondition("this node is not live in view " + std::to_string(v));
+  eps.erase(options_.node);
+  for (int n : m.nodes) {
+    if (n != options_.node && eps[n].empty())
+      return Unavailable("node " + std::to_string(n) + " has no ring endpoint in view " + std::to_string(v));
+  }
+  LOFT_RETURN_IF_ERROR(transport_->SetPeers(eps));
+  m.endpoints = std::move(eps);
+  return m;
+}
+
+Status ExternalRing::CheckMembersAlive(const Members& m) {
+  if (Stopping()) return Aborted("shutting down");
+  std::lock_guard lock(mu_);
+  if (views_.empty() || views_.rbegin()->first <= static_cast<int64_t>(m.view)) return OkStatus();
+  const v1::MembershipView& nv = views_.rbegin()->second;
+  for (int n : m.nodes) {
+    if (n == options_.node) continue;
+    int at = -1;
+    for (int i = 0; i < nv.live_nodes_size(); ++i) {
+      if (nv.live_nodes(i) == n) at = i;
+    }
+    if (at < 0)
+      return Unavailable("node " + std::to_string(n) + " is not live in view " + std::to_string(nv.view()));
+    auto it = m.endpoints.find(n);
+    if (at < nv.ring_endpoints_size() && it != m.endpoints.end() && nv.ring_endpoints(at) != it->second)
+      return Unavailable("node " + std::to_string(n) + " restarted (new ring endpoint)");
+  }
+  return OkStatus();
+}
+
+std::optional<v1::MembershipView> ExternalRing::NewerView(int64_t v) {
+  std::unique_lock lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.view_wait_ms);
+  auto newer = [&] { return !views_.empty() && views_.rbegin()->first > v; };
+  while (!newer()) {
+    if (Stopping() || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  return views_.rbegin()->second;
+}
+
+std::vector<std::byte> ExternalRing::ServeState() {
+  std::vector<std::byte> out;
+  PutLe(&out, blob_round_);
+  PutLe(&out, blob_hash_);
+  const auto* p = reinterpret_cast<const std::byte*>(blob_.data());
+  out.insert(out.end(), p, p + blob_.size());
+  return out;
+}
+
+void ExternalRing::PublishState(std::string blob) {
+  blob_hash_ = StateHash(std::as_bytes(std::span(blob.data(), blob.size())));
+  blob_round_ = consumer_round_;
+  blob_ = std::move(blob);
+}
+
+void ExternalRing::ResetConsumer() {
+  consumer_round_ = -1;
+  carry_.clear();
+  carry_b_ = 0;
+}
+
+void ExternalRing::Serve() {
+  Status st = transport_->Poll(0);
+  if (!st.ok()) spdlog::warn("ring poll: {}", st.ToString());
+}
+
+StatusOr<std::string> ExternalRing::FetchFrom(const Members& m, uint32_t round, int64_t want_round,
+                                              uint64_t want_hash, const std::vector<int>& holders) {
+  const uint64_t tag = models::MakeTag(m.view, round, kStatePhase);
+  Status last = Unavailable("no member holds the state");
+  for (int h : holders) {
+    auto ans = transport_->Request(h, tag, {}, options_.state_timeout_ms);
+    if (!ans.ok()) {
+      last = ans.status().WithContext("state from node " + std::to_string(h));
+      continue;
+    }
+    if (ans->size() < 16) {
+      last = DataLoss("state from node " + std::to_string(h) + ": " + std::to_string(ans->size()) + " bytes");
+      continue;
+    }
+    const auto r = GetLe<int64_t>(*ans, 0);
+    const auto hash = GetLe<uint64_t>(*ans, 8);
+    std::span<const std::byte> blob(ans->data() + 16, ans->size() - 16);
+    if (r != want_round || hash != want_hash || StateHash(blob) != want_hash) {
+      last = FailedPrecondition("node " + std::to_string(h) + " holds round " + std::to_string(r) + " hash " +
+                                Hex(StateHash(blob)) + ", not the agreed round " +
+                                std::to_string(want_round) + " hash " + Hex(want_hash));
+      continue;
+    }
+    return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());
+  }
+  return last;
+}
+
+StatusOr<ExternalRing::State> ExternalRing::FetchState() {
+  int64_t latest = -1;
+  {
+    std::lock_guard lock(mu_);
+    if (!views_.empty()) latest = views_.rbegin()->first;
+  }
+  if (latest < 0) return Unavailable("no membership view yet: the agent has not joined the job");
+  LOFT_ASSIGN_OR_RETURN(Members m, ViewMembers(latest));
+  std::vector<int64_t> rounds;
+  std::vector<uint64_t> hashes;
+  std::vector<int> who;
+  std::map<int, std::vector<std::byte>> answers;
+  for (int n : m.nodes) {
+    std::vector<std::byte> a = n == options_.node ? ServeState() : std::vector<std::byte>{};
+    if (n != options_.node) {
+      auto ans =
+          transport_->Request(n, models::MakeTag(m.view, 0, kStatePhase), {}, options_.state_timeout_ms);
+      if (!ans.ok()) {
+        spdlog::warn("state sync: node {}: {}", n, ans.status().ToString());
+        continue;
+      }
+      a = std::move(*ans);
+    }
+    if (a.size() < 16) continue;
+    rounds.push_back(GetLe<int64_t>(a, 0));
+    hashes.push_back(GetLe<uint64_t>(a, 8));
+    who.push_back(n);
+    answers[n] = std::move(a);
+  }
+  auto [round, hash] = AgreedState(rounds, hashes);
+  State s;
+  if (round < 0) return s;  // nobody has progress: keep the consumer's own state
+  if (hash == 0)
+    return FailedPrecondition("the ring majority holds round " + std::to_string(round) +
+                              " but has published no state (consumers must publish it: "
+                              "loft_consumer_put_state / allreduce_gradients(..., optimizer))");
+  for (size_t i = 0; i < who.size(); ++i) {
+    if (rounds[i] != round || hashes[i] != hash) continue;
+    const auto& a = answers[who[i]];
+    std::span<const std::byte> blob(a.data() + 16, a.size() - 16);
+    if (StateHash(blob) != hash) continue;
+    s.round = round;
+    s.hash = hash;
+    s.blob.assign(reinterpret_cast<const char*>(blob.data()), blob.size());
+    consumer_round_ = round;
+    blob_round_ = round;
+    blob_hash_ = hash;
+    blob_ = s.blob;
+    spdlog::info("state sync: took round {} (hash {}, {} bytes) from node {}", round, Hex(hash),
+                 s.blob.size(), who[i]);
+    return s;
+  }
+  return DataLoss("state sync: no answer for round " + std::to_string(round) + " matches its hash");
+}
+
+StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round, size_t n,
+                                                    uint64_t partition, std::span<const float> grad,
+                                                    bool consumer) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Outcome out;
+  if (n > 0 && grad.empty())
+    return InvalidArgument("a gradient of 0 floats for " + std::to_string(n) + " samples");
+  if (static_cast<int64_t>(round) <= round_done_) {
+    // A second partition of a done round: its samples join the next round.
+    if (n > 0) {
+      if (!carry_.empty() && carry_.size() != grad.size()) {
+        out.message = "gradient has " + std::to_string(grad.size()) + " floats, the carried one " +
+                      std::to_string(carry_.size());
+        return out;
+      }
+      if (carry_.empty()) carry_.assign(grad.size(), 0.0f);
+      for (size_t j = 0; j < grad.size(); ++j) carry_[j] += static_cast<float>(n) * grad[j];
+      carry_b_ += static_cast<double>(n);
+    }
+    out.kind = Kind::kCarried;
+    spdlog::info("partition {} of round {} arrived after the round: its {} samples go into the next round",
+                 partition, round, n);
+    return out;
+  }
+  LOFT_ASSIGN_OR_RETURN(Members m, ViewMembers(view));
+  const double b_mine = consumer ? static_cast<double>(n) + carry_b_ : 0.0;
+  uint64_t d_mine = 0;
+  if (b_mine > 0) d_mine = n > 0 ? grad.size() : carry_.size();
+  if (b_mine > 0 && n > 0 && !carry_.empty() && carry_.size() != grad.size()) {
+    carry_.clear();  // a consumer that changed its model: the carried gradient is of no use
+    carry_b_ = 0;
+  }
+  const double b = consumer ? static_cast<double>(n) + carry_b_ : 0.0;
+  const int64_t my_round = consumer ? consumer_round_ : -2;  // no consumer: no state to vote with
+  const uint64_t my_hash = (consumer && blob_round_ == consumer_round_) ? blob_hash_ : 0;
+  std::vector<float> data;
+  std::pair<int64_t, uint64_t> target{-1, 0};
+  bool stale = false, bad_len = false;
+  uint64_t D = 0;
+  while (true) {
+    ++out.attempts;
+    transport_->SetAbortCheck([this, &m] { return CheckMembersAlive(m); });
+    Status st = [&]() -> Status {
+      const uint64_t tag = models::MakeTag(m.view, round, kWeightsPhase);
+      std::vector<std::byte> buf;
+      PutLe(&buf, b);
+      PutLe(&buf, my_round);
+      PutLe(&buf, my_hash);
+      PutLe(&buf, n > 0 ? partition : uint64_t{0});
+      PutLe(&buf, d_mine);
+      for (int node : m.nodes) {
+        if (node != options_.node) LOFT_RETURN_IF_ERROR(transport_->Send(node, tag, buf));
+      }
+      std::vector<double> bs;
+      std::vector<int64_t> rounds;
+      std::vector<uint64_t> hashes, parts, ds;
+      for (int node : m.nodes) {
+        if (node == options_.node) {
+          bs.push_back(b);
+          rounds.push_back(my_round);
+          hashes.push_back(my_hash);
+          parts.push_back(n > 0 ? partition : 0);
+          ds.push_back(d_mine);
+          continue;
+        }
+        LOFT_ASSIGN_OR_RETURN(auto bytes, transport_->Recv(node, tag, options_.ring_timeout_ms));
+        if (bytes.size() != kExchangeBytes) {  // malformed: no weight, a state nobody holds
+          bs.push_back(0);
+          rounds.push_back(std::numeric_limits<int64_t>::min());
+          hashes.push_back(0);
+          parts.push_back(0);
+          ds.push_back(0);
+          continue;
+        }
+        double x = GetLe<double>(bytes, 0);
+        bs.push_back(std::isfinite(x) && x >= 0 ? x : 0);
+        rounds.push_back(GetLe<int64_t>(bytes, 8));
+        hashes.push_back(GetLe<uint64_t>(bytes, 16));
+        parts.push_back(GetLe<uint64_t>(bytes, 24));
+        ds.push_back(GetLe<uint64_t>(bytes, 32));
+      }
+      // The state most members' consumers hold, and the gradient length most members with samples sent.
+      target = AgreedState(rounds, hashes);
+      std::map<uint64_t, int> dcount;
+      for (size_t i = 0; i < m.nodes.size(); ++i) {
+        if (bs[i] > 0 && ds[i] > 0) ++dcount[ds[i]];
+      }
+      D = 0;
+      int best = 0;
+      for (const auto& [d, c] : dcount) {
+        if (c > best) {
+          best = c;
+          D = d;
+        }
+      }
+      std::vector<double> eff(m.nodes.size(), 0.0);
+      for (size_t i = 0; i < m.nodes.size(); ++i) {
+        const bool in_step = rounds[i] == target.first && hashes[i] == target.second;
+        if (bs[i] > 0 && in_step && ds[i] == D) eff[i] = bs[i];
+      }
+      stale = consumer && std::pair{my_round, my_hash} != target;
+      bad_len = b > 0 && d_mine != D;
+      if (D == 0) return DataLoss("round " + std::to_string(round) + ": no member has samples");
+      std::vector<double> w = models::AggregationWeights(reducer_.kind, eff);
+      const int present = static_cast<int>(std::count_if(w.begin(), w.end(), [](double x) { return x > 0; }));
+      if (present == 0)
+        return DataLoss("round " + std::to_string(round) + ": no member with samples holds the agreed state");
+      data.assign(D, 0.0f);
+      const bool mine_in = b > 0 && !stale && !bad_len;
+      if (mine_in) {
+        for (size_t j = 0; j < D; ++j) {
+          const double sum =
+              (n > 0 ? static_cast<double>(n) * grad[j] : 0.0) + (carry_b_ > 0 ? carry_[j] : 0.0);
+          data[j] = static_cast<float>(sum / b);
+        }
+      }
+      if (stale && consumer) {
+        // Fetch the majority's state now, while its holders are in this round.
+        std::vector<int> holders;
+        for (size_t i = 0; i < m.nodes.size(); ++i) {
+          if (m.nodes[i] != options_.node && std::pair{rounds[i], hashes[i]} == target)
+            holders.push_back(m.nodes[i]);
+        }
+        if (target.second != 0) {
+          auto blob = FetchFrom(m, round, target.first, target.second, holders);
+          if (blob.ok()) {
+            out.state = std::move(*blob);
+            out.state_round = target.first;
+          } else {
+            spdlog::warn("round {}: cannot fetch the majority's state: {}", round, blob.status().ToString());
+          }
+        }
+      }
+      models::AllReduceOptions ao;
+      ao.reducer = reducer_;
+      if (ao.reducer.kind == models::ReducerKind::kTrimmedMean) {
+        int k = std::max(1, static_cast<int>(std::floor(0.2 * present)));
+        while (k > 0 && present <= 2 * k) --k;
+        ao.reducer.trim_count = k;
+      }
+      if (ao.reducer.kind == models::ReducerKind::kMultiKrum && present < ao.reducer.krum_f + 3)
+        ao.reducer.krum_f = 0;
+      ao.timeout_ms = options_.ring_timeout_ms;
+      models::RingAllReduce ring(transport_.get(), ao);
+      LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, data, w));
+      out.applied.clear();
+      out.included = mine_in;
+      for (size_t i = 0; i < m.nodes.size(); ++i) {
+        if (w[i] > 0 && parts[i] != 0) out.applied.emplace_back(parts[i], m.nodes[i]);
+      }
+      std::sort(out.applied.begin(), out.applied.end());
+      return OkStatus();
+    }();
+    transport_->SetAbortCheck(nullptr);
+    if (st.ok()) break;
+    if (st.code() == StatusCode::kDataLoss) {
+      // Every member sees the same exchange: the round is done, nothing applied.
+      round_done_ = round;
+      out.kind = Kind::kError;
+      out.message = st.message();
+      out.members = static_cast<int>(m.nodes.size());
+      return out;
+    }
+    if (st.code() != StatusCode::kDeadlineExceeded && st.code() != StatusCode::kUnavailable &&
+        st.code() != StatusCode::kFailedPrecondition) {
+      return st.WithContext("all-reduce of round " + std::to_string(round));
+    }
+    spdlog::warn("all-reduce of round {} in view {} failed ({}); waiting for a new view", round, m.view,
+                 st.ToString());
+    auto nv = NewerView(m.view);
+    if (!nv) return st.WithContext("all-reduce of round " + std::to_string(round) + ", no newer view");
+    std::vector<int> survivors;
+    for (int node : m.nodes) {
+      if (std::find(nv->live_nodes().begin(), nv->live_nodes().end(), node) != nv->live_nodes().end())
+        survivors.push_back(node);
+    }
+    LOFT_ASSIGN_OR_RETURN(Members next, ViewMembers(nv->view()));
+    next.nodes = survivors;
+    if (std::find(survivors.begin(), survivors.end(), options_.node) == survivors.end())
+      return FailedPrecondition("this node left the view during the all-reduce");
+    m = next;
+  }
+  round_done_ = round;
+  out.members = static_cast<int>(m.nodes.size());
+  out.allreduce_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!consumer) return out;  // a weight-0 join alone: the consumer (if any comes) is behind
+  if (out.included || stale) {
+    carry_.clear();
+    carry_b_ = 0;
+  }
+  if (stale) {
+    if (out.state.empty()) {
+      out.kind = Kind::kError;
+      out.message = "this trainer's state (round " + std::to_string(my_round) + ", hash " + Hex(my_hash) +
+                    ") is not the ring majority's (round " + std::to_string(target.first) + ", hash " +
+                    Hex(target.second) + ") and no member served that state: call loft_consumer_sync_state";
+      return out;
+    }
+    out.kind = Kind::kStale;
+    out.message = "this trainer's state (round " + std::to_string(my_round) + ", hash " + Hex(my_hash) +
+                  ") is not the ring majority's (round " + std::to_string(target.first) + ", hash " +
+                  Hex(target.second) + "): load the majority's state, then apply the aggregate";
+    out.aggregate = std::move(data);
+    consumer_round_ = round;
+    return out;
+  }
+  if (bad_len) {
+    out.kind = Kind::kError;
+    out.message = "gradient has " + std::to_string(d_mine) +
+                  " floats, the ring's members with samples have " + std::to_string(D) +
+                  " (a different model?)";
+    return out;  // the consumer applies nothing: it is behind from now on and will be brought in step
+  }
+  const bool finite = std::all_of(data.begin(), data.end(), [](float x) { return std::isfinite(x); });
+  if (!finite) {
+    // Nobody applies it: the parameters (and a blob of them) stay as they are, one round on.
+    if (blob_round_ == consumer_round_) blob_round_ = round;
+    consumer_round_ = round;
+    out.kind = Kind::kError;
+    out.message = "the aggregate of round " + std::to_string(round) + " is not finite (aggregation " +
+                  std::string(models::ReducerKindName(reducer_.kind)) +
+                  " passes a member's NaN/Inf on): not applied by any member";
+    return out;
+  }
+  consumer_round_ = round;  // the published blob keeps its (older) round
+  out.kind = Kind::kApplied;
+  out.aggregate = std::move(data);
+  return out;
+}
+
+std::optional<std::pair<int64_t, uint32_t>> ExternalRing::PendingJoin() {
+  Status st = transport_->Poll(0);
+  if (!st.ok()) {
+    spdlog::warn("ring poll: {}", st.ToString());
+    return std::nullopt;
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  std::optional<std::pair<int64_t, uint32_t>> join;
+  std::set<std::pair<int, uint64_t>> present;
+  for (const auto& [from, tag] : transport_->Buffered()) {
+    if ((tag & 0xFF) != kWeightsPhase) continue;
+    if (static_cast<int64_t>(models::TagRound(tag)) <= round_done_) {
+      transport_->Discard(from, tag);
+      continue;
+    }
+    if (idle_refused_.count(tag & ~uint64_t{0xFF})) continue;
+    present.insert({from, tag});
+    auto [it, fresh] = idle_seen_us_.emplace(std::pair{from, tag}, now);
+    if (!fresh && now - it->second >= options_.idle_join_grace_ms * 1000 && !join)
+      join = std::pair<int64_t, uint32_t>{models::TagView(tag), models::TagRound(tag)};
+  }
+  for (auto it = idle_seen_us_.begin(); it != idle_seen_us_.end();) {
+    it = present.count(it->first) ? std::next(it) : idle_seen_us_.erase(it);
+  }
+  if (join) idle_seen_us_.clear();
+  return join;
+}
+
+void ExternalRing::RefuseIdle(int64_t view, uint32_t round) {
+  idle_refused_.insert(models::MakeTag(static_cast<uint32_t>(view), round, 0));
+  if (idle_refused_.size() > 256) idle_refused_.erase(idle_refused_.begin());
+}
+
+}  // namespace loft::agent

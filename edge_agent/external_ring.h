@@ -1,0 +1,175 @@
+// ExternalRing: the all-reduce ring of an agent whose model lives in its
+// consumer (compute_mode external + training.model external; e.g. a
+// PyTorch process through libloft). The consumer computes the mean
+// gradient of its batch and hands it over (loft_batch_allreduce); the
+// agent runs one round per iteration with the other members of the
+// partition's membership view and hands back the aggregate. Parameters
+// and optimizer state stay in the consumer, as an opaque blob the agent
+// only stores (the consumer publishes it before each all-reduce) and
+// serves to restarted members.
+//
+// One round (round = iteration), like ModelTrainer's:
+//  1. exchange: every member sends [f64 b][i64 state_round][u64 state_hash]
+//     [u64 partition][u64 d] (b = samples incl. carried ones, 0 = weight-0
+//     join; state = the (round, hash of the published blob) its consumer
+//     holds; d = gradient length, 0 when b = 0);
+//  2. the job's state is AgreedState(rounds, hashes) (the majority; ties
+//     to the later round) and the gradient length D the one most members
+//     with samples sent (ties: the smaller). A member whose state is not
+//     the majority's or whose d != D gets weight 0;
+//  3. RingAllReduce with models::AggregationWeights (b_i/B for the means,
+//     1 per member with samples for the robust reducers), on D floats;
+//  4. outcome for this member's consumer: APPLIED (the aggregate); STALE
+//     when its state is not the majority's: the majority's blob fetched
+//     from a holder (phase kStatePhase, hash checked) + the aggregate, so
+//     the consumer loads the blob, applies the aggregate and is in step
+//     again (its partition is failed and retried: its gradient was
+//     computed on other parameters); ERROR on a length mismatch (message
+//     names both lengths) or a non-finite aggregate (the plain means pass
+//     a member's NaN/Inf on; every in-step member refuses it alike, so
+//     parameters stay identical).
+// A partition of a round already done here (a retried child) is carried:
+// its b·g joins this member's next contribution (CARRIED).
+// A failed attempt (a member silent or gone) waits for a newer view and
+// restarts the round among the survivors; no newer view within
+// view_wait_ms fails it. Every wait is bounded (ring_timeout_ms per
+// attempt, state_timeout_ms per state request, view_wait_ms per view).
+//
+// Not responsible for: talking to the consumer (ExternalTrainer), deciding
+// membership, Byzantine state (a fetched blob is checked against the
+// majority's hash only).
+// Thread-safety: OnView from any thread; everything else from one thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+#include <zmq.hpp>
+
+#include "core/cluster_spec.h"
+#include "core/curve.h"
+#include "core/proto/loft.pb.h"
+#include "core/status.h"
+#include "edge_agent/zmq_transport.h"
+#include "models/reducers.h"
+
+namespace loft::agent {
+
+struct ExternalRingOptions {
+  int node = 0;
+  std::string ring_bind = "tcp://127.0.0.1:0";
+  int64_t ring_timeout_ms = 20000;
+  int64_t view_wait_ms = 8000;
+  int64_t state_timeout_ms = 5000;
+  int64_t idle_join_grace_ms = 50;
+  size_t max_message_bytes = 16u << 20;
+  zmq::context_t* context = nullptr;  // required
+  std::optional<CurveKeyPair> curve_own;
+  std::vector<std::string> public_keys;
+  std::vector<std::string> rank_names;
+  const std::atomic<bool>* stop = nullptr;
+};
+
+// 64-bit FNV-1a of a state blob (0 for an empty blob: "not published").
+uint64_t StateHash(std::span<const std::byte> blob);
+
+class ExternalRing {
+ public:
+  static StatusOr<std::unique_ptr<ExternalRing>> Create(const ClusterSpec& spec, ExternalRingOptions options);
+  ~ExternalRing();
+
+  const std::string& ring_endpoint() const { return transport_->endpoint(); }
+  void OnView(const v1::MembershipView& view);
+
+  enum class Kind { kApplied, kCarried, kStale, kError };
+  struct Outcome {
+    Kind kind = Kind::kError;
+    std::string message;           // kStale, kError
+    std::vector<float> aggregate;  // kApplied, kStale
+    std::string state;             // kStale: the majority's blob to load first
+    int64_t state_round = -1;      // kStale
+    int members = 0, attempts = 0;
+    double allreduce_ms = 0;
+    bool included = false;  // this member's samples are in the applied update
+    // (partition, member that named it) whose samples the update holds.
+    std::vector<std::pair<uint64_t, int32_t>> applied;
+  };
+  // Round `round` of view `view` with this member's n samples and their
+  // mean gradient `grad` (ignored when n == 0). `consumer` = a consumer
+  // takes the outcome (else it is a weight-0 join by the agent alone: the
+  // consumer, if one comes, is behind and will be brought in step).
+  // Errors (not outcomes) = the round could not be run (no view, ring
+  // failure without a newer view, shutdown).
+  StatusOr<Outcome> Round(int64_t view, uint32_t round, size_t n, uint64_t partition,
+                          std::span<const float> grad, bool consumer);
+
+  // (view, round) of a round peers started that this member has not done,
+  // once its first message waited idle_join_grace_ms; serves requests.
+  std::optional<std::pair<int64_t, uint32_t>> PendingJoin();
+  // Marks a round that could not be joined as not to be retried idle.
+  void RefuseIdle(int64_t view, uint32_t round);
+  // Serves state requests (between rounds).
+  void Serve();
+
+  // The consumer published its state (the state after state_round()).
+  void PublishState(std::string blob);
+  // A new consumer connected: its state is unknown until it publishes or syncs.
+  void ResetConsumer();
+  // The majority state among the latest view's members (outside a round):
+  // (round, hash, blob); round -1 and an empty blob when no member has progress.
+  struct State {
+    int64_t round = -1;
+    uint64_t hash = 0;
+    std::string blob;
+  };
+  StatusOr<State> FetchState();
+
+  int64_t round_done() const { return round_done_; }
+
+ private:
+  ExternalRing() = default;
+  struct Members {
+    uint32_t view = 0;
+    std::vector<int> nodes;
+    std::map<int, std::string> endpoints;
+  };
+  StatusOr<Members> ViewMembers(int64_t v);
+  Status CheckMembersAlive(const Members& m);
+  std::optional<v1::MembershipView> NewerView(int64_t v);
+  bool Stopping() const { return options_.stop != nullptr && options_.stop->load(); }
+  std::vector<std::byte> ServeState();
+  // Fetches (want_round, want_hash) from one of `holders`.
+  StatusOr<std::string> FetchFrom(const Members& m, uint32_t round, int64_t want_round, uint64_t want_hash,
+                                  const std::vector<int>& holders);
+
+  ExternalRingOptions options_;
+  models::ReducerOptions reducer_;
+  std::unique_ptr<ZmqTransport> transport_;
+
+  int64_t round_done_ = -1;      // last round this member took part in
+  int64_t consumer_round_ = -1;  // the last round the consumer's parameters hold
+  // The consumer's last published blob and the round it holds.
+  int64_t blob_round_ = -1;
+  uint64_t blob_hash_ = 0;
+  std::string blob_;
+  std::vector<float> carry_;  // sum of b·g of partitions of rounds already done
+  double carry_b_ = 0;
+
+  std::map<std::pair<int, uint64_t>, int64_t> idle_seen_us_;
+  std::set<uint64_t> idle_refused_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int64_t, v1::MembershipView> views_;
+};
+
+}  // namespace loft::agent

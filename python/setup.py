@@ -1,0 +1,11 @@
+"""pip install ./python (no network: setuptools from the system, no pyproject build isolation).
+The package loads libloft.so from $LOFT_LIBRARY, an install prefix next to it, or the loader path."""
+from setuptools import setup
+
+setup(
+    name="loft",
+    version="0.1.0",
+    description="ctypes bindings over libloft and a PyTorch data pipe / gradient all-reduce for loft agents",
+    packages=["loft"],
+    python_requires=">=3.9",
+)
