@@ -206,13 +206,13 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
     case v1::Envelope::kHeartbeat: {
       const auto& hb = in.heartbeat();
       LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, hb.node()));
+      if (accusations_.evicted(node))
+        return PermissionDenied("node " + spec_.nodes[node].name + " was evicted (reported by its ring)");
       NodeSession& n = nodes_[node];
       if (!n.connected)
         return FailedPrecondition("node " + spec_.nodes[node].name + " is not registered; register");
       if (hb.credits() < 0 || hb.credits() > kMaxCredits)
         return InvalidArgument("heartbeat credits out of range");
-      if (accusations_.evicted(node))
-        return PermissionDenied("node " + spec_.nodes[node].name + " was evicted (reported by its ring)");
       *sender_node = node;
       n.last_seen_ms = now_ms;
       n.flow.Grant(hb.credits());

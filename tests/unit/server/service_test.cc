@@ -651,3 +651,34 @@ TEST_CASE("the job id is random per fresh journal, kept across restarts, and sen
   auto fresh = f.Make(30);
   CHECK(fresh->job_id() != first);
 }
+
+TEST_CASE(
+    "a ring member reported by f+1 other nodes is evicted and its heartbeats and registrations refused") {
+  Fixture f(3);
+  f.spec.training.byzantine_tolerance = 1;
+  auto s = f.Make();
+  for (int i = 0; i < 3; ++i) REQUIRE(Send(*s, Register("edge-" + std::to_string(i), 2), 1).ok());
+  auto report = [](int32_t node, int32_t accused) {
+    loft::v1::Envelope e;
+    auto* r = e.mutable_peer_report();
+    r->set_node(node);
+    r->set_accused(accused);
+    r->set_reason("chunk_mismatch");
+    r->set_count(8);
+    return e;
+  };
+  CHECK(Send(*s, report(0, 0), 5).code() == loft::StatusCode::kInvalidArgument);  // itself
+  CHECK(Send(*s, report(0, 7), 5).code() == loft::StatusCode::kInvalidArgument);  // no such node
+  REQUIRE(Send(*s, report(0, 2), 10).ok());
+  REQUIRE(Send(*s, report(0, 2), 11).ok());  // the same reporter again: still one
+  REQUIRE(Send(*s, Beat(2), 12).ok());
+  REQUIRE(s->Tick(20).ok());
+  CHECK(Status(*s, 20)["live_nodes"] == nlohmann::json::array({0, 1, 2}));
+  REQUIRE(Send(*s, report(1, 2), 30).ok());  // f+1 = 2 distinct reporters
+  REQUIRE(s->Tick(40).ok());
+  CHECK(Status(*s, 40)["live_nodes"] == nlohmann::json::array({0, 1}));
+  CHECK(Send(*s, Beat(2), 50).code() == loft::StatusCode::kPermissionDenied);
+  CHECK(Send(*s, Register("edge-2", 2), 60).code() == loft::StatusCode::kPermissionDenied);
+  REQUIRE(s->Tick(70).ok());
+  CHECK(Status(*s, 70)["live_nodes"] == nlohmann::json::array({0, 1}));
+}
