@@ -16,7 +16,7 @@
    and the trainer-side wall time of allreduce_gradients (IPC both ways
    included). Target: external <= 1.3x own.
 
-usage: torch_consumer_bench.py [--build build] [--batch 4096] [--iterations 60]
+usage: torch_consumer_bench.py [--build build] [--batch 8192] [--iterations 40]
        [--rounds 200] [--out DIR]   (run with Debian's /usr/bin/python3: python3-torch)
 """
 import argparse
@@ -112,8 +112,8 @@ def agent_allreduce_ms(rundir):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(SRC, "build"))
-    ap.add_argument("--batch", type=int, default=4096)
-    ap.add_argument("--iterations", type=int, default=60)
+    ap.add_argument("--batch", type=int, default=8192)
+    ap.add_argument("--iterations", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()

@@ -361,8 +361,8 @@ StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int
           ag->set_message(o.status().ToString());
         } else {
           outcome = std::move(*o);
-          spdlog::debug("round {}: all-reduce {:.1f} ms ({} members, partition {})", round, outcome->allreduce_ms,
-                        outcome->members, partition_id);
+          spdlog::debug("round {}: all-reduce {:.1f} ms ({} members, partition {})", round,
+                        outcome->allreduce_ms, outcome->members, partition_id);
           switch (outcome->kind) {
             case ExternalRing::Kind::kApplied: ag->set_outcome(v1::ConsumerAggregate::APPLIED); break;
             case ExternalRing::Kind::kCarried: ag->set_outcome(v1::ConsumerAggregate::CARRIED); break;
