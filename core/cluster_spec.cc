@@ -261,9 +261,11 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
       base.byzantine = ByzantineKind::kRandom;
     else if (byz == "nan")
       base.byzantine = ByzantineKind::kNaN;
+    else if (byz == "poison_serve")
+      base.byzantine = ByzantineKind::kPoisonServe;
     else
       return r.Error(n["byzantine"], path + ".byzantine",
-                     "must be one of none, sign_flip, random, nan (got '" + byz + "')");
+                     "must be one of none, sign_flip, random, nan, poison_serve (got '" + byz + "')");
     RET(r.Get(n, "byzantine_scale", path, &base.byzantine_scale));
     RET(Positive(r, n, "byzantine_scale", path, base.byzantine_scale));
 
@@ -423,6 +425,7 @@ std::string_view ByzantineKindName(ByzantineKind k) {
     case ByzantineKind::kSignFlip: return "sign_flip";
     case ByzantineKind::kRandom: return "random";
     case ByzantineKind::kNaN: return "nan";
+    case ByzantineKind::kPoisonServe: return "poison_serve";
   }
   return "?";
 }

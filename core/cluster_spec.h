@@ -87,7 +87,7 @@ struct FailureSpec {
   double down_s = 0;
 };
 
-enum class ByzantineKind { kNone, kSignFlip, kRandom, kNaN };
+enum class ByzantineKind { kNone, kSignFlip, kRandom, kNaN, kPoisonServe };
 
 struct NodeSpec {
   std::string name;   // expanded name, unique

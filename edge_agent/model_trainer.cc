@@ -362,7 +362,8 @@ Status ModelTrainer::SyncState(const Members& m, uint32_t round, int64_t want_ro
 
 void ModelTrainer::Corrupt(std::span<float> g) {
   switch (byzantine_) {
-    case ByzantineKind::kNone: return;
+    case ByzantineKind::kNone:
+    case ByzantineKind::kPoisonServe: return;  // attacks the data it serves, not its gradient
     case ByzantineKind::kSignFlip:
       for (float& x : g) x = static_cast<float>(-byzantine_scale_ * x);
       return;

@@ -33,6 +33,7 @@
 #include "core/zmq_util.h"
 #if __has_include("cache/ingest.h")
 #include "cache/ingest.h"
+#include "cache/manifest.h"
 #endif
 #include "sim/summary.h"
 #include "tools/loftctl/commands.h"
@@ -217,16 +218,25 @@ Status WriteText(const fs::path& p, const std::string& text) {
   return OkStatus();
 }
 
-// Ingests every node's cache that has no completion marker yet.
+// Ingests every node's cache that has no completion marker yet, and writes
+// the dataset manifest (cache_root/MANIFEST.loft) when it is missing.
 Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const std::string& dataset_dir) {
   std::vector<int> missing;
   for (int i = 0; i < spec.num_nodes(); ++i) {
     if (!fs::exists(cache_root / spec.nodes[i].name / "LOFT_INGESTED")) missing.push_back(i);
   }
-  if (missing.empty()) return OkStatus();
 #if __has_include("cache/ingest.h")
+  const fs::path manifest_path = cache_root / cache::kManifestFile;
+  if (missing.empty() && fs::exists(manifest_path)) return OkStatus();
   LOFT_ASSIGN_OR_RETURN(cache::IdxDataset ds, cache::LoadFashionMnist(dataset_dir, "train"));
   LOFT_RETURN_IF_ERROR(cache::CheckSpecAgainstDataset(spec, ds, "train"));
+  {
+    std::error_code ec;
+    fs::create_directories(cache_root, ec);
+    if (ec) return IOError("cannot create " + cache_root.string() + ": " + ec.message());
+    LOFT_ASSIGN_OR_RETURN(cache::Manifest m, cache::Manifest::Build(ds, spec.dataset.samples));
+    LOFT_RETURN_IF_ERROR(cache::WriteManifestFile(manifest_path.string(), m));
+  }
   LOFT_ASSIGN_OR_RETURN(Placement placement, Placement::FromSpec(spec));
   for (int i : missing) {
     fs::path dir = cache_root / spec.nodes[i].name;
@@ -247,6 +257,7 @@ Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const s
   return OkStatus();
 #else
   (void)dataset_dir;
+  if (missing.empty()) return OkStatus();
   return FailedPrecondition("caches are missing under " + cache_root.string() +
                             " and this loftctl was built without cache/ingest");
 #endif
@@ -305,6 +316,8 @@ Status ClusterRun(const RunOptions& ro) {
       spec_abs, ro.policy, endpoint, journal.string(), ro.heartbeat_timeout_ms, partition_timeout_ms,
       ro.iterations, ro.log_level, ro.plan_ahead);
   sched_yaml += ro.insecure ? "insecure: true\n" : fmt::format("keys_dir: {}\n", keys.string());
+  if (fs::exists(cache_root / "MANIFEST.loft"))
+    sched_yaml += fmt::format("manifest: {}\n", (cache_root / "MANIFEST.loft").string());
   LOFT_RETURN_IF_ERROR(WriteText(out / "scheduler.yaml", sched_yaml));
   Child sched{"scheduler",
               {(bindir / "loft-scheduler").string(), "--config", (out / "scheduler.yaml").string()},
@@ -459,13 +472,18 @@ Status ClusterRun(const RunOptions& ro) {
     sj["final_accuracy"] = fa;
     if (sj.contains("policies") && sj["policies"].contains(ro.policy))
       sj["policies"][ro.policy]["final_accuracy"] = fa;
-    sj["training"] = {{"model", tr.value("model", "")},
-                      {"aggregation", tr.value("aggregation", "")},
-                      {"final_accuracy", fa},
-                      {"hash_mismatches", tr.value("hash_mismatches", int64_t{0})},
-                      {"iterations_reported", tr["iterations"].size()}};
+    sj["training"] = {
+        {"model", tr.value("model", "")},
+        {"aggregation", tr.value("aggregation", "")},
+        {"final_accuracy", fa},
+        {"hash_mismatches", tr.value("hash_mismatches", int64_t{0})},
+        {"poisoned_samples",
+         last.contains("poisoning") ? last["poisoning"].value("samples", int64_t{0}) : int64_t{0}},
+        {"iterations_reported", tr["iterations"].size()}};
     for (const auto& e : tr["iterations"]) train_by_it[e.value("iteration", int64_t{-1})] = e;
   }
+  // Detection: peer-served samples refused by the dataset manifest.
+  if (last.contains("poisoning")) sj["poisoning"] = last["poisoning"];
   LOFT_RETURN_IF_ERROR(WriteText(out / "summary.json", sj.dump(2) + "\n"));
   std::string csv = "iteration,iteration_ms,wall_s,loss,test_accuracy\n";
   for (size_t i = 0; i < iters.size(); ++i) {
