@@ -7,7 +7,9 @@ every forged record the poisoner served was refused by its requester
 records served, and no honest agent accepted one), the scheduler was told
 (summary.json poisoning.samples_by_peer names only the poisoner, and its
 log has the POISONING line), nothing was lost or counted twice, and the
-final accuracy is within 1 point of the clean run."""
+final accuracy is within 1 point of the clean run. Policy loft (local
+reads first), 240 iterations: ~200 forged records refused, ~80 s for both
+runs on the 2-core machine."""
 import os
 import re
 import tempfile
@@ -17,7 +19,10 @@ import training_lib
 
 caches = tempfile.mkdtemp(prefix="loft-it-poison-caches-")
 ITER = int(os.environ.get("LOFT_POISON_ITER", "240"))
-common = dict(honest=4, iterations=ITER, aggregation="mean", lr=0.05, eval_every=ITER, cache_root=caches)
+POLICY = os.environ.get("LOFT_POISON_POLICY", "loft")
+PLACEMENT = os.environ.get("LOFT_POISON_PLACEMENT", "{kind: shards, replication: 1}")
+common = dict(honest=4, iterations=ITER, aggregation="mean", lr=0.05, eval_every=ITER, cache_root=caches,
+              policy=POLICY, placement=PLACEMENT)
 
 clean, _, _ = training_lib.run("poison-clean", byzantine="none", **common)
 acc_clean = clean["final_accuracy"]

@@ -197,7 +197,7 @@ TEST_CASE("Peer fetch round trip between two agents on real caches") {
   CHECK(done.partition_done().partition_id() == 77);
   CHECK(t.local_samples() == 50);
   CHECK(t.remote_samples() == 100);
-  CHECK(t.remote_bytes() == 100 * 796);
+  CHECK(t.remote_bytes() == 100 * 804);
   CHECK(t.remote_read_ms_by_peer().count(1) == 1);
   CHECK(t.compute_ms() >= 2.0);  // fixed 1 ms + 150 * 0.01 ms
   auto [from2, credit] = sched.WaitFor(v1::Envelope::kCreditGrant);
