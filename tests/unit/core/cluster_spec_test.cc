@@ -66,7 +66,14 @@ TEST_CASE("bad specs name file, line and field") {
     auto spec = ParseClusterSpec(Replace(kGood, "byzantine: none", "byzantine: evil"), "c.yaml");
     REQUIRE_FALSE(spec.ok());
     CHECK(spec.status().message() ==
-          "c.yaml:13: nodes[0].byzantine must be one of none, sign_flip, random, nan (got 'evil')");
+          "c.yaml:13: nodes[0].byzantine must be one of none, sign_flip, random, nan, poison_serve (got "
+          "'evil')");
+  }
+  SECTION("poison_serve") {
+    auto spec = ParseClusterSpec(Replace(kGood, "byzantine: none", "byzantine: poison_serve"), "c.yaml");
+    REQUIRE(spec.ok());
+    CHECK(spec->nodes[0].byzantine == ByzantineKind::kPoisonServe);
+    CHECK(ByzantineKindName(ByzantineKind::kPoisonServe) == "poison_serve");
   }
   SECTION("non-number") {
     auto spec = ParseClusterSpec(Replace(kGood, "samples: 60000", "samples: lots"), "c.yaml");
