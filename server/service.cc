@@ -91,6 +91,14 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
       return InvalidArgument(fmt::format("dataset manifest {} covers {} samples, the spec's dataset has {}",
                                          opts.manifest, m.size(), s->spec_.dataset.samples));
     }
+    // Sent whole in RegisterReply: 16 bytes per sample must fit one message
+    // (16 MiB holds ~1M samples; larger datasets need chunked distribution).
+    if (m.digests().size() + (64u << 10) > static_cast<size_t>(opts.max_message_bytes)) {
+      return InvalidArgument(fmt::format(
+          "dataset manifest {}: {} samples ({} digest bytes) do not fit one registration reply of "
+          "max_message_bytes {}",
+          opts.manifest, m.size(), m.digests().size(), opts.max_message_bytes));
+    }
     spdlog::info("dataset manifest {}: {} samples, root {}", opts.manifest, m.size(), m.RootHex());
     s->sample_digests_ = m.digests();
   }
