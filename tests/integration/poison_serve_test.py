@@ -8,8 +8,8 @@ records served, and no honest agent accepted one), the scheduler was told
 (summary.json poisoning.samples_by_peer names only the poisoner, and its
 log has the POISONING line), nothing was lost or counted twice, and the
 final accuracy is within 1 point of the clean run. Policy loft (local
-reads first), 240 iterations: ~200 forged records refused, ~80 s for both
-runs on the 2-core machine."""
+reads first), 480 iterations (4 epochs: at 240 the 1-point margin was
+missed once, 0.8197 vs 0.8301, with 2,740 forged records refused)."""
 import os
 import re
 import tempfile
@@ -18,7 +18,7 @@ import loft_it
 import training_lib
 
 caches = tempfile.mkdtemp(prefix="loft-it-poison-caches-")
-ITER = int(os.environ.get("LOFT_POISON_ITER", "240"))
+ITER = int(os.environ.get("LOFT_POISON_ITER", "480"))
 POLICY = os.environ.get("LOFT_POISON_POLICY", "loft")
 PLACEMENT = os.environ.get("LOFT_POISON_PLACEMENT", "{kind: shards, replication: 1}")
 common = dict(honest=4, iterations=ITER, aggregation="mean", lr=0.05, eval_every=ITER, cache_root=caches,
