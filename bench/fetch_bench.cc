@@ -1,6 +1,6 @@
 // fetch_bench: is loft's peer fetch close to the raw speed of its parts?
 // All three figures use the same cache (N samples of 784 bytes, stored as
-// 796-byte records), batches of 64 random ids, tcp://127.0.0.1, one
+// 804-byte records), batches of 64 random ids, tcp://127.0.0.1, one
 // client and one server, `depth` requests in flight (one partition's
 // worth of remote ids, fetched the way PartitionRunner does):
 //   peer_fetch: PeerFetcher → ZmqAgentServer (grant check, one
@@ -9,7 +9,7 @@
 //   raw_rocksdb_multiget: rocksdb::DB::MultiGet on the same DB, 64 keys.
 //   raw_zmq: DEALER → ROUTER (client and server in separate ZeroMQ
 //     contexts, as separate processes have); the server answers each 64-id
-//     request with 64 pre-built 796-byte frames from memory.
+//     request with 64 pre-built 804-byte frames from memory.
 // The peer server gets one ServeGrant per partition (512 ids), sent a
 // few partitions ahead of the fetches, as the scheduler does in a run.
 // Target (issue 5): peer_fetch >= 50% of min(raw_rocksdb, raw_zmq).
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   out["samples"] = n;
   out["sample_bytes"] = 784;
-  out["record_bytes"] = 796;
+  out["record_bytes"] = 804;
   out["batch"] = batch;
   out["in_flight_requests"] = depth;
   out["transport"] = "tcp://127.0.0.1";
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     Check(Bind(*server, "tcp://127.0.0.1:*"), "bind");
     std::string ep = *LastEndpoint(*server);
     std::atomic<bool> stop{false};
-    std::string record(796, 'r');
+    std::string record(804, 'r');
     std::thread srv([&] {
       while (!stop) {
         zmq::pollitem_t it{server->handle(), 0, ZMQ_POLLIN, 0};
@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
   out["peer_fetch_over_min_raw"] = ratio;
   out["target_ratio"] = 0.5;
   out["target_met"] = ratio >= 0.5;
-  out["peer_fetch_mb_per_s"] = out["peer_fetch_samples_per_s"].get<double>() * 796 / 1e6;
+  out["peer_fetch_mb_per_s"] = out["peer_fetch_samples_per_s"].get<double>() * 804 / 1e6;
   std::filesystem::remove_all(root);
   std::printf("%s\n", out.dump(2).c_str());
   return 0;

@@ -25,6 +25,14 @@ void PutU16(char* p, uint16_t v) {
 void PutU32(char* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
+void PutU64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+uint64_t GetU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
 uint16_t GetU16(const char* p) {
   return static_cast<uint16_t>(static_cast<uint8_t>(p[0]) | (static_cast<uint8_t>(p[1]) << 8));
 }
@@ -61,6 +69,19 @@ rocksdb::CompressionType ToRocks(CacheCompression c) {
 
 // Checks the record and returns its payload view (into `bytes`).
 StatusOr<std::string_view> CheckRecord(uint64_t id, std::string_view bytes, uint16_t* label) {
+  // A version-1 record (8-byte header without the sample id) is named as
+  // such before any size check, so the user learns how to fix the cache.
+  // FailedPrecondition, not DataLoss: the cache is intact but outdated (the
+  // agent's start-up check refuses such a cache instead of skipping it).
+  if (!bytes.empty() && static_cast<uint8_t>(bytes[0]) == 1) {
+    return FailedPrecondition(
+        SampleName(id) +
+        ": record format version 1 (no sample id) is no longer read; this build reads version " +
+        std::to_string(kRecordVersion) +
+        ", which carries the sample id. Rewrite the cache with `loftctl ingest --cluster SPEC "
+        "--node NAME --db DIR --overwrite` (or `loftctl ingest --cluster SPEC --all --root DIR "
+        "--overwrite`)");
+  }
   if (bytes.size() < kRecordHeaderBytes + kRecordTrailerBytes) {
     return DataLoss(SampleName(id) + ": record of " + std::to_string(bytes.size()) +
                     " bytes is shorter than the " + std::to_string(kRecordHeaderBytes + kRecordTrailerBytes) +
@@ -89,6 +110,11 @@ StatusOr<std::string_view> CheckRecord(uint64_t id, std::string_view bytes, uint
     char buf[96];
     std::snprintf(buf, sizeof buf, ": CRC32C mismatch (stored %08x, computed %08x)", stored, actual);
     return DataLoss(SampleName(id) + buf);
+  }
+  const uint64_t held = GetU64(bytes.data() + 8);
+  if (held != id) {
+    return DataLoss(SampleName(id) + ": record holds sample " + std::to_string(held) +
+                    " (a record served or stored under the wrong id)");
   }
   if (label != nullptr) *label = GetU16(bytes.data() + 2);
   return bytes.substr(kRecordHeaderBytes, len);
@@ -147,19 +173,20 @@ StatusOr<CacheCompression> ParseCacheCompression(std::string_view name) {
 // ---------------------------------------------------------------------------
 // Codecs
 
-std::string EncodeRecord(uint16_t label, std::span<const uint8_t> payload) {
+std::string EncodeRecord(uint64_t id, uint16_t label, std::span<const uint8_t> payload) {
   std::string out;
-  EncodeRecordTo(label, payload, &out);
+  EncodeRecordTo(id, label, payload, &out);
   return out;
 }
 
-void EncodeRecordTo(uint16_t label, std::span<const uint8_t> payload, std::string* out_ptr) {
+void EncodeRecordTo(uint64_t id, uint16_t label, std::span<const uint8_t> payload, std::string* out_ptr) {
   std::string& out = *out_ptr;
   out.resize(kRecordHeaderBytes + payload.size() + kRecordTrailerBytes);
   out[0] = static_cast<char>(kRecordVersion);
   out[1] = 0;
   PutU16(out.data() + 2, label);
   PutU32(out.data() + 4, static_cast<uint32_t>(payload.size()));
+  PutU64(out.data() + 8, id);
   if (!payload.empty()) std::memcpy(out.data() + kRecordHeaderBytes, payload.data(), payload.size());
   const size_t body = kRecordHeaderBytes + payload.size();
   PutU32(out.data() + body, Crc32c(out.data(), body));
@@ -279,7 +306,7 @@ Status SampleCache::PutBatch(std::span<const SampleRef> samples, bool skip_wal) 
       return InvalidArgument(SampleName(s.id) + ": payload of " + std::to_string(s.payload.size()) +
                              " bytes exceeds the " + std::to_string(kMaxPayloadBytes) + "-byte limit");
     }
-    EncodeRecordTo(s.label, s.payload, &value);  // reuses value's buffer
+    EncodeRecordTo(s.id, s.label, s.payload, &value);  // reuses value's buffer
     EncodeKeyTo(s.id, key);
     rocksdb::Status st = batch.Put(rocksdb::Slice(key, 8), value);
     if (!st.ok()) return FromRocks(st, "batch put " + SampleName(s.id));

@@ -1,16 +1,23 @@
 // SampleCache: one edge node's store of training samples, on RocksDB.
 //
 // Key:   the sample id as 8 bytes, big-endian (so iteration is in id order).
-// Value: a record (format version 1, all integers little-endian):
-//          offset 0  u8   format version (kRecordVersion = 1)
-//          offset 1  u8   reserved, must be 0
-//          offset 2  u16  label
-//          offset 4  u32  payload length L
-//          offset 8  L    payload bytes
-//          offset 8+L u32 CRC32C over bytes [0, 8+L)
-// Every read verifies the record; a bad CRC, unknown version, bad header or
-// a length that does not match the value size gives a DataLoss status
-// naming the sample id, and the bytes are never returned as data.
+// Value: a record (format version 2, all integers little-endian):
+//          offset 0   u8   format version (kRecordVersion = 2)
+//          offset 1   u8   reserved, must be 0
+//          offset 2   u16  label
+//          offset 4   u32  payload length L
+//          offset 8   u64  sample id (must equal the key / the id asked for)
+//          offset 16  L    payload bytes
+//          offset 16+L u32 CRC32C over bytes [0, 16+L)
+// Every read verifies the record; a bad CRC, unknown version, bad header,
+// a length that does not match the value size or a sample id other than
+// the one asked for gives a DataLoss status naming the sample id, and the
+// bytes are never returned as data. A version-1 record (no sample id, an
+// older loftctl) is refused with FailedPrecondition naming the version and
+// the `loftctl ingest ... --overwrite` command that rewrites the cache.
+//
+// The CRC only catches accidents: anyone can recompute it. Authenticity
+// against a lying peer is the dataset manifest's job (cache/manifest.h).
 //
 // Not responsible for: deciding which samples a node holds (Placement),
 // reading datasets (idx_reader.h), moving records between nodes (the agent's
@@ -38,8 +45,8 @@ class Cache;
 
 namespace loft::cache {
 
-inline constexpr uint8_t kRecordVersion = 1;
-inline constexpr size_t kRecordHeaderBytes = 8;
+inline constexpr uint8_t kRecordVersion = 2;
+inline constexpr size_t kRecordHeaderBytes = 16;
 inline constexpr size_t kRecordTrailerBytes = 4;  // CRC32C
 // Largest payload a record may carry (a sanity bound, not a tuning knob).
 inline constexpr size_t kMaxPayloadBytes = 64u << 20;
@@ -117,10 +124,10 @@ struct VerifyReport {
 };
 
 // Record codec (shared with receivers of peer-fetched records).
-std::string EncodeRecord(uint16_t label, std::span<const uint8_t> payload);
+std::string EncodeRecord(uint64_t id, uint16_t label, std::span<const uint8_t> payload);
 // Same, into *out (replacing its contents; reuses its capacity).
-void EncodeRecordTo(uint16_t label, std::span<const uint8_t> payload, std::string* out);
-// Verifies header and CRC; `id` only names the sample in errors.
+void EncodeRecordTo(uint64_t id, uint16_t label, std::span<const uint8_t> payload, std::string* out);
+// Verifies header, CRC and that the record holds sample `id`.
 StatusOr<Sample> DecodeRecord(uint64_t id, std::string_view bytes);
 // Verify without copying the payload.
 Status VerifyRecord(uint64_t id, std::string_view bytes);

@@ -274,9 +274,12 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
       base.byzantine = ByzantineKind::kChunkScale;
     else if (byz == "phantom_round")
       base.byzantine = ByzantineKind::kPhantomRound;
+    else if (byz == "poison_serve")
+      base.byzantine = ByzantineKind::kPoisonServe;
     else
       return r.Error(n["byzantine"], path + ".byzantine",
-                     "must be one of none, sign_flip, random, nan, chunk_garbage, chunk_scale, phantom_round (got '" +
+                     "must be one of none, sign_flip, random, nan, chunk_garbage, chunk_scale, phantom_round, "
+                     "poison_serve (got '" +
                          byz + "')");
     RET(r.Get(n, "byzantine_scale", path, &base.byzantine_scale));
     RET(Positive(r, n, "byzantine_scale", path, base.byzantine_scale));
@@ -446,6 +449,7 @@ std::string_view ByzantineKindName(ByzantineKind k) {
     case ByzantineKind::kChunkGarbage: return "chunk_garbage";
     case ByzantineKind::kChunkScale: return "chunk_scale";
     case ByzantineKind::kPhantomRound: return "phantom_round";
+    case ByzantineKind::kPoisonServe: return "poison_serve";
   }
   return "?";
 }

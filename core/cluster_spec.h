@@ -100,8 +100,19 @@ struct FailureSpec {
 // "Byzantine members"): gradients (sign_flip, random, nan), its reduced
 // chunk of the ring's all-gather (chunk_garbage, chunk_scale), or the
 // ring protocol (phantom_round: announces rounds the scheduler has not
-// planned, with only its own weight, and claims a huge last_round).
-enum class ByzantineKind { kNone, kSignFlip, kRandom, kNaN, kChunkGarbage, kChunkScale, kPhantomRound };
+// planned, with only its own weight, and claims a huge last_round), or the
+// samples it serves to peers (poison_serve: label-flipped records with
+// correct CRCs; refused by the dataset manifest, cache/manifest.h).
+enum class ByzantineKind {
+  kNone,
+  kSignFlip,
+  kRandom,
+  kNaN,
+  kChunkGarbage,
+  kChunkScale,
+  kPhantomRound,
+  kPoisonServe
+};
 
 struct NodeSpec {
   std::string name;   // expanded name, unique

@@ -48,6 +48,11 @@ StatusOr<AgentMetrics> AgentMetrics::Create(metrics::Registry* r) {
   LOFT_ASSIGN_OR_RETURN(auto* e, r->AddCounter("loft_agent_scheduler_errors_total",
                                                "Error messages received from the scheduler."));
   m.scheduler_errors = &e->Get();
+  LOFT_ASSIGN_OR_RETURN(m.poisoned_samples,
+                        r->AddCounter("loft_agent_poisoned_samples_total",
+                                      "Peer-fetched samples refused because their digest does not match the "
+                                      "dataset manifest, by serving peer node.",
+                                      {"peer"}));
   return m;
 }
 
@@ -111,6 +116,12 @@ PeerReply AgentService::HandlePeer(std::string_view frame, size_t extra_frames, 
   if (Status st = cache_->MultiGetRecordsInto(ids, &out.records); !st.ok()) {
     return deny(st.code() == StatusCode::kNotFound ? "not_found" : "data_loss", st);
   }
+  if (options_.poison_serve) {
+    if (Status st = PoisonRecords(ids, &out.records); !st.ok()) return deny("data_loss", st);
+    poison_served_ += static_cast<int64_t>(ids.size());
+    spdlog::info("poison_serve: served {} label-flipped records to node {} (partition {}); {} in total",
+                 ids.size(), req.requester(), req.partition_id(), poison_served_);
+  }
   auto* fr = out.header.mutable_fetch_reply();
   out.header.set_protocol_version(kProtocolVersion);
   fr->set_request_id(req.request_id());
@@ -168,6 +179,22 @@ SchedulerEffects AgentService::HandleScheduler(std::string_view frame, size_t ex
       if (job != 0) job_ = job;
       node_ = env->register_reply().node();
       view_.set_view(env->register_reply().view());
+      if (options_.guard != nullptr) {
+        const std::string& d = env->register_reply().sample_digests();
+        auto m = cache::Manifest::FromDigests(d);
+        if (!m.ok()) {
+          spdlog::error("registration reply: {}; peer samples are checked by CRC only",
+                        m.status().ToString());
+        } else if (m->empty()) {
+          spdlog::warn(
+              "the scheduler sent no dataset manifest (no `manifest:` in its config): peer-fetched samples "
+              "are "
+              "checked by CRC only, which a lying peer can recompute");
+        } else {
+          spdlog::info("dataset manifest: {} samples, root {}", m->size(), m->RootHex());
+          options_.guard->SetManifest(std::move(*m));
+        }
+      }
       fx.registered = true;
       spdlog::info("registered as node {} (view {})", node_, view_.view());
       break;
@@ -318,6 +345,7 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
     fut = std::async(std::launch::async, [&] { return peers_->FetchAll(p.id(), me, remote); });
   }
   std::unordered_map<uint64_t, cache::Sample> got;
+  std::shared_ptr<const cache::Manifest> manifest = guard_ != nullptr ? guard_->manifest() : nullptr;
   Status first_error;
   std::vector<cache::RawRecord> recs = cache_->MultiGetRecords(local, /*verify=*/false);
   int64_t local_bytes = 0;
@@ -364,11 +392,22 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
         continue;
       }
       for (size_t i = 0; i < ids.size(); ++i) {
-        auto s = cache::DecodeRecord(ids[i], r.records[i]);  // CRC: a corrupt record fails the partition
+        // CRC + sample id: a corrupt or misplaced record fails the partition.
+        auto s = cache::DecodeRecord(ids[i], r.records[i]);
         if (!s.ok()) {
           if (first_error.ok())
             first_error = s.status().WithContext(fmt::format("record from peer {}", peer));
           break;
+        }
+        // Manifest: a forged label or payload (valid CRC) is refused and the
+        // peer reported; every forged sample of the group is counted.
+        if (manifest) {
+          if (Status ms = CheckAgainstManifest(*manifest, *s, peer); !ms.ok()) {
+            ++out.poisoned[peer];
+            metrics_->poisoned_samples->WithLabels({std::to_string(peer)}).Increment();
+            if (first_error.ok()) first_error = ms;
+            continue;
+          }
         }
         got[ids[i]] = std::move(s).value();
         remote_bytes += static_cast<int64_t>(r.records[i].size());
@@ -414,6 +453,12 @@ v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32
     f->set_attempt(p.attempt());
     f->set_node(me);
     f->set_reason(st.ToString());
+    for (const auto& [peer, n] : read.poisoned) {
+      f->add_poisoned_by(peer);
+      f->add_poisoned_samples(n);
+      spdlog::warn("partition {}: peer {} served {} samples that do not match the dataset manifest; reported",
+                   p.id(), peer, n);
+    }
     metrics_->partitions->WithLabels({"failed"}).Increment();
     spdlog::warn("partition {} failed: {}", p.id(), st.ToString());
     return env;

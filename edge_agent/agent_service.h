@@ -37,6 +37,7 @@
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
 #include "edge_agent/grant_table.h"
+#include "edge_agent/sample_guard.h"
 #include "edge_agent/trainer.h"
 
 namespace loft::agent {
@@ -54,6 +55,7 @@ struct AgentMetrics {
   metrics::Gauge* grants = nullptr;
   metrics::Counter* scheduler_errors = nullptr;
   metrics::CounterFamily* ring_offences = nullptr;  // {node, reason} (edge_agent/ring_guard.h)
+  metrics::CounterFamily* poisoned_samples = nullptr;  // {peer}: refused by the manifest check
 
   static StatusOr<AgentMetrics> Create(metrics::Registry* registry);
 };
@@ -94,6 +96,10 @@ struct AgentServiceOptions {
   std::string ring_endpoint;   // advertised all-reduce endpoint (training); empty = none
   // Called (on the thread handling scheduler messages) with every MembershipView.
   std::function<void(const v1::MembershipView&)> on_view;
+  // Receives the dataset manifest of each RegisterReply (may be null).
+  SampleGuard* guard = nullptr;
+  // `byzantine: poison_serve`: serve label-flipped records (attack tests).
+  bool poison_serve = false;
 };
 
 class AgentService {
@@ -123,6 +129,7 @@ class AgentService {
   AgentMetrics* metrics_;
   GrantTable grants_;
   int in_flight_ = 0;
+  int64_t poison_served_ = 0;  // poison_serve: forged records sent so far
 
   mutable std::mutex mu_;  // guards node_ and view_
   int32_t node_ = -1;
@@ -149,16 +156,20 @@ class PeerClient {
 
 struct ReadPartition {
   v1::Partition partition;
-  Status status;  // not OK: the partition failed while reading
+  Status status;                        // not OK: the partition failed while reading
+  std::map<int32_t, int64_t> poisoned;  // peer -> samples refused by the manifest
   Batch batch;
   v1::PartitionTimings timings;
 };
 
 class PartitionRunner {
  public:
-  PartitionRunner(Clock* clock, cache::SampleCache* cache, PeerClient* peers, AgentMetrics* metrics)
-      : clock_(clock), cache_(cache), peers_(peers), metrics_(metrics) {}
-  // Local reads and peer fetches (concurrently); verifies every record.
+  // `guard` (may be null) supplies the manifest peer samples are checked against.
+  PartitionRunner(Clock* clock, cache::SampleCache* cache, PeerClient* peers, AgentMetrics* metrics,
+                  const SampleGuard* guard = nullptr)
+      : clock_(clock), cache_(cache), peers_(peers), metrics_(metrics), guard_(guard) {}
+  // Local reads and peer fetches (concurrently); verifies every record
+  // (CRC, sample id) and every peer sample against the manifest.
   ReadPartition Read(const v1::Partition& p, int32_t me);
   // Computes (if the read succeeded) and returns PartitionDone or
   // PartitionFailed.
@@ -169,6 +180,7 @@ class PartitionRunner {
   cache::SampleCache* cache_;
   PeerClient* peers_;
   AgentMetrics* metrics_;
+  const SampleGuard* guard_;
 };
 
 }  // namespace loft::agent

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/zmq_util.h"
@@ -15,11 +16,10 @@ StatusOr<zmq::socket_t*> PeerFetcher::SocketFor(const PeerInfo& peer) {
   if (peer.endpoint.empty())
     return Unavailable(fmt::format("node {} has no peer endpoint in the view", peer.node));
   SocketOptions so;
-  so.max_message_bytes = options_.max_message_bytes;
+  // See PeerFetcherOptions: bounded per peer (never 0 = unlimited).
+  so.max_message_bytes = std::min(options_.max_message_bytes, options_.max_frame_bytes);
   so.send_timeout_ms = options_.timeout_ms;
-  // Bounded: a peer sending unsolicited replies fills at most this many
-  // messages (then TCP backpressure) instead of growing without bound.
-  so.recv_hwm = 32;
+  so.recv_hwm = std::max(1, options_.recv_hwm);
   if (options_.own_keys) {
     so.curve_own = options_.own_keys;
     auto key = ReadCurvePublicKey((std::filesystem::path(options_.keys_dir) / (peer.name + ".pub")).string());

@@ -31,7 +31,20 @@
 namespace loft::agent {
 
 struct PeerFetcherOptions {
-  size_t max_message_bytes = 16u << 20;
+  size_t max_message_bytes = 16u << 20;  // largest envelope decoded
+  // Receive bounds of each peer's DEALER. A reply is fetch_batch + 1 frames
+  // and at most ceil(ids / fetch_batch) replies per peer are outstanding, so
+  // legitimate traffic is bounded by our own requests; a lying peer can
+  // also push frames nobody asked for. recv_hwm (frames) and max_frame_bytes
+  // (ZMQ_MAXMSGSIZE, per frame; a larger one drops the connection) cap what
+  // ZeroMQ queues for one peer at recv_hwm * max_frame_bytes (128 MiB with
+  // the defaults) plus one multipart message; beyond that libzmq stops
+  // reading the TCP connection, so the sender's own queue fills and its
+  // sends block or fail (tests/unit/edge_agent/peer_fetcher_flood_test.cc).
+  // Unsolicited frames still queued are read and dropped by the next
+  // FetchAll (unknown request id), never used.
+  int recv_hwm = 2048;
+  size_t max_frame_bytes = 64u << 10;
   int fetch_batch = 64;
   int timeout_ms = 10000;
   int retry_backoff_ms = 5;

@@ -50,6 +50,7 @@ struct ZmqAgentServer::Impl {
   std::unique_ptr<TokenBucket> up, down;
   std::unique_ptr<PeerFetcher> fetcher;
   std::unique_ptr<PartitionRunner> runner;
+  SampleGuard guard;  // the dataset manifest from the scheduler
   std::unique_ptr<Trainer> trainer;
   std::unique_ptr<MetricsHttpServer> http;
 
@@ -403,6 +404,11 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   so.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
   so.max_grants = static_cast<size_t>(cfg.max_grants);
   so.authenticated = m.own.has_value();
+  so.guard = &m.guard;
+  so.poison_serve = spec.nodes[idx].byzantine == ByzantineKind::kPoisonServe;
+  if (so.poison_serve)
+    spdlog::warn(
+        "BYZANTINE poison_serve: this node serves label-flipped records with valid CRCs to its peers");
   if (model_trainer != nullptr) {
     so.ring_endpoint = cfg.ring_advertise.empty() ? model_trainer->ring_endpoint() : cfg.ring_advertise;
     so.on_view = [model_trainer](const v1::MembershipView& v) { model_trainer->OnView(v); };
@@ -417,6 +423,9 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   PeerFetcherOptions fo;
   fo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
   fo.fetch_batch = cfg.fetch_batch;
+  fo.max_frame_bytes =
+      std::max<size_t>(fo.max_frame_bytes, static_cast<size_t>(spec.dataset.sample_bytes) +
+                                               cache::kRecordHeaderBytes + cache::kRecordTrailerBytes);
   fo.timeout_ms = cfg.fetch_timeout_ms;
   fo.own_keys = m.own;
   fo.keys_dir = cfg.keys_dir;
@@ -435,7 +444,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   }
   AgentService* svc = m.service.get();
   m.fetcher = std::make_unique<PeerFetcher>(&m.ctx, clock, fo, [svc](int32_t n) { return svc->PeerFor(n); });
-  m.runner = std::make_unique<PartitionRunner>(clock, m.cache.get(), m.fetcher.get(), &m.metrics);
+  m.runner = std::make_unique<PartitionRunner>(clock, m.cache.get(), m.fetcher.get(), &m.metrics, &m.guard);
   if (!m.trainer) m.trainer = std::make_unique<SyntheticTrainer>(clock, m.compute, cfg.seed);
 
   if (cfg.metrics_port > 0) {  // 0 (and legacy -1) = off, as for loft-scheduler

@@ -86,7 +86,8 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
                                               "journal_sync",
                                               "plan_ahead",
                                               "log_level",
-                                              "max_message_bytes"};
+                                              "max_message_bytes",
+                                              "manifest"};
   for (const auto& kv : root) {
     std::string key = kv.first.as<std::string>();
     if (!kKeys.count(key)) return FieldError(source, kv.first, key, "is not a known option");
@@ -115,6 +116,7 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
   }
   LOFT_RETURN_IF_ERROR(Read(source, root, "log_level", &opts->log_level));
   LOFT_RETURN_IF_ERROR(Read(source, root, "max_message_bytes", &opts->max_message_bytes));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "manifest", &opts->manifest));
   return OkStatus();
 }
 
@@ -143,6 +145,7 @@ std::string SchedulerOptionsToYaml(const SchedulerOptions& o) {
   }
   out << YAML::Key << "log_level" << YAML::Value << o.log_level;
   out << YAML::Key << "max_message_bytes" << YAML::Value << o.max_message_bytes;
+  if (!o.manifest.empty()) out << YAML::Key << "manifest" << YAML::Value << o.manifest;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -20,6 +20,8 @@
 //                                   # (auto = 1 when the spec has training.overlap: true)
 //   log_level: info
 //   max_message_bytes: 16777216     # per ZeroMQ message (ZMQ_MAXMSGSIZE)
+//   manifest: /var/lib/loft/caches/MANIFEST.loft  # dataset manifest (`loftctl ingest`); sent to
+//                                   # agents, who refuse peer samples that do not match it
 //
 // Not responsible for: reading keys or the spec (the daemon does that).
 // Thread-safety: plain value type.
@@ -56,6 +58,7 @@ struct SchedulerOptions {
   int plan_ahead = -1;
   std::string log_level = "info";
   int64_t max_message_bytes = 16 << 20;
+  std::string manifest;  // empty = no manifest (peer samples checked by CRC only)
 
   // Names the first invalid field. `insecure` requires a loopback bind
   // (CheckInsecureAllowed in core/curve.h); without it keys_dir is required.

@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "cache/manifest.h"
 #include "core/codec.h"
 
 namespace loft::server {
@@ -71,6 +72,24 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
                         registry->AddCounter("loft_scheduler_committed_by_ring_total",
                                              "Partitions committed on their worker's behalf because the "
                                              "ring applied their gradient (instead of a retry)."));
+  LOFT_ASSIGN_OR_RETURN(s->poison_reports_, sched::PoisonReports::Create(registry));
+  if (!opts.manifest.empty()) {
+    LOFT_ASSIGN_OR_RETURN(cache::Manifest m, cache::ReadManifestFile(opts.manifest));
+    if (m.size() < s->spec_.dataset.samples) {
+      return InvalidArgument(fmt::format("dataset manifest {} covers {} samples, the spec's dataset has {}",
+                                         opts.manifest, m.size(), s->spec_.dataset.samples));
+    }
+    // Sent whole in RegisterReply: 16 bytes per sample must fit one message
+    // (16 MiB holds ~1M samples; larger datasets need chunked distribution).
+    if (m.digests().size() + (64u << 10) > static_cast<size_t>(opts.max_message_bytes)) {
+      return InvalidArgument(fmt::format(
+          "dataset manifest {}: {} samples ({} digest bytes) do not fit one registration reply of "
+          "max_message_bytes {}",
+          opts.manifest, m.size(), m.digests().size(), opts.max_message_bytes));
+    }
+    spdlog::info("dataset manifest {}: {} samples, root {}", opts.manifest, m.size(), m.RootHex());
+    s->sample_digests_ = m.digests();
+  }
   LOFT_RETURN_IF_ERROR(s->Init(now_ms));
   return s;
 }
@@ -296,6 +315,10 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       nodes_[node].last_seen_ms = now_ms;
       spdlog::info("partition {} attempt {} failed on {}: {}", f.partition_id(), f.attempt(),
                    spec_.nodes[node].name, f.reason());
+      std::vector<std::string> rejected;
+      for (const auto& line : poison_reports_.Record(node, f, spec_.num_nodes(), &rejected))
+        spdlog::warn(line);
+      for (const auto& line : rejected) spdlog::warn(line);
       if (const auto* r = driver_->state().ledger().Find(f.partition_id());
           r != nullptr && r->partition.worker() == node && r->partition.attempt() == f.attempt()) {
         LOFT_ASSIGN_OR_RETURN(bool committed, CommitIfApplied(f.partition_id(), now_ms));
@@ -363,6 +386,7 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerIn
   r->set_view(driver_->state().view());
   r->set_job_config_yaml(spec_text_);
   r->set_job(job_id_);
+  r->set_sample_digests(sample_digests_);
   view_dirty_ = true;
   return OkStatus();
 }

@@ -46,6 +46,7 @@
 #include "scheduler/journal.h"
 #include "scheduler/ring_committer.h"
 #include "scheduler/run_recorder.h"
+#include "scheduler/poison_reports.h"
 #include "server/options.h"
 #include "server/transport.h"
 
@@ -163,6 +164,8 @@ class SchedulerService {
   SchedulerOptions opts_;
   ClusterSpec spec_;
   std::string spec_text_;
+  std::string sample_digests_;           // the dataset manifest sent at registration (empty = none)
+  sched::PoisonReports poison_reports_;  // peers accused of serving forged samples
   SchedulerTransport* transport_;
   std::unique_ptr<sched::Journal> journal_;
   std::unique_ptr<sched::JobDriver> driver_;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cache/manifest.h"
 #include "server/service.h"
 
 namespace loft::server {
@@ -74,6 +75,14 @@ std::string SchedulerService::StatusJson(double now_ms) const {
   j["finished"] = finished_;
   j["recovered"] = recovered_;
   j["live_nodes"] = st.LiveNodes();
+  {
+    json by_peer = json::object();
+    for (const auto& [peer, n] : poison_reports_.samples_by_peer()) by_peer[std::to_string(peer)] = n;
+    j["poisoning"] = {{"manifest_samples", sample_digests_.size() / cache::kSampleDigestBytes},
+                      {"reports", poison_reports_.reports()},
+                      {"samples", poison_reports_.total_samples()},
+                      {"samples_by_peer", by_peer}};
+  }
   json workers = json::array();
   for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
     const NodeSession& n = nodes_[node];

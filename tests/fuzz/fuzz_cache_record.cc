@@ -17,11 +17,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const loft::Status verified = loft::cache::VerifyRecord(kId, bytes);
   if (sample.ok() != verified.ok()) std::abort();
   if (!sample.ok()) {
-    if (sample.status().code() != loft::StatusCode::kDataLoss) std::abort();
+    // DataLoss, or FailedPrecondition for a version-1 record (re-ingest).
+    if (sample.status().code() != loft::StatusCode::kDataLoss &&
+        sample.status().code() != loft::StatusCode::kFailedPrecondition)
+      std::abort();
     if (sample.status().message().find("4242") == std::string::npos) std::abort();
   } else {
     if (sample->id != kId) std::abort();
-    if (loft::cache::EncodeRecord(sample->label, sample->payload) != bytes) std::abort();
+    if (loft::cache::EncodeRecord(sample->id, sample->label, sample->payload) != bytes) std::abort();
   }
   auto key = loft::cache::DecodeKey(bytes.substr(0, 8));
   if (key.ok() && loft::cache::EncodeKey(*key) != bytes.substr(0, 8)) std::abort();

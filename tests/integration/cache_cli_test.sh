@@ -33,11 +33,14 @@ expect_rc() {
 for spec in homogeneous failure; do
   root=$TMP/$spec
   expect_rc 0 "$LOFTCTL" ingest --cluster "$SPECS/$spec.yaml" --all --root "$root" || continue
+  # The dataset manifest sits next to the node caches (cache/manifest.h).
+  [ -s "$root/MANIFEST.loft" ] || fail "$spec: no $root/MANIFEST.loft after ingest --all"
   samples=$(spec_int "$SPECS/$spec.yaml" samples)
   repl=$(spec_int "$SPECS/$spec.yaml" replication)
   total=0
   nodes=0
   for db in "$root"/*; do
+    [ -d "$db" ] || continue
     expect_rc 0 "$LOFTCTL" cache stat --db "$db" --json || continue
     n=$(json_int samples <"$TMP/out")
     b=$(json_int bytes <"$TMP/out")
@@ -48,6 +51,8 @@ for spec in homogeneous failure; do
     expect_rc 0 "$LOFTCTL" cache verify --db "$db"
   done
   [ "$nodes" -ge 2 ] || fail "$spec: only $nodes node caches under $root"
+  msize=$(stat -c %s "$root/MANIFEST.loft")
+  [ "$msize" -eq $((16 + samples * 16 + 32)) ] || fail "$spec: MANIFEST.loft is $msize bytes for $samples samples"
   [ "$total" -eq $((samples * repl)) ] || fail "$spec: node samples sum to $total, want $samples x $repl"
   echo "ok: $spec: $nodes nodes hold $total samples = $samples x $repl"
 done

@@ -25,7 +25,7 @@ nodes:
 
 BYZ = """  - name: byz
     count: 1
-    compute: {{fixed_ms: 1.0, per_sample_ms: 0.01, jitter: 0.0}}
+    compute: {{fixed_ms: 1.0, per_sample_ms: {per_sample_ms}, jitter: 0.0}}
     disk: {{read_mbps: 800}}
     link: {{up_mbps: 1000, down_mbps: 1000, latency_ms: 1}}
     byzantine: {kind}
@@ -44,10 +44,11 @@ FLAKY = """  - name: flaky
 
 def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, model="mlp", byzantine=None,
         scale=10, eval_every=50, cache_root=None, timeout_s=600, extra_nodes="", insecure=True,
-        min_batch=8, placement="{kind: shards, replication: 1}", training_extra=""):
+        min_batch=8, placement="{kind: shards, replication: 1}", training_extra="", policy="uniform",
+        byz_per_sample_ms=0.01):
     tmp = tempfile.mkdtemp(prefix=f"loft-it-{name}-")
     spec = os.path.join(tmp, "spec.yaml")
-    byz = BYZ.format(kind=byzantine, scale=scale) if byzantine else ""
+    byz = BYZ.format(kind=byzantine, scale=scale, per_sample_ms=byz_per_sample_ms) if byzantine else ""
     text = SPEC.format(batch=batch, iterations=iterations, model=model, aggregation=aggregation, lr=lr,
                        honest=honest, byzantine=byz + extra_nodes)
     for old, new in (("min_batch: 8,", f"min_batch: {min_batch},{training_extra}"),
@@ -57,7 +58,7 @@ def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, mode
     with open(spec, "w") as f:
         f.write(text)
     out = os.path.join(tmp, "out")
-    cmd = [loft_it.exe("loftctl"), "cluster", "run", spec, "--policy", "uniform", "--out", out,
+    cmd = [loft_it.exe("loftctl"), "cluster", "run", spec, "--policy", policy, "--out", out,
            "--timeout-s", str(timeout_s), "--eval-every", str(eval_every)]
     if insecure:
         cmd.append("--insecure")

@@ -11,6 +11,7 @@
 
 #include "cache/idx_reader.h"
 #include "cache/ingest.h"
+#include "cache/manifest.h"
 #include "cache/sample_cache.h"
 #include "core/cluster_spec.h"
 #include "core/placement.h"
@@ -37,6 +38,7 @@ struct IngestArgs {
   std::string source = cache::kDefaultFashionMnistDir;
   std::string split = "train";
   bool overwrite = false;
+  std::string manifest;  // default: ROOT/MANIFEST.loft (--all) or next to DIR (--node)
 };
 
 // Ingests one node; prints one summary line on stdout.
@@ -113,6 +115,18 @@ int RunIngest(const IngestArgs& a) {
     const std::string dir = a.all ? a.root + "/" + spec->nodes[i].name : a.db;
     if (Status s = IngestOne(*spec, *placement, *ds, i, dir, a.overwrite, a.split); !s.ok()) return Fail(s);
   }
+  // The dataset manifest (every sample's digest, not only this node's): the
+  // scheduler's `manifest:` sends it to agents, who refuse forged peer samples.
+  std::string mpath = a.manifest;
+  if (mpath.empty()) {
+    mpath = a.all ? a.root + "/" + cache::kManifestFile
+                  : (std::filesystem::path(a.db).parent_path() / cache::kManifestFile).string();
+  }
+  auto manifest = cache::Manifest::Build(*ds, spec->dataset.samples);
+  if (!manifest.ok()) return Fail(manifest.status());
+  if (Status s = cache::WriteManifestFile(mpath, *manifest); !s.ok()) return Fail(s);
+  std::printf("dataset manifest: %lld samples, root %s, in %s\n", static_cast<long long>(manifest->size()),
+              manifest->RootHex().c_str(), mpath.c_str());
   return kExitOk;
 }
 
@@ -251,6 +265,9 @@ void RegisterCacheCommands(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"train", "test"}))
       ->capture_default_str();
   ingest->add_flag("--overwrite", ingest_args->overwrite, "replace an existing non-empty cache directory");
+  ingest->add_option(
+      "--manifest", ingest_args->manifest,
+      "dataset manifest file to write (default ROOT/MANIFEST.loft, or MANIFEST.loft next to --db)");
   ingest->callback([ingest_args, exit_code] { *exit_code = RunIngest(*ingest_args); });
 
   CLI::App* cache_cmd = app.add_subcommand("cache", "Inspect and check a node's sample cache");

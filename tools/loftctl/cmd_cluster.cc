@@ -35,6 +35,7 @@
 #include "core/curve.h"
 #include "core/placement.h"
 #include "core/zmq_util.h"
+#include "cache/manifest.h"
 #include "scheduler/run_recorder.h"
 #include "server/options.h"
 #include "sim/summary.h"
@@ -240,15 +241,24 @@ Status WriteText(const fs::path& p, const std::string& text) {
   return OkStatus();
 }
 
-// Ingests every node's cache that has no completion marker yet.
+// Ingests every node's cache that has no completion marker yet, and writes
+// the dataset manifest (cache_root/MANIFEST.loft) when it is missing.
 Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const std::string& dataset_dir) {
   std::vector<int> missing;
   for (int i = 0; i < spec.num_nodes(); ++i) {
     if (!fs::exists(cache_root / spec.nodes[i].name / "LOFT_INGESTED")) missing.push_back(i);
   }
-  if (missing.empty()) return OkStatus();
+  const fs::path manifest_path = cache_root / cache::kManifestFile;
+  if (missing.empty() && fs::exists(manifest_path)) return OkStatus();
   LOFT_ASSIGN_OR_RETURN(cache::IdxDataset ds, cache::LoadFashionMnist(dataset_dir, "train"));
   LOFT_RETURN_IF_ERROR(cache::CheckSpecAgainstDataset(spec, ds, "train"));
+  {
+    std::error_code ec;
+    fs::create_directories(cache_root, ec);
+    if (ec) return IOError("cannot create " + cache_root.string() + ": " + ec.message());
+    LOFT_ASSIGN_OR_RETURN(cache::Manifest m, cache::Manifest::Build(ds, spec.dataset.samples));
+    LOFT_RETURN_IF_ERROR(cache::WriteManifestFile(manifest_path.string(), m));
+  }
   LOFT_ASSIGN_OR_RETURN(Placement placement, Placement::FromSpec(spec));
   for (int i : missing) {
     fs::path dir = cache_root / spec.nodes[i].name;
@@ -361,6 +371,7 @@ Status ClusterRun(const RunOptions& ro) {
   so.plan_ahead = ro.plan_ahead == "auto" ? -1 : std::stoi(ro.plan_ahead);
   so.insecure = ro.insecure;
   if (!ro.insecure) so.keys_dir = keys.string();
+  if (fs::exists(cache_root / cache::kManifestFile)) so.manifest = (cache_root / cache::kManifestFile).string();
   const std::string sched_yaml = server::SchedulerOptionsToYaml(so);
   LOFT_RETURN_IF_ERROR(WriteText(out / "scheduler.yaml", sched_yaml));
   Child sched{"scheduler",
@@ -558,13 +569,18 @@ Status ClusterRun(const RunOptions& ro) {
     sj["final_accuracy"] = fa;
     if (sj.contains("policies") && sj["policies"].contains(ro.policy))
       sj["policies"][ro.policy]["final_accuracy"] = fa;
-    sj["training"] = {{"model", tr.value("model", "")},
-                      {"aggregation", tr.value("aggregation", "")},
-                      {"final_accuracy", fa},
-                      {"hash_mismatches", tr.value("hash_mismatches", int64_t{0})},
-                      {"iterations_reported", tr["iterations"].size()}};
+    sj["training"] = {
+        {"model", tr.value("model", "")},
+        {"aggregation", tr.value("aggregation", "")},
+        {"final_accuracy", fa},
+        {"hash_mismatches", tr.value("hash_mismatches", int64_t{0})},
+        {"poisoned_samples",
+         last.contains("poisoning") ? last["poisoning"].value("samples", int64_t{0}) : int64_t{0}},
+        {"iterations_reported", tr["iterations"].size()}};
     for (const auto& e : tr["iterations"]) train_by_it[e.value("iteration", int64_t{-1})] = e;
   }
+  // Detection: peer-served samples refused by the dataset manifest.
+  if (last.contains("poisoning")) sj["poisoning"] = last["poisoning"];
   LOFT_RETURN_IF_ERROR(WriteText(out / "summary.json", sj.dump(2) + "\n"));
   {
     // iterations.csv: the simulator's header (sched::kIterationsCsvHeader).

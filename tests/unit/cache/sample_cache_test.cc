@@ -3,9 +3,11 @@
 #include <rocksdb/db.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <numeric>
 #include <random>
 
+#include "cache/crc32c.h"
 #include "tests/unit/cache/test_util.h"
 
 using namespace loft;
@@ -62,7 +64,7 @@ TEST_CASE("Keys are 8-byte big-endian and sort by id", "[cache]") {
 
 TEST_CASE("Record codec round trips and rejects damage", "[cache]") {
   auto payload = Payload(5);
-  std::string rec = EncodeRecord(7, payload);
+  std::string rec = EncodeRecord(5, 7, payload);
   REQUIRE(rec.size() == kRecordHeaderBytes + payload.size() + kRecordTrailerBytes);
   REQUIRE(static_cast<uint8_t>(rec[0]) == kRecordVersion);
   auto s = DecodeRecord(5, rec);
@@ -84,12 +86,12 @@ TEST_CASE("Record codec round trips and rejects damage", "[cache]") {
   REQUIRE_THAT(DecodeRecord(9, rec.substr(0, rec.size() - 1)).status().message(),
                Catch::Contains("sample 9") && Catch::Contains("length mismatch"));
   REQUIRE_THAT(DecodeRecord(9, rec.substr(0, 5)).status().message(), Catch::Contains("shorter"));
-  std::string v2 = rec;
-  v2[0] = 2;
-  REQUIRE_THAT(DecodeRecord(9, v2).status().message(), Catch::Contains("unknown record format version 2"));
+  std::string v3 = rec;
+  v3[0] = 3;
+  REQUIRE_THAT(DecodeRecord(5, v3).status().message(), Catch::Contains("unknown record format version 3"));
 
   // Empty payloads are legal.
-  auto empty = DecodeRecord(1, EncodeRecord(3, {}));
+  auto empty = DecodeRecord(1, EncodeRecord(1, 3, {}));
   REQUIRE(empty.ok());
   REQUIRE(empty->payload.empty());
 }
@@ -235,7 +237,7 @@ TEST_CASE("A record corrupted underneath the cache is detected, never served", "
     auto cache = OpenOrDie(dir);
     for (uint64_t id = 0; id < 20; ++id) REQUIRE(cache->Put(id, 1, Payload(id)).ok());
   }
-  const std::string good = EncodeRecord(1, Payload(5));
+  const std::string good = EncodeRecord(5, 1, Payload(5));
   std::string flipped = good;
   flipped[kRecordHeaderBytes + 10] ^= 0x40;
 
@@ -248,6 +250,7 @@ TEST_CASE("A record corrupted underneath the cache is detected, never served", "
       {"bit flip in payload", flipped, "CRC32C mismatch"},
       {"truncated value", good.substr(0, good.size() - 7), "length mismatch"},
       {"very short value", good.substr(0, 3), "shorter"},
+      {"another sample's record", EncodeRecord(6, 1, Payload(5)), "record holds sample 6"},
       {"wrong version byte",
        [&] {
          std::string v = good;
@@ -332,4 +335,54 @@ TEST_CASE("A malformed key fails the scan with a clear error", "[cache]") {
   auto v = cache->Verify();
   REQUIRE(v.status().code() == StatusCode::kDataLoss);
   REQUIRE_THAT(v.status().message(), Catch::Contains("3 bytes"));
+}
+
+// A record of format version 1 ([version][0][label][len][payload][crc32c],
+// no sample id), as an older loftctl wrote it.
+static std::string V1Record(uint16_t label, const std::vector<uint8_t>& payload) {
+  std::string out(8 + payload.size() + 4, '\0');
+  out[0] = 1;
+  out[2] = static_cast<char>(label & 0xff);
+  out[3] = static_cast<char>(label >> 8);
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>((payload.size() >> (8 * i)) & 0xff);
+  std::memcpy(out.data() + 8, payload.data(), payload.size());
+  const uint32_t crc = Crc32c(out.data(), 8 + payload.size());
+  for (int i = 0; i < 4; ++i) out[8 + payload.size() + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  return out;
+}
+
+TEST_CASE("Records carry their sample id: another sample's valid record is refused", "[cache]") {
+  // Version 1 had no id: any record with a valid CRC passed for any sample
+  // (a serving peer could answer sample 5 with sample 6). Version 2 does not.
+  const std::string six = EncodeRecord(6, 3, Payload(6));
+  REQUIRE(DecodeRecord(6, six).ok());
+  auto as_five = DecodeRecord(5, six);
+  REQUIRE(as_five.status().code() == StatusCode::kDataLoss);
+  REQUIRE_THAT(as_five.status().message(), Catch::Contains("sample 5") && Catch::Contains("holds sample 6"));
+  REQUIRE(VerifyRecord(5, six).code() == StatusCode::kDataLoss);
+  // The id is covered by the CRC too.
+  std::string id_flip = six;
+  id_flip[8] ^= 0x03;  // 6 -> 5
+  REQUIRE_THAT(DecodeRecord(5, id_flip).status().message(), Catch::Contains("CRC32C mismatch"));
+}
+
+TEST_CASE("A version-1 record is refused naming the version and the ingest command", "[cache]") {
+  const std::string v1 = V1Record(4, Payload(9));
+  auto d = DecodeRecord(9, v1);
+  REQUIRE(d.status().code() == StatusCode::kFailedPrecondition);
+  REQUIRE_THAT(d.status().message(), Catch::Contains("sample 9") && Catch::Contains("format version 1") &&
+                                         Catch::Contains("loftctl ingest") && Catch::Contains("--overwrite"));
+  // Also through the cache (a cache ingested by an older loftctl).
+  TempDir tmp;
+  const std::string dir = tmp.Sub("db");
+  { auto cache = OpenOrDie(dir); }
+  RawPut(dir, 9, v1);
+  auto cache = OpenOrDie(dir);
+  auto g = cache->Get(9);
+  REQUIRE(g.status().code() == StatusCode::kFailedPrecondition);
+  REQUIRE_THAT(g.status().message(),
+               Catch::Contains("format version 1") && Catch::Contains("loftctl ingest"));
+  auto v = cache->Verify();
+  REQUIRE(v.ok());
+  REQUIRE(v->bad_ids == std::vector<uint64_t>{9});
 }

@@ -197,7 +197,7 @@ TEST_CASE("Peer fetch round trip between two agents on real caches") {
   CHECK(done.partition_done().partition_id() == 77);
   CHECK(t.local_samples() == 50);
   CHECK(t.remote_samples() == 100);
-  CHECK(t.remote_bytes() == 100 * 796);
+  CHECK(t.remote_bytes() == 100 * 804);
   CHECK(t.remote_read_ms_by_peer().count(1) == 1);
   CHECK(t.compute_ms() >= 2.0);  // fixed 1 ms + 150 * 0.01 ms
   auto [from2, credit] = sched.WaitFor(v1::Envelope::kCreditGrant);
@@ -470,4 +470,98 @@ TEST_CASE("A peer fetch fails at once when the serving node leaves the view or r
     CHECK(res[1].status.message().find(change) != std::string::npos);
     CHECK(took < std::chrono::seconds(5));  // not the 20 s deadline
   }
+}
+
+TEST_CASE("Unsolicited frames from a peer queue only up to the fetcher's bound and are never used") {
+  zmq::context_t ctx(1);
+  // A lying "peer": answers fetches correctly but also pushes frames nobody
+  // asked for. ROUTER_MANDATORY makes its non-blocking sends fail (EAGAIN)
+  // once the path to the fetcher is full instead of dropping silently.
+  zmq::socket_t peer(ctx, zmq::socket_type::router);
+  peer.set(zmq::sockopt::linger, 0);
+  peer.set(zmq::sockopt::router_mandatory, 1);
+  peer.bind("tcp://127.0.0.1:*");
+  const std::string ep = peer.get(zmq::sockopt::last_endpoint);
+  PeerFetcherOptions fo;
+  fo.timeout_ms = 20000;
+  fo.recv_hwm = 64;
+  PeerFetcher fetcher(&ctx, SystemClock::Default(), fo, [&](int32_t n) -> std::optional<PeerInfo> {
+    return PeerInfo{n, "peer", ep};
+  });
+  std::string routing_id;
+  // Answers one FetchRequest with genuine records.
+  auto serve_one = [&] {
+    zmq::pollitem_t item{peer.handle(), 0, ZMQ_POLLIN, 0};
+    REQUIRE(zmq::poll(&item, 1, std::chrono::milliseconds(10000)) == 1);
+    auto frames = RecvMultipart(peer);
+    REQUIRE(frames.ok());
+    REQUIRE(frames->size() == 2);
+    routing_id.assign(static_cast<const char*>((*frames)[0].data()), (*frames)[0].size());
+    auto env = Decode(std::string_view(static_cast<const char*>((*frames)[1].data()), (*frames)[1].size()));
+    REQUIRE(env.ok());
+    REQUIRE(env->has_fetch_request());
+    v1::Envelope rep;
+    rep.set_protocol_version(kProtocolVersion);
+    rep.mutable_fetch_reply()->set_request_id(env->fetch_request().request_id());
+    rep.mutable_fetch_reply()->set_count(env->fetch_request().sample_ids_size());
+    auto head = Encode(rep);
+    REQUIRE(head.ok());
+    peer.send(zmq::buffer(routing_id), zmq::send_flags::sndmore);
+    peer.send(zmq::buffer(*head), zmq::send_flags::sndmore);
+    for (int i = 0; i < env->fetch_request().sample_ids_size(); ++i) {
+      const uint64_t id = env->fetch_request().sample_ids(i);
+      std::string rec = cache::EncodeRecord(id, static_cast<uint16_t>(id % 10), Payload(id));
+      peer.send(zmq::buffer(rec), i + 1 < env->fetch_request().sample_ids_size() ? zmq::send_flags::sndmore
+                                                                                 : zmq::send_flags::none);
+    }
+  };
+  auto fetch = [&](uint64_t partition, std::vector<uint64_t> ids) {
+    std::map<int32_t, PeerFetchResult> res;
+    std::thread t([&] { res = fetcher.FetchAll(partition, 0, {{1, ids}}); });
+    serve_one();
+    t.join();
+    REQUIRE(res[1].status.ok());
+    REQUIRE(res[1].records.size() == ids.size());
+    for (size_t k = 0; k < ids.size(); ++k) {
+      auto s = cache::DecodeRecord(ids[k], res[1].records[k]);
+      REQUIRE(s.ok());
+      CHECK(s->payload == Payload(ids[k]));
+    }
+  };
+  fetch(7, {10, 11});  // connects; the peer learns the fetcher's routing id
+  REQUIRE_FALSE(routing_id.empty());
+
+  // Flood while the fetcher is idle: 20,000 two-frame messages (a stale
+  // FetchReply header and 8 KiB) = 160 MB if nothing bounded them.
+  v1::Envelope junk;
+  junk.set_protocol_version(kProtocolVersion);
+  junk.mutable_fetch_reply()->set_request_id(987654321);
+  junk.mutable_fetch_reply()->set_count(1);
+  const std::string junk_head = *Encode(junk);
+  const std::string pad(8192, 'p');
+  int sent = 0, stalls = 0;
+  while (sent < 20000 && stalls < 30) {
+    zmq::send_result_t r;
+    try {
+      r = peer.send(zmq::buffer(routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      r = std::nullopt;
+    }
+    if (!r) {  // the path is full: wait for libzmq/TCP, give up after 30 tries
+      ++stalls;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    stalls = 0;
+    peer.send(zmq::buffer(junk_head), zmq::send_flags::sndmore);
+    peer.send(zmq::buffer(pad), zmq::send_flags::none);
+    ++sent;
+  }
+  INFO("unsolicited messages accepted before the path filled: " << sent);
+  // recv_hwm 64 frames + the ROUTER's 1000-frame send queue + the kernel's
+  // TCP buffers; unbounded (recv_hwm 0) it takes all 20,000.
+  CHECK(sent < 10000);
+  // The queued junk is drained and dropped (unknown request id); the next
+  // fetch gets its genuine records.
+  fetch(8, {20, 21, 22});
 }

@@ -96,7 +96,9 @@ class FakePeers : public PeerClient {
       r.ms = 3;
       for (uint64_t id : list) {
         auto p = Payload(id);
-        r.records.push_back(cache::EncodeRecord(static_cast<uint16_t>(id % 10), p));
+        uint16_t label = static_cast<uint16_t>(id % 10);
+        if (poison_peer == peer) label = static_cast<uint16_t>((label + 1) % 10);  // valid CRC and id
+        r.records.push_back(cache::EncodeRecord(id, label, p));
         r.bytes += static_cast<int64_t>(r.records.back().size());
       }
       if (corrupt_first && !r.records.empty()) r.records[0][10] ^= 0x1;
@@ -113,7 +115,18 @@ class FakePeers : public PeerClient {
   std::vector<Call> calls;
   bool corrupt_first = false;
   int32_t fail_peer = -1;
+  int32_t poison_peer = -1;  // serves label-flipped records (valid CRC)
 };
+
+// The dataset manifest of the test samples (label id % 10, Payload(id)).
+cache::Manifest TestManifest(uint64_t n = 400) {
+  std::string d;
+  for (uint64_t id = 0; id < n; ++id)
+    d += cache::SampleDigest(id, static_cast<uint16_t>(id % 10), Payload(id));
+  auto m = cache::Manifest::FromDigests(std::move(d));
+  REQUIRE(m.ok());
+  return std::move(m).value();
+}
 
 v1::Partition MakePartition(uint64_t id, int32_t worker, std::vector<std::pair<uint64_t, int32_t>> samples) {
   v1::Partition p;
@@ -270,8 +283,8 @@ TEST_CASE("A partition reads local and remote samples, computes and reports timi
   CHECK(done.partition_done().attempt() == 1);
   CHECK(t.local_samples() == 2);
   CHECK(t.remote_samples() == 3);
-  CHECK(t.local_bytes() == 2 * 796);
-  CHECK(t.remote_bytes() == 3 * 796);
+  CHECK(t.local_bytes() == 2 * 804);
+  CHECK(t.remote_bytes() == 3 * 804);
   CHECK(t.remote_read_ms_by_peer().at(1) == 3);
   CHECK(t.compute_ms() == Approx(2.5));
 }
@@ -386,4 +399,108 @@ TEST_CASE("A registration reply for a different job asks the agent to restart") 
   CHECK(other.new_job.find("new job") != std::string::npos);
   CHECK(other.new_job.find("0000000000000def") != std::string::npos);
   CHECK(svc.node() == 1);
+}
+
+TEST_CASE(
+    "Without a manifest a peer's label-flipped record with a valid CRC is accepted (the CRC is no defence)") {
+  // Documents the gap the manifest closes: the requester's CRC and id
+  // checks pass, the forged label reaches the trainer.
+  Fixture fx;
+  ManualClock clock;
+  FakePeers peers;
+  peers.poison_peer = 1;
+  PartitionRunner runner(&clock, fx.cache.get(), &peers, &fx.metrics);
+  ReadPartition r = runner.Read(MakePartition(9, 0, {{1, 0}, {200, 1}}), 0);
+  REQUIRE(r.status.ok());
+  REQUIRE(r.batch.samples.size() == 2);
+  CHECK(r.batch.samples[1].label == (200 % 10 + 1) % 10);
+}
+
+TEST_CASE("With the manifest a forged peer sample is refused, counted and its peer reported") {
+  Fixture fx;
+  ManualClock clock;
+  FakePeers peers;
+  peers.poison_peer = 1;
+  SampleGuard guard;
+  guard.SetManifest(TestManifest());
+  PartitionRunner runner(&clock, fx.cache.get(), &peers, &fx.metrics, &guard);
+  SyntheticTrainer trainer(&clock, ComputeSpec{2.0, 0.1, 0.0}, 1);
+  ReadPartition r = runner.Read(MakePartition(9, 0, {{1, 0}, {200, 1}, {300, 2}, {201, 1}, {202, 1}}), 0);
+  CHECK(r.status.code() == StatusCode::kDataLoss);
+  CHECK_THAT(r.status.message(), Catch::Contains("sample 200") && Catch::Contains("peer 1") &&
+                                     Catch::Contains("dataset manifest"));
+  CHECK(r.batch.samples.empty());  // nothing of the partition is used
+  CHECK(r.poisoned == std::map<int32_t, int64_t>{{1, 3}});
+  CHECK(fx.metrics.poisoned_samples->WithLabels({"1"}).Value() == 3);
+  CHECK(fx.metrics.poisoned_samples->WithLabels({"2"}).Value() == 0);
+  v1::Envelope failed = runner.Finish(std::move(r), &trainer, 0);
+  REQUIRE(failed.has_partition_failed());
+  const auto& f = failed.partition_failed();
+  REQUIRE(f.poisoned_by_size() == 1);
+  CHECK(f.poisoned_by(0) == 1);
+  CHECK(f.poisoned_samples(0) == 3);
+  CHECK(clock.NowMicros() == 0);  // no compute was spent on it
+
+  // Honest peers pass the same check.
+  FakePeers honest;
+  PartitionRunner ok_runner(&clock, fx.cache.get(), &honest, &fx.metrics, &guard);
+  ReadPartition ok = ok_runner.Read(MakePartition(10, 0, {{1, 0}, {200, 1}, {300, 2}}), 0);
+  REQUIRE(ok.status.ok());
+  CHECK(ok.poisoned.empty());
+  CHECK(ok.batch.samples[1].label == 200 % 10);
+}
+
+TEST_CASE("A peer sample outside the manifest is refused") {
+  Fixture fx;
+  ManualClock clock;
+  FakePeers peers;
+  SampleGuard guard;
+  guard.SetManifest(TestManifest(250));
+  PartitionRunner runner(&clock, fx.cache.get(), &peers, &fx.metrics, &guard);
+  ReadPartition r = runner.Read(MakePartition(9, 0, {{200, 1}, {300, 2}}), 0);
+  CHECK(r.status.code() == StatusCode::kDataLoss);
+  CHECK_THAT(r.status.message(),
+             Catch::Contains("sample 300") && Catch::Contains("outside the dataset manifest"));
+}
+
+TEST_CASE("The registration reply's manifest reaches the guard") {
+  Fixture fx;
+  SampleGuard guard;
+  AgentServiceOptions o;
+  o.node_name = "a";
+  o.guard = &guard;
+  AgentService svc(o, fx.cache.get(), &fx.metrics);
+  v1::Envelope reg = Registered(0);
+  svc.HandleScheduler(Frame(reg), 0);
+  CHECK(guard.manifest() == nullptr);  // no digests: CRC only (logged)
+  const cache::Manifest m = TestManifest(100);
+  reg.mutable_register_reply()->set_sample_digests(m.digests());
+  svc.HandleScheduler(Frame(reg), 0);
+  REQUIRE(guard.manifest() != nullptr);
+  CHECK(guard.manifest()->size() == 100);
+  CHECK(guard.manifest()->RootHex() == m.RootHex());
+  reg.mutable_register_reply()->set_sample_digests(std::string(17, 'x'));  // malformed: kept the last one
+  svc.HandleScheduler(Frame(reg), 0);
+  CHECK(guard.manifest()->size() == 100);
+}
+
+TEST_CASE("poison_serve serves label-flipped records with valid CRCs and ids") {
+  Fixture fx;
+  AgentServiceOptions o;
+  o.node_name = "a";
+  o.poison_serve = true;
+  AgentService svc(o, fx.cache.get(), &fx.metrics);
+  svc.HandleScheduler(Frame(Registered(0)), 0);
+  svc.HandleScheduler(Frame(GrantEnv(5, 1, {3, 4})), 0);
+  PeerReply reply = svc.HandlePeer(Frame(Fetch(5, 1, {3, 4})), 0, "");
+  REQUIRE(reply.header.has_fetch_reply());
+  REQUIRE(reply.records.size() == 2);
+  for (size_t k = 0; k < 2; ++k) {
+    const uint64_t id = 3 + k;
+    auto s = cache::DecodeRecord(id, reply.records[k]);
+    REQUIRE(s.ok());  // passes every check a CRC-only requester makes
+    CHECK(s->label == (id % 10 + 1) % 10);
+    CHECK(s->payload == Payload(id));
+    CHECK(TestManifest().Check(id, s->label, s->payload) == cache::ManifestCheck::kMismatch);
+  }
 }

@@ -173,3 +173,34 @@ TEST_CASE("Ingest completion marker round trip; an older loftctl's marker reads 
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find(cache::kIngestMarkerFile) != std::string::npos);
 }
+
+TEST_CASE("A cache of version-1 records (no sample id) stops the agent at start naming the fix") {
+  Fixture f;
+  const std::string db = f.dir.Sub("db");
+  MakeCache(db, {});  // creates the database
+  {
+    auto raw = cache::OpenRawDb(db);
+    REQUIRE(raw.ok());
+    for (uint64_t id : f.ids) {
+      // [1][0][label u16][len u32][payload][crc32c], as an older loftctl wrote.
+      const auto p = Payload(id);
+      std::string v(8 + p.size() + 4, '\0');
+      v[0] = 1;
+      v[2] = static_cast<char>(id % 10);
+      v[4] = static_cast<char>(p.size() & 0xff);
+      v[5] = static_cast<char>(p.size() >> 8);
+      std::copy(p.begin(), p.end(), v.begin() + 8);
+      REQUIRE((*raw)->Put(rocksdb::WriteOptions(), cache::EncodeKey(id), v).ok());
+    }
+    REQUIRE((*raw)->Close().ok());
+  }
+  Status st = f.Check(db);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.code() == StatusCode::kFailedPrecondition);
+  CHECK(st.message().find("format version 1") != std::string::npos);
+  CHECK(st.message().find("loftctl ingest") != std::string::npos);
+  metrics::Registry r;
+  auto server = ZmqAgentServer::Create(f.Config(db), SystemClock::Default(), &r);
+  REQUIRE_FALSE(server.ok());
+  CHECK(server.status().message().find("format version 1") != std::string::npos);
+}

@@ -1,0 +1,55 @@
+#include "scheduler/poison_reports.h"
+
+#include <fmt/format.h>
+
+namespace loft::sched {
+
+StatusOr<PoisonReports> PoisonReports::Create(metrics::Registry* registry) {
+  PoisonReports r;
+  if (registry != nullptr) {
+    LOFT_ASSIGN_OR_RETURN(r.counter_, registry->AddCounter("loft_scheduler_poisoned_samples_total",
+                                                           "Peer-served samples that agents refused because "
+                                                           "they do not match the dataset manifest, by the "
+                                                           "accused serving peer node.",
+                                                           {"peer"}));
+  }
+  return r;
+}
+
+std::vector<std::string> PoisonReports::Record(int32_t reporter, const v1::PartitionFailed& f,
+                                               int32_t num_nodes, std::vector<std::string>* rejected) {
+  std::vector<std::string> lines;
+  if (f.poisoned_by_size() == 0) return lines;
+  const bool counts_ok = f.poisoned_samples_size() == f.poisoned_by_size();
+  auto reject = [&](std::string why) {
+    if (rejected != nullptr) rejected->push_back(std::move(why));
+  };
+  if (!counts_ok) {
+    reject(fmt::format(
+        "node {}: poisoning report of partition {} lists {} peers but {} counts; counted as 1 each", reporter,
+        f.partition_id(), f.poisoned_by_size(), f.poisoned_samples_size()));
+  }
+  bool any = false;
+  for (int i = 0; i < f.poisoned_by_size(); ++i) {
+    const int32_t peer = f.poisoned_by(i);
+    const int64_t n = counts_ok ? f.poisoned_samples(i) : 1;
+    if (peer < 0 || peer >= num_nodes || peer == reporter || n < 1) {
+      reject(fmt::format("node {}: poisoning report of partition {} names peer {} with {} samples; ignored",
+                         reporter, f.partition_id(), peer, n));
+      continue;
+    }
+    any = true;
+    total_ += n;
+    by_peer_[peer] += n;
+    by_pair_[{reporter, peer}] += n;
+    if (counter_ != nullptr) counter_->WithLabels({std::to_string(peer)}).Increment(static_cast<double>(n));
+    lines.push_back(fmt::format(
+        "POISONING: node {} refused {} samples served by node {} (digest mismatch with the dataset manifest, "
+        "partition {}); node {} accused {} samples so far",
+        reporter, n, peer, f.partition_id(), peer, by_peer_[peer]));
+  }
+  if (any) ++reports_;
+  return lines;
+}
+
+}  // namespace loft::sched

@@ -1,0 +1,59 @@
+// PoisonReports: what the scheduler knows about peers that served forged
+// samples. An agent that refuses peer-fetched samples because their digest
+// does not match the dataset manifest (edge_agent/sample_guard.h) names the
+// serving peers in PartitionFailed.poisoned_by / poisoned_samples; this
+// class validates and counts those reports (per accused peer and per
+// (reporter, peer) pair) and exports loft_scheduler_poisoned_samples_total
+// {peer}. The counts appear in the status JSON ("poisoning") and in
+// `loftctl cluster run`'s summary.json.
+//
+// Reports are evidence, not verdicts: a Byzantine reporter can accuse an
+// honest peer, so nothing is evicted automatically (the refused samples
+// are simply retried, as for any failed partition). An operator or a later
+// policy can act on the pairs (a peer accused by several reporters).
+//
+// Not responsible for: the manifest itself (cache/manifest.h; the server
+// loads it and sends it in RegisterReply), retries (the ledger).
+// Thread-safety: not thread-safe; the scheduler's poll thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/metrics.h"
+#include "core/proto/loft.pb.h"
+#include "core/status.h"
+
+namespace loft::sched {
+
+class PoisonReports {
+ public:
+  // registry may be null (no metric).
+  static StatusOr<PoisonReports> Create(metrics::Registry* registry);
+
+  // Records the poisoning report of `failed`, sent by node `reporter` (the
+  // authenticated sender) in a cluster of `num_nodes`. Returns one line per
+  // accepted accusation (for the log); malformed entries (peer out of
+  // range, the reporter itself, a count < 1 or a count list of another
+  // length) are skipped and named in `*rejected` (may be null).
+  std::vector<std::string> Record(int32_t reporter, const v1::PartitionFailed& failed, int32_t num_nodes,
+                                  std::vector<std::string>* rejected = nullptr);
+
+  int64_t total_samples() const { return total_; }
+  int64_t reports() const { return reports_; }
+  const std::map<int32_t, int64_t>& samples_by_peer() const { return by_peer_; }
+  // (reporter, peer) -> samples
+  const std::map<std::pair<int32_t, int32_t>, int64_t>& samples_by_pair() const { return by_pair_; }
+
+ private:
+  metrics::CounterFamily* counter_ = nullptr;
+  int64_t total_ = 0;
+  int64_t reports_ = 0;
+  std::map<int32_t, int64_t> by_peer_;
+  std::map<std::pair<int32_t, int32_t>, int64_t> by_pair_;
+};
+
+}  // namespace loft::sched

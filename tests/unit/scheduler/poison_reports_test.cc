@@ -1,0 +1,54 @@
+#include "scheduler/poison_reports.h"
+
+#include <catch2/catch.hpp>
+
+using namespace loft;
+using loft::sched::PoisonReports;
+
+namespace {
+v1::PartitionFailed Report(uint64_t partition, std::vector<std::pair<int32_t, int64_t>> accused) {
+  v1::PartitionFailed f;
+  f.set_partition_id(partition);
+  for (auto [peer, n] : accused) {
+    f.add_poisoned_by(peer);
+    f.add_poisoned_samples(n);
+  }
+  return f;
+}
+}  // namespace
+
+TEST_CASE("Poisoning reports are counted per accused peer and per reporter, with the metric") {
+  metrics::Registry registry;
+  auto r = PoisonReports::Create(&registry);
+  REQUIRE(r.ok());
+  CHECK(r->Record(0, v1::PartitionFailed(), 5).empty());  // an ordinary failure
+  CHECK(r->reports() == 0);
+  auto lines = r->Record(0, Report(7, {{4, 3}}), 5);
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0],
+             Catch::Contains("POISONING") && Catch::Contains("node 0 refused 3 samples served by node 4"));
+  r->Record(2, Report(8, {{4, 2}, {1, 1}}), 5);
+  CHECK(r->reports() == 2);
+  CHECK(r->total_samples() == 6);
+  CHECK(r->samples_by_peer() == std::map<int32_t, int64_t>{{1, 1}, {4, 5}});
+  CHECK(r->samples_by_pair().at({2, 4}) == 2);
+  CHECK(registry.Render().find("loft_scheduler_poisoned_samples_total{peer=\"4\"} 5") != std::string::npos);
+}
+
+TEST_CASE("Malformed poisoning reports are skipped and named") {
+  auto r = PoisonReports::Create(nullptr);
+  REQUIRE(r.ok());
+  std::vector<std::string> rejected;
+  // Out of range, the reporter itself, a zero count.
+  CHECK(r->Record(1, Report(3, {{9, 1}, {1, 4}, {2, 0}, {-1, 2}}), 5, &rejected).empty());
+  CHECK(rejected.size() == 4);
+  CHECK(r->total_samples() == 0);
+  CHECK(r->reports() == 0);
+  // Counts of another length: each accused peer counts 1.
+  v1::PartitionFailed f = Report(4, {{3, 10}});
+  f.add_poisoned_by(2);
+  rejected.clear();
+  CHECK(r->Record(0, f, 5, &rejected).size() == 2);
+  CHECK(rejected.size() == 1);
+  CHECK(r->samples_by_peer() == std::map<int32_t, int64_t>{{2, 1}, {3, 1}});
+}
