@@ -120,7 +120,7 @@ loft::StatusOr<PathResult> CriticalPath(zmq::context_t& ctx, const loft::Cluster
   const auto t0 = SteadyClock::now();
   auto now = [&] { return Ms(SteadyClock::now() - t0); };
   LOFT_ASSIGN_OR_RETURN(auto svc,
-                        loft::server::SchedulerService::Create(opts, spec, &transport, &registry, now()));
+                        loft::server::SchedulerService::Create(opts, spec, "", &transport, &registry, now()));
   loft::server::PeerInfo peer;
   for (int i = 0; i < nodes; ++i) {
     loft::v1::Envelope e, reply;
@@ -305,7 +305,7 @@ int main(int argc, char** argv) {
   opts.partition_timeout_ms = 1000000;
   auto t_start = SteadyClock::now();
   auto now = [&] { return Ms(SteadyClock::now() - t_start); };
-  auto svc = loft::server::SchedulerService::Create(opts, *spec, &transport, &registry, now());
+  auto svc = loft::server::SchedulerService::Create(opts, *spec, "", &transport, &registry, now());
   if (!svc.ok()) {
     std::fprintf(stderr, "%s\n", svc.status().ToString().c_str());
     return 1;

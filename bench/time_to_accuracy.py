@@ -3,7 +3,7 @@
 
 For each policy: `loftctl cluster run SPEC --policy P --iterations N
 --eval-every K` (real loft-scheduler + loft-agents, link emulation on),
-then reads OUT/iterations.csv and reports the wall time (since the first
+then reads OUT/training.csv and reports the wall time (since the first
 plan) of the first evaluation at or above the target. Prints one JSON
 document; every number is measured in this run. Evaluations happen every
 K iterations, so the time is a K-iteration-granular upper bound.
@@ -53,7 +53,7 @@ def main():
             continue
         with open(os.path.join(out, "summary.json")) as f:
             s = json.load(f)
-        with open(os.path.join(out, "iterations.csv")) as f:
+        with open(os.path.join(out, "training.csv")) as f:
             rows = list(csv.DictReader(f))
         curve = [(int(x["iteration"]), float(x["wall_s"]), float(x["test_accuracy"]))
                  for x in rows if x.get("test_accuracy")]

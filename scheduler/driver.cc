@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "scheduler/liveness.h"
+
 namespace loft::sched {
 
 StatusOr<std::unique_ptr<JobDriver>> JobDriver::CreateWithPolicy(const ClusterSpec& spec,
@@ -86,12 +88,9 @@ StatusOr<Updates> JobDriver::OnWorkerDead(int32_t node, std::string_view reason,
   u.mutable_worker_dead()->set_view(state_->view() + 1);
   u.mutable_worker_dead()->set_reason(std::string(reason));
   LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
-  // Fail the node's own partitions and those reading from it.
-  for (uint64_t id : state_->ledger().InFlight()) {
+  // Fail the node's own partitions and those reading from it (liveness.h).
+  for (uint64_t id : AffectedPartitions(state_->ledger(), node)) {
     const PartitionRecord& r = *state_->ledger().Find(id);
-    bool affected = r.partition.worker() == node;
-    for (int32_t s : r.partition.sources()) affected = affected || s == node;
-    if (!affected) continue;
     const std::string why = r.partition.worker() == node ? "worker " + std::to_string(node) + " dead"
                                                          : "source " + std::to_string(node) + " dead";
     LOFT_RETURN_IF_ERROR(ApplyAndAppend(FailedUpdate(r, why, now_ms), out));

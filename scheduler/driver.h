@@ -19,7 +19,9 @@
 //
 // Not responsible for: sockets, threads, clocks, timers (callers call
 // CheckTimeouts periodically), persistence (Journal), heartbeat
-// bookkeeping (the daemon decides when a worker is dead).
+// bookkeeping (the daemon applies liveness.h's rule), the iteration gate,
+// ring commits, credits (iteration_gate.h, ring_committer.h,
+// flow_control.h).
 // Thread-safety: not thread-safe; one driver per job, one caller thread.
 #pragma once
 
@@ -63,8 +65,9 @@ class JobDriver {
   // are failed first. OnWorkerAlive on a live node returns no updates.
   StatusOr<Updates> RegisterWorker(int32_t node, double now_ms);
   StatusOr<Updates> OnWorkerAlive(int32_t node, double now_ms);
-  // WorkerDead, then one PartitionFailed per in-flight partition of the
-  // node (their samples return to the pool). Dead node: no updates.
+  // WorkerDead, then one PartitionFailed per in-flight partition the
+  // death affects (liveness.h: the node's own and those reading from it;
+  // their samples return to the pool). Dead node: no updates.
   StatusOr<Updates> OnWorkerDead(int32_t node, std::string_view reason, double now_ms);
 
   // Plans the next iteration: one IterationPlanned update whose

@@ -7,29 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#if __has_include("scheduler/cost_model.h")
 #include "scheduler/cost_model.h"
-#define LOFT_HAVE_COST_MODEL 1
-#else
-#define LOFT_HAVE_COST_MODEL 0
-#endif
 
 namespace loft::sched {
 
-#if LOFT_HAVE_COST_MODEL
 using WorkerCostModel = CostModel;
-#else
-// Until scheduler/cost_model.h lands: the spec prior, never updated.
-class WorkerCostModel {
- public:
-  explicit WorkerCostModel(CostParams prior) : p_(prior) {}
-  void Observe(const Observation&) {}
-  CostParams params() const { return p_; }
-
- private:
-  CostParams p_;
-};
-#endif
 
 struct SchedulerState::CostModels {
   std::vector<WorkerCostModel> models;

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/cluster_spec.h"
 #include "core/codec.h"
@@ -41,9 +43,21 @@ Status ZmqSchedulerServer::Init() {
   LOFT_ASSIGN_OR_RETURN(send_failed_, registry_.AddCounter("loft_scheduler_send_failed_total",
                                                            "Sends that failed, by reason.", {"reason"}));
 
-  LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(opts_.cluster_spec));
-  LOFT_ASSIGN_OR_RETURN(
-      service_, SchedulerService::Create(opts_, std::move(spec), this, &registry_, clock_->NowMillis()));
+  // The spec is read once, here: the service gets it parsed and as text
+  // (RegisterReply.job_config_yaml) and never opens the file itself.
+  std::string spec_yaml;
+  {
+    std::ifstream in(opts_.cluster_spec);
+    if (!in) return NotFound("cannot open cluster spec '" + opts_.cluster_spec + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    spec_yaml = ss.str();
+  }
+  std::string base = opts_.cluster_spec;
+  if (auto pos = base.find_last_of('/'); pos != std::string::npos) base = base.substr(pos + 1);
+  LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, ParseClusterSpec(spec_yaml, base));
+  LOFT_ASSIGN_OR_RETURN(service_, SchedulerService::Create(opts_, std::move(spec), std::move(spec_yaml), this,
+                                                           &registry_, clock_->NowMillis()));
 
   SocketOptions so;
   so.max_message_bytes = static_cast<size_t>(opts_.max_message_bytes);

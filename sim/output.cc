@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 namespace loft::sim {
 
@@ -27,25 +28,11 @@ std::string JsonString(const std::string& s) {
 }  // namespace
 
 void WriteIterationsCsv(std::span<const SimResult> results, const ClusterSpec& spec, std::ostream& out) {
-  out << "policy,iteration,epoch,worker,batch,local,remote,read_ms,compute_ms,wait_ms,makespan_ms,"
-         "local_read_ms,remote_read_ms,own_ms,failed\n";
-  fmt::memory_buffer buf;
-  for (const SimResult& r : results) {
-    for (const IterationRecord& it : r.iterations) {
-      for (const WorkerIteration& w : it.workers) {
-        fmt::format_to(std::back_inserter(buf),
-                       "{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{}\n", r.policy,
-                       it.iteration, it.epoch, spec.nodes[w.node].name, w.batch, w.local, w.remote, w.read_ms,
-                       w.compute_ms, w.wait_ms, it.makespan_ms, w.local_read_ms, w.remote_read_ms, w.own_ms,
-                       w.failed ? 1 : 0);
-      }
-      if (buf.size() > (1 << 20)) {
-        out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-        buf.clear();
-      }
-    }
-  }
-  out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+  std::vector<std::string> names;
+  names.reserve(spec.nodes.size());
+  for (const auto& n : spec.nodes) names.push_back(n.name);
+  sched::WriteIterationsCsvHeader(out);
+  for (const SimResult& r : results) sched::WriteIterationsCsvRows(r.policy, r.iterations, names, out);
 }
 
 void WriteTraceJson(std::span<const SimResult> results, const ClusterSpec& spec, std::ostream& out) {

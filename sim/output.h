@@ -21,8 +21,9 @@
 
 namespace loft::sim {
 
-// Header: policy,iteration,epoch,worker,batch,local,remote,read_ms,
-// compute_ms,wait_ms,makespan_ms,local_read_ms,remote_read_ms,own_ms,failed
+// The run recorder's iterations.csv (sched::kIterationsCsvHeader, the
+// same header as `loftctl cluster run`); plan_ms, stream_ms, ack_ms and
+// allreduce_ms are 0 (not modelled).
 void WriteIterationsCsv(std::span<const SimResult> results, const ClusterSpec& spec, std::ostream& out);
 void WriteTraceJson(std::span<const SimResult> results, const ClusterSpec& spec, std::ostream& out);
 

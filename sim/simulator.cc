@@ -46,6 +46,7 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       model_(spec, options_.seed != 0 ? options_.seed : spec.training.seed),
       network_(&queue_, model_.UpRates(), model_.DownRates(), FlowInterval(options_, spec)),
       target_iterations_(options_.iterations > 0 ? options_.iterations : spec.training.iterations),
+      gate_({.plan_ahead = 0, .target_iterations = target_iterations_, .min_workers = 0}, spec.num_nodes()),
       down_(spec.nodes.size(), false) {
   result_.policy = options_.policy;
   result_.flow_interval_ms = FlowInterval(options_, spec);
@@ -93,6 +94,11 @@ double Simulator::BoundForRequest() {
 void Simulator::StartIteration() {
   if (done_) return;
   Sync();
+  // The daemon's gate (BSP here: the simulator runs one iteration at a
+  // time and models prefetching as overlap within a partition).
+  if (!gate_.ReadyToPlan(driver_->state(), /*send_queues_empty=*/true)) {
+    return Fail(Internal("the iteration gate refused a plan after a complete iteration"));
+  }
   const double bound = options_.compute_bound ? BoundForRequest() : -1;
   auto updates = driver_->PlanNextIteration(clock_.NowMillis());
   if (!updates.ok()) return Fail(updates.status().WithContext("planning iteration"));
@@ -118,6 +124,14 @@ void Simulator::StartIteration() {
                                                  u.iteration_planned().policy_error());
       }
     }
+  }
+  {
+    std::vector<char> workers(static_cast<size_t>(spec_.num_nodes()), 0);
+    for (const auto& p : parts) {
+      if (p.sample_ids_size() > 0) workers[static_cast<size_t>(p.worker())] = 1;
+      result_.plan_digest = sched::FoldPlanDigest(result_.plan_digest, p);
+    }
+    gate_.OnPlanned(current_.iteration, driver_->state().view(), workers);
   }
   current_.start_ms = queue_.now_ms();
   current_.bound_ms = bound;
@@ -267,8 +281,8 @@ void Simulator::MaybeFinishPartition(Active& a) {
   t->set_local_bytes(a.local * model_.sample_bytes());
   t->set_remote_bytes(a.remote * model_.sample_bytes());
   for (const auto& [peer, ms] : a.by_peer_ms) (*t->mutable_remote_read_ms_by_peer())[peer] = ms;
-  result_.summary.local_bytes += a.local * model_.sample_bytes();
-  result_.summary.remote_bytes += a.remote * model_.sample_bytes();
+  row.local_bytes = a.local * model_.sample_bytes();
+  row.remote_bytes = a.remote * model_.sample_bytes();
 
   const bool trace = current_.iteration < options_.trace_iterations;
   if (trace) {
@@ -284,7 +298,7 @@ void Simulator::MaybeFinishPartition(Active& a) {
   MaybeEndIteration();
 }
 
-void Simulator::FailPartitionsOfReaders(const std::vector<uint64_t>& ids, const char* reason) {
+void Simulator::FailPartitionsOfReaders(const std::vector<uint64_t>& ids, const char* reason, bool report) {
   Sync();
   for (uint64_t id : ids) {
     for (auto& ap : active_) {
@@ -295,7 +309,7 @@ void Simulator::FailPartitionsOfReaders(const std::vector<uint64_t>& ids, const 
       WorkerIteration& row = current_.workers[a.row];
       row.failed = true;
       row.own_ms = queue_.now_ms() - a.start_ms;
-      if (down_[a.p.worker()]) continue;  // already failed by OnWorkerDead
+      if (!report) continue;  // already failed by OnWorkerDead
       loft::v1::PartitionFailed f;
       f.set_partition_id(a.p.id());
       f.set_attempt(a.p.attempt());
@@ -313,12 +327,14 @@ void Simulator::NodeDown(int node) {
   Sync();
   auto u = driver_->OnWorkerDead(node, "failure injected by the cluster spec", clock_.NowMillis());
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("node {} down", node)));
-  // The node's own partitions were failed by OnWorkerDead; close them here.
-  std::vector<uint64_t> own;
-  for (auto& ap : active_) {
-    if (!ap->closed && ap->p.worker() == node) own.push_back(ap->p.id());
+  // OnWorkerDead failed the partitions the death affects (the liveness
+  // rule, scheduler/liveness.h: the node's own and every one reading from
+  // it, even if its reads are over); they stop here, as in the daemon.
+  std::vector<uint64_t> failed;
+  for (const auto& x : *u) {
+    if (x.has_partition_failed()) failed.push_back(x.partition_failed().failed().partition_id());
   }
-  FailPartitionsOfReaders(own, "worker down");
+  FailPartitionsOfReaders(failed, "worker down", /*report=*/false);
   // Flows it served or read are cut; their readers fail ("peer down").
   network_.CancelNode(node);
   MaybeEndIteration();
@@ -350,17 +366,18 @@ void Simulator::MaybeEndIteration() {
   const double now = queue_.now_ms();
   current_.makespan_ms = now - current_.start_ms;
   const bool trace = current_.iteration < options_.trace_iterations;
-  for (WorkerIteration& w : current_.workers) {
-    w.wait_ms = current_.makespan_ms - w.own_ms;
-    if (trace && w.wait_ms > 0) {
-      result_.spans.push_back({w.node, "wait", current_.start_ms + w.own_ms, w.wait_ms, current_.iteration});
+  if (trace) {
+    for (const WorkerIteration& w : current_.workers) {
+      const double wait = current_.makespan_ms - w.own_ms;
+      if (wait > 0)
+        result_.spans.push_back({w.node, "wait", current_.start_ms + w.own_ms, wait, current_.iteration});
     }
   }
-  result_.iterations.push_back(std::move(current_));
+  recorder_.Add(std::move(current_));  // fills each row's wait_ms
   current_ = IterationRecord{};
-  const int64_t n = static_cast<int64_t>(result_.iterations.size());
+  const int64_t n = recorder_.iterations_added();
   if (options_.progress) options_.progress(n, target_iterations_);
-  if (n >= target_iterations_) {
+  if (gate_.Finished(driver_->state())) {  // the daemon's finish test
     done_ = true;
     return;
   }
@@ -386,34 +403,16 @@ StatusOr<SimResult> Simulator::Run() {
   if (!done_ && result_.blocked_reason.empty()) result_.blocked_reason = driver_->BlockedReason();
 
   SimResult r = std::move(result_);
-  std::vector<double> makespans;
-  double wait_sum = 0;
-  int64_t wait_n = 0;
-  for (const IterationRecord& it : r.iterations) {
-    makespans.push_back(it.makespan_ms);
-    for (const WorkerIteration& w : it.workers) {
-      wait_sum += w.wait_ms;
-      ++wait_n;
-    }
-  }
-  SetIterationStats(makespans, &r.summary);
-  r.summary.straggler_wait_ms = wait_n > 0 ? wait_sum / static_cast<double>(wait_n) : 0.0;
-  r.summary.total_s =
-      (r.iterations.empty() ? 0.0 : r.iterations.back().start_ms + r.iterations.back().makespan_ms) / 1000.0;
   r.counters = driver_->state().ledger().counters();
   r.policy_failures = driver_->state().policy_failures();
+  // Every figure from the run recorder (the daemon's too).
+  SetFigures(recorder_.Figures(r.counters.epochs_completed), &r.summary);
+  r.iterations = recorder_.TakeIterations();
   r.summary.policy_failures = r.policy_failures;
   r.summary.epochs_completed = r.counters.epochs_completed;
   r.bound_mean_iteration_ms = bound_count_ > 0 ? bound_sum_ / static_cast<double>(bound_count_) : -1;
   r.bound_epoch_mean_iteration_ms =
       bound_epoch_count_ > 0 ? bound_epoch_sum_ / static_cast<double>(bound_epoch_count_) : -1;
-  {
-    std::vector<int64_t> epochs;
-    for (const IterationRecord& it : r.iterations) epochs.push_back(it.epoch);
-    if (!makespans.empty()) {
-      r.summary.last_decile_iteration_ms = LastDecileMs(makespans, epochs, r.counters.epochs_completed);
-    }
-  }
   r.events = queue_.events_run();
   // Outage spans outside the simulated time are dropped.
   const double end_ms = r.summary.total_s * 1000.0;

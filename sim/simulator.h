@@ -21,8 +21,12 @@
 // of the iteration is in flight the iteration ends (BSP barrier): its
 // makespan is the slowest worker's time, every other worker waits.
 //
-// Failures: at a node's failure time the driver is told OnWorkerDead (its
-// partitions fail and their samples return to the pool through the
+// Iterations are gated and finished by the daemon's sched::IterationGate
+// (BSP: plan_ahead 0; `overlap: true` is modelled inside each partition as
+// max(read, compute), the steady state of the daemon's plan-ahead).
+// Failures: at a node's failure time the driver is told OnWorkerDead (the
+// partitions its death affects fail, scheduler/liveness.h: its own and
+// those reading from it, and their samples return to the pool through the
 // Ledger); flows it served are cut and their readers report
 // PartitionFailed ("peer down"). While down the node neither trains nor
 // serves (its cache is unavailable); at the end of the outage
@@ -44,6 +48,8 @@
 #include "core/cluster_spec.h"
 #include "core/status.h"
 #include "scheduler/driver.h"
+#include "scheduler/iteration_gate.h"
+#include "scheduler/run_recorder.h"
 #include "sim/cluster_model.h"
 #include "sim/event_queue.h"
 #include "sim/flow_network.h"
@@ -71,30 +77,10 @@ struct SimOptions {
   std::function<void(int64_t, int64_t)> progress;
 };
 
-// One worker in one iteration.
-struct WorkerIteration {
-  int32_t node = 0;
-  int64_t batch = 0;
-  int64_t local = 0;
-  int64_t remote = 0;
-  double local_read_ms = 0;
-  double remote_read_ms = 0;
-  double read_ms = 0;  // max(local, remote): they run concurrently
-  double compute_ms = 0;
-  double own_ms = 0;   // start of the iteration → this worker done
-  double wait_ms = 0;  // makespan − own_ms
-  bool failed = false;
-};
-
-struct IterationRecord {
-  int64_t iteration = 0;
-  int64_t epoch = 0;
-  double start_ms = 0;
-  double makespan_ms = 0;
-  double predicted_ms = 0;               // the plan's makespan
-  double bound_ms = -1;                  // -1 when not computed
-  std::vector<WorkerIteration> workers;  // one per partition, plan order
-};
+// One worker in one iteration, and one iteration: the run recorder's
+// types (scheduler/run_recorder.h), shared with the daemon.
+using sched::IterationRecord;
+using sched::WorkerIteration;
 
 // A span on a worker's track (trace.json).
 struct TraceSpan {
@@ -119,6 +105,8 @@ struct SimResult {
   // such error.
   int64_t policy_failures = 0;
   double flow_interval_ms = 0;  // the interval used
+  // sched::FoldPlanDigest over every planned partition, in plan order.
+  uint64_t plan_digest = sched::kPlanDigestSeed;
   std::string first_policy_error;
   std::string blocked_reason;  // set when the run ended early
 };
@@ -143,7 +131,9 @@ class Simulator {
   void StartIteration();
   void StartPartition(loft::v1::Partition p);
   void MaybeFinishPartition(Active& a);
-  void FailPartitionsOfReaders(const std::vector<uint64_t>& ids, const char* reason);
+  // Closes the active partitions `ids` as failed; `report`: tell the
+  // driver (false when it already failed them).
+  void FailPartitionsOfReaders(const std::vector<uint64_t>& ids, const char* reason, bool report = true);
   void NodeDown(int node);
   void NodeUp(int node);
   void MaybeEndIteration();
@@ -158,6 +148,7 @@ class Simulator {
   ClusterModel model_;
   FlowNetwork network_;
   int64_t target_iterations_ = 0;
+  sched::IterationGate gate_;  // the daemon's start/finish rules (BSP)
 
   std::vector<std::unique_ptr<Active>> active_;  // partitions of the current iteration
   bool iteration_open_ = false;
@@ -167,6 +158,7 @@ class Simulator {
   IterationRecord current_;
   std::vector<bool> down_;
   SimResult result_;
+  sched::RunRecorder recorder_;  // every iteration's rows and the summary figures
   double bound_sum_ = 0;
   int64_t bound_count_ = 0;
   double bound_epoch_sum_ = 0;

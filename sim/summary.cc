@@ -11,13 +11,15 @@
 
 namespace loft::sim {
 
-double Percentile(std::span<const double> values, double p) {
-  if (values.empty()) return 0.0;
-  std::vector<double> v(values.begin(), values.end());
-  std::sort(v.begin(), v.end());
-  const double rank = std::ceil(p / 100.0 * static_cast<double>(v.size()));
-  const size_t idx = static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(v.size()))) - 1;
-  return v[idx];
+void SetFigures(const sched::RunFigures& f, PolicySummary* out) {
+  out->iterations = f.iterations;
+  out->mean_iteration_ms = f.mean_iteration_ms;
+  out->p95_iteration_ms = f.p95_iteration_ms;
+  out->last_decile_iteration_ms = f.last_decile_iteration_ms;
+  out->total_s = f.total_s;
+  out->straggler_wait_ms = f.straggler_wait_ms;
+  out->local_bytes = f.local_bytes;
+  out->remote_bytes = f.remote_bytes;
 }
 
 void SetIterationStats(std::span<const double> iteration_ms, PolicySummary* out) {
@@ -30,25 +32,6 @@ void SetIterationStats(std::span<const double> iteration_ms, PolicySummary* out)
   out->mean_iteration_ms = std::accumulate(iteration_ms.begin(), iteration_ms.end(), 0.0) /
                            static_cast<double>(iteration_ms.size());
   out->p95_iteration_ms = Percentile(iteration_ms, 95.0);
-}
-
-double LastDecileMs(std::span<const double> iteration_ms, std::span<const int64_t> epoch,
-                    int64_t epochs_completed) {
-  double sum = 0;
-  int64_t count = 0;
-  size_t begin = 0;
-  const size_t n = std::min(iteration_ms.size(), epoch.size());
-  while (begin < n) {
-    size_t end = begin;
-    while (end < n && epoch[end] == epoch[begin]) ++end;
-    if (epochs_completed <= 0 || epoch[begin] < epochs_completed) {
-      const size_t tail = std::max<size_t>(1, (end - begin) / 10);
-      for (size_t i = end - tail; i < end; ++i) sum += iteration_ms[i];
-      count += static_cast<int64_t>(tail);
-    }
-    begin = end;
-  }
-  return count > 0 ? sum / static_cast<double>(count) : 0.0;
 }
 
 std::string SummaryToJson(const RunSummary& summary) {

@@ -18,7 +18,8 @@
 // completed partitions, by where they were read.
 // Output is deterministic: keys sorted, doubles printed shortest-exact.
 //
-// Not responsible for: producing the numbers (the engines do).
+// Not responsible for: producing the numbers (sched::RunRecorder computes
+// every figure for both engines; SetFigures copies them here).
 // Thread-safety: plain functions and data.
 #pragma once
 
@@ -29,6 +30,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "scheduler/run_recorder.h"
 
 namespace loft::sim {
 
@@ -54,15 +56,13 @@ struct RunSummary {
   std::optional<double> bound_epoch_mean_iteration_ms;
 };
 
+// The recorder's figures (iterations, mean, p95, last decile, total,
+// straggler wait, bytes) into `out`; other fields are left as they are.
+void SetFigures(const sched::RunFigures& f, PolicySummary* out);
 // Fills mean/p95 of `iteration_ms` (and iterations). Empty → zeros.
 void SetIterationStats(std::span<const double> iteration_ms, PolicySummary* out);
-// Mean over epochs' last 10 % (≥ 1) of iterations, iterations given in
-// order with their epoch; only epochs < `epochs_completed` unless none
-// is (then every epoch). 0 if empty.
-double LastDecileMs(std::span<const double> iteration_ms, std::span<const int64_t> epoch,
-                    int64_t epochs_completed);
-// Nearest-rank percentile (p in (0, 100]) of unsorted values; 0 if empty.
-double Percentile(std::span<const double> values, double p);
+using sched::LastDecileMs;
+using sched::Percentile;
 
 std::string SummaryToJson(const RunSummary& summary);
 Status WriteSummaryJson(const RunSummary& summary, const std::string& path);

@@ -26,7 +26,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-REQUIRED = ["policy", "iteration", "worker", "read_ms", "compute_ms", "wait_ms", "makespan_ms"]
+REQUIRED = ["policy", "iteration", "worker", "fetch_local_ms", "fetch_remote_ms", "compute_ms", "wait_ms",
+            "makespan_ms"]
 
 
 def load(path):
@@ -68,7 +69,9 @@ def main():
     for r in rows:
         if r["policy"] != policy:
             continue
-        read, comp, wait = float(r["read_ms"]), float(r["compute_ms"]), float(r["wait_ms"])
+        # Local and remote reads run concurrently.
+        read = max(float(r["fetch_local_ms"]), float(r["fetch_remote_ms"]))
+        comp, wait = float(r["compute_ms"]), float(r["wait_ms"])
         own = float(r["own_ms"]) if "own_ms" in r and r["own_ms"] else read + comp
         both = max(0.0, read + comp - own)  # overlapped part
         s = sums.setdefault(r["worker"], [0.0, 0.0, 0.0, 0.0, 0])

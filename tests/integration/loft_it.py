@@ -11,6 +11,7 @@ import time
 
 BIN = os.environ.get("LOFT_BIN_DIR", os.path.join(os.path.dirname(__file__), "../../build/bin"))
 DATASET = "/usr/share/datasets/fashion-mnist"
+SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def exe(name):

@@ -1,6 +1,7 @@
 """Shared helpers of the training integration tests: write a spec, run
 `loftctl cluster run` on it (real scheduler + agents, insecure loopback,
-CURVE not needed), return summary.json and the iterations.csv rows."""
+CURVE not needed), return summary.json and the training.csv rows (loss and test
+accuracy per iteration over wall time; iterations.csv has the per-worker rows)."""
 import csv
 import json
 import os
@@ -74,7 +75,7 @@ def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, mode
     print(r.stdout)
     with open(os.path.join(out, "summary.json")) as f:
         summary = json.load(f)
-    with open(os.path.join(out, "iterations.csv")) as f:
+    with open(os.path.join(out, "training.csv")) as f:
         rows = list(csv.DictReader(f))
     return summary, rows, out
 

@@ -4,7 +4,7 @@ reaches >= 85% test accuracy; every agent holds identical parameters after
 every iteration (same ParameterHash); every iteration's reports agree the
 applied update holds all 4 partitions (TrainingReport.applied_partitions,
 which the scheduler uses to commit rather than retry a partition the ring
-applied); iterations.csv has loss and test accuracy over wall time."""
+applied); training.csv has loss and test accuracy over wall time."""
 import math
 
 import loft_it
@@ -21,7 +21,7 @@ assert tr["iterations_reported"] == ITER, tr
 acc = summary["final_accuracy"]
 assert acc is not None and acc >= 0.85, f"final test accuracy {acc} < 0.85"
 assert summary["policies"]["uniform"]["final_accuracy"] == acc
-# iterations.csv: loss falls, accuracy rows present with wall times.
+# training.csv: loss falls, accuracy rows present with wall times.
 losses = [float(r["loss"]) for r in rows if r["loss"]]
 assert len(losses) == ITER, len(losses)
 assert all(math.isfinite(x) for x in losses)

@@ -2,6 +2,9 @@
 //   keygen --out DIR [--spec SPEC.yaml | --nodes a,b,...]
 //   status --scheduler ENDPOINT [--json] [--keys-dir DIR | --insecure]
 //   cluster run SPEC.yaml --policy P [--iterations N] --out DIR [--testbed]
+//     writes summary.json, iterations.csv (one row per worker per
+//     iteration: the simulator's header, sched::RunRecorder), training.csv
+//     (training runs: loss and accuracy over wall time) and status.json
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -31,9 +34,8 @@
 #include "core/curve.h"
 #include "core/placement.h"
 #include "core/zmq_util.h"
-#if __has_include("cache/ingest.h")
 #include "cache/ingest.h"
-#endif
+#include "scheduler/run_recorder.h"
 #include "sim/summary.h"
 #include "tools/loftctl/commands.h"
 #include "tools/loftctl/testbed.h"
@@ -68,8 +70,8 @@ Status Keygen(const std::string& out, const std::string& spec_path, const std::v
 
 }  // namespace
 
-StatusOr<std::string> QueryStatus(const std::string& endpoint, const std::string& keys_dir, bool insecure,
-                                  int timeout_ms) {
+StatusOr<v1::StatusReply> QueryStatusReply(const std::string& endpoint, const std::string& keys_dir,
+                                           bool insecure, int timeout_ms, bool include_rows) {
   zmq::context_t ctx(1);
   SocketOptions so;
   so.recv_timeout_ms = timeout_ms;
@@ -87,7 +89,7 @@ StatusOr<std::string> QueryStatus(const std::string& endpoint, const std::string
   LOFT_ASSIGN_OR_RETURN(zmq::socket_t sock, MakeSocket(ctx, zmq::socket_type::dealer, so));
   LOFT_RETURN_IF_ERROR(Connect(sock, endpoint));
   v1::Envelope req;
-  req.mutable_status_request();
+  req.mutable_status_request()->set_include_rows(include_rows);
   LOFT_RETURN_IF_ERROR(SendEnvelope(sock, req));
   auto reply = RecvEnvelope(sock);
   if (!reply.ok()) {
@@ -97,7 +99,26 @@ StatusOr<std::string> QueryStatus(const std::string& endpoint, const std::string
   if (!reply->has_status_reply()) {
     return DataLoss(fmt::format("unexpected reply '{}' from {}", BodyName(*reply), endpoint));
   }
-  return reply->status_reply().json();
+  return std::move(*reply->mutable_status_reply());
+}
+
+StatusOr<std::string> QueryStatus(const std::string& endpoint, const std::string& keys_dir, bool insecure,
+                                  int timeout_ms) {
+  LOFT_ASSIGN_OR_RETURN(v1::StatusReply r, QueryStatusReply(endpoint, keys_dir, insecure, timeout_ms, false));
+  return r.json();
+}
+
+// The run's figures as JSON (status.json "run", `loftctl status --json`).
+nlohmann::json RunJson(const v1::RunSummary& r) {
+  return {{"iterations_completed", r.iterations_completed()},
+          {"mean_iteration_ms", r.mean_iteration_ms()},
+          {"p95_iteration_ms", r.p95_iteration_ms()},
+          {"last_decile_iteration_ms", r.last_decile_iteration_ms()},
+          {"straggler_wait_ms", r.straggler_wait_ms()},
+          {"local_bytes", r.local_bytes()},
+          {"remote_bytes", r.remote_bytes()},
+          {"total_s", r.total_s()},
+          {"rows_dropped", r.rows_dropped()}};
 }
 
 namespace {
@@ -225,7 +246,6 @@ Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const s
     if (!fs::exists(cache_root / spec.nodes[i].name / "LOFT_INGESTED")) missing.push_back(i);
   }
   if (missing.empty()) return OkStatus();
-#if __has_include("cache/ingest.h")
   LOFT_ASSIGN_OR_RETURN(cache::IdxDataset ds, cache::LoadFashionMnist(dataset_dir, "train"));
   LOFT_RETURN_IF_ERROR(cache::CheckSpecAgainstDataset(spec, ds, "train"));
   LOFT_ASSIGN_OR_RETURN(Placement placement, Placement::FromSpec(spec));
@@ -243,11 +263,6 @@ Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const s
                  dir.c_str(), r.seconds);
   }
   return OkStatus();
-#else
-  (void)dataset_dir;
-  return FailedPrecondition("caches are missing under " + cache_root.string() +
-                            " and this loftctl was built without cache/ingest");
-#endif
 }
 
 struct RunOptions {
@@ -402,9 +417,9 @@ Status ClusterRun(const RunOptions& ro) {
       result = Internal("the scheduler exited; see " + sched.log);
       break;
     }
-    auto text = QueryStatus(endpoint, keys_arg, ro.insecure, 1000);
-    if (text.ok()) {
-      auto j = nlohmann::json::parse(*text, nullptr, false);
+    auto reply = QueryStatusReply(endpoint, keys_arg, ro.insecure, 1000, /*include_rows=*/false);
+    if (reply.ok()) {
+      auto j = nlohmann::json::parse(reply->json(), nullptr, false);
       if (!j.is_discarded()) last = j;
     }
     if (!last.is_null()) {
@@ -441,19 +456,25 @@ Status ClusterRun(const RunOptions& ro) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  // The run recorder's figures and every row (one per worker per
+  // iteration), read once before the scheduler stops.
+  v1::RunSummary run;
+  if (result.ok()) {
+    auto reply = QueryStatusReply(endpoint, keys_arg, ro.insecure, 10000, /*include_rows=*/true);
+    if (reply.ok()) {
+      run = reply->run();
+    } else {
+      result = reply.status().WithContext("reading the run's rows from the scheduler");
+    }
+  }
   shutdown_all();
   if (!result.ok()) return result;
 
-  // summary.json: the loft-sim format plus "ledger".
-  const auto& run = last["run"];
+  // summary.json: the loft-sim format plus "ledger"; every figure from the
+  // scheduler's run recorder (the simulator's, sched::RunRecorder).
   sim::RunSummary summary;
   sim::PolicySummary& ps = summary.policies[ro.policy];
-  std::vector<double> iters = run.value("iteration_ms", std::vector<double>{});
-  sim::SetIterationStats(iters, &ps);
-  ps.total_s = run.value("total_s", 0.0);
-  ps.straggler_wait_ms = run.value("straggler_wait_ms", 0.0);
-  ps.local_bytes = run.value("local_bytes", int64_t{0});
-  ps.remote_bytes = run.value("remote_bytes", int64_t{0});
+  sim::SetFigures(sched::FiguresFromProto(run), &ps);
   ps.epochs_completed = last["ledger"].value("epochs_completed", int64_t{0});
   auto sj = nlohmann::json::parse(sim::SummaryToJson(summary));
   const auto& l = last["ledger"];
@@ -481,19 +502,32 @@ Status ClusterRun(const RunOptions& ro) {
     for (const auto& e : tr["iterations"]) train_by_it[e.value("iteration", int64_t{-1})] = e;
   }
   LOFT_RETURN_IF_ERROR(WriteText(out / "summary.json", sj.dump(2) + "\n"));
-  std::string csv = "iteration,iteration_ms,wall_s,loss,test_accuracy\n";
-  for (size_t i = 0; i < iters.size(); ++i) {
-    std::string wall, loss, acc;
-    auto it = train_by_it.find(static_cast<int64_t>(i));
-    if (it != train_by_it.end()) {
-      const auto& e = it->second;
-      wall = fmt::format("{:.3f}", e.value("wall_s", 0.0));
+  {
+    // iterations.csv: the simulator's header (sched::kIterationsCsvHeader).
+    std::vector<std::string> names;
+    for (const auto& n : spec.nodes) names.push_back(n.name);
+    std::ofstream csv(out / "iterations.csv", std::ios::trunc);
+    sched::WriteIterationsCsvHeader(csv);
+    sched::WriteIterationsCsvRows(ro.policy, sched::IterationsFromProto(run), names, csv);
+    if (!csv) return IOError("cannot write " + (out / "iterations.csv").string());
+  }
+  if (run.rows_dropped() > 0) {
+    std::fprintf(stderr,
+                 "cluster run: the scheduler kept the first rows only; %lld rows not in iterations.csv\n",
+                 static_cast<long long>(run.rows_dropped()));
+  }
+  if (training) {
+    // training.csv: loss and test accuracy over wall time, per iteration.
+    std::string csv = "iteration,wall_s,loss,test_accuracy\n";
+    for (const auto& [i, e] : train_by_it) {
+      std::string wall = fmt::format("{:.3f}", e.value("wall_s", 0.0)), loss, acc;
       if (e.contains("loss") && e["loss"].is_number()) loss = fmt::format("{:.6f}", e["loss"].get<double>());
       if (e.contains("test_accuracy")) acc = fmt::format("{:.4f}", e["test_accuracy"].get<double>());
+      csv += fmt::format("{},{},{},{}\n", i, wall, loss, acc);
     }
-    csv += fmt::format("{},{},{},{},{}\n", i, iters[i], wall, loss, acc);
+    LOFT_RETURN_IF_ERROR(WriteText(out / "training.csv", csv));
   }
-  LOFT_RETURN_IF_ERROR(WriteText(out / "iterations.csv", csv));
+  last["run"] = RunJson(run);
   LOFT_RETURN_IF_ERROR(WriteText(out / "status.json", last.dump(2) + "\n"));
   std::fprintf(stderr, "cluster run: done. %s\n", (out / "summary.json").c_str());
   std::cout << sim::SummaryTable(summary);
@@ -571,20 +605,21 @@ void RegisterClusterCommands(CLI::App& app, int* exit_code) {
   status->add_flag("--json", *st_json, "print the raw JSON document");
   status->add_option("--timeout-ms", *st_timeout, "reply timeout")->capture_default_str();
   status->callback([=] {
-    auto text = QueryStatus(*st_ep, *st_keys, *st_insecure, *st_timeout);
-    if (!text.ok()) {
-      std::fprintf(stderr, "loftctl status: %s\n", text.status().ToString().c_str());
+    auto reply = QueryStatusReply(*st_ep, *st_keys, *st_insecure, *st_timeout, /*include_rows=*/false);
+    if (!reply.ok()) {
+      std::fprintf(stderr, "loftctl status: %s\n", reply.status().ToString().c_str());
       *exit_code = 1;
       return;
     }
-    if (*st_json) {
-      std::cout << *text << "\n";
-      return;
-    }
-    auto j = nlohmann::json::parse(*text, nullptr, false);
+    auto j = nlohmann::json::parse(reply->json(), nullptr, false);
     if (j.is_discarded()) {
       std::fprintf(stderr, "loftctl status: scheduler sent malformed JSON\n");
       *exit_code = 1;
+      return;
+    }
+    j["run"] = RunJson(reply->run());
+    if (*st_json) {
+      std::cout << j.dump() << "\n";
       return;
     }
     std::cout << StatusTable(j);

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <vector>
 
 namespace {
@@ -74,7 +75,10 @@ struct Fixture {
   ~Fixture() { fs::remove_all(dir); }
 
   std::unique_ptr<SchedulerService> Make(double now = 0) {
-    auto s = SchedulerService::Create(opts, spec, &transport, &registry, now);
+    std::ifstream in(opts.cluster_spec);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto s = SchedulerService::Create(opts, spec, text.str(), &transport, &registry, now);
     REQUIRE(s.ok());
     return std::move(*s);
   }
@@ -452,7 +456,7 @@ TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two i
     CHECK(st["workers"][node]["in_flight"] == 0);
     CHECK(st["workers"][node]["partitions_done"] == 12);
   }
-  CHECK(st["run"]["iterations_completed"] == 12);
+  CHECK(s->RunSummary(false).iterations_completed() == 12);
 }
 
 TEST_CASE("no iteration is planned, and the job does not finish, while an older one is open") {
@@ -639,7 +643,7 @@ TEST_CASE("the job id is random per fresh journal, kept across restarts, and sen
   }
   // A corrupt job_id file is an error naming it, not a silent new job.
   std::ofstream(f.dir / "journal" / "job_id", std::ios::trunc) << "not-hex\n";
-  auto bad = SchedulerService::Create(f.opts, f.spec, &f.transport, &f.registry, 20);
+  auto bad = SchedulerService::Create(f.opts, f.spec, "", &f.transport, &f.registry, 20);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("job_id") != std::string::npos);
   // A fresh journal directory: a new job.

@@ -267,7 +267,10 @@ TEST_CASE("iterations.csv has one row per worker per iteration", "[sim][output]"
   std::istringstream in(csv.str());
   std::string line;
   std::getline(in, line);
-  CHECK(line.rfind("policy,iteration,epoch,worker,batch,local,remote,read_ms,compute_ms,wait_ms,makespan_ms",
+  CHECK(line == loft::sched::kIterationsCsvHeader);
+  CHECK(line.rfind("policy,iteration,epoch,worker,batch,local,remote,fetch_local_ms,fetch_remote_ms,compute_"
+                   "ms,wait_ms,"
+                   "makespan_ms,plan_ms,stream_ms,ack_ms,allreduce_ms",
                    0) == 0);
   int rows = 0;
   while (std::getline(in, line)) ++rows;

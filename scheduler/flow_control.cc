@@ -1,0 +1,22 @@
+#include "scheduler/flow_control.h"
+
+namespace loft::sched {
+
+std::map<int32_t, loft::v1::ServeGrant> GrantsFor(const loft::v1::Partition& p) {
+  std::map<int32_t, loft::v1::ServeGrant> grants;
+  for (int k = 0; k < p.sample_ids_size(); ++k) {
+    const int32_t src = p.sources(k);
+    if (src == p.worker()) continue;
+    auto [it, fresh] = grants.try_emplace(src);
+    loft::v1::ServeGrant& g = it->second;
+    if (fresh) {
+      g.set_partition_id(p.id());
+      g.set_requester(p.worker());
+      g.set_view(p.view());
+    }
+    g.add_sample_ids(p.sample_ids(k));
+  }
+  return grants;
+}
+
+}  // namespace loft::sched

@@ -1,0 +1,393 @@
+// SchedulerService, the loop side: timers (Tick), planning through the
+// iteration gate, streaming under the credit window, ring commits, and
+// the bookkeeping that follows applied updates (rows for the run
+// recorder). service.h describes the class.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <type_traits>
+
+#include "scheduler/liveness.h"
+#include "server/service.h"
+
+namespace loft::server {
+
+namespace {
+// The ledger's partition record as the wire message (the journal may keep
+// a wire-identical mirror type).
+template <typename P>
+v1::Partition WireOf(const P& p) {
+  if constexpr (std::is_same_v<P, v1::Partition>) {
+    return p;
+  } else {
+    v1::Partition w;
+    w.ParseFromString(p.SerializeAsString());
+    return w;
+  }
+}
+}  // namespace
+
+void SchedulerService::Observe(const sched::Updates& updates, double now_ms, const AckedPartition* acked,
+                               bool by_ring) {
+  const auto& ledger = driver_->state().ledger();
+  for (const auto& u : updates) {
+    uint64_t id = 0;
+    if (u.has_partition_done())
+      id = u.partition_done().done().partition_id();
+    else if (u.has_partition_failed())
+      id = u.partition_failed().failed().partition_id();
+    else if (u.has_partition_timed_out())
+      id = u.partition_timed_out().partition_id();
+    else
+      continue;
+    // What the update did to the partition. The ack that commits an
+    // epoch's last sample also advances the epoch, which prunes the
+    // epoch's finished records: that one is known from `acked`.
+    sched::PartitionRecord pruned;
+    const auto* rec = ledger.Find(id);
+    if (rec == nullptr && acked != nullptr && acked->id == id && u.has_partition_done()) {
+      pruned.partition.set_id(id);
+      pruned.partition.set_iteration(acked->iteration);
+      pruned.partition.set_worker(acked->worker);
+      pruned.state = sched::PartitionState::kDone;
+      pruned.sent_ms = acked->sent_ms;
+      pruned.finished_ms = now_ms;
+      rec = &pruned;
+    }
+    if (rec == nullptr || !sched::IsTerminal(rec->state) || rec->finished_ms != now_ms) continue;
+    auto it = sent_.find(id);
+    if (it == sent_.end()) continue;  // a replayed or never-sent partition
+    NodeSession& n = nodes_[it->second];
+    // A timed-out partition's credit comes back (flow_control.h).
+    n.flow.OnFinished(rec->state == sched::PartitionState::kTimedOut);
+    sent_.erase(it);
+    hold_.Release(id);
+    if (rec->state != sched::PartitionState::kDone) {
+      // A failed or timed-out partition is a row too (failed = 1), as in
+      // the simulator: its worker's time ends when it failed.
+      auto& it_stats = open_iterations_[rec->partition.iteration()];
+      sched::WorkerIteration row;
+      row.node = rec->partition.worker();
+      row.batch = rec->partition.sample_ids_size();
+      row.local = std::count(rec->partition.sources().begin(), rec->partition.sources().end(), row.node);
+      row.remote = row.batch - row.local;
+      row.failed = true;
+      it_stats.rows.push_back(row);
+      it_stats.sent_done.emplace_back(rec->sent_ms, rec->finished_ms);
+      it_stats.last_done_ms = std::max(it_stats.last_done_ms, now_ms);
+    }
+    if (rec->state == sched::PartitionState::kDone) {
+      ++n.partitions_done;
+      auto& it_stats = open_iterations_[rec->partition.iteration()];
+      if (!by_ring && u.has_partition_done()) {
+        // The worker's row of iterations.csv, from its own timings.
+        const v1::PartitionTimings& t = u.partition_done().done().timings();
+        sched::WorkerIteration row;
+        row.node = rec->partition.worker();
+        row.local = t.local_samples();
+        row.remote = t.remote_samples();
+        row.batch = row.local + row.remote;
+        row.local_read_ms = t.local_read_ms();
+        row.remote_read_ms = t.remote_read_ms();
+        row.read_ms = std::max(row.local_read_ms, row.remote_read_ms);
+        row.compute_ms = t.compute_ms();
+        row.allreduce_ms = t.has_training() ? t.training().allreduce_ms() : 0.0;
+        row.local_bytes = t.local_bytes();
+        row.remote_bytes = t.remote_bytes();
+        it_stats.rows.push_back(row);
+        it_stats.sent_done.emplace_back(rec->sent_ms, rec->finished_ms);
+        it_stats.last_done_ms = std::max(it_stats.last_done_ms, now_ms);
+      }
+      if (u.has_partition_done()) {
+        // The journal keeps no training report: take it from the ack.
+        auto tr = pending_training_.find(id);
+        if (tr != pending_training_.end()) {
+          const v1::TrainingReport& t = tr->second;
+          if (training_.size() < kMaxIterationSamples) {
+            TrainingStats& ts = training_[rec->partition.iteration()];
+            ts.loss_sum += t.loss();
+            ++ts.reports;
+            ts.done_ms = std::max(ts.done_ms, now_ms);
+            if (t.evaluated()) ts.test_accuracy = t.test_accuracy();
+            ts.hashes.push_back(t.param_hash());
+          }
+        }
+      }
+    }
+  }
+  // Close finished iterations (every partition of it is terminal), in
+  // order: with planning ahead iteration t+1 runs after t on every worker,
+  // so its time counts from t's last ack (or from its plan, if later).
+  for (auto it = open_iterations_.begin(); it != open_iterations_.end();) {
+    if (ledger.OpenInIteration(it->first) > 0) break;
+    IterationStats& s = it->second;
+    if (!s.rows.empty()) {
+      const double start = std::max(s.planned_ms, prev_done_ms_);
+      sched::IterationRecord rec;
+      rec.iteration = it->first;
+      rec.epoch = s.epoch;
+      rec.start_ms = start;
+      rec.makespan_ms = s.last_done_ms - start;
+      rec.predicted_ms = s.predicted_ms;
+      for (size_t k = 0; k < s.rows.size(); ++k) {
+        sched::WorkerIteration& w = s.rows[k];
+        const auto [sent, done] = s.sent_done[k];
+        // >= 0: without a ring barrier a worker can ack t+1 before t's last ack.
+        w.own_ms = std::max(0.0, done - std::max(sent, start));
+        w.plan_ms = s.plan_ms;
+        w.stream_ms = std::max(0.0, sent - start);
+        w.ack_ms = std::max(0.0, w.own_ms - w.read_ms - w.compute_ms);
+      }
+      rec.workers = std::move(s.rows);
+      h_iteration_->Get().Observe(rec.makespan_ms);
+      prev_done_ms_ = s.last_done_ms;
+      recorder_.Add(std::move(rec));  // wait = makespan - own, one definition for both engines
+    }
+    // The ring's votes are only needed while the iteration is open.
+    if (auto ts = training_.find(it->first); ts != training_.end()) {
+      const int applied = ring_.AppliedCount(it->first);
+      if (applied >= 0) ts->second.applied = applied;
+    }
+    ring_.Close(it->first);
+    it = open_iterations_.erase(it);
+  }
+}
+
+Status SchedulerService::SendQueued(double now_ms) {
+  const auto& ledger = driver_->state().ledger();
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    NodeSession& n = nodes_[node];
+    while (!n.queue.empty() && n.flow.CanSend()) {
+      uint64_t id = n.queue.front();
+      const auto* rec = ledger.Find(id);
+      if (rec == nullptr || rec->state != sched::PartitionState::kPlanned) {
+        n.queue.pop_front();
+        continue;
+      }
+      if (hold_.Holds(node, rec->partition.iteration())) break;  // after a restart: its earlier one first
+      v1::Envelope env;
+      *env.mutable_assignment()->mutable_partition() = WireOf(rec->partition);
+      const v1::Partition& p = env.assignment().partition();
+      // Serving peers learn what they may serve before the worker asks.
+      for (auto& [src, grant] : sched::GrantsFor(p)) {
+        v1::Envelope g;
+        *g.mutable_serve_grant() = std::move(grant);
+        Status s = transport_->Send(src, g);
+        if (!s.ok()) spdlog::debug("grant for partition {} to node {}: {}", id, src, s.ToString());
+      }
+      Status s = transport_->Send(node, env);
+      if (!s.ok()) break;  // no route or backpressure: retry next tick
+      n.queue.pop_front();
+      n.flow.OnSent();
+      sent_[id] = node;
+      LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionSent(id, p.attempt(), now_ms));
+      Record(std::move(u));
+    }
+  }
+  return OkStatus();
+}
+
+StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double now_ms, bool timed_out) {
+  const auto* rec = driver_->state().ledger().Find(partition_id);
+  if (rec == nullptr) return false;
+  const int others = ring_.CommitVotes(*rec);  // ring_committer.h: the rule
+  if (others == 0) return false;
+  const int64_t iteration = rec->partition.iteration();
+  const int32_t worker = rec->partition.worker();
+  v1::PartitionDone d;
+  d.set_partition_id(partition_id);
+  d.set_attempt(rec->partition.attempt());
+  d.set_node(worker);
+  AckedPartition acked{rec->partition.id(), iteration, worker, rec->sent_ms};
+  spdlog::info(
+      "partition {} of iteration {} on {}: {} of the iteration's {} workers report the ring applied it; "
+      "committing it instead of retrying its samples",
+      partition_id, iteration, spec_.nodes[worker].name, others, ring_.workers(iteration));
+  LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionDone(d, now_ms));
+  Observe(u, now_ms, &acked, /*by_ring=*/true);
+  Record(std::move(u));
+  if (timed_out) {
+    // As for a timeout: the assignment or its ack was probably lost.
+    nodes_[worker].flow.Grant(1);
+  }
+  ++committed_by_ring_;
+  c_committed_by_ring_->Get().Increment();
+  return true;
+}
+
+StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
+  if (finished_) return false;
+  const auto& st = driver_->state();
+  const bool complete = st.ledger().in_flight() == 0;  // no iteration open
+  if (gate_->AllPlanned(st)) {
+    if (!gate_->Finished(st)) return false;  // the last iterations are still running
+    finished_ = true;
+    const auto& c = st.ledger().counters();
+    spdlog::info(
+        "job finished: {} iterations, {} epochs completed, {} samples committed, duplicates {}, lost {}, "
+        "retries {}, {} iterations planned ahead",
+        st.next_iteration(), c.epochs_completed, c.samples_committed, c.duplicates, c.lost, c.retries,
+        planned_ahead_);
+    return false;
+  }
+  const bool queues_empty =
+      std::all_of(nodes_.begin(), nodes_.end(), [](const NodeSession& n) { return n.queue.empty(); });
+  if (!gate_->ReadyToPlan(st, queues_empty)) return false;
+  if (!started_) {
+    int live = 0;
+    for (int32_t node : st.LiveNodes()) live += nodes_[node].connected ? 1 : 0;
+    if (!gate_->MayStart(live)) return false;
+    started_ = true;
+    first_plan_ms_ = now_ms;
+    spdlog::info("{} workers live; starting the job ({} iterations, policy {}, plan ahead {})", live,
+                 target_iterations(), opts_.policy, gate_->plan_ahead());
+  }
+  const auto plan_t0 = std::chrono::steady_clock::now();
+  LOFT_ASSIGN_OR_RETURN(auto u, driver_->PlanNextIteration(now_ms));
+  const double plan_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - plan_t0).count();
+  if (u.empty() ||
+      !std::any_of(u.begin(), u.end(), [](const v1::StateUpdate& x) { return x.has_iteration_planned(); })) {
+    // Blocked. Only worth a log line when BSP is blocked too (planning
+    // ahead at an epoch's end waits for the running iteration's samples).
+    if (complete && driver_->BlockedReason() != last_blocked_) {
+      last_blocked_ = driver_->BlockedReason();
+      spdlog::info("planning blocked: {}", last_blocked_);
+    }
+    Record(std::move(u));  // an EpochAdvanced may precede a blocked plan
+    return false;
+  }
+  last_blocked_.clear();
+  if (!complete) {
+    ++planned_ahead_;
+    c_planned_ahead_->Get().Increment();
+  }
+  // Queue the partitions (ids only; SendQueued reads them from the
+  // ledger), then hand the updates to the journal without copying them.
+  std::vector<char> workers(static_cast<size_t>(spec_.num_nodes()), 0);
+  int64_t planned = -1;
+  for (const auto& up : u) {
+    if (!up.has_iteration_planned()) continue;
+    planned = up.iteration_planned().iteration();
+    IterationStats& stats = open_iterations_[planned];
+    stats.planned_ms = now_ms;
+    stats.epoch = up.iteration_planned().epoch();
+    stats.plan_ms = plan_ms;
+    stats.predicted_ms = up.iteration_planned().makespan_ms();
+    for (const auto& pp : up.iteration_planned().partitions()) {
+      const int32_t w = pp.partition().worker();
+      nodes_[w].queue.push_back(pp.partition().id());
+      if (pp.partition().sample_ids_size() > 0) workers[static_cast<size_t>(w)] = 1;
+    }
+  }
+  ring_.OnPlanned(planned, gate_->OnPlanned(planned, st.view(), workers));
+  Record(std::move(u));
+  LOFT_RETURN_IF_ERROR(Flush());  // journal before streaming
+  return true;
+}
+
+Status SchedulerService::Tick(double now_ms) {
+  const auto& st = driver_->state();
+  // Heartbeat expiry.
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    NodeSession& n = nodes_[node];
+    if (!st.alive(node) || !sched::HeartbeatExpired(n.last_seen_ms, now_ms, opts_.heartbeat_timeout_ms))
+      continue;
+    spdlog::warn("node {} missed heartbeats for {:.0f} ms: dropping it", spec_.nodes[node].name,
+                 now_ms - n.last_seen_ms);
+    // Its partitions (and those reading from it) fail; commit those the ring applied.
+    for (uint64_t id : sched::AffectedPartitions(st.ledger(), node)) {
+      LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
+    }
+    LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerDead(node, "missed heartbeats", now_ms));
+    Record(u);
+    Observe(u, now_ms);
+    for (auto it = sent_.begin(); it != sent_.end();) {
+      it = it->second == node ? sent_.erase(it) : std::next(it);
+    }
+    hold_.ReleaseNode(node);
+    n.connected = false;
+    n.queue.clear();
+    n.flow.Close();
+    view_dirty_ = true;
+  }
+  {
+    for (uint64_t id : st.ledger().Expired(now_ms)) {
+      LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms, /*timed_out=*/true).status());
+    }
+    LOFT_ASSIGN_OR_RETURN(auto u, driver_->CheckTimeouts(now_ms));
+    if (!u.empty()) {
+      spdlog::warn("{} partition(s) timed out", u.size());
+      Record(u);
+      Observe(u, now_ms);
+    }
+  }
+  if (recovered_ && !resent_after_recovery_) {
+    // Partitions planned before the crash but not known to be sent: send
+    // them again (an agent ignores a duplicate; a stale ack is ignored).
+    resent_after_recovery_ = true;
+    for (uint64_t id : st.ledger().InFlight()) {
+      const auto* rec = st.ledger().Find(id);
+      if (rec->state == sched::PartitionState::kPlanned)
+        nodes_[rec->partition.worker()].queue.push_back(id);
+      else if (rec->state == sched::PartitionState::kSent) {
+        sent_[id] = rec->partition.worker();
+        ++nodes_[rec->partition.worker()].flow.in_flight;
+        // Its assignment may have died with the old process (flow_control.h).
+        hold_.Hold(id, rec->partition.worker(), rec->partition.iteration());
+      }
+      IterationStats& stats = open_iterations_[rec->partition.iteration()];
+      stats.planned_ms = rec->planned_ms;
+      stats.epoch = rec->partition.epoch();
+    }
+    for (auto& n : nodes_) n.flow.HoldInFlight();
+  }
+  if (view_dirty_) {
+    LOFT_RETURN_IF_ERROR(Flush());
+    view_dirty_ = false;
+    LOFT_RETURN_IF_ERROR(BroadcastView());
+  }
+  // Plan and stream; with planning ahead, once the plan just streamed
+  // allows it, the next one too (so t+1 does not wait for the next tick).
+  for (int round = 0; round <= gate_->plan_ahead(); ++round) {
+    LOFT_ASSIGN_OR_RETURN(bool planned, PlanIfReady(now_ms));
+    LOFT_RETURN_IF_ERROR(Flush());
+    LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
+    if (!planned) break;
+  }
+  // What SendQueued recorded are PartitionSent updates: the sends already
+  // happened, nothing external derives from the records, and if they are
+  // lost (power failure before the next synced write) recovery re-sends
+  // those partitions, which agents ignore as duplicates. So no fsync of
+  // its own: one fsync per iteration (the plan's) instead of two. They
+  // still reach the WAL now, so a killed process keeps them.
+  LOFT_RETURN_IF_ERROR(FlushUnsynced());
+
+  g_view_->Get().Set(static_cast<double>(st.view()));
+  g_iteration_->Get().Set(static_cast<double>(st.last_iteration()));
+  if (node_gauges_.empty()) {
+    node_gauges_.resize(static_cast<size_t>(spec_.num_nodes()));
+    for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+      const std::string& name = spec_.nodes[node].name;
+      node_gauges_[node] = {&g_in_flight_->WithLabels({name}), &g_max_in_flight_->WithLabels({name}),
+                            &g_credits_->WithLabels({name})};
+    }
+  }
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    const sched::CreditWindow& f = nodes_[node].flow;
+    node_gauges_[node].in_flight->Set(static_cast<double>(f.in_flight));
+    node_gauges_[node].max_in_flight->Set(static_cast<double>(f.max_in_flight));
+    node_gauges_[node].credits->Set(static_cast<double>(f.credits));
+  }
+  const auto& c = st.ledger().counters();
+  g_ledger_->WithLabels({"samples_committed"}).Set(static_cast<double>(c.samples_committed));
+  g_ledger_->WithLabels({"duplicates"}).Set(static_cast<double>(c.duplicates));
+  g_ledger_->WithLabels({"lost"}).Set(static_cast<double>(c.lost));
+  g_ledger_->WithLabels({"retries"}).Set(static_cast<double>(c.retries));
+  g_ledger_->WithLabels({"epochs_completed"}).Set(static_cast<double>(c.epochs_completed));
+  return OkStatus();
+}
+
+}  // namespace loft::server

@@ -1,0 +1,230 @@
+// The iteration protocol's rules, each on its own (scheduler/
+// iteration_gate.h, ring_committer.h, liveness.h, flow_control.h): the
+// daemon and the simulator run these, so each is tested without sockets.
+#include <catch2/catch.hpp>
+#include <memory>
+#include <vector>
+
+#include "scheduler/driver.h"
+#include "scheduler/flow_control.h"
+#include "scheduler/iteration_gate.h"
+#include "scheduler/liveness.h"
+#include "scheduler/ring_committer.h"
+#include "state_fakes.h"
+
+using loft::sched::IterationGate;
+using loft::sched::JobDriver;
+using loft::sched::testing::FakePolicy;
+using loft::sched::testing::SmallSpec;
+
+namespace {
+std::unique_ptr<JobDriver> Driver(int nodes, bool locality = true) {
+  auto d = JobDriver::CreateWithPolicy(SmallSpec(600, 1, 60, nodes), std::make_unique<FakePolicy>(locality));
+  REQUIRE(d.ok());
+  for (int n = 0; n < nodes; ++n) REQUIRE((*d)->RegisterWorker(n, 0).ok());
+  return std::move(*d);
+}
+
+std::vector<loft::v1::Partition> PlanAndSend(JobDriver& d, double now) {
+  auto u = d.PlanNextIteration(now);
+  REQUIRE(u.ok());
+  auto parts = JobDriver::PartitionsToSend(*u);
+  for (const auto& p : parts) REQUIRE(d.OnPartitionSent(p.id(), p.attempt(), now).ok());
+  return parts;
+}
+
+std::vector<char> WorkersOf(const std::vector<loft::v1::Partition>& parts, int nodes) {
+  std::vector<char> w(static_cast<size_t>(nodes), 0);
+  for (const auto& p : parts) {
+    if (p.sample_ids_size() > 0) w[static_cast<size_t>(p.worker())] = 1;
+  }
+  return w;
+}
+
+void Ack(JobDriver& d, const loft::v1::Partition& p, double now) {
+  loft::v1::PartitionDone done;
+  done.set_partition_id(p.id());
+  done.set_attempt(p.attempt());
+  done.set_node(p.worker());
+  REQUIRE(d.OnPartitionDone(done, now).ok());
+}
+}  // namespace
+
+TEST_CASE("start gate: min_workers, capped at the spec's nodes; 0 means every node", "[rules][gate]") {
+  CHECK(IterationGate({.plan_ahead = 0, .target_iterations = 5, .min_workers = 0}, 4).workers_needed() == 4);
+  CHECK(IterationGate({.plan_ahead = 0, .target_iterations = 5, .min_workers = 2}, 4).workers_needed() == 2);
+  IterationGate g({.plan_ahead = 0, .target_iterations = 5, .min_workers = 9}, 4);
+  CHECK(g.workers_needed() == 4);
+  CHECK_FALSE(g.MayStart(3));
+  CHECK(g.MayStart(4));
+}
+
+TEST_CASE("BSP gate: the next iteration waits for a complete one; finish needs none in flight",
+          "[rules][gate]") {
+  auto d = Driver(3);
+  IterationGate g({.plan_ahead = 0, .target_iterations = 1, .min_workers = 0}, 3);
+  CHECK(g.ReadyToPlan(d->state(), true));
+  auto parts = PlanAndSend(*d, 1);
+  g.OnPlanned(parts[0].iteration(), d->state().view(), WorkersOf(parts, 3));
+  CHECK_FALSE(g.ReadyToPlan(d->state(), true));
+  CHECK(g.AllPlanned(d->state()));
+  CHECK_FALSE(g.Finished(d->state()));
+  for (const auto& p : parts) Ack(*d, p, 2);
+  CHECK(g.ReadyToPlan(d->state(), true));
+  CHECK(g.Finished(d->state()));
+}
+
+TEST_CASE("plan-ahead gate: t+1 only when t is fully sent, same view, every live node in t",
+          "[rules][gate]") {
+  auto d = Driver(3);
+  IterationGate g({.plan_ahead = 1, .target_iterations = 10, .min_workers = 0}, 3);
+  auto t0 = PlanAndSend(*d, 1);
+  const int workers = g.OnPlanned(t0[0].iteration(), d->state().view(), WorkersOf(t0, 3));
+  CHECK(workers == 3);
+  CHECK(g.ReadyToPlan(d->state(), true));
+  CHECK_FALSE(g.ReadyToPlan(d->state(), false));  // (b) a partition of t not sent yet
+  // (d) a live node without a partition of t.
+  std::vector<char> two = WorkersOf(t0, 3);
+  two[2] = 0;
+  g.OnPlanned(t0[0].iteration(), d->state().view(), two);
+  CHECK_FALSE(g.ReadyToPlan(d->state(), true));
+  g.OnPlanned(t0[0].iteration(), d->state().view(), WorkersOf(t0, 3));
+  // (a) two iterations open: no third.
+  auto t1 = PlanAndSend(*d, 2);
+  g.OnPlanned(t1[0].iteration(), d->state().view(), WorkersOf(t1, 3));
+  CHECK_FALSE(g.ReadyToPlan(d->state(), true));
+  for (const auto& p : t0) Ack(*d, p, 3);
+  CHECK(g.ReadyToPlan(d->state(), true));
+  // (c) a new view (a node died): wait for a complete iteration.
+  REQUIRE(d->OnWorkerDead(1, "test", 4).ok());
+  CHECK_FALSE(g.ReadyToPlan(d->state(), true));
+  // BSP never plans ahead.
+  IterationGate bsp({.plan_ahead = 0, .target_iterations = 10, .min_workers = 0}, 3);
+  CHECK_FALSE(bsp.ReadyToPlan(d->state(), true));
+}
+
+TEST_CASE("liveness: a death fails the node's partitions and those reading from it", "[rules][liveness]") {
+  loft::v1::Partition p;
+  p.set_worker(0);
+  p.add_sources(0);
+  p.add_sources(2);
+  CHECK(loft::sched::AffectedByDeath(p, 0));
+  CHECK(loft::sched::AffectedByDeath(p, 2));
+  CHECK_FALSE(loft::sched::AffectedByDeath(p, 1));
+  CHECK(loft::sched::HeartbeatExpired(0, 1001, 1000));
+  CHECK_FALSE(loft::sched::HeartbeatExpired(0, 1000, 1000));
+
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  for (int32_t node = 0; node < 3; ++node) {
+    std::vector<uint64_t> expect;
+    for (const auto& q : parts) {
+      if (loft::sched::AffectedByDeath(q, node)) expect.push_back(q.id());
+    }
+    CHECK(loft::sched::AffectedPartitions(d->state().ledger(), node) == expect);
+  }
+  // The driver fails exactly those.
+  const auto affected = loft::sched::AffectedPartitions(d->state().ledger(), 1);
+  auto u = d->OnWorkerDead(1, "test", 2);
+  REQUIRE(u.ok());
+  std::vector<uint64_t> failed;
+  for (const auto& x : *u) {
+    if (x.has_partition_failed()) failed.push_back(x.partition_failed().failed().partition_id());
+  }
+  CHECK(failed == affected);
+}
+
+TEST_CASE("ring committer: more than half of the other workers must name a partition", "[rules][ring]") {
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 3);
+  loft::sched::RingCommitter rc;
+  const int64_t it = parts[0].iteration();
+  rc.OnPlanned(it, 3);
+  loft::v1::TrainingReport all;
+  for (const auto& p : parts) {
+    all.add_applied_partitions(p.id());
+    all.add_applied_nodes(p.worker());
+  }
+  const auto* rec = d->state().ledger().Find(parts[0].id());
+  CHECK(rc.RecordVotes(d->state().ledger(), it, 0, all) == 0);  // its own worker: does not count
+  CHECK(rc.CommitVotes(*rec) == 0);
+  CHECK(rc.RecordVotes(d->state().ledger(), it, 1, all) == 0);
+  CHECK(rc.CommitVotes(*rec) == 0);  // 1 of 3: not more than half
+  CHECK(rc.RecordVotes(d->state().ledger(), it, 2, all) == 0);
+  CHECK(rc.CommitVotes(*rec) == 2);
+  CHECK(rc.AppliedCount(it) == 3);
+  // A pair naming another member's partition, or an unknown id, is dropped.
+  loft::v1::TrainingReport junk;
+  junk.add_applied_partitions(parts[1].id());
+  junk.add_applied_nodes(parts[0].worker());
+  junk.add_applied_partitions(999999);
+  junk.add_applied_nodes(0);
+  CHECK(rc.RecordVotes(d->state().ledger(), it, 0, junk) == 2);
+  // Unknown (not planned here) iterations record nothing.
+  CHECK(rc.RecordVotes(d->state().ledger(), it + 1, 0, all) == 0);
+  CHECK(rc.AppliedCount(it + 1) == -1);
+  rc.Close(it);
+  CHECK(rc.CommitVotes(*rec) == 0);
+  CHECK(rc.workers(it) == 0);
+}
+
+TEST_CASE("credit window: never more in flight than granted; a timeout returns its credit",
+          "[rules][credits]") {
+  loft::sched::CreditWindow w;
+  w.Open(2);
+  CHECK(w.CanSend());
+  w.OnSent();
+  w.OnSent();
+  CHECK_FALSE(w.CanSend());
+  CHECK(w.max_in_flight == 2);
+  w.Grant(5);
+  CHECK(w.credits == 2);  // never above the window
+  w.credits = 0;
+  w.OnFinished(/*timed_out=*/true);
+  CHECK(w.credits == 1);
+  CHECK(w.in_flight == 1);
+  w.OnFinished(false);
+  w.OnFinished(false);
+  CHECK(w.in_flight == 0);
+  w.in_flight = 1;
+  w.HoldInFlight();
+  CHECK(w.credits == 0);
+  w.Close();
+  CHECK_FALSE(w.CanSend());
+}
+
+TEST_CASE("GrantsFor: one grant per serving peer with exactly the samples read from it", "[rules][grants]") {
+  loft::v1::Partition p;
+  p.set_id(7);
+  p.set_worker(1);
+  p.set_view(3);
+  const int32_t src[] = {1, 2, 0, 2, 1};
+  for (int k = 0; k < 5; ++k) {
+    p.add_sample_ids(100 + static_cast<uint64_t>(k));
+    p.add_sources(src[k]);
+  }
+  auto g = loft::sched::GrantsFor(p);
+  REQUIRE(g.size() == 2);
+  CHECK(g.at(0).sample_ids_size() == 1);
+  CHECK(g.at(0).sample_ids(0) == 102);
+  CHECK(g.at(2).sample_ids_size() == 2);
+  CHECK(g.at(2).sample_ids(1) == 103);
+  CHECK(g.at(2).requester() == 1);
+  CHECK(g.at(2).partition_id() == 7);
+  CHECK(g.at(2).view() == 3);
+}
+
+TEST_CASE("restart hold: a node gets no later iteration before its unconfirmed earlier one",
+          "[rules][hold]") {
+  loft::sched::RestartHold h;
+  h.Hold(10, 0, 4);
+  CHECK(h.Holds(0, 5));
+  CHECK_FALSE(h.Holds(0, 4));
+  CHECK_FALSE(h.Holds(1, 5));
+  h.Release(10);
+  CHECK_FALSE(h.Holds(0, 5));
+  h.Hold(11, 1, 2);
+  h.ReleaseNode(1);
+  CHECK_FALSE(h.Holds(1, 3));
+}

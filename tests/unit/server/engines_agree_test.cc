@@ -1,0 +1,252 @@
+// The two engines decide and record a run the same way. loft-sim runs a
+// spec; then SchedulerService is driven in-process (fake transport, temp
+// journal, plan_ahead 0) with every partition acked exactly when, and with
+// the timings that, the simulator finished it; a node that fails in the
+// spec stops heartbeating at its failure time (heartbeat timeout 0: the
+// next tick declares it dead) and registers again when it comes back.
+// The daemon must then make the same plans (sched::FoldPlanDigest over
+// every partition) and report the simulator's iteration times, rows and
+// straggler_wait_ms (one definition: the mean over workers and iterations
+// of makespan − own time; a per-iteration sum would be N times larger).
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "scheduler/run_recorder.h"
+#include "server/service.h"
+#include "sim/simulator.h"
+
+namespace {
+namespace fs = std::filesystem;
+
+struct RecordingTransport : loft::server::SchedulerTransport {
+  std::vector<loft::v1::Partition> assignments;
+  loft::Status Send(int32_t, const loft::v1::Envelope& env) override {
+    if (env.has_assignment()) assignments.push_back(env.assignment().partition());
+    return loft::OkStatus();
+  }
+};
+
+constexpr const char* kSpec =
+    "dataset: {name: fashion-mnist, samples: 600, sample_bytes: 784}\n"
+    "placement: {kind: shards, replication: 1}\n"
+    "training: {global_batch: 60, min_batch: 4, iterations: 8, overlap: false, seed: 7}\n"
+    "nodes:\n"
+    "  - name: fast\n"
+    "    compute: {fixed_ms: 1.0, per_sample_ms: 0.05, jitter: 0.0}\n"
+    "    disk: {read_mbps: 400}\n"
+    "    link: {up_mbps: 50, down_mbps: 50, latency_ms: 2}\n"
+    "  - name: slow\n"
+    "    compute: {fixed_ms: 2.0, per_sample_ms: 0.2, jitter: 0.0}\n"
+    "    disk: {read_mbps: 100}\n"
+    "    link: {up_mbps: 20, down_mbps: 20, latency_ms: 5}\n"
+    "  - name: mid\n"
+    "    compute: {fixed_ms: 1.5, per_sample_ms: 0.1, jitter: 0.0}\n"
+    "    disk: {read_mbps: 200}\n"
+    "    link: {up_mbps: 30, down_mbps: 30, latency_ms: 3}\n"
+    "    failures: [FAILURES]\n";
+
+}  // namespace
+
+
+namespace {
+
+struct Event {
+  double at = 0;
+  int kind = 0;  // 0 = ack, 1 = node dies, 2 = node registers again
+  int64_t iteration = 0;
+  int32_t node = 0;
+  int ordinal = 0;  // the node's k-th partition of the iteration (plan order)
+  loft::v1::PartitionTimings timings;
+};
+
+void RunBoth(const std::string& policy, const std::string& failures) {
+  std::string text = kSpec;
+  text.replace(text.find("FAILURES"), 8, failures);
+  const fs::path dir = fs::temp_directory_path() /
+                       ("loft-engines-" + std::to_string(::getpid()) + "-" + policy + "-" +
+                        std::to_string(failures.size()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "spec.yaml") << text;
+  auto spec = loft::LoadClusterSpecFile((dir / "spec.yaml").string());
+  REQUIRE(spec.ok());
+
+  loft::sim::SimOptions so;
+  so.policy = policy;
+  auto sim = loft::sim::RunPolicy(*spec, so);
+  REQUIRE(sim.ok());
+  REQUIRE(sim->iterations.size() == 8);
+
+  // The simulator's timeline, as the daemon will see it.
+  std::vector<Event> events;
+  for (const auto& it : sim->iterations) {
+    std::map<int32_t, int> seen;
+    for (const auto& w : it.workers) {
+      const int ordinal = seen[w.node]++;
+      if (w.failed) continue;  // the daemon fails it through the node's death
+      Event e;
+      e.ordinal = ordinal;
+      e.at = it.start_ms + w.own_ms;
+      e.iteration = it.iteration;
+      e.node = w.node;
+      e.timings.set_local_read_ms(w.local_read_ms);
+      e.timings.set_remote_read_ms(w.remote_read_ms);
+      e.timings.set_compute_ms(w.compute_ms);
+      e.timings.set_local_samples(w.local);
+      e.timings.set_remote_samples(w.remote);
+      e.timings.set_local_bytes(w.local_bytes);
+      e.timings.set_remote_bytes(w.remote_bytes);
+      events.push_back(e);
+    }
+  }
+  for (int32_t n = 0; n < spec->num_nodes(); ++n) {
+    for (const auto& f : spec->nodes[n].failures) {
+      Event dies, back;
+      dies.at = f.at_s * 1000.0;
+      dies.kind = 1;
+      dies.node = n;
+      back.at = (f.at_s + f.down_s) * 1000.0;
+      back.kind = 2;
+      back.node = n;
+      events.push_back(dies);
+      events.push_back(back);
+    }
+  }
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.at < b.at; });
+
+  loft::server::SchedulerOptions opts;
+  opts.cluster_spec = (dir / "spec.yaml").string();
+  opts.journal_dir = (dir / "journal").string();
+  opts.insecure = true;
+  opts.journal_sync = false;
+  opts.policy = policy;
+  opts.plan_ahead = 0;
+  opts.heartbeat_timeout_ms = 0;  // silent at a tick = dead (the simulator's immediate detection)
+  opts.partition_timeout_ms = 1000000000;
+  RecordingTransport transport;
+  loft::metrics::Registry registry;
+  auto svc = loft::server::SchedulerService::Create(opts, *spec, text, &transport, &registry, 0);
+  REQUIRE(svc.ok());
+  loft::server::SchedulerService& s = **svc;
+  auto send = [&](const loft::v1::Envelope& e, double now) {
+    loft::v1::Envelope reply;
+    int32_t sender = -1;
+    REQUIRE(s.Handle(e, {}, now, &reply, &sender).ok());
+  };
+  auto reg = [&](int32_t n, double now) {
+    loft::v1::Envelope e;
+    e.mutable_register_request()->set_node_name(spec->nodes[n].name);
+    e.mutable_register_request()->set_peer_endpoint("tcp://127.0.0.1:1");
+    // A window no iteration fills: the simulator starts every partition
+    // of an iteration at once (it models no credit window).
+    e.mutable_register_request()->set_credits(64);
+    send(e, now);
+  };
+  std::vector<char> down(static_cast<size_t>(spec->num_nodes()), 0);
+  auto tick = [&](double now) {
+    for (int32_t n = 0; n < spec->num_nodes(); ++n) {
+      if (down[static_cast<size_t>(n)]) continue;
+      loft::v1::Envelope hb;
+      hb.mutable_heartbeat()->set_node(n);
+      send(hb, now);
+    }
+    REQUIRE(s.Tick(now).ok());
+  };
+  for (int32_t n = 0; n < spec->num_nodes(); ++n) reg(n, 0);
+  tick(0);
+  for (const Event& e : events) {
+    if (e.kind == 1) {
+      down[static_cast<size_t>(e.node)] = 1;
+    } else if (e.kind == 2) {
+      down[static_cast<size_t>(e.node)] = 0;
+      reg(e.node, e.at);
+    } else {
+      std::vector<const loft::v1::Partition*> mine;
+      for (const auto& x : transport.assignments) {
+        if (x.iteration() == e.iteration && x.worker() == e.node) mine.push_back(&x);
+      }
+      std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->id() < b->id(); });
+      INFO("iteration " << e.iteration << " node " << e.node << " at " << e.at);
+      REQUIRE(static_cast<size_t>(e.ordinal) < mine.size());
+      const loft::v1::Partition* p = mine[static_cast<size_t>(e.ordinal)];
+      loft::v1::Envelope done;
+      auto* d = done.mutable_partition_done();
+      d->set_partition_id(p->id());
+      d->set_attempt(p->attempt());
+      d->set_node(p->worker());
+      *d->mutable_timings() = e.timings;
+      send(done, e.at);
+      loft::v1::Envelope credit;
+      credit.mutable_credit_grant()->set_node(e.node);
+      credit.mutable_credit_grant()->set_credits(1);
+      send(credit, e.at);
+    }
+    tick(e.at);
+  }
+  REQUIRE(s.finished());
+
+  // The same decisions: every partition, in plan order.
+  std::vector<loft::v1::Partition> parts = transport.assignments;
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.id() < b.id(); });
+  uint64_t digest = loft::sched::kPlanDigestSeed;
+  for (const auto& p : parts) digest = loft::sched::FoldPlanDigest(digest, p);
+  CHECK(digest == sim->plan_digest);
+
+  // The same record.
+  const loft::v1::RunSummary real = s.RunSummary(/*include_rows=*/true);
+  const auto& simf = sim->summary;
+  CHECK(real.iterations_completed() == 8);
+  CHECK(real.straggler_wait_ms() == Approx(simf.straggler_wait_ms).margin(1e-6));
+  CHECK(simf.straggler_wait_ms > 0.05);  // the spec has stragglers: a per-iteration sum would differ
+  CHECK(real.mean_iteration_ms() == Approx(simf.mean_iteration_ms).margin(1e-6));
+  CHECK(real.p95_iteration_ms() == Approx(simf.p95_iteration_ms).margin(1e-6));
+  CHECK(real.total_s() == Approx(simf.total_s).margin(1e-9));
+  CHECK(real.local_bytes() == simf.local_bytes);
+  CHECK(real.remote_bytes() == simf.remote_bytes);
+  const auto rows = loft::sched::IterationsFromProto(real);
+  REQUIRE(rows.size() == sim->iterations.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    INFO("iteration " << i);
+    CHECK(rows[i].makespan_ms == Approx(sim->iterations[i].makespan_ms).margin(1e-6));
+    REQUIRE(rows[i].workers.size() == sim->iterations[i].workers.size());
+    // Rows per node, in a fixed order (the daemon's are in ack order).
+    auto key = [](const loft::sched::WorkerIteration& w) { return std::tuple(w.node, w.batch, w.own_ms); };
+    auto real_rows = rows[i].workers;
+    auto sim_rows = sim->iterations[i].workers;
+    std::sort(real_rows.begin(), real_rows.end(), [&](auto& a, auto& b) { return key(a) < key(b); });
+    std::sort(sim_rows.begin(), sim_rows.end(), [&](auto& a, auto& b) { return key(a) < key(b); });
+    for (size_t k = 0; k < real_rows.size(); ++k) {
+      const auto& w = real_rows[k];
+      const auto& sw = sim_rows[k];
+      CHECK(w.node == sw.node);
+      CHECK(w.failed == sw.failed);
+      CHECK(w.wait_ms == Approx(sw.wait_ms).margin(1e-6));
+      CHECK(w.batch == sw.batch);
+      CHECK(w.compute_ms == Approx(sw.compute_ms));
+    }
+  }
+  svc->reset();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+TEST_CASE("daemon and simulator make the same plans and record the same run", "[engines]") {
+  const std::string policy = GENERATE("loft", "lbbsp", "loft-epoch");
+  INFO("policy " << policy);
+  RunBoth(policy, "");
+}
+
+TEST_CASE("daemon and simulator agree when a node fails mid-run and comes back", "[engines]") {
+  const std::string policy = GENERATE("loft", "lbbsp", "loft-epoch");
+  INFO("policy " << policy);
+  RunBoth(policy, "{at_s: 0.02, down_s: 0.02}");
+}
