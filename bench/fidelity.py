@@ -122,6 +122,8 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--quick", action="store_true", help="smoke test: one tiny spec, 8 iterations, 2 policies")
     ap.add_argument("--no-testbed", action="store_true", help="in-agent link emulation instead of the testbed")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep a real run whose OUT/<scenario>/real-<policy>/summary.json exists (redo the prediction)")
     a = ap.parse_args()
     bindir = pathlib.Path(a.bin)
     loftctl, loftsim = str(bindir / "loftctl"), str(bindir / "loft-sim")
@@ -155,7 +157,8 @@ def main():
         sdir = root / name
         sdir.mkdir(exist_ok=True)
         spec = sdir / "spec.yaml"
-        spec.write_text(spec_text())
+        if not (a.reuse and spec.exists()):
+            spec.write_text(spec_text())
         real = {}
         for p in policies:
             out = sdir / f"real-{p}"
@@ -164,8 +167,9 @@ def main():
                    "--cache-root", str(sdir / "caches")]
             if testbed:
                 cmd.append("--testbed")
-            print(f"fidelity: {name}: real {p} ...", file=sys.stderr, flush=True)
-            run(cmd, a.timeout_s + 60, log=sdir / f"real-{p}.log")
+            if not (a.reuse and (out / "summary.json").exists()):
+                print(f"fidelity: {name}: real {p} ...", file=sys.stderr, flush=True)
+                run(cmd, a.timeout_s + 60, log=sdir / f"real-{p}.log")
             real[p] = summary(out, p)
         cal = sdir / "calibrated.yaml"
         run([loftctl, "calibrate", str(sdir / f"real-{a.calibrate_on}"), "--out", str(cal)], 60,

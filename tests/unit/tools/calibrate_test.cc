@@ -159,7 +159,7 @@ std::string Csv(double ring) {
 }  // namespace
 
 TEST_CASE("the run's iterations.csv gives the all-reduce and the scheduler overhead") {
-  for (double ring : {20.0, 5.0}) {
+  for (double ring : {20.0, 5.0, 0.2}) {  // 0.2 ms: less than the 4 steps' 0.1 ms latencies
     ClusterSpec s = Spec(kFastSpec);
     std::vector<std::string> notes;
     REQUIRE(CalibrateIterationTail(Csv(ring), "iterations.csv", &s, &notes).ok());
@@ -172,6 +172,7 @@ TEST_CASE("the run's iterations.csv gives the all-reduce and the scheduler overh
     CHECK(m.RingMs(all) == Approx(ring).epsilon(1e-6));
     // 20 ms is slower than 1 Gbit/s links allow: links stay; 5 ms is faster.
     CHECK(s.training.allreduce.links == (ring == 20.0));
+    CHECK((s.training.allreduce.step_latency_ms == 0) == (ring == 0.2));
     // And the spec written reads back with them.
     auto back = ParseClusterSpec(ClusterSpecToYaml(s), "back.yaml");
     REQUIRE(back.ok());
