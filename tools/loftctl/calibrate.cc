@@ -281,9 +281,10 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     // data reads) exceed the ring: the ring's own time is all per element.
     ar.step_latency_ms = 0;
     rest = m;
-    notes->push_back(fmt::format("the ring ({:.4g} ms) took less than its step latencies ({:.4g} ms): "
-                                 "training.allreduce.step_latency_ms 0",
-                                 m, with_links.LatencyMs(members)));
+    notes->push_back(
+        fmt::format("the ring ({:.4g} ms) took less than its step latencies ({:.4g} ms): "
+                    "training.allreduce.step_latency_ms 0",
+                    m, with_links.LatencyMs(members)));
   }
   ar.reduce_ns_per_element = elements > 0 ? std::max(0.0, rest) / elements * 1e6 : 0.0;
   notes->push_back(fmt::format(
