@@ -88,7 +88,7 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   ClusterSpec spec;
   spec.source = source;
   if (!root.IsDefined() || root.IsNull()) return r.Error(root, "spec", "is empty");
-  RET(r.CheckKeys(root, "", {"dataset", "placement", "training", "nodes"}));
+  RET(r.CheckKeys(root, "", {"dataset", "placement", "training", "scheduler", "nodes"}));
 
   // dataset
   if (YAML::Node d = root["dataset"]; d.IsDefined()) {
@@ -113,7 +113,7 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   if (YAML::Node t = root["training"]; t.IsDefined()) {
     RET(r.CheckKeys(t, "training",
                     {"global_batch", "min_batch", "iterations", "overlap", "seed", "model", "aggregation",
-                     "learning_rate", "momentum", "lr_schedule", "byzantine_tolerance"}));
+                     "learning_rate", "momentum", "lr_schedule", "byzantine_tolerance", "allreduce"}));
     auto& tr = spec.training;
     RET(r.Get(t, "global_batch", "training", &tr.global_batch));
     RET(r.Get(t, "min_batch", "training", &tr.min_batch));
@@ -166,6 +166,28 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
       if (s.kind == "cosine" && s.total_steps == 0 && tr.iterations == 0)
         return r.Error(ls, p + ".total_steps", "must be > 0 for cosine when training.iterations is 0");
     }
+    if (YAML::Node ar = t["allreduce"]; ar.IsDefined() && !ar.IsNull()) {
+      const std::string p = "training.allreduce";
+      RET(r.CheckKeys(ar, p,
+                      {"parameters", "step_latency_ms", "reduce_ns_per_element", "fixed_ms", "links"}));
+      auto& a = tr.allreduce;
+      RET(r.Get(ar, "parameters", p, &a.parameters));
+      RET(r.Get(ar, "step_latency_ms", p, &a.step_latency_ms));
+      RET(r.Get(ar, "reduce_ns_per_element", p, &a.reduce_ns_per_element));
+      RET(r.Get(ar, "fixed_ms", p, &a.fixed_ms));
+      RET(r.Get(ar, "links", p, &a.links));
+      if (a.parameters < 0) return r.Error(ar["parameters"], p + ".parameters", "must be >= 0");
+      if (!(a.fixed_ms >= 0)) return r.Error(ar["fixed_ms"], p + ".fixed_ms", "must be >= 0");
+      if (std::isnan(a.step_latency_ms) || std::isnan(a.reduce_ns_per_element))
+        return r.Error(ar, p, "step_latency_ms and reduce_ns_per_element must be numbers");
+    }
+  }
+  // scheduler
+  if (YAML::Node sc = root["scheduler"]; sc.IsDefined() && !sc.IsNull()) {
+    RET(r.CheckKeys(sc, "scheduler", {"overhead_ms"}));
+    RET(r.Get(sc, "overhead_ms", "scheduler", &spec.scheduler.overhead_ms));
+    if (!(spec.scheduler.overhead_ms >= 0))
+      return r.Error(sc["overhead_ms"], "scheduler.overhead_ms", "must be >= 0");
   }
 
   // nodes

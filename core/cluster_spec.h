@@ -64,6 +64,21 @@ struct TrainingSpec {
   // median; a weight-0 join needs f+1 announcers. 0 = trusted cluster (the
   // plain ring). Needs at least 2f+1 nodes.
   int byzantine_tolerance = 0;
+  // training.allreduce: the ring all-reduce's cost in loft-sim
+  // (sim/allreduce_model.h, docs/cluster-spec.md). Only used when model
+  // != none; every field has a prior from the model when absent.
+  struct Allreduce {
+    int64_t parameters = 0;             // 0 = the agent's model on dataset.sample_bytes inputs
+    double step_latency_ms = -1;        // per ring step; < 0 = the members' largest link.latency_ms
+    double reduce_ns_per_element = -1;  // reducer cost; < 0 = prior by aggregation
+    double fixed_ms = 0;                // per all-reduce, >= 0
+    bool links = true;                  // false: transfers are not limited by the spec's link rates
+  } allreduce;
+};
+
+// scheduler: per-iteration costs of the real scheduler loft-sim charges.
+struct SchedulerSpec {
+  double overhead_ms = 0;  // added to every iteration's makespan (plan, stream, acks), >= 0
 };
 
 struct ComputeSpec {
@@ -133,6 +148,7 @@ struct ClusterSpec {
   DatasetSpec dataset;
   PlacementSpec placement;
   TrainingSpec training;
+  SchedulerSpec scheduler;
   std::vector<NodeSpec> nodes;  // expanded, in spec order
 
   int num_nodes() const { return static_cast<int>(nodes.size()); }

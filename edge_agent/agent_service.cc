@@ -443,7 +443,13 @@ v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32
     read.timings.set_compute_ms(ms);
     metrics_->partition_ms->WithLabels({"compute"}).Observe(ms);
     if (!loss.ok()) st = loss.status().WithContext("compute");
-    if (auto rep = trainer->TakeReport()) *read.timings.mutable_training() = std::move(*rep);
+    if (auto rep = trainer->TakeReport()) {
+      // compute_ms is the worker's own work: the all-reduce (which also
+      // holds the wait for the ring's slowest member) is reported apart,
+      // so the scheduler's compute cost model does not fit the ring's wait.
+      read.timings.set_compute_ms(std::max(0.0, ms - rep->allreduce_ms()));
+      *read.timings.mutable_training() = std::move(*rep);
+    }
   } else {
     trainer->Skip(p.view(), p.iteration());
   }

@@ -83,13 +83,12 @@ void WriteIterationsCsvRows(std::string_view policy, std::span<const IterationRe
       const std::string_view name = w.node >= 0 && static_cast<size_t>(w.node) < node_names.size()
                                         ? std::string_view(node_names[static_cast<size_t>(w.node)])
                                         : std::string_view("?");
-      fmt::format_to(
-          std::back_inserter(buf),
-          "{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{}"
-          "\n",
-          policy, it.iteration, it.epoch, name, w.batch, w.local, w.remote, w.local_read_ms, w.remote_read_ms,
-          w.compute_ms, w.wait_ms, it.makespan_ms, w.plan_ms, w.stream_ms, w.ack_ms, w.allreduce_ms, w.own_ms,
-          w.failed ? 1 : 0);
+      fmt::format_to(std::back_inserter(buf),
+                     "{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},"
+                     "{:.6f},{:.6f},{},{:.6f}\n",
+                     policy, it.iteration, it.epoch, name, w.batch, w.local, w.remote, w.local_read_ms,
+                     w.remote_read_ms, w.compute_ms, w.wait_ms, it.makespan_ms, w.plan_ms, w.stream_ms,
+                     w.ack_ms, w.allreduce_ms, w.own_ms, w.failed ? 1 : 0, w.journal_ms);
     }
     if (buf.size() > (1 << 20)) {
       out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
@@ -158,6 +157,7 @@ void ToProto(const IterationRecord& it, loft::v1::RunSummary* out) {
     r->set_ack_ms(w.ack_ms);
     r->set_allreduce_ms(w.allreduce_ms);
     r->set_own_ms(w.own_ms);
+    r->set_journal_ms(w.journal_ms);
     r->set_failed(w.failed);
     r->set_start_ms(it.start_ms);
     r->set_predicted_ms(it.predicted_ms);
@@ -193,6 +193,7 @@ std::vector<IterationRecord> IterationsFromProto(const loft::v1::RunSummary& s) 
     w.ack_ms = r.ack_ms();
     w.allreduce_ms = r.allreduce_ms();
     w.own_ms = r.own_ms();
+    w.journal_ms = r.journal_ms();
     w.failed = r.failed();
     w.local_bytes = r.local_bytes();
     w.remote_bytes = r.remote_bytes();

@@ -19,7 +19,7 @@
 // iterations.csv (WriteIterationsCsv) has the same header in both
 // engines; kIterationsCsvHeader names the columns. Columns an engine does
 // not model are written as 0 (the simulator: plan_ms, stream_ms, ack_ms,
-// allreduce_ms; sim/README.md).
+// journal_ms; allreduce_ms unless the spec has a model; sim/README.md).
 //
 // Not responsible for: measuring anything, writing summary.json (the
 // engines' writers turn RunFigures into it), files.
@@ -54,7 +54,8 @@ struct WorkerIteration {
   double plan_ms = 0;       // the scheduler's wall time planning this iteration
   double stream_ms = 0;     // iteration start → this partition sent
   double ack_ms = 0;        // own_ms not explained by the agent's read + compute (queues, transport)
-  double allreduce_ms = 0;  // the agent's all-reduce time (training runs)
+  double allreduce_ms = 0;  // the agent's all-reduce time (training runs; not in compute_ms)
+  double journal_ms = 0;    // the scheduler's journal append after planning this iteration
   int64_t local_bytes = 0;  // bytes actually read (0 for a failed partition)
   int64_t remote_bytes = 0;
   bool failed = false;
@@ -92,7 +93,7 @@ struct RunRecorderOptions {
 
 inline constexpr std::string_view kIterationsCsvHeader =
     "policy,iteration,epoch,worker,batch,local,remote,fetch_local_ms,fetch_remote_ms,compute_ms,wait_ms,"
-    "makespan_ms,plan_ms,stream_ms,ack_ms,allreduce_ms,own_ms,failed";
+    "makespan_ms,plan_ms,stream_ms,ack_ms,allreduce_ms,own_ms,failed,journal_ms";
 
 class RunRecorder {
  public:

@@ -109,6 +109,7 @@ class SchedulerService {
     double planned_ms = 0;
     int64_t epoch = 0;
     double plan_ms = 0;       // wall time spent planning it
+    double journal_ms = 0;    // wall time of the journal append that followed its plan
     double predicted_ms = 0;  // the plan's makespan
     // One row per partition acked by its worker, with its (sent, done)
     // times; the worker's time counts from when it could start:

@@ -137,8 +137,9 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
         // >= 0: without a ring barrier a worker can ack t+1 before t's last ack.
         w.own_ms = std::max(0.0, done - std::max(sent, start));
         w.plan_ms = s.plan_ms;
+        w.journal_ms = s.journal_ms;
         w.stream_ms = std::max(0.0, sent - start);
-        w.ack_ms = std::max(0.0, w.own_ms - w.read_ms - w.compute_ms);
+        w.ack_ms = std::max(0.0, w.own_ms - w.read_ms - w.compute_ms - w.allreduce_ms);
       }
       rec.workers = std::move(s.rows);
       h_iteration_->Get().Observe(rec.makespan_ms);
@@ -284,7 +285,11 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
   }
   ring_.OnPlanned(planned, gate_->OnPlanned(planned, st.view(), workers));
   Record(std::move(u));
+  const auto journal_t0 = std::chrono::steady_clock::now();
   LOFT_RETURN_IF_ERROR(Flush());  // journal before streaming
+  if (auto o = open_iterations_.find(planned); o != open_iterations_.end())
+    o->second.journal_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - journal_t0).count();
   return true;
 }
 

@@ -47,6 +47,7 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       network_(&queue_, model_.UpRates(), model_.DownRates(), FlowInterval(options_, spec)),
       target_iterations_(options_.iterations > 0 ? options_.iterations : spec.training.iterations),
       gate_({.plan_ahead = 0, .target_iterations = target_iterations_, .min_workers = 0}, spec.num_nodes()),
+      allreduce_(spec),
       down_(spec.nodes.size(), false) {
   result_.policy = options_.policy;
   result_.flow_interval_ms = FlowInterval(options_, spec);
@@ -362,6 +363,19 @@ void Simulator::MaybeEndIteration() {
     return Fail(Internal(fmt::format("iteration {}: every partition closed but the ledger has some in flight",
                                      current_.iteration)));
   }
+  // --- issue 15: all-reduce and scheduler overhead (sim/allreduce_model.h)
+  if (!tail_charged_) {
+    if (const double tail = IterationTailMs(); tail > 0) {
+      tail_charged_ = true;
+      const int64_t it = current_.iteration;
+      queue_.After(tail, [this, it] {
+        if (iteration_open_ && current_.iteration == it) MaybeEndIteration();
+      });
+      return;
+    }
+  }
+  tail_charged_ = false;
+  // ---
   iteration_open_ = false;
   const double now = queue_.now_ms();
   current_.makespan_ms = now - current_.start_ms;
@@ -382,6 +396,31 @@ void Simulator::MaybeEndIteration() {
     return;
   }
   queue_.After(0, [this] { StartIteration(); });
+}
+
+// Issue 15: each surviving member's row gets the agent's view of the
+// ring (its wait for the last member + the ring) as allreduce_ms, in its
+// own time as in a real run; the scheduler overhead ends up in wait_ms.
+double Simulator::IterationTailMs() {
+  const double overhead = spec_.scheduler.overhead_ms;
+  if (!allreduce_.enabled()) return overhead;
+  std::vector<int32_t> members;
+  for (const WorkerIteration& w : current_.workers)
+    if (!w.failed && w.batch > 0) members.push_back(w.node);
+  std::sort(members.begin(), members.end());
+  members.erase(std::unique(members.begin(), members.end()), members.end());
+  const double ring = allreduce_.RingMs(members);
+  if (ring > 0) {
+    const double now = queue_.now_ms();
+    for (WorkerIteration& w : current_.workers) {
+      if (w.failed || w.batch == 0) continue;
+      w.allreduce_ms = std::max(0.0, now - (current_.start_ms + w.own_ms)) + ring;
+      w.own_ms += w.allreduce_ms;
+    }
+    if (current_.iteration < options_.trace_iterations)
+      for (int32_t m : members) result_.spans.push_back({m, "all-reduce", now, ring, current_.iteration});
+  }
+  return ring + overhead;
 }
 
 StatusOr<SimResult> Simulator::Run() {

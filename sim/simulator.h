@@ -50,6 +50,7 @@
 #include "scheduler/driver.h"
 #include "scheduler/iteration_gate.h"
 #include "scheduler/run_recorder.h"
+#include "sim/allreduce_model.h"
 #include "sim/cluster_model.h"
 #include "sim/event_queue.h"
 #include "sim/flow_network.h"
@@ -141,6 +142,9 @@ class Simulator {
   void NodeDown(int node);
   void NodeUp(int node);
   void MaybeEndIteration();
+  // Issue 15: the ring all-reduce and the scheduler overhead after the
+  // last partition (sim/allreduce_model.h); returns the delay to add.
+  double IterationTailMs();
   void Fail(Status s);
   double BoundForRequest();
 
@@ -153,6 +157,8 @@ class Simulator {
   FlowNetwork network_;
   int64_t target_iterations_ = 0;
   sched::IterationGate gate_;  // the daemon's start/finish rules (BSP)
+  AllreduceModel allreduce_;
+  bool tail_charged_ = false;  // the current iteration's all-reduce + overhead are under way
 
   std::vector<std::unique_ptr<Active>> active_;  // partitions of the current iteration
   bool iteration_open_ = false;

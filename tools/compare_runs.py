@@ -17,9 +17,12 @@ import pathlib
 import sys
 
 # Columns averaged per worker (iterations.csv; the simulator writes 0 for
-# what it does not model: plan_ms, stream_ms, ack_ms, allreduce_ms).
+# what it does not model: plan_ms, stream_ms, ack_ms, journal_ms; allreduce_ms
+# unless the spec has a model). OPTIONAL columns read as 0 when a file
+# predates them.
 COLUMNS = ["batch", "local", "remote", "fetch_local_ms", "fetch_remote_ms", "compute_ms", "wait_ms",
-           "makespan_ms", "own_ms", "plan_ms", "stream_ms", "ack_ms", "allreduce_ms"]
+           "makespan_ms", "own_ms", "plan_ms", "stream_ms", "ack_ms", "allreduce_ms", "journal_ms"]
+OPTIONAL = {"journal_ms"}
 FIGURES = ["mean_iteration_ms", "p95_iteration_ms", "last_decile_iteration_ms", "total_s", "straggler_wait_ms",
            "local_bytes", "remote_bytes"]
 
@@ -44,14 +47,15 @@ def worker_means(path):
     sums = {}
     with f:
         reader = csv.DictReader(f)
-        missing = [c for c in ["policy", "worker"] + COLUMNS if c not in (reader.fieldnames or [])]
+        missing = [c for c in ["policy", "worker"] + COLUMNS
+                   if c not in (reader.fieldnames or []) and c not in OPTIONAL]
         if missing:
             raise SystemExit(f"compare_runs: {path}: missing column(s) {', '.join(missing)}")
         for r in reader:
             w = sums.setdefault(r["policy"], {}).setdefault(r["worker"], {"n": 0})
             w["n"] += 1
             for c in COLUMNS:
-                w[c] = w.get(c, 0.0) + float(r[c] or 0)
+                w[c] = w.get(c, 0.0) + float(r.get(c) or 0)
     return {p: {w: {c: v[c] / v["n"] for c in COLUMNS} for w, v in ws.items()} for p, ws in sums.items()}
 
 

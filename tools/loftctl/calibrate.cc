@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <sstream>
+
+#include "sim/allreduce_model.h"
 
 namespace loft::ctl {
 namespace {
@@ -49,6 +54,13 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       t.global_batch, t.min_batch, t.iterations, t.overlap ? "true" : "false", t.seed, t.model, t.aggregation,
       Num(t.learning_rate), Num(t.momentum), ls.kind, ls.step_every, Num(ls.gamma), ls.total_steps,
       Num(ls.min_learning_rate), ls.warmup_steps);
+  const auto& ar = t.allreduce;
+  y += fmt::format(
+      "  allreduce: {{parameters: {}, step_latency_ms: {}, reduce_ns_per_element: {}, fixed_ms: {}, links: "
+      "{}}}\n",
+      ar.parameters, Num(ar.step_latency_ms), Num(ar.reduce_ns_per_element), Num(ar.fixed_ms),
+      ar.links ? "true" : "false");
+  y += fmt::format("scheduler: {{overhead_ms: {}}}\n", Num(spec.scheduler.overhead_ms));
   y += "nodes:\n";
   for (const auto& n : spec.nodes) {
     y += fmt::format("  - name: {}\n", n.name);
@@ -80,7 +92,8 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
 }
 
 StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::json& status,
-                                    const std::string& source) {
+                                    const std::string& source, const std::string* iterations_csv,
+                                    const std::string& csv_source) {
   if (!status.is_object() || !status.contains("workers") || !status["workers"].is_array())
     return InvalidArgument(source + ": no \"workers\" list (is it a scheduler status document?)");
   ClusterSpec out = spec;
@@ -148,11 +161,138 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
   for (int i = 0; i < spec.num_nodes(); ++i)
     if (!seen[i])
       cal.notes.push_back(spec.nodes[i].name + ": not in the run's status; kept the spec's constants");
+  if (iterations_csv != nullptr)
+    LOFT_RETURN_IF_ERROR(CalibrateIterationTail(*iterations_csv, csv_source, &out, &cal.notes));
   cal.yaml = ClusterSpecToYaml(out);
   // The result must load: a calibrated value the loader rejects is a bug here.
   auto check = ParseClusterSpec(cal.yaml, "calibrated spec");
   if (!check.ok()) return Internal("the calibrated spec does not load: " + check.status().message());
   return cal;
+}
+
+Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
+                              std::vector<std::string>* notes) {
+  std::istringstream in(csv_text);
+  std::string line;
+  if (!std::getline(in, line)) return InvalidArgument(source + " is empty");
+  auto split = [](const std::string& l) {
+    std::vector<std::string> f;
+    std::stringstream ss(l);
+    std::string x;
+    while (std::getline(ss, x, ',')) f.push_back(x);
+    return f;
+  };
+  const std::vector<std::string> head = split(line);
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < head.size(); ++i) col[head[i]] = i;
+  for (const char* c : {"policy", "iteration", "worker", "batch", "fetch_local_ms", "fetch_remote_ms",
+                        "compute_ms", "makespan_ms", "allreduce_ms", "failed"})
+    if (!col.count(c)) return InvalidArgument(fmt::format("{}: no column '{}'", source, c));
+  struct It {
+    double makespan = 0, work = 0, ring = -1;
+    std::vector<int32_t> members;
+    bool failed = false;
+  };
+  std::map<int64_t, It> its;
+  std::string policy;
+  int64_t lineno = 1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    const auto f = split(line);
+    if (f.size() < head.size())
+      return InvalidArgument(
+          fmt::format("{}:{}: {} fields, the header has {}", source, lineno, f.size(), head.size()));
+    if (policy.empty()) policy = f[col["policy"]];
+    if (f[col["policy"]] != policy) continue;
+    double v[6];
+    const char* names[6] = {"fetch_local_ms", "fetch_remote_ms", "compute_ms",
+                            "makespan_ms",    "allreduce_ms",    "batch"};
+    for (int k = 0; k < 6; ++k) {
+      char* end = nullptr;
+      const std::string& x = f[col[names[k]]];
+      v[k] = std::strtod(x.c_str(), &end);
+      if (end == x.c_str() || !std::isfinite(v[k]))
+        return InvalidArgument(fmt::format("{}:{}: {} '{}' is not a number", source, lineno, names[k], x));
+    }
+    It& it = its[std::stoll(f[col["iteration"]])];
+    it.makespan = v[3];
+    if (f[col["failed"]] == "1") it.failed = true;
+    if (v[5] <= 0) continue;
+    it.work = std::max(it.work, std::max(v[0], v[1]) + v[2]);
+    const int node = spec->FindNode(f[col["worker"]]);
+    if (node < 0)
+      return InvalidArgument(
+          fmt::format("{}:{}: worker '{}' is not a node of the spec", source, lineno, f[col["worker"]]));
+    it.members.push_back(node);
+    if (v[4] > 0) it.ring = it.ring < 0 ? v[4] : std::min(it.ring, v[4]);
+  }
+  double ring_sum = 0, over_sum = 0, members_sum = 0;
+  int64_t n_ring = 0, n_over = 0;
+  std::vector<int32_t> members;
+  for (auto& [i, it] : its) {
+    if (it.failed || it.members.empty()) continue;
+    const double ring = std::max(0.0, it.ring);
+    over_sum += std::max(0.0, it.makespan - it.work - ring);
+    ++n_over;
+    if (it.ring > 0) {
+      ring_sum += it.ring;
+      members_sum += static_cast<double>(it.members.size());
+      ++n_ring;
+      if (it.members.size() > members.size()) {
+        members = it.members;
+        std::sort(members.begin(), members.end());
+      }
+    }
+  }
+  if (n_over == 0) {
+    notes->push_back(source +
+                     ": no iteration without a failure; scheduler overhead and all-reduce not fitted");
+    return OkStatus();
+  }
+  spec->scheduler.overhead_ms = over_sum / static_cast<double>(n_over);
+  notes->push_back(fmt::format("scheduler.overhead_ms {:.4g} (mean over {} iterations of {})",
+                               spec->scheduler.overhead_ms, n_over, policy));
+  auto& ar = spec->training.allreduce;
+  if (spec->training.model == "none" || n_ring == 0) {
+    notes->push_back("no all-reduce in the run (training.model none or no allreduce_ms); not fitted");
+    return OkStatus();
+  }
+  const double m = ring_sum / static_cast<double>(n_ring);
+  if (ar.parameters <= 0)
+    ar.parameters = sim::ModelParameterCount(spec->training.model, spec->dataset.sample_bytes);
+  ar.fixed_ms = 0;
+  ar.links = true;
+  ar.reduce_ns_per_element = 0;
+  sim::AllreduceModel with_links(*spec);
+  const double moved = with_links.TransferMs(members) + with_links.LatencyMs(members);
+  const double elements = with_links.ReduceElements(members.size());
+  double rest = m - moved;
+  if (rest < 0) {
+    ar.links = false;
+    rest = m - with_links.LatencyMs(members);
+    notes->push_back(
+        fmt::format("the ring ({:.4g} ms) ran faster than the spec's links allow ({:.4g} ms): "
+                    "training.allreduce.links false",
+                    m, moved));
+  }
+  if (rest < 0) {
+    // Even the step latencies (the calibrated link.latency_ms, fitted on
+    // data reads) exceed the ring: the ring's own time is all per element.
+    ar.step_latency_ms = 0;
+    rest = m;
+    notes->push_back(
+        fmt::format("the ring ({:.4g} ms) took less than its step latencies ({:.4g} ms): "
+                    "training.allreduce.step_latency_ms 0",
+                    m, with_links.LatencyMs(members)));
+  }
+  ar.reduce_ns_per_element = elements > 0 ? std::max(0.0, rest) / elements * 1e6 : 0.0;
+  notes->push_back(fmt::format(
+      "training.allreduce: mean ring {:.4g} ms over {} iterations at {:.3g} members ({} parameters); "
+      "transfer + latency {:.4g} ms, the rest {:.4g} ns per element",
+      m, n_ring, members_sum / static_cast<double>(n_ring), ar.parameters, ar.links ? moved : 0.0,
+      ar.reduce_ns_per_element));
+  return OkStatus();
 }
 
 }  // namespace loft::ctl

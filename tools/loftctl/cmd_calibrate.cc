@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -52,7 +53,19 @@ Status Calibrate(const std::string& run, const std::string& spec_arg, const std:
   LOFT_ASSIGN_OR_RETURN(std::string text, Slurp(status_path));
   auto status = nlohmann::json::parse(text, nullptr, false);
   if (status.is_discarded()) return DataLoss(status_path.string() + " is not valid JSON");
-  LOFT_ASSIGN_OR_RETURN(Calibration cal, CalibrateSpec(spec, status, status_path.string()));
+  // iterations.csv: the all-reduce and the scheduler overhead (optional:
+  // a run dir without it keeps the spec's values, with a note).
+  const fs::path csv_path = run_dir / "iterations.csv";
+  std::optional<std::string> csv;
+  if (fs::exists(csv_path)) {
+    LOFT_ASSIGN_OR_RETURN(std::string c, Slurp(csv_path));
+    csv = std::move(c);
+  } else {
+    std::fprintf(stderr, "%s: not found; all-reduce and scheduler overhead kept from the spec\n",
+                 csv_path.c_str());
+  }
+  LOFT_ASSIGN_OR_RETURN(Calibration cal, CalibrateSpec(spec, status, status_path.string(),
+                                                       csv ? &*csv : nullptr, csv_path.string()));
   std::string head = fmt::format(
       "# Calibrated by `loftctl calibrate {}` from the scheduler's fitted cost models\n"
       "# (policy {}, {} iterations) of a run of {}.\n",

@@ -1,9 +1,13 @@
 #include "tools/loftctl/calibrate.h"
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 
 #include "core/cluster_spec.h"
 #include "scheduler/plan.h"
+#include "scheduler/run_recorder.h"
+#include "sim/allreduce_model.h"
 
 using namespace loft;
 using namespace loft::ctl;
@@ -124,4 +128,70 @@ TEST_CASE("calibrate: a worker the spec lacks is an error, a missing worker keep
   auto missing = CalibrateSpec(spec, partial, "status.json");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().message() == "status.json: workers[big].profile.compute_per_sample_ms is missing");
+}
+
+namespace {
+
+const char* kFastSpec = R"(dataset: {name: fashion-mnist, samples: 6000, sample_bytes: 784}
+training: {global_batch: 96, min_batch: 8, iterations: 40, model: mlp}
+nodes:
+  - name: n
+    count: 3
+    link: {up_mbps: 1000, down_mbps: 1000, latency_ms: 0.1}
+)";
+
+// iterations.csv rows (the run recorder's header): three iterations of
+// three workers, allreduce_ms 30/25/ring and makespan 40; the third has a
+// failed row and is left out.
+std::string Csv(double ring) {
+  std::string c = std::string(sched::kIterationsCsvHeader) + "\n";
+  for (int it = 0; it < 3; ++it) {
+    for (int w = 0; w < 3; ++w) {
+      const double ar = w == 0 ? 30 : w == 1 ? 25 : ring;
+      const bool failed = it == 2 && w == 1;
+      c += fmt::format("uniform,{},0,n-{},32,30,2,{},{},5,0,40,0.1,0.2,0.3,{},40,{},0.05\n", it, w,
+                       w == 2 ? 2.0 : 1.0, 1.0, ar, failed ? 1 : 0);
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("the run's iterations.csv gives the all-reduce and the scheduler overhead") {
+  for (double ring : {20.0, 5.0, 0.2}) {  // 0.2 ms: less than the 4 steps' 0.1 ms latencies
+    ClusterSpec s = Spec(kFastSpec);
+    std::vector<std::string> notes;
+    REQUIRE(CalibrateIterationTail(Csv(ring), "iterations.csv", &s, &notes).ok());
+    // overhead = makespan − (max fetch + compute) − the smallest allreduce_ms.
+    CHECK(s.scheduler.overhead_ms == Approx(40 - (2 + 5) - ring));
+    CHECK(s.training.allreduce.parameters == 235146);
+    // The calibrated model gives back the measured ring at the run's members.
+    sim::AllreduceModel m(s);
+    std::vector<int32_t> all{0, 1, 2};
+    CHECK(m.RingMs(all) == Approx(ring).epsilon(1e-6));
+    // 20 ms is slower than 1 Gbit/s links allow: links stay; 5 ms is faster.
+    CHECK(s.training.allreduce.links == (ring == 20.0));
+    CHECK((s.training.allreduce.step_latency_ms == 0) == (ring == 0.2));
+    // And the spec written reads back with them.
+    auto back = ParseClusterSpec(ClusterSpecToYaml(s), "back.yaml");
+    REQUIRE(back.ok());
+    CHECK(back->scheduler.overhead_ms == Approx(s.scheduler.overhead_ms));
+    CHECK(back->training.allreduce.reduce_ns_per_element ==
+          Approx(s.training.allreduce.reduce_ns_per_element));
+    CHECK(back->training.allreduce.links == s.training.allreduce.links);
+  }
+}
+
+TEST_CASE("a bad iterations.csv is named") {
+  ClusterSpec s = Spec(kFastSpec);
+  std::vector<std::string> notes;
+  auto st = CalibrateIterationTail("policy,iteration\nuniform,0\n", "run/iterations.csv", &s, &notes);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("run/iterations.csv") != std::string::npos);
+  std::string bad =
+      std::string(sched::kIterationsCsvHeader) + "\nuniform,0,0,n-0,32,30,2,x,1,5,0,40,0,0,0,3,40,0,0\n";
+  st = CalibrateIterationTail(bad, "run/iterations.csv", &s, &notes);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("fetch_local_ms") != std::string::npos);
 }

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Fidelity benchmark (issue 15 item 4): does the calibrated simulator
+predict real runs?
+
+For each scenario (a cluster spec) and policy: a real run on the testbed
+(`loftctl cluster run SPEC --testbed`: kernel-shaped links, CPU quotas,
+real agents and training), then, held out: `loftctl calibrate` on ONE
+policy's real run (--calibrate-on, default uniform) and `loft-sim run` of
+the calibrated spec for every policy. Prints one JSON document: per
+scenario and policy the real and predicted mean iteration and total time,
+their relative errors, whether the policy was the calibration run; per
+scenario whether the policy ranking (by mean iteration) agrees; the
+geomean of the mean-iteration errors (all cases, and the held-out ones).
+Each scenario's directory keeps `compare-<policy>.txt`, the per-column
+comparison of tools/compare_runs.py (real vs predicted iterations.csv).
+
+  python3 bench/fidelity.py --bin build/bin [--iterations 150]
+      [--scenarios homogeneous,compute-hetero,edge-bandwidth,failure]
+      [--policies uniform,lbbsp,loft] [--calibrate-on uniform] [--out DIR]
+  python3 bench/fidelity.py --bin build/bin --quick   # smoke test (ctest)
+
+Needs root and the testbed's kernel features (docs/testbed.md); without
+them it prints why and exits 77 (ctest: skipped). --no-testbed runs the
+agents' in-process link emulation instead (no CPU quotas): a different
+experiment, marked as such in the JSON. Every figure is measured in the
+run that prints it; the machine's load (os.getloadavg) is recorded too.
+"""
+import argparse
+import json
+import math
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLUSTERS = ROOT / "examples" / "clusters"
+SKIP = 77
+
+
+def compute_hetero_with_quotas(text):
+    """compute-hetero.yaml with CPU quotas proportional to each node's speed
+    (the sum, 1.6 cores, fits a two-core machine)."""
+    quotas = {"six": 0.3, "four": 0.2, "thirtytwo": 0.8}
+    out, node = [], None
+    for line in text.splitlines():
+        m = re.match(r"\s*- name: (\S+)", line)
+        if m:
+            node = m.group(1)
+        if node in quotas and line.strip().startswith("compute: {"):
+            line = line.rstrip().rstrip("}") + f", cpu_cores: {quotas[node]}}}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def scenarios():
+    rd = lambda name: (CLUSTERS / name).read_text()
+    return {
+        "homogeneous": lambda: rd("homogeneous.yaml"),
+        "compute-hetero": lambda: compute_hetero_with_quotas(rd("compute-hetero.yaml")),
+        "edge-bandwidth": lambda: rd("edge-bandwidth.yaml"),
+        "failure": lambda: rd("failure.yaml"),
+    }
+
+
+QUICK_SPEC = """dataset: {name: fashion-mnist, samples: 6000, sample_bytes: 784}
+placement: {kind: shards, replication: 1}
+training: {global_batch: 128, min_batch: 8, iterations: 8, overlap: true, seed: 7, model: softmax,
+           aggregation: mean, learning_rate: 0.1}
+nodes:
+  - name: fast
+    compute: {fixed_ms: 1.0, per_sample_ms: 0.01, cpu_cores: 0.5}
+    link: {up_mbps: 50, down_mbps: 50, latency_ms: 1}
+  - name: slow
+    compute: {fixed_ms: 1.0, per_sample_ms: 0.02, cpu_cores: 0.25}
+    link: {up_mbps: 20, down_mbps: 20, latency_ms: 2}
+"""
+
+
+def run(cmd, timeout, log=None):
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if log is not None:
+        pathlib.Path(log).write_text(" ".join(map(str, cmd)) + "\n\n" + r.stdout + "\n" + r.stderr)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({r.returncode}) after {time.time() - t0:.0f} s:\n"
+                           f"{r.stderr[-3000:]}")
+    return r
+
+
+def summary(dir_, policy):
+    doc = json.loads((pathlib.Path(dir_) / "summary.json").read_text())
+    p = doc["policies"][policy]
+    return {"mean_iteration_ms": p["mean_iteration_ms"], "total_s": p["total_s"],
+            "iterations": p.get("iterations")}
+
+
+def rel(pred, real):
+    return abs(pred - real) / real if real > 0 else None
+
+
+def ranking(values):
+    return [p for p, _ in sorted(values.items(), key=lambda kv: (kv[1], kv[0]))]
+
+
+def geomean(xs):
+    xs = [max(x, 1e-6) for x in xs if x is not None]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", required=True, help="directory with loftctl, loft-sim, loft-scheduler, loft-agent")
+    ap.add_argument("--scenarios", default="homogeneous,compute-hetero,edge-bandwidth,failure")
+    ap.add_argument("--policies", default="uniform,lbbsp,loft")
+    ap.add_argument("--calibrate-on", default="uniform", help="the policy whose real run calibrates the spec")
+    ap.add_argument("--iterations", type=int, default=150)
+    ap.add_argument("--timeout-s", type=int, default=900, help="per real run")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--quick", action="store_true", help="smoke test: one tiny spec, 8 iterations, 2 policies")
+    ap.add_argument("--no-testbed", action="store_true", help="in-agent link emulation instead of the testbed")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep a real run whose OUT/<scenario>/real-<policy>/summary.json exists (redo the prediction)")
+    a = ap.parse_args()
+    bindir = pathlib.Path(a.bin)
+    loftctl, loftsim = str(bindir / "loftctl"), str(bindir / "loft-sim")
+    testbed = not a.no_testbed
+    if testbed:
+        r = subprocess.run([loftctl, "testbed", "check"], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"fidelity: skipped: no testbed on this machine: {(r.stderr or r.stdout).strip()}")
+            return SKIP
+    if not pathlib.Path("/usr/share/datasets/fashion-mnist").is_dir():
+        print("fidelity: skipped: Fashion-MNIST not in /usr/share/datasets/fashion-mnist (training runs)")
+        return SKIP
+    policies = a.policies.split(",")
+    iterations = a.iterations
+    todo = {k: v for k, v in scenarios().items() if k in a.scenarios.split(",")}
+    if a.quick:
+        policies, iterations = ["uniform", "loft"], 8
+        todo = {"quick": lambda: QUICK_SPEC}
+    if a.calibrate_on not in policies:
+        ap.error(f"--calibrate-on {a.calibrate_on} is not in --policies")
+    unknown = set(a.scenarios.split(",")) - set(scenarios())
+    if unknown and not a.quick:
+        ap.error(f"unknown scenario(s) {', '.join(sorted(unknown))}")
+    root = pathlib.Path(a.out or tempfile.mkdtemp(prefix="loft-fidelity-"))
+    root.mkdir(parents=True, exist_ok=True)
+    result = {"iterations": iterations, "policies": policies, "calibrate_on": a.calibrate_on,
+              "testbed": testbed, "out": str(root), "load_before": os.getloadavg(), "scenarios": {}}
+    errors = []
+    held_out = []
+    for name, spec_text in todo.items():
+        sdir = root / name
+        sdir.mkdir(exist_ok=True)
+        spec = sdir / "spec.yaml"
+        if not (a.reuse and spec.exists()):
+            spec.write_text(spec_text())
+        real = {}
+        for p in policies:
+            out = sdir / f"real-{p}"
+            cmd = [loftctl, "cluster", "run", str(spec), "--policy", p, "--iterations", str(iterations),
+                   "--out", str(out), "--timeout-s", str(a.timeout_s),
+                   "--cache-root", str(sdir / "caches")]
+            if testbed:
+                cmd.append("--testbed")
+            if not (a.reuse and (out / "summary.json").exists()):
+                print(f"fidelity: {name}: real {p} ...", file=sys.stderr, flush=True)
+                run(cmd, a.timeout_s + 60, log=sdir / f"real-{p}.log")
+            real[p] = summary(out, p)
+        cal = sdir / "calibrated.yaml"
+        run([loftctl, "calibrate", str(sdir / f"real-{a.calibrate_on}"), "--out", str(cal)], 60,
+            log=sdir / "calibrate.log")
+        sim = sdir / "sim"
+        run([loftsim, "run", str(cal), "--policy", ",".join(policies), "--iterations", str(iterations),
+             "--out", str(sim)], 600, log=sdir / "sim.log")
+        rows = {}
+        for p in policies:
+            pred = summary(sim, p)
+            e_it = rel(pred["mean_iteration_ms"], real[p]["mean_iteration_ms"])
+            e_tot = rel(pred["total_s"], real[p]["total_s"])
+            rows[p] = {"real_mean_iteration_ms": real[p]["mean_iteration_ms"],
+                       "predicted_mean_iteration_ms": pred["mean_iteration_ms"],
+                       "real_total_s": real[p]["total_s"], "predicted_total_s": pred["total_s"],
+                       "rel_error_mean_iteration": e_it, "rel_error_total": e_tot,
+                       "held_out": p != a.calibrate_on}
+            errors.append(e_it)
+            if p != a.calibrate_on:
+                held_out.append(e_it)
+            cmp = subprocess.run([sys.executable, str(ROOT / "tools" / "compare_runs.py"), str(sdir / f"real-{p}"),
+                                  str(sim)], capture_output=True, text=True)
+            (sdir / f"compare-{p}.txt").write_text(cmp.stdout + cmp.stderr)
+        rr = ranking({p: rows[p]["real_mean_iteration_ms"] for p in policies})
+        pr = ranking({p: rows[p]["predicted_mean_iteration_ms"] for p in policies})
+        result["scenarios"][name] = {"policies": rows, "real_ranking": rr, "predicted_ranking": pr,
+                                     "ranking_agrees": rr == pr}
+    result["geomean_rel_error_mean_iteration"] = geomean(errors)
+    result["geomean_rel_error_held_out"] = geomean(held_out)
+    result["max_rel_error_mean_iteration"] = max((e for e in errors if e is not None), default=None)
+    result["rankings_agree"] = all(s["ranking_agrees"] for s in result["scenarios"].values())
+    result["load_after"] = os.getloadavg()
+    print(json.dumps(result, indent=2))
+    if a.quick:
+        # The smoke test's assertions: every figure present and positive.
+        for s in result["scenarios"].values():
+            for p, r in s["policies"].items():
+                for k in ("real_mean_iteration_ms", "predicted_mean_iteration_ms", "real_total_s",
+                          "predicted_total_s"):
+                    if not (r[k] > 0):
+                        print(f"fidelity --quick: {p} {k} = {r[k]}", file=sys.stderr)
+                        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+// The ring all-reduce and the scheduler's per-iteration overhead as
+// loft-sim charges them (issue 15 item 3; docs/cluster-spec.md
+// "training.allreduce" and "scheduler").
+//
+// A ring all-reduce of P float32 parameters among N members (node
+// indices in ring order, the view's order) takes
+//   2(N−1) steps; in each, every member sends P/N parameters (4·P/N
+//   bytes) to the next member over the link member→next, whose rate is
+//   min(up_mbps of the sender, down_mbps of the receiver). A step ends
+//   when its slowest link is done: step = max over links of
+//   (4·⌈P/N⌉·8 / (rate·1000) ms) + step_latency_ms;
+//   plus the reducer: (N−1)·⌈P/N⌉ elements × reduce_ns_per_element,
+//   plus fixed_ms.
+// With links: false the transfer term is left out (calibrated specs whose
+// ring ran faster than the spec's links allow, e.g. an unshaped ring).
+// N ≤ 1: no all-reduce (0 ms). training.model none: disabled.
+//
+// Priors when the spec leaves a field out: parameters from the agent's
+// default model (models/model.h: softmax d→10, mlp d→256→128→10, d =
+// dataset.sample_bytes); step_latency_ms = the members' largest
+// link.latency_ms; reduce_ns_per_element = 1 ns for mean/weighted_mean,
+// 10 ns for the robust reducers (rough single-core figures).
+//
+// Not responsible for: node failures during the ring (the simulator
+// closes the ring with the iteration's surviving members), contention
+// with data reads (the ring runs after every partition is done).
+// Thread-safety: immutable after construction.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+
+namespace loft::sim {
+
+// Parameters of the agent's `model` on inputs of `input_dim` bytes
+// (10 classes); 0 for "none".
+int64_t ModelParameterCount(const std::string& model, int64_t input_dim);
+// The reducer's prior cost per element for training.aggregation.
+double PriorReduceNsPerElement(const std::string& aggregation);
+
+class AllreduceModel {
+ public:
+  explicit AllreduceModel(const ClusterSpec& spec);
+
+  bool enabled() const { return parameters_ > 0; }
+  int64_t parameters() const { return parameters_; }
+  double reduce_ns_per_element() const { return reduce_ns_; }
+
+  // One ring all-reduce among `members` (node indices, ring order).
+  double RingMs(std::span<const int32_t> members) const;
+  // Its parts: the transfers (2(N−1) steps at the slowest link, 0 with
+  // links: false), the step latencies, the reducer's elements.
+  double TransferMs(std::span<const int32_t> members) const;
+  double LatencyMs(std::span<const int32_t> members) const;
+  double ReduceElements(size_t members) const;
+
+ private:
+  std::vector<LinkSpec> links_;  // per node
+  int64_t parameters_ = 0;
+  double step_latency_ms_ = -1;
+  double reduce_ns_ = 0;
+  double fixed_ms_ = 0;
+  bool use_links_ = true;
+};
+
+}  // namespace loft::sim

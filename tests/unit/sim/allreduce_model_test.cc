@@ -1,0 +1,108 @@
+#include "sim/allreduce_model.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "sim/simulator.h"
+
+using namespace loft;
+using namespace loft::sim;
+
+namespace {
+
+ClusterSpec Spec(const std::string& training, const std::string& extra = "") {
+  const std::string text =
+      "dataset: {name: d, samples: 2000, sample_bytes: 784}\n"
+      "training: {global_batch: 64, min_batch: 1, iterations: 5, seed: 3, " +
+      training + "}\n" + extra +
+      "nodes:\n"
+      "  - name: a\n    compute: {fixed_ms: 1, per_sample_ms: 0.01}\n"
+      "    link: {up_mbps: 100, down_mbps: 100, latency_ms: 1}\n"
+      "  - name: b\n    compute: {fixed_ms: 1, per_sample_ms: 0.01}\n"
+      "    link: {up_mbps: 10, down_mbps: 100, latency_ms: 3}\n"
+      "  - name: c\n    compute: {fixed_ms: 1, per_sample_ms: 0.01}\n"
+      "    link: {up_mbps: 100, down_mbps: 50, latency_ms: 2}\n";
+  auto s = ParseClusterSpec(text, "ar.yaml");
+  INFO(s.status().ToString());
+  REQUIRE(s.ok());
+  return *s;
+}
+
+}  // namespace
+
+TEST_CASE("parameter priors are the agent's default models") {
+  CHECK(ModelParameterCount("mlp", 784) == 235146);  // the figure the agents all-reduce
+  CHECK(ModelParameterCount("softmax", 784) == 7850);
+  CHECK(ModelParameterCount("none", 784) == 0);
+  CHECK(PriorReduceNsPerElement("mean") < PriorReduceNsPerElement("median"));
+}
+
+TEST_CASE("no model, no all-reduce") {
+  AllreduceModel m(Spec("model: none"));
+  CHECK_FALSE(m.enabled());
+  std::vector<int32_t> all{0, 1, 2};
+  CHECK(m.RingMs(all) == 0);
+}
+
+TEST_CASE("ring time: 2(N-1) steps of P/N bytes at the slowest link, latency per step, reducer") {
+  ClusterSpec s =
+      Spec("model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 100, fixed_ms: 0.5}");
+  AllreduceModel m(s);
+  REQUIRE(m.enabled());
+  std::vector<int32_t> all{0, 1, 2};
+  // chunk = 1000 floats = 4000 bytes; links a->b min(100,100), b->c min(10,50)=10, c->a min(100,100).
+  const double step = 4000.0 * 8 / (10 * 1000.0);  // 3.2 ms at 10 Mbit/s
+  CHECK(m.TransferMs(all) == Approx(4 * step));
+  CHECK(m.LatencyMs(all) == Approx(4 * 3.0));  // the members' largest latency
+  CHECK(m.ReduceElements(3) == Approx(2000));
+  CHECK(m.RingMs(all) == Approx(4 * step + 12 + 2000 * 100 / 1e6 + 0.5));
+  // Without b the slow link is gone: a->c min(100,50), c->a 100.
+  std::vector<int32_t> ac{0, 2};
+  CHECK(m.TransferMs(ac) == Approx(2 * (6000.0 * 8 / (50 * 1000.0))));
+  CHECK(m.RingMs(std::vector<int32_t>{1}) == 0);  // one member: nothing to reduce
+}
+
+TEST_CASE("links: false leaves the transfers out; step latency explicit") {
+  AllreduceModel m(
+      Spec("model: softmax, allreduce: {parameters: 3000, step_latency_ms: 0.25, links: false}"));
+  std::vector<int32_t> all{0, 1, 2};
+  CHECK(m.TransferMs(all) == 0);
+  CHECK(m.LatencyMs(all) == Approx(1.0));
+}
+
+TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
+  auto bad = ParseClusterSpec("training: {allreduce: {paramters: 5}}\nnodes: [{name: a}]\n", "x.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("paramters") != std::string::npos);
+  auto neg = ParseClusterSpec("scheduler: {overhead_ms: -1}\nnodes: [{name: a}]\n", "x.yaml");
+  REQUIRE_FALSE(neg.ok());
+  CHECK(neg.status().message().find("scheduler.overhead_ms") != std::string::npos);
+}
+
+TEST_CASE("loft-sim charges the ring and the scheduler overhead per iteration") {
+  auto run = [](const ClusterSpec& s) {
+    SimOptions o;
+    o.policy = "uniform";
+    auto r = RunPolicy(s, o);
+    INFO(r.status().ToString());
+    REQUIRE(r.ok());
+    return *r;
+  };
+  const std::string model = "model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 0}";
+  SimResult plain = run(Spec("model: none"));
+  SimResult ring = run(Spec(model));
+  SimResult both = run(Spec(model, "scheduler: {overhead_ms: 2}\n"));
+  AllreduceModel m(Spec(model));
+  std::vector<int32_t> all{0, 1, 2};
+  const double ring_ms = m.RingMs(all);
+  REQUIRE(ring_ms > 10);
+  CHECK(ring.summary.mean_iteration_ms == Approx(plain.summary.mean_iteration_ms + ring_ms).epsilon(1e-6));
+  CHECK(both.summary.mean_iteration_ms == Approx(ring.summary.mean_iteration_ms + 2).epsilon(1e-6));
+  // Every row carries the agent's view of the ring: at least the ring's time.
+  for (const auto& it : ring.iterations)
+    for (const auto& w : it.workers) {
+      CHECK(w.allreduce_ms >= ring_ms - 1e-9);
+      CHECK(w.own_ms <= it.makespan_ms + 1e-9);
+    }
+}
