@@ -7,9 +7,13 @@ every forged record the poisoner served was refused by its requester
 records served, and no honest agent accepted one), the scheduler was told
 (summary.json poisoning.samples_by_peer names only the poisoner, and its
 log has the POISONING line), nothing was lost or counted twice, and the
-final accuracy is within 1 point of the clean run. Policy loft (local
-reads first), 480 iterations (4 epochs: at 240 the 1-point margin was
-missed once, 0.8197 vs 0.8301, with 2,740 forged records refused)."""
+accuracy is within 1 point of the clean run. Policy loft (local reads
+first), 480 iterations (4 epochs: at 240 the 1-point margin was missed
+once, 0.8197 vs 0.8301, with 2,740 forged records refused). Accuracy is
+the mean of the last three test evaluations (every 60 iterations): one
+evaluation of plain SGD at lr 0.05 moves by ±1.5 points between runs of
+the same spec (0.8397 vs 0.864 once, with every forged record refused),
+which would make a single-point comparison a coin toss."""
 import os
 import re
 import tempfile
@@ -21,18 +25,26 @@ caches = tempfile.mkdtemp(prefix="loft-it-poison-caches-")
 ITER = int(os.environ.get("LOFT_POISON_ITER", "480"))
 POLICY = os.environ.get("LOFT_POISON_POLICY", "loft")
 PLACEMENT = os.environ.get("LOFT_POISON_PLACEMENT", "{kind: shards, replication: 1}")
-common = dict(honest=4, iterations=ITER, aggregation="mean", lr=0.05, eval_every=ITER, cache_root=caches,
+common = dict(honest=4, iterations=ITER, aggregation="mean", lr=0.05, eval_every=max(1, ITER // 8), cache_root=caches,
               policy=POLICY, placement=PLACEMENT)
 
-clean, _, _ = training_lib.run("poison-clean", byzantine="none", **common)
-acc_clean = clean["final_accuracy"]
+
+
+def late_accuracy(rows):
+    """Mean test accuracy of the last three evaluations (training.csv)."""
+    accs = [float(r["test_accuracy"]) for r in rows if r.get("test_accuracy")]
+    return sum(accs[-3:]) / len(accs[-3:]) if accs else None
+
+
+clean, clean_rows, _ = training_lib.run("poison-clean", byzantine="none", **common)
+acc_clean = late_accuracy(clean_rows)
 loft_it.log(f"clean: final accuracy {acc_clean}, ledger {clean['ledger']}, poisoning {clean.get('poisoning')}")
 assert acc_clean is not None, clean
 assert clean["poisoning"]["samples"] == 0, clean["poisoning"]
 assert clean["poisoning"]["manifest_samples"] == 60000, clean["poisoning"]
 
-att, _, out = training_lib.run("poison-attack", byzantine="poison_serve", **common)
-acc_att = att["final_accuracy"]
+att, att_rows, out = training_lib.run("poison-attack", byzantine="poison_serve", **common)
+acc_att = late_accuracy(att_rows)
 p = att["poisoning"]
 loft_it.log(f"poison_serve: final accuracy {acc_att}, ledger {att['ledger']}, poisoning {p}")
 

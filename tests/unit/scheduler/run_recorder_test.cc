@@ -75,7 +75,7 @@ TEST_CASE("iterations.csv has the shared header and one row per worker per itera
   std::getline(in, line);
   CHECK(line ==
         "policy,iteration,epoch,worker,batch,local,remote,fetch_local_ms,fetch_remote_ms,compute_ms,wait_ms,"
-        "makespan_ms,plan_ms,stream_ms,ack_ms,allreduce_ms,own_ms,failed");
+        "makespan_ms,plan_ms,stream_ms,ack_ms,allreduce_ms,own_ms,failed,journal_ms");
   std::getline(in, line);
   CHECK(line.rfind("loft,0,0,a,10,6,4,", 0) == 0);
   CHECK(line.find(",20.000000,30.000000,") != std::string::npos);  // wait, makespan
