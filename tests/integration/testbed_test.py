@@ -12,6 +12,7 @@ prints why and exits 77 (ctest SKIP_RETURN_CODE), never passes silently.
   testbed_test.py smoke       `loftctl cluster run edge-bandwidth.yaml
                               --testbed` for a few iterations
 """
+import csv
 import glob
 import json
 import os
@@ -281,7 +282,11 @@ def test_smoke():
     assert s["ledger"]["lost"] == 0 and s["ledger"]["duplicates"] == 0, s["ledger"]
     assert s["policies"]["loft"]["remote_bytes"] >= 0
     with open(os.path.join(out, "iterations.csv")) as f:
-        assert len(f.read().splitlines()) == 1 + 8
+        rows = list(csv.DictReader(f))  # one row per worker per iteration (sched::RunRecorder)
+    iters = {r["iteration"] for r in rows}
+    assert len(iters) == 8, sorted(iters)
+    assert all(1 <= sum(r["iteration"] == i for r in rows) <= 8 for i in iters), rows
+    assert len({r["worker"] for r in rows}) >= 2, rows
     for log in glob.glob(os.path.join(out, "logs", "agent-*.log")):
         text = open(log).read()
         assert "link EMULATION of latency only" in text, f"{log}: token buckets were not turned off"
