@@ -299,10 +299,11 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     else if (byz == "poison_serve")
       base.byzantine = ByzantineKind::kPoisonServe;
     else
-      return r.Error(n["byzantine"], path + ".byzantine",
-                     "must be one of none, sign_flip, random, nan, chunk_garbage, chunk_scale, phantom_round, "
-                     "poison_serve (got '" +
-                         byz + "')");
+      return r.Error(
+          n["byzantine"], path + ".byzantine",
+          "must be one of none, sign_flip, random, nan, chunk_garbage, chunk_scale, phantom_round, "
+          "poison_serve (got '" +
+              byz + "')");
     RET(r.Get(n, "byzantine_scale", path, &base.byzantine_scale));
     RET(Positive(r, n, "byzantine_scale", path, base.byzantine_scale));
 

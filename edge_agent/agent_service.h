@@ -54,7 +54,7 @@ struct AgentMetrics {
   metrics::Gauge* in_flight = nullptr;
   metrics::Gauge* grants = nullptr;
   metrics::Counter* scheduler_errors = nullptr;
-  metrics::CounterFamily* ring_offences = nullptr;  // {node, reason} (edge_agent/ring_guard.h)
+  metrics::CounterFamily* ring_offences = nullptr;     // {node, reason} (edge_agent/ring_guard.h)
   metrics::CounterFamily* poisoned_samples = nullptr;  // {peer}: refused by the manifest check
 
   static StatusOr<AgentMetrics> Create(metrics::Registry* registry);

@@ -44,9 +44,9 @@
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
 #include "scheduler/journal.h"
+#include "scheduler/poison_reports.h"
 #include "scheduler/ring_committer.h"
 #include "scheduler/run_recorder.h"
-#include "scheduler/poison_reports.h"
 #include "server/options.h"
 #include "server/transport.h"
 

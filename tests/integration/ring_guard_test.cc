@@ -18,7 +18,6 @@ using namespace loft::agent;
 
 namespace {
 
-
 struct Ring {
   std::unique_ptr<ModelTrainer> trainer;
   zmq::context_t ctx{1};

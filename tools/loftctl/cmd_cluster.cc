@@ -30,12 +30,12 @@
 #include <zmq.hpp>
 
 #include "cache/ingest.h"
+#include "cache/manifest.h"
 #include "core/cluster_spec.h"
 #include "core/codec.h"
 #include "core/curve.h"
 #include "core/placement.h"
 #include "core/zmq_util.h"
-#include "cache/manifest.h"
 #include "scheduler/run_recorder.h"
 #include "server/options.h"
 #include "sim/summary.h"
@@ -371,7 +371,8 @@ Status ClusterRun(const RunOptions& ro) {
   so.plan_ahead = ro.plan_ahead == "auto" ? -1 : std::stoi(ro.plan_ahead);
   so.insecure = ro.insecure;
   if (!ro.insecure) so.keys_dir = keys.string();
-  if (fs::exists(cache_root / cache::kManifestFile)) so.manifest = (cache_root / cache::kManifestFile).string();
+  if (fs::exists(cache_root / cache::kManifestFile))
+    so.manifest = (cache_root / cache::kManifestFile).string();
   const std::string sched_yaml = server::SchedulerOptionsToYaml(so);
   LOFT_RETURN_IF_ERROR(WriteText(out / "scheduler.yaml", sched_yaml));
   Child sched{"scheduler",
