@@ -67,6 +67,7 @@ StatusOr<std::unique_ptr<ExternalRing>> ExternalRing::Create(const ClusterSpec& 
   if (options.context == nullptr) return InvalidArgument("external ring: no ZeroMQ context");
   std::unique_ptr<ExternalRing> r(new ExternalRing());
   r->options_ = options;
+  r->views_ = std::make_unique<ViewBook>(ViewBookOptions{options.node, options.view_wait_ms, options.stop});
   auto red = ReducerFor(spec.training.aggregation);
   if (!red.ok()) return red.status().WithContext("training.aggregation");
   r->reducer_ = *red;
@@ -88,76 +89,13 @@ StatusOr<std::unique_ptr<ExternalRing>> ExternalRing::Create(const ClusterSpec& 
 }
 
 void ExternalRing::OnView(const v1::MembershipView& view) {
-  {
-    std::lock_guard lock(mu_);
-    views_[view.view()] = view;
-    while (views_.size() > 64) views_.erase(views_.begin());
-  }
-  cv_.notify_all();
+  views_->OnView(view);
 }
 
 StatusOr<ExternalRing::Members> ExternalRing::ViewMembers(int64_t v) {
-  std::unique_lock lock(mu_);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.view_wait_ms);
-  while (views_.count(v) == 0) {
-    if (Stopping()) return Aborted("shutting down");
-    if (std::chrono::steady_clock::now() >= deadline)
-      return Unavailable("membership view " + std::to_string(v) + " never arrived within " +
-                         std::to_string(options_.view_wait_ms) + " ms");
-    cv_.wait_for(lock, std::chrono::milliseconds(100));
-  }
-  if (v < 0 || v >= (int64_t{1} << 24)) return OutOfRange("view " + std::to_string(v) + " exceeds 2^24");
-  const v1::MembershipView& mv = views_.at(v);
-  Members m;
-  m.view = static_cast<uint32_t>(v);
-  std::map<int, std::string> eps;
-  for (int i = 0; i < mv.live_nodes_size(); ++i) {
-    m.nodes.push_back(mv.live_nodes(i));
-    if (i < mv.ring_endpoints_size()) eps[mv.live_nodes(i)] = mv.ring_endpoints(i);
-  }
-  lock.unlock();
-  std::sort(m.nodes.begin(), m.nodes.end());
-  if (std::find(m.nodes.begin(), m.nodes.end(), options_.node) == m.nodes.end())
-    return FailedPrecondition("this node is not live in view " + std::to_string(v));
-  eps.erase(options_.node);
-  for (int n : m.nodes) {
-    if (n != options_.node && eps[n].empty())
-      return Unavailable("node " + std::to_string(n) + " has no ring endpoint in view " + std::to_string(v));
-  }
-  LOFT_RETURN_IF_ERROR(transport_->SetPeers(eps));
-  m.endpoints = std::move(eps);
+  LOFT_ASSIGN_OR_RETURN(Members m, views_->Members(v));
+  LOFT_RETURN_IF_ERROR(transport_->SetPeers(m.endpoints));
   return m;
-}
-
-Status ExternalRing::CheckMembersAlive(const Members& m) {
-  if (Stopping()) return Aborted("shutting down");
-  std::lock_guard lock(mu_);
-  if (views_.empty() || views_.rbegin()->first <= static_cast<int64_t>(m.view)) return OkStatus();
-  const v1::MembershipView& nv = views_.rbegin()->second;
-  for (int n : m.nodes) {
-    if (n == options_.node) continue;
-    int at = -1;
-    for (int i = 0; i < nv.live_nodes_size(); ++i) {
-      if (nv.live_nodes(i) == n) at = i;
-    }
-    if (at < 0)
-      return Unavailable("node " + std::to_string(n) + " is not live in view " + std::to_string(nv.view()));
-    auto it = m.endpoints.find(n);
-    if (at < nv.ring_endpoints_size() && it != m.endpoints.end() && nv.ring_endpoints(at) != it->second)
-      return Unavailable("node " + std::to_string(n) + " restarted (new ring endpoint)");
-  }
-  return OkStatus();
-}
-
-std::optional<v1::MembershipView> ExternalRing::NewerView(int64_t v) {
-  std::unique_lock lock(mu_);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.view_wait_ms);
-  auto newer = [&] { return !views_.empty() && views_.rbegin()->first > v; };
-  while (!newer()) {
-    if (Stopping() || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    cv_.wait_for(lock, std::chrono::milliseconds(100));
-  }
-  return views_.rbegin()->second;
 }
 
 std::vector<std::byte> ExternalRing::ServeState() {
@@ -215,11 +153,7 @@ StatusOr<std::string> ExternalRing::FetchFrom(const Members& m, uint32_t round, 
 }
 
 StatusOr<ExternalRing::State> ExternalRing::FetchState() {
-  int64_t latest = -1;
-  {
-    std::lock_guard lock(mu_);
-    if (!views_.empty()) latest = views_.rbegin()->first;
-  }
+  const int64_t latest = views_->Latest();
   if (latest < 0) return Unavailable("no membership view yet: the agent has not joined the job");
   LOFT_ASSIGN_OR_RETURN(Members m, ViewMembers(latest));
   std::vector<int64_t> rounds;
@@ -310,7 +244,7 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
   uint64_t D = 0;
   while (true) {
     ++out.attempts;
-    transport_->SetAbortCheck([this, &m] { return CheckMembersAlive(m); });
+    transport_->SetAbortCheck([this, &m] { return views_->CheckAlive(m); });
     Status st = [&]() -> Status {
       const uint64_t tag = models::MakeTag(m.view, round, kWeightsPhase);
       std::vector<std::byte> buf;
@@ -438,7 +372,7 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
     }
     spdlog::warn("all-reduce of round {} in view {} failed ({}); waiting for a new view", round, m.view,
                  st.ToString());
-    auto nv = NewerView(m.view);
+    auto nv = views_->NewerView(m.view);
     if (!nv) return st.WithContext("all-reduce of round " + std::to_string(round) + ", no newer view");
     std::vector<int> survivors;
     for (int node : m.nodes) {

@@ -42,7 +42,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -59,6 +58,7 @@
 #include "core/curve.h"
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
+#include "edge_agent/view_book.h"
 #include "edge_agent/zmq_transport.h"
 #include "models/reducers.h"
 
@@ -137,14 +137,9 @@ class ExternalRing {
 
  private:
   ExternalRing() = default;
-  struct Members {
-    uint32_t view = 0;
-    std::vector<int> nodes;
-    std::map<int, std::string> endpoints;
-  };
+  using Members = RingMembers;
+  // The members of view v (ViewBook::Members), with the transport's peers set to them.
   StatusOr<Members> ViewMembers(int64_t v);
-  Status CheckMembersAlive(const Members& m);
-  std::optional<v1::MembershipView> NewerView(int64_t v);
   bool Stopping() const { return options_.stop != nullptr && options_.stop->load(); }
   std::vector<std::byte> ServeState();
   // Fetches (want_round, want_hash) from one of `holders`.
@@ -167,9 +162,7 @@ class ExternalRing {
   std::map<std::pair<int, uint64_t>, int64_t> idle_seen_us_;
   std::set<uint64_t> idle_refused_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<int64_t, v1::MembershipView> views_;
+  std::unique_ptr<ViewBook> views_;  // membership views from the scheduler (set by Create)
 };
 
 }  // namespace loft::agent
