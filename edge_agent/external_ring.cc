@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "edge_agent/model_trainer.h"
+#include "edge_agent/ring_bytes.h"
 #include "models/ring_allreduce.h"
 #include "models/transport.h"
 
@@ -18,27 +19,6 @@ namespace {
 constexpr uint8_t kWeightsPhase = 0xFE;  // [f64 b][i64 state_round][u64 hash][u64 partition][u64 d]
 constexpr uint8_t kStatePhase = 0xFD;    // request: [] ; answer: [i64 round][u64 hash][blob]
 constexpr size_t kExchangeBytes = 5 * 8;
-
-template <typename T>
-void PutLe(std::vector<std::byte>* out, T v) {
-  const auto* p = reinterpret_cast<const std::byte*>(&v);
-  out->insert(out->end(), p, p + sizeof v);
-}
-template <typename T>
-T GetLe(std::span<const std::byte> in, size_t at) {
-  T v{};
-  std::memcpy(&v, in.data() + at, sizeof v);
-  return v;
-}
-
-StatusOr<models::ReducerOptions> ReducerFor(const std::string& aggregation) {
-  std::string name = aggregation;
-  if (name == "krum") name = "multi_krum";
-  if (name == "centered_clip") name = "centered_clipping";
-  models::ReducerOptions r;
-  LOFT_ASSIGN_OR_RETURN(r.kind, models::ParseReducerKind(name));
-  return r;
-}
 
 std::string Hex(uint64_t h) {
   char buf[17];

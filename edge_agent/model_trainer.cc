@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "cache/idx_reader.h"
+#include "edge_agent/ring_bytes.h"
 #include "edge_agent/round_retry.h"
 #include "models/checkpoint.h"
 #include "models/ring_allreduce.h"
@@ -23,27 +24,6 @@ namespace {
 constexpr uint8_t kWeightsPhase = kHelloPhase;
 constexpr uint8_t kStatePhase =
     0xFD;  // request: [i64 want_round]; answer: [i64 last_round][u64 hash][checkpoint]
-
-template <typename T>
-void PutLe(std::vector<std::byte>* out, T v) {
-  const auto* p = reinterpret_cast<const std::byte*>(&v);
-  out->insert(out->end(), p, p + sizeof v);
-}
-template <typename T>
-T GetLe(std::span<const std::byte> in, size_t at) {
-  T v{};
-  std::memcpy(&v, in.data() + at, sizeof v);
-  return v;
-}
-
-StatusOr<models::ReducerOptions> ReducerFor(const std::string& aggregation) {
-  std::string name = aggregation;
-  if (name == "krum") name = "multi_krum";
-  if (name == "centered_clip") name = "centered_clipping";
-  models::ReducerOptions r;
-  LOFT_ASSIGN_OR_RETURN(r.kind, models::ParseReducerKind(name));
-  return r;
-}
 
 double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

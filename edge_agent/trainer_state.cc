@@ -4,18 +4,10 @@
 #include <cstring>
 #include <vector>
 
+#include "edge_agent/ring_bytes.h"
 #include "models/checkpoint.h"
 
 namespace loft::agent {
-namespace {
-template <typename T>
-T GetLe(std::span<const std::byte> in, size_t at) {
-  T v{};
-  std::memcpy(&v, in.data() + at, sizeof v);
-  return v;
-}
-}  // namespace
-
 Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_t want_hash,
                   const std::string& source, models::Model* model, models::Sgd* sgd) {
   if (answer.size() < 16)
