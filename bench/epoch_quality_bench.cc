@@ -18,8 +18,17 @@
 // FirstIterationRequest (spec priors, the spec's placement) under the same
 // cost model: bound-epoch (and its solve time), loft-epoch's and loft's
 // epoch means and ratios — the specs' "without jitter or contention" figure.
+// With the spec's compute jitter: the Monte Carlo expectation of
+// loft-epoch's own plans under it, and bound-epoch under the same jitter
+// (scheduler/jitter_bound.h) ALONGSIDE the jitter-free bound-epoch: the
+// per-draw ("wait-and-see", --jitter-draws, default 32) and the
+// non-anticipative SAA LP (--saa-draws S per LP, default 64,
+// --saa-replications R, default 2), and bound_epoch_under_jitter_ms, the
+// largest of bound-epoch and those two (all three are lower bounds under
+// jitter; the Monte Carlo ones in expectation).
 // Usage: epoch_quality_bench [--instances N] [--first SEED] [--max-workers N]
-//        epoch_quality_bench --spec FILE
+//        epoch_quality_bench --spec FILE [--jitter-draws N] [--saa-draws S]
+//                            [--saa-replications R]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,12 +38,15 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/cluster_spec.h"
 #include "core/placement.h"
 #include "scheduler/bound.h"
+#include "scheduler/jitter_bound.h"
 #include "scheduler/plan.h"
 #include "scheduler/testing/epoch_runs.h"
+#include "scheduler/testing/jitter_runs.h"
 #include "scheduler/testing/random_instances.h"
 
 namespace {
@@ -55,7 +67,7 @@ struct Stat {
   }
 };
 
-int RunSpec(const std::string& path) {
+int RunSpec(const std::string& path, int jitter_draws, int saa_draws, int saa_replications) {
   using Clock = std::chrono::steady_clock;
   auto spec = loft::LoadClusterSpecFile(path);
   if (!spec.ok()) return std::fprintf(stderr, "%s\n", spec.status().ToString().c_str()), 1;
@@ -81,57 +93,55 @@ int RunSpec(const std::string& path) {
   // The spec's compute jitter alone (no contention): each worker's compute
   // time × max(0.05, 1 + jitter·Z), Z ~ N(0, 1) as in sim/cluster_model,
   // 64 draws per plan; the expected makespan of loft-epoch's own plans.
+  std::vector<double> sigma;
+  for (const auto& w : req.workers) sigma.push_back(spec->nodes[static_cast<size_t>(w.node)].compute.jitter);
   uint64_t rng = 12345;
-  auto normal = [&rng]() {
-    const double u1 = std::max(testing::Uniform01(rng), 1e-300), u2 = testing::Uniform01(rng);
-    return std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  };
   double jitter_sum = 0;
-  for (const loft::sched::Plan& plan : e->plans) {
-    std::vector<double> uplink(req.workers.size(), 0);
-    std::map<int32_t, size_t> index;
-    for (size_t i = 0; i < req.workers.size(); ++i) index[req.workers[i].node] = i;
-    for (const auto& wp : plan.workers) {
-      for (auto [peer, count] : wp.remote_from)
-        uplink[index[peer]] +=
-            static_cast<double>(count) * req.workers[index[peer]].cost.uplink_per_sample_ms;
-    }
-    double sum = 0;
-    const int draws = 64;
-    for (int d = 0; d < draws; ++d) {
-      double makespan = 0;
-      for (size_t i = 0; i < plan.workers.size(); ++i) {
-        const auto& wp = plan.workers[i];
-        loft::sched::CostParams c = req.workers[i].cost;
-        const double f = std::max(
-            0.05, 1.0 + spec->nodes[static_cast<size_t>(req.workers[i].node)].compute.jitter * normal());
-        c.compute_fixed_ms *= f;
-        c.compute_per_sample_ms *= f;
-        double floor_ms = 0;
-        for (auto [peer, count] : wp.remote_from) floor_ms = std::max(floor_ms, uplink[index[peer]]);
-        makespan = std::max(makespan, loft::sched::PredictMsWithUplink(c, static_cast<double>(wp.local),
-                                                                       static_cast<double>(wp.remote),
-                                                                       floor_ms, req.overlap));
-      }
-      sum += makespan;
-    }
-    jitter_sum += sum / draws;
-  }
+  for (const loft::sched::Plan& plan : e->plans)
+    jitter_sum += testing::ExpectedJitteredMakespanMs(req, plan, sigma, /*draws=*/64, rng);
   const double jitter_mean = jitter_sum / static_cast<double>(e->plans.size());
-  nlohmann::json out = {{"spec", path},
-                        {"loft_epoch_with_compute_jitter_ms", jitter_mean},
-                        {"loft_epoch_with_compute_jitter/bound_epoch", jitter_mean / *bound},
-                        {"workers", req.workers.size()},
-                        {"iterations", req.iterations_left_in_epoch},
-                        {"bound_epoch_ms", *bound},
-                        {"bound_epoch_solve_s", bound_s},
-                        {"loft_epoch_ms", e->mean},
-                        {"loft_epoch_last_decile_ms", e->last_decile},
-                        {"loft_epoch_plan_ms", epoch_plan_ms},
-                        {"loft_ms", l->mean},
-                        {"loft_last_decile_ms", l->last_decile},
-                        {"loft_epoch/bound_epoch", e->mean / *bound},
-                        {"loft_epoch/loft", e->mean / l->mean}};
+  // bound-epoch under the same jitter (scheduler/jitter_bound.h): the mean
+  // over draws of bound-epoch with jittered compute costs, a lower bound on
+  // every stationary plan's expected iteration time. Alongside, not instead.
+  const auto tj = Clock::now();
+  auto jb = loft::sched::EpochJitterBoundMs(req, sigma, jitter_draws, /*seed=*/1);
+  if (!jb.ok()) return std::fprintf(stderr, "%s\n", jb.status().ToString().c_str()), 1;
+  const double jb_s = std::chrono::duration<double>(Clock::now() - tj).count();
+  const auto ts = Clock::now();
+  auto saa = loft::sched::EpochJitterSaaBoundMs(req, sigma, saa_draws, saa_replications, /*seed=*/1);
+  if (!saa.ok()) return std::fprintf(stderr, "%s\n", saa.status().ToString().c_str()), 1;
+  const double saa_s = std::chrono::duration<double>(Clock::now() - ts).count();
+  // bound-epoch itself is also a lower bound under jitter (E[f] ≥ 1 and the
+  // iteration time is convex and increasing in f: Jensen), so the largest
+  // of the three is the jitter-aware bound.
+  const double under_jitter = std::max({*bound, jb->mean_ms, saa->mean_ms});
+  nlohmann::json out = {
+      {"spec", path},
+      {"loft_epoch_with_compute_jitter_ms", jitter_mean},
+      {"loft_epoch_with_compute_jitter/bound_epoch", jitter_mean / *bound},
+      {"bound_epoch_jitter_ms", jb->mean_ms},
+      {"bound_epoch_jitter_stderr_ms", jb->stderr_ms},
+      {"bound_epoch_jitter_draws", jb->draws},
+      {"bound_epoch_jitter_solve_s", jb_s},
+      {"loft_epoch_with_compute_jitter/bound_epoch_jitter", jitter_mean / jb->mean_ms},
+      {"bound_epoch_jitter_saa_ms", saa->mean_ms},
+      {"bound_epoch_jitter_saa_stderr_ms", saa->stderr_ms},
+      {"bound_epoch_jitter_saa_draws", saa->draws},
+      {"bound_epoch_jitter_saa_solve_s", saa_s},
+      {"loft_epoch_with_compute_jitter/bound_epoch_jitter_saa", jitter_mean / saa->mean_ms},
+      {"bound_epoch_under_jitter_ms", under_jitter},
+      {"loft_epoch_with_compute_jitter/bound_epoch_under_jitter", jitter_mean / under_jitter},
+      {"workers", req.workers.size()},
+      {"iterations", req.iterations_left_in_epoch},
+      {"bound_epoch_ms", *bound},
+      {"bound_epoch_solve_s", bound_s},
+      {"loft_epoch_ms", e->mean},
+      {"loft_epoch_last_decile_ms", e->last_decile},
+      {"loft_epoch_plan_ms", epoch_plan_ms},
+      {"loft_ms", l->mean},
+      {"loft_last_decile_ms", l->last_decile},
+      {"loft_epoch/bound_epoch", e->mean / *bound},
+      {"loft_epoch/loft", e->mean / l->mean}};
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }
@@ -142,19 +152,36 @@ int main(int argc, char** argv) {
   int instances = 210;
   uint64_t first = 0;
   int max_workers = 256;
+  int jitter_draws = 32, saa_draws = 64, saa_replications = 2;
+  std::string spec;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--instances") == 0) {
       instances = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--first") == 0) {
       first = std::strtoull(argv[i + 1], nullptr, 10);
     } else if (std::strcmp(argv[i], "--spec") == 0) {
-      return RunSpec(argv[i + 1]);
+      spec = argv[i + 1];
+    } else if (std::strcmp(argv[i], "--jitter-draws") == 0) {
+      jitter_draws = std::atoi(argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--saa-draws") == 0) {
+      saa_draws = std::atoi(argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--saa-replications") == 0) {
+      saa_replications = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--max-workers") == 0) {
       max_workers = std::atoi(argv[i + 1]);
     } else {
-      return std::fprintf(stderr, "unknown flag %s (--instances, --first, --max-workers, --spec)\n", argv[i]),
+      return std::fprintf(
+                 stderr,
+                 "unknown flag %s (--instances, --first, --max-workers, --spec, --jitter-draws, --saa-draws, "
+                 "--saa-replications)\n",
+                 argv[i]),
              2;
     }
+  }
+  if (!spec.empty()) {
+    if (jitter_draws < 1 || saa_draws < 1 || saa_replications < 1)
+      return std::fprintf(stderr, "--jitter-draws, --saa-draws, --saa-replications >= 1\n"), 2;
+    return RunSpec(spec, jitter_draws, saa_draws, saa_replications);
   }
   if (instances < 1 || max_workers < 2)
     return std::fprintf(stderr, "--instances >= 1, --max-workers >= 2\n"), 2;
