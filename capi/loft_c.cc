@@ -308,6 +308,16 @@ const uint8_t* loft_batch_payload(const loft_batch_t* batch, int64_t i, size_t* 
   return static_cast<const uint8_t*>(batch->rep->payload.data()) + batch->rep->offsets[k];
 }
 
+const uint64_t* loft_batch_sample_ids(const loft_batch_t* batch) {
+  if (loft_batch_count(batch) <= 0) return nullptr;
+  return batch->rep->sample_ids.data();
+}
+
+const int32_t* loft_batch_labels(const loft_batch_t* batch) {
+  if (loft_batch_count(batch) <= 0) return nullptr;
+  return batch->rep->labels.data();
+}
+
 const uint8_t* loft_batch_payloads(const loft_batch_t* batch, size_t* len) {
   if (batch == nullptr || batch->rep->payload.size() == 0) {
     if (len != nullptr) *len = 0;

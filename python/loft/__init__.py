@@ -95,6 +95,8 @@ _batch_sid = _fn("loft_batch_sample_id", _c.c_uint64, _c.c_void_p, _c.c_int64)
 _batch_payload = _fn("loft_batch_payload", _c.POINTER(_c.c_ubyte), _c.c_void_p, _c.c_int64,
                      _c.POINTER(_c.c_size_t))
 _batch_label = _fn("loft_batch_label", _c.c_int, _c.c_void_p, _c.c_int64)
+_batch_sids = _fn("loft_batch_sample_ids", _c.c_void_p, _c.c_void_p)
+_batch_labels = _fn("loft_batch_labels", _c.c_void_p, _c.c_void_p)
 _batch_report = _fn("loft_batch_report", None, _c.c_void_p, _c.c_double, _errp)
 _batch_destroy = _fn("loft_batch_destroy", None, _c.c_void_p)
 _batch_payloads = _fn("loft_batch_payloads", _c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_size_t))
@@ -248,12 +250,41 @@ class Batch(_Handle):
         self.partition_id = _batch_pid(handle)
         self.count = _batch_count(handle)
         self.round = _batch_round(handle)
-        self.sample_ids = [_batch_sid(handle, i) for i in range(self.count)]
-        self.labels = [_batch_label(handle, i) for i in range(self.count)]
+        self._ids_arr = (_c.c_uint64 * self.count)()
+        self._labels_arr = (_c.c_int32 * self.count)()
+        if self.count > 0:  # one call and one copy each instead of one call per sample
+            _c.memmove(self._ids_arr, _batch_sids(handle), 8 * self.count)
+            _c.memmove(self._labels_arr, _batch_labels(handle), 4 * self.count)
+        self._sample_ids = None
+        self._labels = None
         self.reported = False
 
     def __len__(self):
         return self.count
+
+    def sample_ids_array(self):
+        """Every sample id as a ctypes uint64 array (copied from the batch
+        with one C call and one memmove when the batch is made; stays
+        valid after close())."""
+        return self._ids_arr
+
+    def labels_array(self):
+        """Every label as a ctypes int32 array (copied like sample_ids_array)."""
+        return self._labels_arr
+
+    @property
+    def sample_ids(self) -> List[int]:
+        """The sample ids (a list, made on first use)."""
+        if self._sample_ids is None:
+            self._sample_ids = list(self._ids_arr)
+        return self._sample_ids
+
+    @property
+    def labels(self) -> List[int]:
+        """The labels (a list, made on first use)."""
+        if self._labels is None:
+            self._labels = list(self._labels_arr)
+        return self._labels
 
     def _check(self):
         if self._h is None:

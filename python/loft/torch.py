@@ -61,7 +61,9 @@ class LoftBatches:
             x = torch.empty((0, size), dtype=torch.uint8)
         else:
             x = torch.frombuffer(batch.payloads(), dtype=torch.uint8).view(batch.count, size)
-        y = torch.tensor(batch.labels, dtype=torch.int64)
+        # The labels' int32 array (one copy per batch, not a list of ints), widened.
+        y = torch.frombuffer(batch.labels_array(), dtype=torch.int32).to(torch.int64) if batch.count else \
+            torch.empty(0, dtype=torch.int64)
         return x, y
 
     def __iter__(self):

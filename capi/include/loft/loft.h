@@ -147,6 +147,11 @@ LOFT_EXPORT int64_t loft_batch_count(const loft_batch_t* batch);
 LOFT_EXPORT uint64_t loft_batch_sample_id(const loft_batch_t* batch, int64_t i);
 LOFT_EXPORT const uint8_t* loft_batch_payload(const loft_batch_t* batch, int64_t i, size_t* len);
 LOFT_EXPORT int loft_batch_label(const loft_batch_t* batch, int64_t i);
+/* Every sample id / every label of the batch as one array of
+ * loft_batch_count entries (zero copy, valid until loft_batch_destroy);
+ * NULL for an empty or NULL batch. One call instead of one per sample. */
+LOFT_EXPORT const uint64_t* loft_batch_sample_ids(const loft_batch_t* batch);
+LOFT_EXPORT const int32_t* loft_batch_labels(const loft_batch_t* batch);
 /* Every payload back to back (payload i starts where i-1 ends; one
  * contiguous, zero-copy region); NULL and *len 0 for an empty batch. */
 LOFT_EXPORT const uint8_t* loft_batch_payloads(const loft_batch_t* batch, size_t* len);

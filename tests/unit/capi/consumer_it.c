@@ -39,6 +39,8 @@ static int Errors(const char* unused_endpoint) {
   CHECK(loft_batch_count(NULL) == 0);
   CHECK(loft_batch_payload(NULL, 0, NULL) == NULL);
   CHECK(loft_batch_label(NULL, 0) == -1);
+  CHECK(loft_batch_sample_ids(NULL) == NULL);
+  CHECK(loft_batch_labels(NULL) == NULL);
   loft_batch_destroy(NULL);
   loft_consumer_close(c);
   loft_consumer_close(NULL);
@@ -75,6 +77,9 @@ static int Consume(const char* endpoint, int idle_ms) {
     }
     n = loft_batch_count(b);
     CHECK(n > 0);
+    const uint64_t* ids = loft_batch_sample_ids(b);
+    const int32_t* labels = loft_batch_labels(b);
+    CHECK(ids != NULL && labels != NULL);
     for (i = 0; i < n; ++i) {
       size_t len = 0;
       const uint8_t* p = loft_batch_payload(b, i, &len);
@@ -82,6 +87,9 @@ static int Consume(const char* endpoint, int idle_ms) {
       CHECK(p != NULL);
       CHECK(len == 784);
       CHECK(label >= 0 && label <= 9);
+      /* The bulk arrays hold what the per-sample accessors return. */
+      CHECK(ids[i] == loft_batch_sample_id(b, i));
+      CHECK(labels[i] == label);
       checksum += p[0] + p[len - 1] + loft_batch_sample_id(b, i);
     }
     CHECK(loft_batch_payload(b, n, NULL) == NULL);
