@@ -54,21 +54,35 @@ double AllreduceModel::TransferMs(std::span<const int32_t> members) const {
   return 2.0 * static_cast<double>(n - 1) * step;
 }
 
-double AllreduceModel::LatencyMs(std::span<const int32_t> members) const {
-  const size_t n = members.size();
-  if (!enabled() || n <= 1) return 0;
+double AllreduceModel::StepLatencyMs(std::span<const int32_t> members) const {
   double lat = step_latency_ms_;
   if (lat < 0) {
     lat = 0;
     for (int32_t m : members) lat = std::max(lat, links_.at(static_cast<size_t>(m)).latency_ms);
   }
-  return 2.0 * static_cast<double>(n - 1) * lat;
+  return lat;
+}
+
+double AllreduceModel::ChunkBytes(size_t members) const {
+  if (members == 0) return 0;
+  const auto n = static_cast<int64_t>(members);
+  return 4.0 * static_cast<double>((parameters_ + n - 1) / n);
+}
+
+double AllreduceModel::TailMs(size_t members) const {
+  if (!enabled() || members <= 1) return 0;
+  return ReduceElements(members) * reduce_ns_ / 1e6 + fixed_ms_;
+}
+
+double AllreduceModel::LatencyMs(std::span<const int32_t> members) const {
+  const size_t n = members.size();
+  if (!enabled() || n <= 1) return 0;
+  return 2.0 * static_cast<double>(n - 1) * StepLatencyMs(members);
 }
 
 double AllreduceModel::RingMs(std::span<const int32_t> members) const {
   if (!enabled() || members.size() <= 1) return 0;
-  return TransferMs(members) + LatencyMs(members) + ReduceElements(members.size()) * reduce_ns_ / 1e6 +
-         fixed_ms_;
+  return TransferMs(members) + LatencyMs(members) + TailMs(members.size());
 }
 
 }  // namespace loft::sim

@@ -21,9 +21,15 @@
 // link.latency_ms; reduce_ns_per_element = 1 ns for mean/weighted_mean,
 // 10 ns for the robust reducers (rough single-core figures).
 //
+// The simulator runs the same ring step by step on its flow network
+// (sim/simulator.h): per step the step latency, then one flow of
+// ChunkBytes from each member to the next (sharing the links with the
+// peer fetches), the step ending with its last flow; then TailMs (the
+// reducer and fixed_ms). Without contention that is RingMs exactly.
+//
 // Not responsible for: node failures during the ring (the simulator
-// closes the ring with the iteration's surviving members), contention
-// with data reads (the ring runs after every partition is done).
+// restarts the ring with the surviving members), contention (the
+// simulator's flow network).
 // Thread-safety: immutable after construction.
 #pragma once
 
@@ -57,6 +63,13 @@ class AllreduceModel {
   double TransferMs(std::span<const int32_t> members) const;
   double LatencyMs(std::span<const int32_t> members) const;
   double ReduceElements(size_t members) const;
+  // Per step: the latency, the bytes each member sends (4·⌈P/N⌉); after
+  // the steps: the reducer and fixed_ms. links(): whether the transfers
+  // are limited by the spec's links (training.allreduce.links).
+  double StepLatencyMs(std::span<const int32_t> members) const;
+  double ChunkBytes(size_t members) const;
+  double TailMs(size_t members) const;
+  bool links() const { return use_links_; }
 
  private:
   std::vector<LinkSpec> links_;  // per node
