@@ -205,8 +205,12 @@ void Simulator::SendQueued() {
         // The scheduler is still planning/journaling it: come back then.
         if (send_wake_ms_ < now || p->sendable_ms < send_wake_ms_) {
           send_wake_ms_ = p->sendable_ms;
+          // Then the daemon's tick goes on: stream, then plan ahead.
           queue_.At(p->sendable_ms, [this, at = p->sendable_ms] {
             if (send_wake_ms_ == at) send_wake_ms_ = -1;
+            if (done_) return;
+            Sync();
+            SendQueued();
             PlanLoop();
           });
         }
