@@ -81,9 +81,25 @@ double Simulator::BoundForRequest() {
   return b.ok() ? *b : -1;
 }
 
-Simulator::Part* Simulator::FindPart(uint64_t id) {
-  auto it = parts_.find(id);
-  return it == parts_.end() ? nullptr : it->second.get();
+void Simulator::AddPart(std::unique_ptr<Part> p) {
+  const uint64_t id = p->id;
+  if (parts_.empty()) parts_base_ = id;
+  if (id < parts_base_ + parts_.size()) {
+    // Ids only grow (the ledger's last_id + 1); anything else is a bug here.
+    return Fail(
+        Internal(fmt::format("partition id {} planned after {}", id, parts_base_ + parts_.size() - 1)));
+  }
+  parts_.resize(static_cast<size_t>(id - parts_base_));
+  parts_.push_back(std::move(p));
+}
+
+void Simulator::ErasePart(uint64_t id) {
+  if (FindPart(id) == nullptr) return;
+  parts_[id - parts_base_].reset();
+  while (!parts_.empty() && parts_.front() == nullptr) {
+    parts_.pop_front();
+    ++parts_base_;
+  }
 }
 
 void Simulator::Log(SchedulerInput::Kind kind, int32_t node, const Part* p) {
@@ -93,8 +109,8 @@ void Simulator::Log(SchedulerInput::Kind kind, int32_t node, const Part* p) {
   in.at_ms = queue_.now_ms();
   in.node = node;
   if (p != nullptr) {
-    in.partition_id = p->p.id();
-    in.attempt = p->p.attempt();
+    in.partition_id = p->id;
+    in.attempt = p->attempt;
   }
   result_.inputs.push_back(std::move(in));
 }
@@ -158,7 +174,9 @@ bool Simulator::PlanIfReady() {
     const loft::v1::Partition& p = pp.partition();
     if (options_.plan_digest) result_.plan_digest = sched::FoldPlanDigest(result_.plan_digest, p);
     auto part = std::make_unique<Part>();
-    part->p = p;
+    part->id = p.id();
+    part->attempt = p.attempt();
+    part->batch = p.sample_ids_size();
     part->node = p.worker();
     part->iteration = iteration;
     part->sendable_ms = sendable;
@@ -182,7 +200,7 @@ bool Simulator::PlanIfReady() {
     queued_nodes_.insert(part->node);
     ++queued_;
     oi.parts.push_back(p.id());
-    parts_[p.id()] = std::move(part);
+    AddPart(std::move(part));
   }
   gate_.OnPlanned(iteration, st.view(), workers);
   return true;
@@ -197,7 +215,7 @@ void Simulator::SendQueued() {
     while (!ag.queue.empty() && ag.flow.CanSend()) {
       Part* p = FindPart(ag.queue.front());
       if (p == nullptr) {  // failed before it was sent
-        ag.queue.pop_front();
+        ag.queue.erase(ag.queue.begin());
         --queued_;
         continue;
       }
@@ -216,11 +234,11 @@ void Simulator::SendQueued() {
         }
         break;
       }
-      ag.queue.pop_front();
+      ag.queue.erase(ag.queue.begin());
       --queued_;
       ag.flow.OnSent();
       p->sent_ms = now;
-      auto sent = driver_->OnPartitionSent(p->p.id(), p->p.attempt(), clock_.NowMillis());
+      auto sent = driver_->OnPartitionSent(p->id, p->attempt, clock_.NowMillis());
       if (!sent.ok()) return Fail(sent.status().WithContext("partition sent"));
       Deliver(*p);
     }
@@ -234,8 +252,8 @@ void Simulator::Acked(Part& p) {
   const int32_t node = p.node;
   const double now = queue_.now_ms();
   loft::v1::PartitionDone done;
-  done.set_partition_id(p.p.id());
-  done.set_attempt(p.p.attempt());
+  done.set_partition_id(p.id);
+  done.set_attempt(p.attempt);
   done.set_node(node);
   auto* t = done.mutable_timings();
   const double local_ms = p.local > 0 ? p.local_end_ms - p.read_start_ms : 0.0;
@@ -261,9 +279,9 @@ void Simulator::Acked(Part& p) {
     result_.inputs.back().timings = *t;
   }
   Agent& ag = agents_[static_cast<size_t>(node)];
-  if (ag.computing == p.p.id()) ag.computing = kNone;
+  if (ag.computing == p.id) ag.computing = kNone;
   auto u = driver_->OnPartitionDone(done, clock_.NowMillis());
-  if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} done", p.p.id())));
+  if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} done", p.id)));
   // The daemon's row (server/service_loop.cc Observe), from the timings.
   {
     OpenIteration& oi = open_[p.iteration];
@@ -283,8 +301,9 @@ void Simulator::Acked(Part& p) {
     oi.sent_done.emplace_back(p.sent_ms, now);
     oi.last_done_ms = std::max(oi.last_done_ms, now);
   }
-  parts_.erase(p.p.id());  // p is gone
-  CloseIterations();
+  const int64_t iteration = p.iteration;
+  ErasePart(p.id);  // p is gone
+  if (iteration == open_.begin()->first) CloseIterations();  // only the oldest can close first
   ag.flow.OnFinished(false);
   ag.flow.Grant(1);  // the agent's CreditGrant after its report
   Log(SchedulerInput::kCredit, node);
@@ -298,7 +317,7 @@ void Simulator::ClosedRow(const Part& p, bool failed) {
   OpenIteration& oi = open_[p.iteration];
   WorkerIteration row;
   row.node = p.node;
-  row.batch = p.p.sample_ids_size();
+  row.batch = p.batch;
   row.local = p.local;
   row.remote = row.batch - row.local;
   row.failed = failed;
@@ -364,7 +383,7 @@ void Simulator::NodeDown(int node) {
     if (p->node != node && p->sent_ms >= 0) credit_back.push_back(p->node);
     iterations.insert(p->iteration);
     DropPart(*p);
-    parts_.erase(x.partition_failed().failed().partition_id());
+    ErasePart(x.partition_failed().failed().partition_id());
   }
   Agent& ag = agents_[static_cast<size_t>(node)];
   queued_ -= static_cast<int64_t>(ag.queue.size());

@@ -115,7 +115,7 @@ using sched::WorkerIteration;
 // A span on a worker's track (trace.json).
 struct TraceSpan {
   int32_t node = 0;
-  const char* name = "";  // "local read" | "remote read" | "compute" | "wait" | "down"
+  const char* name = "";  // "local read" | "remote read" | "compute" | "all-reduce" | "wait" | "down"
   double start_ms = 0;
   double dur_ms = 0;
   int64_t iteration = 0;
@@ -172,7 +172,9 @@ class Simulator {
   static constexpr uint64_t kNone = ~uint64_t{0};
   // One partition, from its plan to its ack or failure.
   struct Part {
-    loft::v1::Partition p;
+    uint64_t id = 0;
+    uint32_t attempt = 0;
+    int64_t batch = 0;
     int32_t node = 0;
     int64_t iteration = 0;
     int64_t local = 0;
@@ -196,13 +198,14 @@ class Simulator {
   // One worker: the daemon's send queue and credit window for it, and the
   // agent's reader and compute stages (prefetch depth 1).
   struct Agent {
-    std::deque<uint64_t> queue;     // planned, not yet sent
-    sched::CreditWindow flow;       // the daemon's view of the agent's window
-    std::deque<uint64_t> assigned;  // sent, not yet taken by the reader
-    uint64_t reading = kNone;       // in the reader (reading, or holding its read)
-    bool holding = false;           // the read is done, the ready slot is full
-    uint64_t ready = kNone;         // read, waiting for the compute stage
-    uint64_t computing = kNone;     // in the compute stage (computing or in its ring)
+    // Short FIFOs (a credit window of partitions): vectors, front erased.
+    std::vector<uint64_t> queue;     // planned, not yet sent
+    sched::CreditWindow flow;        // the daemon's view of the agent's window
+    std::vector<uint64_t> assigned;  // sent, not yet taken by the reader
+    uint64_t reading = kNone;        // in the reader (reading, or holding its read)
+    bool holding = false;            // the read is done, the ready slot is full
+    uint64_t ready = kNone;          // read, waiting for the compute stage
+    uint64_t computing = kNone;      // in the compute stage (computing or in its ring)
   };
   // One iteration's all-reduce.
   struct Ring {
@@ -232,7 +235,11 @@ class Simulator {
   void Sync();  // ManualClock follows the event queue
   void Fail(Status s);
   double BoundForRequest();
-  Part* FindPart(uint64_t id);
+  Part* FindPart(uint64_t id) {
+    return id >= parts_base_ && id - parts_base_ < parts_.size() ? parts_[id - parts_base_].get() : nullptr;
+  }
+  void AddPart(std::unique_ptr<Part> p);
+  void ErasePart(uint64_t id);
 
   // Scheduler side (simulator.cc).
   void PlanLoop();  // the daemon's Tick: plan (ahead) and stream
@@ -270,7 +277,9 @@ class Simulator {
   sched::IterationGate gate_;  // the daemon's start, plan-ahead and finish rules
   AllreduceModel allreduce_;
 
-  std::unordered_map<uint64_t, std::unique_ptr<Part>> parts_;  // open partitions by id
+  // Open partitions by id - parts_base_ (the ledger's ids only grow).
+  std::deque<std::unique_ptr<Part>> parts_;
+  uint64_t parts_base_ = 0;
   std::vector<Agent> agents_;
   std::set<int32_t> queued_nodes_;  // agents with partitions waiting for credit
   int64_t queued_ = 0;              // partitions waiting to be sent, all agents

@@ -11,7 +11,7 @@
 namespace loft::sim {
 
 void Simulator::Deliver(Part& p) {
-  agents_[static_cast<size_t>(p.node)].assigned.push_back(p.p.id());
+  agents_[static_cast<size_t>(p.node)].assigned.push_back(p.id);
   ReaderNext(p.node);
 }
 
@@ -20,7 +20,7 @@ void Simulator::ReaderNext(int32_t node) {
   Agent& ag = agents_[static_cast<size_t>(node)];
   while (ag.reading == kNone && !ag.assigned.empty()) {
     const uint64_t id = ag.assigned.front();
-    ag.assigned.pop_front();
+    ag.assigned.erase(ag.assigned.begin());
     Part* p = FindPart(id);
     if (p == nullptr) continue;  // failed before its read started
     ag.reading = id;
@@ -32,7 +32,7 @@ void Simulator::ReaderNext(int32_t node) {
 // peer, the reader's latency then one flow through the network.
 void Simulator::StartRead(Part& p) {
   p.read_start_ms = queue_.now_ms();
-  const uint64_t id = p.p.id();
+  const uint64_t id = p.id;
   const int32_t node = p.node;
   if (p.local > 0) {
     p.local_done = false;
@@ -87,7 +87,7 @@ void Simulator::ReadDone(Part& p) {
     ag.holding = true;
     return;
   }
-  ag.ready = p.p.id();
+  ag.ready = p.id;
   ag.reading = kNone;
   const int32_t node = p.node;
   ReaderNext(node);
@@ -115,7 +115,7 @@ void Simulator::ComputeNext(int32_t node) {
     return ComputeNext(node);
   }
   p->compute_start_ms = queue_.now_ms();
-  p->compute_ms = model_.ComputeMs(node, p->p.sample_ids_size(), p->compute_start_ms);
+  p->compute_ms = model_.ComputeMs(node, p->batch, p->compute_start_ms);
   queue_.After(p->compute_ms, [this, id] {
     Part* x = FindPart(id);
     if (x != nullptr) Computed(*x);
@@ -124,7 +124,7 @@ void Simulator::ComputeNext(int32_t node) {
 
 void Simulator::Computed(Part& p) {
   p.compute_end_ms = queue_.now_ms();
-  if (!allreduce_.enabled() || p.p.sample_ids_size() == 0) return Acked(p);
+  if (!allreduce_.enabled() || p.batch == 0) return Acked(p);
   MaybeStartRing(p.iteration);
 }
 
@@ -140,7 +140,7 @@ void Simulator::MaybeStartRing(int64_t iteration) {
   std::vector<uint64_t> waiting;
   for (uint64_t id : oi->second.parts) {
     const Part* x = FindPart(id);
-    if (x == nullptr || x->p.sample_ids_size() == 0) continue;
+    if (x == nullptr || x->batch == 0) continue;
     need.push_back(x->node);
     if (x->compute_end_ms >= 0 && agents_[static_cast<size_t>(x->node)].computing == id) {
       have.push_back(x->node);
@@ -234,7 +234,7 @@ void Simulator::RingDone(int64_t iteration, uint64_t generation) {
 }
 
 void Simulator::DropPart(Part& p) {
-  const uint64_t id = p.p.id();
+  const uint64_t id = p.id;
   for (uint64_t f : p.flows) network_.Cancel(f);
   p.flows.clear();
   Agent& ag = agents_[static_cast<size_t>(p.node)];
