@@ -50,11 +50,10 @@ struct WorkerIteration {
   double compute_ms = 0;
   double own_ms = 0;   // start of the iteration (or of the partition, if later) → this worker done
   double wait_ms = 0;  // makespan − own_ms (RunRecorder::Add fills it)
-  // plan_ms and journal_ms are measured by the daemon only (0 in the
-  // simulator); the others are filled by the same rules in both engines.
+  // Measured by the daemon only (0 in the simulator):
   double plan_ms = 0;       // the scheduler's wall time planning this iteration
   double stream_ms = 0;     // iteration start → this partition sent
-  double ack_ms = 0;        // own_ms − read − compute − all-reduce (queues, transport)
+  double ack_ms = 0;        // own_ms not explained by the agent's read + compute (queues, transport)
   double allreduce_ms = 0;  // the agent's all-reduce time (training runs; not in compute_ms)
   double journal_ms = 0;    // the scheduler's journal append after planning this iteration
   int64_t local_bytes = 0;  // bytes actually read (0 for a failed partition)
@@ -69,7 +68,7 @@ struct IterationRecord {
   double makespan_ms = 0;
   double predicted_ms = 0;               // the plan's makespan
   double bound_ms = -1;                  // -1 when not computed
-  std::vector<WorkerIteration> workers;  // one per sent partition, in ack (or failure) order
+  std::vector<WorkerIteration> workers;  // one per partition, plan order
 };
 
 // The per-policy figures of summary.json.
