@@ -302,7 +302,7 @@ void Simulator::Acked(Part& p) {
     oi.last_done_ms = std::max(oi.last_done_ms, now);
   }
   const int64_t iteration = p.iteration;
-  ErasePart(p.id);  // p is gone
+  ErasePart(p.id);                                           // p is gone
   if (iteration == open_.begin()->first) CloseIterations();  // only the oldest can close first
   ag.flow.OnFinished(false);
   ag.flow.Grant(1);  // the agent's CreditGrant after its report

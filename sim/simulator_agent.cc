@@ -164,52 +164,62 @@ void Simulator::MaybeStartRing(int64_t iteration) {
   ring.running = true;
   ring.members = std::move(have);
   ring.parts = std::move(waiting);
-  ring.step = 0;
+  ring.step = -1;  // the hello first
   ring.start_ms = queue_.now_ms();
   RingStep(iteration, ring.generation);
 }
 
-// 2(N−1) steps: the step latency, then every member sends ⌈P/N⌉
-// parameters to the next over the flow network; then the reducer.
+// The hello exchange, then 2(N−1) steps: every member sends ⌈P/N⌉
+// parameters to the next over the flow network, each flow after its
+// link's latency, the step ending with the last; then the reducer.
 void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   auto r = rings_.find(iteration);
   if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
   Ring& ring = r->second;
   const size_t n = ring.members.size();
   const int steps = n <= 1 ? 0 : 2 * static_cast<int>(n - 1);
+  auto next = [this, iteration, generation] {
+    auto r = rings_.find(iteration);
+    if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+    ++r->second.step;
+    RingStep(iteration, generation);
+  };
+  if (ring.step < 0) {  // the hello exchange
+    queue_.After(allreduce_.HelloMs(ring.members), next);
+    return;
+  }
   if (ring.step >= steps) {
     const double tail = allreduce_.TailMs(n);
     if (tail <= 0) return RingDone(iteration, generation);
     queue_.After(tail, [this, iteration, generation] { RingDone(iteration, generation); });
     return;
   }
-  queue_.After(allreduce_.StepLatencyMs(ring.members), [this, iteration, generation] {
-    auto r = rings_.find(iteration);
-    if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
-    Ring& ring = r->second;
-    const size_t n = ring.members.size();
-    if (!allreduce_.links()) {
-      ++ring.step;
-      return RingStep(iteration, generation);
-    }
-    const double bytes = allreduce_.ChunkBytes(n);
-    ring.flows_pending = static_cast<int>(n);
-    ring.flows.clear();
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t f = network_.Start(ring.members[i], ring.members[(i + 1) % n], bytes,
-                                        [this, iteration, generation](bool ok) {
-                                          auto r = rings_.find(iteration);
-                                          if (!ok || r == rings_.end() || r->second.generation != generation)
-                                            return;
-                                          if (--r->second.flows_pending == 0) {
-                                            r->second.flows.clear();
-                                            ++r->second.step;
-                                            RingStep(iteration, generation);
-                                          }
-                                        });
-      ring.flows.push_back(f);
-    }
-  });
+  if (!allreduce_.links()) {
+    double lat = 0;
+    for (size_t i = 0; i < n; ++i)
+      lat = std::max(lat, allreduce_.LinkLatencyMs(ring.members[i], ring.members[(i + 1) % n]));
+    queue_.After(lat, next);
+    return;
+  }
+  ring.flows_pending = static_cast<int>(n);
+  ring.flows.clear();
+  const double bytes = allreduce_.ChunkBytes(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t from = ring.members[i], to = ring.members[(i + 1) % n];
+    queue_.After(allreduce_.LinkLatencyMs(from, to), [this, iteration, generation, from, to, bytes, next] {
+      auto r = rings_.find(iteration);
+      if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+      const uint64_t f = network_.Start(from, to, bytes, [this, iteration, generation, next](bool ok) {
+        auto r = rings_.find(iteration);
+        if (!ok || r == rings_.end() || r->second.generation != generation) return;
+        if (--r->second.flows_pending == 0) {
+          r->second.flows.clear();
+          next();
+        }
+      });
+      r->second.flows.push_back(f);
+    });
+  }
 }
 
 void Simulator::RingDone(int64_t iteration, uint64_t generation) {

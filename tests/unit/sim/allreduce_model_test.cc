@@ -1,5 +1,6 @@
 #include "sim/allreduce_model.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <vector>
 
@@ -45,21 +46,27 @@ TEST_CASE("no model, no all-reduce") {
   CHECK(m.RingMs(all) == 0);
 }
 
-TEST_CASE("ring time: 2(N-1) steps of P/N bytes at the slowest link, latency per step, reducer") {
+TEST_CASE("ring time: a hello, 2(N-1) steps of P/N bytes at the slowest link with its latency, reducer") {
   ClusterSpec s =
       Spec("model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 100, fixed_ms: 0.5}");
   AllreduceModel m(s);
   REQUIRE(m.enabled());
   std::vector<int32_t> all{0, 1, 2};
-  // chunk = 1000 floats = 4000 bytes; links a->b min(100,100), b->c min(10,50)=10, c->a min(100,100).
-  const double step = 4000.0 * 8 / (10 * 1000.0);  // 3.2 ms at 10 Mbit/s
-  CHECK(m.TransferMs(all) == Approx(4 * step));
-  CHECK(m.LatencyMs(all) == Approx(4 * 3.0));  // the members' largest latency
+  // chunk = 1000 floats = 4000 bytes; links a->b min(100,100) latency max(1,3) = 3,
+  // b->c min(10,50) = 10 latency max(3,2) = 3, c->a min(100,100) latency max(2,1) = 2.
+  const double slow = 4000.0 * 8 / (10 * 1000.0);  // 3.2 ms at 10 Mbit/s
+  const double step = std::max({4000.0 * 8 / (100 * 1000.0) + 3, slow + 3, 4000.0 * 8 / (100 * 1000.0) + 2});
+  CHECK(step == Approx(6.2));
+  CHECK(m.TransferMs(all) == Approx(4 * slow));
+  CHECK(m.HelloMs(all) == Approx(3.0));  // the members' largest latency
+  CHECK(m.LatencyMs(all) == Approx(4 * (step - slow) + 3.0));
   CHECK(m.ReduceElements(3) == Approx(2000));
-  CHECK(m.RingMs(all) == Approx(4 * step + 12 + 2000 * 100 / 1e6 + 0.5));
-  // Without b the slow link is gone: a->c min(100,50), c->a 100.
+  CHECK(m.RingMs(all) == Approx(4 * step + 3.0 + 2000 * 100 / 1e6 + 0.5));
+  CHECK(m.LinkLatencyMs(0, 2) == Approx(2.0));
+  // Without b the slow link is gone: a->c min(100,50) latency 2, c->a 100 latency 2.
   std::vector<int32_t> ac{0, 2};
   CHECK(m.TransferMs(ac) == Approx(2 * (6000.0 * 8 / (50 * 1000.0))));
+  CHECK(m.RingMs(ac) == Approx(2 * (6000.0 * 8 / (50 * 1000.0) + 2) + 2 + 1500 * 100 / 1e6 + 0.5));
   CHECK(m.RingMs(std::vector<int32_t>{1}) == 0);  // one member: nothing to reduce
 }
 
@@ -68,7 +75,8 @@ TEST_CASE("links: false leaves the transfers out; step latency explicit") {
       Spec("model: softmax, allreduce: {parameters: 3000, step_latency_ms: 0.25, links: false}"));
   std::vector<int32_t> all{0, 1, 2};
   CHECK(m.TransferMs(all) == 0);
-  CHECK(m.LatencyMs(all) == Approx(1.0));
+  CHECK(m.LinkLatencyMs(1, 2) == 0.25);
+  CHECK(m.LatencyMs(all) == Approx(4 * 0.25 + 0.25));  // 4 steps and the hello
 }
 
 TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
