@@ -197,7 +197,12 @@ bool Simulator::PlanIfReady() {
     }
     if (p.sample_ids_size() > 0) workers[static_cast<size_t>(part->node)] = 1;
     agents_[static_cast<size_t>(part->node)].queue.push_back(p.id());
-    queued_nodes_.insert(part->node);
+    part->open = &oi;
+    if (Agent& ag = agents_[static_cast<size_t>(part->node)]; !ag.listed) {
+      ag.listed = true;
+      if (!queued_nodes_.empty() && queued_nodes_.back() > part->node) queued_nodes_sorted_ = false;
+      queued_nodes_.push_back(part->node);
+    }
     ++queued_;
     oi.parts.push_back(p.id());
     AddPart(std::move(part));
@@ -209,8 +214,14 @@ bool Simulator::PlanIfReady() {
 // The daemon's SendQueued: per agent in node order, while it has credit.
 void Simulator::SendQueued() {
   const double now = queue_.now_ms();
-  for (auto it = queued_nodes_.begin(); it != queued_nodes_.end();) {
-    const int32_t node = *it;
+  if (!queued_nodes_sorted_) {
+    std::sort(queued_nodes_.begin(), queued_nodes_.end());
+    queued_nodes_.erase(std::unique(queued_nodes_.begin(), queued_nodes_.end()), queued_nodes_.end());
+    queued_nodes_sorted_ = true;
+  }
+  size_t keep = 0;
+  for (size_t k = 0; k < queued_nodes_.size(); ++k) {
+    const int32_t node = queued_nodes_[k];
     Agent& ag = agents_[static_cast<size_t>(node)];
     while (!ag.queue.empty() && ag.flow.CanSend()) {
       Part* p = FindPart(ag.queue.front());
@@ -242,8 +253,12 @@ void Simulator::SendQueued() {
       if (!sent.ok()) return Fail(sent.status().WithContext("partition sent"));
       Deliver(*p);
     }
-    it = ag.queue.empty() ? queued_nodes_.erase(it) : std::next(it);
+    if (!ag.queue.empty())
+      queued_nodes_[keep++] = node;
+    else
+      ag.listed = false;
   }
+  queued_nodes_.resize(keep);
 }
 
 // The agent's PartitionDone, then its CreditGrant, then the daemon's tick.
@@ -284,7 +299,7 @@ void Simulator::Acked(Part& p) {
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} done", p.id)));
   // The daemon's row (server/service_loop.cc Observe), from the timings.
   {
-    OpenIteration& oi = open_[p.iteration];
+    OpenIteration& oi = *p.open;
     WorkerIteration row;
     row.node = node;
     row.local = p.local;
@@ -314,7 +329,7 @@ void Simulator::Acked(Part& p) {
 // A failed partition that was sent: the daemon's failed row.
 void Simulator::ClosedRow(const Part& p, bool failed) {
   if (p.sent_ms < 0) return;  // never sent: no row (as in the daemon)
-  OpenIteration& oi = open_[p.iteration];
+  OpenIteration& oi = *p.open;
   WorkerIteration row;
   row.node = p.node;
   row.batch = p.batch;
@@ -388,7 +403,7 @@ void Simulator::NodeDown(int node) {
   Agent& ag = agents_[static_cast<size_t>(node)];
   queued_ -= static_cast<int64_t>(ag.queue.size());
   ag = Agent{};
-  queued_nodes_.erase(node);
+  queued_nodes_sorted_ = false;  // `node` may be listed again (unique on the next send)
   // Rings with the dead node restart with the survivors; flows it served
   // or read are cut (their partitions already failed above).
   for (auto& [it, ring] : rings_) {

@@ -170,6 +170,7 @@ class Simulator {
 
  private:
   static constexpr uint64_t kNone = ~uint64_t{0};
+  struct OpenIteration;
   // One partition, from its plan to its ack or failure.
   struct Part {
     uint64_t id = 0;
@@ -194,6 +195,7 @@ class Simulator {
     double compute_ms = 0;
     double compute_end_ms = -1;  // >= 0: computed (waiting for or in its ring)
     double allreduce_ms = 0;
+    OpenIteration* open = nullptr;  // its iteration's stats (std::map nodes are stable)
   };
   // One worker: the daemon's send queue and credit window for it, and the
   // agent's reader and compute stages (prefetch depth 1).
@@ -206,6 +208,7 @@ class Simulator {
     bool holding = false;            // the read is done, the ready slot is full
     uint64_t ready = kNone;          // read, waiting for the compute stage
     uint64_t computing = kNone;      // in the compute stage (computing or in its ring)
+    bool listed = false;             // in queued_nodes_
   };
   // One iteration's all-reduce.
   struct Ring {
@@ -281,8 +284,9 @@ class Simulator {
   std::deque<std::unique_ptr<Part>> parts_;
   uint64_t parts_base_ = 0;
   std::vector<Agent> agents_;
-  std::set<int32_t> queued_nodes_;  // agents with partitions waiting for credit
-  int64_t queued_ = 0;              // partitions waiting to be sent, all agents
+  std::vector<int32_t> queued_nodes_;  // agents with partitions waiting to be sent
+  bool queued_nodes_sorted_ = true;    // ascending and unique (the daemon sends in node order)
+  int64_t queued_ = 0;                 // partitions waiting to be sent, all agents
   std::map<int64_t, OpenIteration> open_;
   std::map<int64_t, Ring> rings_;
   double prev_done_ms_ = 0;   // the last closed iteration's last ack
