@@ -39,36 +39,68 @@ double AllreduceModel::ReduceElements(size_t members) const {
   return static_cast<double>((n - 1) * chunk);
 }
 
+namespace {
+// Transfer time of `bytes` over from→to (ms).
+double LinkTransferMs(const LinkSpec& from, const LinkSpec& to, double bytes) {
+  return bytes * 8.0 / (std::min(from.up_mbps, to.down_mbps) * 1000.0);
+}
+}  // namespace
+
 double AllreduceModel::TransferMs(std::span<const int32_t> members) const {
   const size_t n = members.size();
   if (!enabled() || n <= 1 || !use_links_) return 0;
-  const auto nn = static_cast<int64_t>(n);
-  const double chunk_bytes = 4.0 * static_cast<double>((parameters_ + nn - 1) / nn);
+  const double chunk_bytes = ChunkBytes(n);
   double step = 0;
   for (size_t i = 0; i < n; ++i) {
-    const LinkSpec& from = links_.at(static_cast<size_t>(members[i]));
-    const LinkSpec& to = links_.at(static_cast<size_t>(members[(i + 1) % n]));
-    const double mbps = std::min(from.up_mbps, to.down_mbps);
-    step = std::max(step, chunk_bytes * 8.0 / (mbps * 1000.0));
+    step = std::max(step, LinkTransferMs(links_.at(static_cast<size_t>(members[i])),
+                                         links_.at(static_cast<size_t>(members[(i + 1) % n])), chunk_bytes));
   }
   return 2.0 * static_cast<double>(n - 1) * step;
+}
+
+double AllreduceModel::LinkLatencyMs(int32_t from, int32_t to) const {
+  if (step_latency_ms_ >= 0) return step_latency_ms_;
+  return std::max(links_.at(static_cast<size_t>(from)).latency_ms,
+                  links_.at(static_cast<size_t>(to)).latency_ms);
+}
+
+double AllreduceModel::HelloMs(std::span<const int32_t> members) const {
+  if (!enabled() || members.size() <= 1) return 0;
+  if (step_latency_ms_ >= 0) return step_latency_ms_;
+  double lat = 0;
+  for (int32_t m : members) lat = std::max(lat, links_.at(static_cast<size_t>(m)).latency_ms);
+  return lat;
+}
+
+double AllreduceModel::ChunkBytes(size_t members) const {
+  if (members == 0) return 0;
+  const auto n = static_cast<int64_t>(members);
+  return 4.0 * static_cast<double>((parameters_ + n - 1) / n);
+}
+
+double AllreduceModel::TailMs(size_t members) const {
+  if (!enabled() || members <= 1) return 0;
+  return ReduceElements(members) * reduce_ns_ / 1e6 + fixed_ms_;
 }
 
 double AllreduceModel::LatencyMs(std::span<const int32_t> members) const {
   const size_t n = members.size();
   if (!enabled() || n <= 1) return 0;
-  double lat = step_latency_ms_;
-  if (lat < 0) {
-    lat = 0;
-    for (int32_t m : members) lat = std::max(lat, links_.at(static_cast<size_t>(m)).latency_ms);
+  const double chunk_bytes = ChunkBytes(n);
+  double step = 0;  // max over links of (transfer + latency)
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t from = members[i], to = members[(i + 1) % n];
+    const double t = use_links_ ? LinkTransferMs(links_.at(static_cast<size_t>(from)),
+                                                 links_.at(static_cast<size_t>(to)), chunk_bytes)
+                                : 0.0;
+    step = std::max(step, t + LinkLatencyMs(from, to));
   }
-  return 2.0 * static_cast<double>(n - 1) * lat;
+  return 2.0 * static_cast<double>(n - 1) * step - TransferMs(members) + HelloMs(members);
 }
 
 double AllreduceModel::RingMs(std::span<const int32_t> members) const {
   if (!enabled() || members.size() <= 1) return 0;
-  return TransferMs(members) + LatencyMs(members) + ReduceElements(members.size()) * reduce_ns_ / 1e6 +
-         fixed_ms_;
+  return TransferMs(members) + LatencyMs(members) + TailMs(members.size());
 }
 
 }  // namespace loft::sim

@@ -3,27 +3,41 @@
 // "training.allreduce" and "scheduler").
 //
 // A ring all-reduce of P float32 parameters among N members (node
-// indices in ring order, the view's order) takes
-//   2(N−1) steps; in each, every member sends P/N parameters (4·P/N
+// indices in ring order, the view's order) takes, as the agents run it
+// (each ring message is held max(sender's, receiver's latency_ms) after it
+// arrived; edge_agent link emulation):
+//   one hello exchange: the members' largest latency;
+//   2(N−1) steps; in each, every member sends ⌈P/N⌉ parameters (4·⌈P/N⌉
 //   bytes) to the next member over the link member→next, whose rate is
-//   min(up_mbps of the sender, down_mbps of the receiver). A step ends
-//   when its slowest link is done: step = max over links of
-//   (4·⌈P/N⌉·8 / (rate·1000) ms) + step_latency_ms;
+//   min(up_mbps of the sender, down_mbps of the receiver) and whose
+//   latency is max(latency_ms of its two ends). A step ends when its
+//   slowest link is done: step = max over links of
+//   (4·⌈P/N⌉·8 / (rate·1000) ms + the link's latency);
 //   plus the reducer: (N−1)·⌈P/N⌉ elements × reduce_ns_per_element,
 //   plus fixed_ms.
-// With links: false the transfer term is left out (calibrated specs whose
-// ring ran faster than the spec's links allow, e.g. an unshaped ring).
-// N ≤ 1: no all-reduce (0 ms). training.model none: disabled.
+// training.allreduce.step_latency_ms, when set, replaces every link's
+// latency and the hello's. With links: false the transfer term is left
+// out (calibrated specs whose ring ran faster than the spec's links
+// allow, e.g. an unshaped ring). N ≤ 1: no all-reduce (0 ms).
+// training.model none: disabled.
+// RingMs = TransferMs (2(N−1) × the slowest link's transfer) + LatencyMs
+// (the rest of the steps, and the hello) + TailMs (reducer, fixed_ms).
 //
 // Priors when the spec leaves a field out: parameters from the agent's
 // default model (models/model.h: softmax d→10, mlp d→256→128→10, d =
-// dataset.sample_bytes); step_latency_ms = the members' largest
-// link.latency_ms; reduce_ns_per_element = 1 ns for mean/weighted_mean,
-// 10 ns for the robust reducers (rough single-core figures).
+// dataset.sample_bytes); latencies from the members' link.latency_ms;
+// reduce_ns_per_element = 1 ns for mean/weighted_mean, 10 ns for the
+// robust reducers (rough single-core figures).
+//
+// The simulator runs the same ring on its flow network (sim/simulator.h):
+// the hello, then per step one flow of ChunkBytes from each member to the
+// next, each started after its link's latency (sharing the links with
+// the peer fetches), the step ending with its last flow; then TailMs.
+// Without contention that is RingMs exactly.
 //
 // Not responsible for: node failures during the ring (the simulator
-// closes the ring with the iteration's surviving members), contention
-// with data reads (the ring runs after every partition is done).
+// restarts the ring with the surviving members), contention (the
+// simulator's flow network).
 // Thread-safety: immutable after construction.
 #pragma once
 
@@ -57,6 +71,15 @@ class AllreduceModel {
   double TransferMs(std::span<const int32_t> members) const;
   double LatencyMs(std::span<const int32_t> members) const;
   double ReduceElements(size_t members) const;
+  // The ring's pieces as the simulator runs them: the hello before the
+  // steps, a link's latency, the bytes each member sends per step
+  // (4·⌈P/N⌉); after the steps the reducer and fixed_ms. links(): whether
+  // the transfers are limited by the spec's links (training.allreduce.links).
+  double HelloMs(std::span<const int32_t> members) const;
+  double LinkLatencyMs(int32_t from, int32_t to) const;
+  double ChunkBytes(size_t members) const;
+  double TailMs(size_t members) const;
+  bool links() const { return use_links_; }
 
  private:
   std::vector<LinkSpec> links_;  // per node

@@ -1,6 +1,7 @@
 // loft-sim: plan a cluster in virtual time with the real scheduler code.
 //   loft-sim run SPEC.yaml [--policy loft,lbbsp,uniform,pid] [--iterations N]
-//                [--seed S] [--trace-iterations N] [--no-bound] --out DIR
+//                [--seed S] [--trace-iterations N] [--no-bound] [--plan-ahead auto|0|1]
+//                [--credits N] --out DIR
 // Writes DIR/summary.json, DIR/iterations.csv and DIR/trace.json, prints a
 // table of the policies on stdout and progress on stderr. Exit code 1 on a
 // bad spec or a failed run.
@@ -34,8 +35,8 @@ std::vector<std::string> SplitPolicies(const std::vector<std::string>& args) {
 }
 
 int Run(const std::string& spec_path, const std::vector<std::string>& policy_args, int64_t iterations,
-        uint64_t seed, int64_t trace_iterations, bool bound, double flow_interval_ms,
-        const std::string& out_dir) {
+        uint64_t seed, int64_t trace_iterations, bool bound, double flow_interval_ms, int plan_ahead,
+        int credits, const std::string& out_dir) {
   auto spec = loft::LoadClusterSpecFile(spec_path);
   if (!spec.ok()) {
     std::cerr << "loft-sim: " << spec.status().message() << "\n";
@@ -57,6 +58,8 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
     o.seed = seed;
     o.trace_iterations = trace_iterations;
     o.flow_interval_ms = flow_interval_ms;
+    o.plan_ahead = plan_ahead;
+    o.credits = credits;
     // The bound is evaluated once, on the first locality-aware run (or the
     // first run when no policy is locality-aware, see below).
     o.compute_bound = bound && !bound_done && policy.rfind("loft", 0) == 0;
@@ -100,6 +103,8 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
     o.seed = seed;
     o.trace_iterations = 0;
     o.flow_interval_ms = flow_interval_ms;
+    o.plan_ahead = plan_ahead;
+    o.credits = credits;
     o.compute_bound = true;
     auto r = loft::sim::RunPolicy(*spec, o);
     if (r.ok()) {
@@ -144,7 +149,17 @@ int main(int argc, char** argv) {
       "--flow-interval-ms", flow_interval_ms,
       "link-sharing recompute interval; 0 = exact max-min (default: exact up to 256 nodes, else 0.1)");
   run->add_flag("--no-bound", no_bound, "skip the lower bound");
+  std::string plan_ahead = "auto";
+  int credits = 2;
+  run->add_option(
+         "--plan-ahead", plan_ahead,
+         "auto|0|1: plan iteration t+1 while t runs, as loft-scheduler's plan_ahead (auto: the spec's "
+         "training.overlap)")
+      ->check(CLI::IsMember({"auto", "0", "1"}));
+  run->add_option("--credits", credits, "each agent's partition window (loft-agent's credits, default 2)")
+      ->check(CLI::Range(1, 1024));
   run->add_option("--out", out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);
-  return Run(spec_path, policies, iterations, seed, trace_iterations, !no_bound, flow_interval_ms, out_dir);
+  return Run(spec_path, policies, iterations, seed, trace_iterations, !no_bound, flow_interval_ms,
+             plan_ahead == "auto" ? -1 : std::stoi(plan_ahead), credits, out_dir);
 }

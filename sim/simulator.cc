@@ -18,26 +18,6 @@ double FlowInterval(const SimOptions& o, const ClusterSpec& spec) {
 }
 }  // namespace
 
-struct Simulator::Active {
-  loft::v1::Partition p;
-  size_t row = 0;  // index in current_.workers
-  double start_ms = 0;
-  int64_t local = 0;
-  int64_t remote = 0;
-  bool local_done = true;
-  bool remote_done = true;
-  bool compute_started = false;
-  bool compute_done = false;
-  bool closed = false;  // done or failed
-  int flows_pending = 0;
-  double local_end_ms = 0;
-  double remote_end_ms = 0;
-  double compute_start_ms = 0;
-  double compute_ms = 0;
-  std::vector<uint64_t> flows;
-  std::map<int32_t, double> by_peer_ms;
-};
-
 Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_ptr<sched::JobDriver> driver)
     : spec_(spec),
       options_(std::move(options)),
@@ -46,16 +26,25 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       model_(spec, options_.seed != 0 ? options_.seed : spec.training.seed),
       network_(&queue_, model_.UpRates(), model_.DownRates(), FlowInterval(options_, spec)),
       target_iterations_(options_.iterations > 0 ? options_.iterations : spec.training.iterations),
-      gate_({.plan_ahead = 0, .target_iterations = target_iterations_, .min_workers = 0}, spec.num_nodes()),
+      plan_ahead_(options_.plan_ahead >= 0 ? options_.plan_ahead : (spec.training.overlap ? 1 : 0)),
+      gate_({.plan_ahead = plan_ahead_, .target_iterations = target_iterations_, .min_workers = 0},
+            spec.num_nodes()),
       allreduce_(spec),
+      agents_(spec.nodes.size()),
       down_(spec.nodes.size(), false) {
   result_.policy = options_.policy;
   result_.flow_interval_ms = FlowInterval(options_, spec);
+  result_.plan_ahead = plan_ahead_;
 }
 
 StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const ClusterSpec& spec, SimOptions options) {
   if (spec.nodes.empty()) return InvalidArgument(spec.source + ": the cluster has no nodes");
   if (options.iterations < 0) return InvalidArgument("iterations must be >= 0");
+  if (options.plan_ahead < -1 || options.plan_ahead > 1)
+    return InvalidArgument(fmt::format("plan_ahead must be auto (-1), 0 or 1 (got {})", options.plan_ahead));
+  if (options.credits < 1 || options.credits > sched::kMaxCredits)
+    return InvalidArgument(
+        fmt::format("credits must be in [1, {}] (got {})", sched::kMaxCredits, options.credits));
   sched::SchedulerOptions so;
   so.timeout_min_ms = 0;  // nothing hangs in the simulator; failures are reported directly
   auto driver = sched::JobDriver::Create(spec, options.policy, so);
@@ -92,233 +81,300 @@ double Simulator::BoundForRequest() {
   return b.ok() ? *b : -1;
 }
 
-void Simulator::StartIteration() {
+void Simulator::AddPart(std::unique_ptr<Part> p) {
+  const uint64_t id = p->id;
+  if (parts_.empty()) parts_base_ = id;
+  if (id < parts_base_ + parts_.size()) {
+    // Ids only grow (the ledger's last_id + 1); anything else is a bug here.
+    return Fail(
+        Internal(fmt::format("partition id {} planned after {}", id, parts_base_ + parts_.size() - 1)));
+  }
+  parts_.resize(static_cast<size_t>(id - parts_base_));
+  parts_.push_back(std::move(p));
+}
+
+void Simulator::ErasePart(uint64_t id) {
+  if (FindPart(id) == nullptr) return;
+  parts_[id - parts_base_].reset();
+  while (!parts_.empty() && parts_.front() == nullptr) {
+    parts_.pop_front();
+    ++parts_base_;
+  }
+}
+
+void Simulator::Log(SchedulerInput::Kind kind, int32_t node, const Part* p) {
+  if (!options_.record_inputs) return;
+  SchedulerInput in;
+  in.kind = kind;
+  in.at_ms = queue_.now_ms();
+  in.node = node;
+  if (p != nullptr) {
+    in.partition_id = p->id;
+    in.attempt = p->attempt;
+  }
+  result_.inputs.push_back(std::move(in));
+}
+
+// The daemon's Tick after an input (server/service_loop.cc): plan, stream,
+// and with planning ahead the next plan too once the first is streamed.
+void Simulator::PlanLoop() {
   if (done_) return;
   Sync();
-  // The daemon's gate (BSP here: the simulator runs one iteration at a
-  // time and models prefetching as overlap within a partition).
-  if (!gate_.ReadyToPlan(driver_->state(), /*send_queues_empty=*/true)) {
-    return Fail(Internal("the iteration gate refused a plan after a complete iteration"));
+  for (int round = 0; round <= plan_ahead_; ++round) {
+    const bool planned = PlanIfReady();
+    if (done_) return;
+    SendQueued();
+    if (!planned) break;
   }
+}
+
+bool Simulator::PlanIfReady() {
+  const auto& st = driver_->state();
+  if (gate_.AllPlanned(st)) {
+    if (gate_.Finished(st)) done_ = true;  // the daemon's finish test
+    return false;
+  }
+  const bool complete = st.ledger().in_flight() == 0;
+  if (!gate_.ReadyToPlan(st, /*send_queues_empty=*/queued_ == 0)) return false;
   const double bound = options_.compute_bound ? BoundForRequest() : -1;
   auto updates = driver_->PlanNextIteration(clock_.NowMillis());
-  if (!updates.ok()) return Fail(updates.status().WithContext("planning iteration"));
-  auto parts = sched::JobDriver::PartitionsToSend(*updates);
-  if (parts.empty()) {
-    // Blocked: wait for a node to come back, or give up when none is down.
-    if (std::find(down_.begin(), down_.end(), true) != down_.end()) {
-      waiting_for_node_ = true;
-      return;
-    }
-    result_.blocked_reason = driver_->BlockedReason();
-    done_ = true;
-    return;
+  if (!updates.ok()) {
+    Fail(updates.status().WithContext("planning iteration"));
+    return false;
   }
-  current_ = IterationRecord{};
-  for (const auto& u : *updates) {
-    if (u.has_iteration_planned()) {
-      current_.iteration = u.iteration_planned().iteration();
-      current_.epoch = u.iteration_planned().epoch();
-      current_.predicted_ms = u.iteration_planned().makespan_ms();
-      if (!u.iteration_planned().policy_error().empty() && result_.first_policy_error.empty()) {
-        result_.first_policy_error = fmt::format("iteration {}: {}", u.iteration_planned().iteration(),
-                                                 u.iteration_planned().policy_error());
-      }
+  const auto planned_it = std::find_if(updates->begin(), updates->end(), [](const loft::v1::StateUpdate& u) {
+    return u.has_iteration_planned();
+  });
+  if (planned_it == updates->end()) {
+    // Blocked. With an iteration running, its acks will retry; with a node
+    // down, its return will; otherwise the run cannot continue.
+    if (complete && std::find(down_.begin(), down_.end(), true) == down_.end()) {
+      result_.blocked_reason = driver_->BlockedReason();
+      done_ = true;
     }
+    return false;
   }
-  {
-    std::vector<char> workers(static_cast<size_t>(spec_.num_nodes()), 0);
-    for (const auto& p : parts) {
-      if (p.sample_ids_size() > 0) workers[static_cast<size_t>(p.worker())] = 1;
-      if (options_.plan_digest) result_.plan_digest = sched::FoldPlanDigest(result_.plan_digest, p);
-    }
-    gate_.OnPlanned(current_.iteration, driver_->state().view(), workers);
-  }
-  current_.start_ms = queue_.now_ms();
-  current_.bound_ms = bound;
+  if (!complete) ++result_.planned_ahead;
+  const auto& ip = planned_it->iteration_planned();
+  const int64_t iteration = ip.iteration();
+  OpenIteration& oi = open_[iteration];
+  oi.planned_ms = queue_.now_ms();
+  oi.epoch = ip.epoch();
+  oi.predicted_ms = ip.makespan_ms();
+  oi.bound_ms = bound;
   if (bound >= 0) {
     bound_sum_ += bound;
     ++bound_count_;
   }
-  iteration_open_ = true;
-  active_.clear();
-  for (const auto& p : parts) {
-    auto sent = driver_->OnPartitionSent(p.id(), p.attempt(), clock_.NowMillis());
-    if (!sent.ok()) return Fail(sent.status().WithContext("partition sent"));
+  if (!ip.policy_error().empty() && result_.first_policy_error.empty())
+    result_.first_policy_error = fmt::format("iteration {}: {}", iteration, ip.policy_error());
+  std::vector<char> workers(static_cast<size_t>(spec_.num_nodes()), 0);
+  const double sendable = queue_.now_ms() + spec_.scheduler.overhead_ms;
+  for (const auto& pp : ip.partitions()) {
+    const loft::v1::Partition& p = pp.partition();
+    if (options_.plan_digest) result_.plan_digest = sched::FoldPlanDigest(result_.plan_digest, p);
+    auto part = std::make_unique<Part>();
+    part->id = p.id();
+    part->attempt = p.attempt();
+    part->batch = p.sample_ids_size();
+    part->node = p.worker();
+    part->iteration = iteration;
+    part->sendable_ms = sendable;
+    std::vector<int32_t> remote_sources;
+    for (int32_t src : p.sources()) {
+      if (src == part->node) {
+        ++part->local;
+      } else {
+        remote_sources.push_back(src);
+        ++part->remote;
+      }
+    }
+    std::sort(remote_sources.begin(), remote_sources.end());
+    for (int32_t src : remote_sources) {
+      if (part->from_peer.empty() || part->from_peer.back().first != src)
+        part->from_peer.emplace_back(src, 0);
+      ++part->from_peer.back().second;
+    }
+    if (p.sample_ids_size() > 0) workers[static_cast<size_t>(part->node)] = 1;
+    agents_[static_cast<size_t>(part->node)].queue.push_back(p.id());
+    part->open = &oi;
+    if (Agent& ag = agents_[static_cast<size_t>(part->node)]; !ag.listed) {
+      ag.listed = true;
+      if (!queued_nodes_.empty() && queued_nodes_.back() > part->node) queued_nodes_sorted_ = false;
+      queued_nodes_.push_back(part->node);
+    }
+    ++queued_;
+    oi.parts.push_back(p.id());
+    AddPart(std::move(part));
   }
-  for (auto& p : parts) StartPartition(std::move(p));
-  MaybeEndIteration();  // every partition may have been empty
+  gate_.OnPlanned(iteration, st.view(), workers);
+  return true;
 }
 
-void Simulator::StartPartition(loft::v1::Partition partition) {
-  auto owned = std::make_unique<Active>();
-  Active& a = *owned;
-  const size_t idx = active_.size();
-  active_.push_back(std::move(owned));
-  a.p = std::move(partition);
-  const loft::v1::Partition& p = a.p;
-  a.start_ms = queue_.now_ms();
-  const int32_t node = p.worker();
-  // Samples per serving peer, ascending peer (flows start in that order).
-  std::vector<int32_t> remote_sources;
-  for (int32_t src : p.sources()) {
-    if (src == node) {
-      ++a.local;
-    } else {
-      remote_sources.push_back(src);
-      ++a.remote;
-    }
-  }
-  std::sort(remote_sources.begin(), remote_sources.end());
-  std::vector<std::pair<int32_t, int64_t>> from_peer;
-  for (int32_t src : remote_sources) {
-    if (from_peer.empty() || from_peer.back().first != src) from_peer.emplace_back(src, 0);
-    ++from_peer.back().second;
-  }
-  WorkerIteration row;
-  row.node = node;
-  row.batch = p.sample_ids_size();
-  row.local = a.local;
-  row.remote = a.remote;
-  a.row = current_.workers.size();
-  current_.workers.push_back(row);
-
-  const int64_t it = current_.iteration;
-  auto alive = [this, idx, it] {
-    return iteration_open_ && current_.iteration == it && idx < active_.size() && !active_[idx]->closed;
-  };
-  if (a.local > 0) {
-    a.local_done = false;
-    queue_.After(model_.LocalReadMs(node, a.local), [this, idx, alive] {
-      if (!alive()) return;
-      Active& x = *active_[idx];
-      x.local_done = true;
-      x.local_end_ms = queue_.now_ms();
-      MaybeFinishPartition(x);
-    });
-  }
-  if (a.remote > 0) {
-    a.remote_done = false;
-    a.flows_pending = static_cast<int>(from_peer.size());
-    const double latency = model_.LatencyMs(node);
-    const double bytes_per_sample = static_cast<double>(model_.sample_bytes());
-    for (const auto& [peer, count] : from_peer) {
-      const int32_t server = peer;
-      const double bytes = static_cast<double>(count) * bytes_per_sample;
-      queue_.After(latency, [this, idx, alive, server, node, bytes] {
-        if (!alive()) return;
-        const uint64_t f = network_.Start(server, node, bytes, [this, idx, alive, server](bool ok) {
-          if (!alive()) return;
-          Active& x = *active_[idx];
-          if (!ok) {
-            FailPartitionsOfReaders({x.p.id()}, "peer down");
-            return;
-          }
-          x.by_peer_ms[server] = queue_.now_ms() - x.start_ms;
-          if (--x.flows_pending == 0) {
-            x.remote_done = true;
-            x.remote_end_ms = queue_.now_ms();
-            MaybeFinishPartition(x);
-          }
-        });
-        active_[idx]->flows.push_back(f);
-      });
-    }
-  }
-  if (spec_.training.overlap || (a.local_done && a.remote_done)) {
-    a.compute_started = true;
-    a.compute_start_ms = queue_.now_ms();
-    a.compute_ms = model_.ComputeMs(node, row.batch, a.compute_start_ms);
-    queue_.After(a.compute_ms, [this, idx, alive] {
-      if (!alive()) return;
-      Active& x = *active_[idx];
-      x.compute_done = true;
-      MaybeFinishPartition(x);
-    });
-  }
-  if (a.local == 0 && a.remote == 0 && row.batch == 0) MaybeFinishPartition(a);
-}
-
-void Simulator::MaybeFinishPartition(Active& a) {
-  if (a.closed) return;
-  const int32_t node = a.p.worker();
-  if (a.local_done && a.remote_done && !a.compute_started) {
-    // Without overlap, compute starts once every sample has arrived.
-    a.compute_started = true;
-    a.compute_start_ms = queue_.now_ms();
-    a.compute_ms = model_.ComputeMs(node, a.p.sample_ids_size(), a.compute_start_ms);
-    // Active objects live until the next iteration starts; the iteration
-    // check comes first so a stale pointer is never dereferenced.
-    const int64_t it = current_.iteration;
-    Active* ap = &a;
-    queue_.After(a.compute_ms, [this, ap, it] {
-      if (!iteration_open_ || current_.iteration != it || ap->closed) return;
-      ap->compute_done = true;
-      MaybeFinishPartition(*ap);
-    });
-    return;
-  }
-  if (!(a.local_done && a.remote_done && a.compute_done)) return;
-  a.closed = true;
-  Sync();
+// The daemon's SendQueued: per agent in node order, while it has credit.
+void Simulator::SendQueued() {
   const double now = queue_.now_ms();
-  WorkerIteration& row = current_.workers[a.row];
-  row.local_read_ms = a.local > 0 ? a.local_end_ms - a.start_ms : 0.0;
-  row.remote_read_ms = a.remote > 0 ? a.remote_end_ms - a.start_ms : 0.0;
-  row.read_ms = std::max(row.local_read_ms, row.remote_read_ms);
-  row.compute_ms = a.compute_ms;
-  row.own_ms = now - a.start_ms;
+  if (!queued_nodes_sorted_) {
+    std::sort(queued_nodes_.begin(), queued_nodes_.end());
+    queued_nodes_.erase(std::unique(queued_nodes_.begin(), queued_nodes_.end()), queued_nodes_.end());
+    queued_nodes_sorted_ = true;
+  }
+  size_t keep = 0;
+  for (size_t k = 0; k < queued_nodes_.size(); ++k) {
+    const int32_t node = queued_nodes_[k];
+    Agent& ag = agents_[static_cast<size_t>(node)];
+    while (!ag.queue.empty() && ag.flow.CanSend()) {
+      Part* p = FindPart(ag.queue.front());
+      if (p == nullptr) {  // failed before it was sent
+        ag.queue.erase(ag.queue.begin());
+        --queued_;
+        continue;
+      }
+      if (p->sendable_ms > now) {
+        // The scheduler is still planning/journaling it: come back then.
+        if (send_wake_ms_ < now || p->sendable_ms < send_wake_ms_) {
+          send_wake_ms_ = p->sendable_ms;
+          // Then the daemon's tick goes on: stream, then plan ahead.
+          queue_.At(p->sendable_ms, [this, at = p->sendable_ms] {
+            if (send_wake_ms_ == at) send_wake_ms_ = -1;
+            if (done_) return;
+            Sync();
+            SendQueued();
+            PlanLoop();
+          });
+        }
+        break;
+      }
+      ag.queue.erase(ag.queue.begin());
+      --queued_;
+      ag.flow.OnSent();
+      p->sent_ms = now;
+      auto sent = driver_->OnPartitionSent(p->id, p->attempt, clock_.NowMillis());
+      if (!sent.ok()) return Fail(sent.status().WithContext("partition sent"));
+      Deliver(*p);
+    }
+    if (!ag.queue.empty())
+      queued_nodes_[keep++] = node;
+    else
+      ag.listed = false;
+  }
+  queued_nodes_.resize(keep);
+}
 
+// The agent's PartitionDone, then its CreditGrant, then the daemon's tick.
+void Simulator::Acked(Part& p) {
+  Sync();
+  const int32_t node = p.node;
+  const double now = queue_.now_ms();
   loft::v1::PartitionDone done;
-  done.set_partition_id(a.p.id());
-  done.set_attempt(a.p.attempt());
+  done.set_partition_id(p.id);
+  done.set_attempt(p.attempt);
   done.set_node(node);
   auto* t = done.mutable_timings();
-  t->set_local_read_ms(row.local_read_ms);
-  t->set_remote_read_ms(row.remote_read_ms);
-  t->set_compute_ms(row.compute_ms);
-  t->set_local_samples(a.local);
-  t->set_remote_samples(a.remote);
-  t->set_local_bytes(a.local * model_.sample_bytes());
-  t->set_remote_bytes(a.remote * model_.sample_bytes());
-  for (const auto& [peer, ms] : a.by_peer_ms) (*t->mutable_remote_read_ms_by_peer())[peer] = ms;
-  row.local_bytes = a.local * model_.sample_bytes();
-  row.remote_bytes = a.remote * model_.sample_bytes();
+  const double local_ms = p.local > 0 ? p.local_end_ms - p.read_start_ms : 0.0;
+  const double remote_ms = p.remote > 0 ? p.remote_end_ms - p.read_start_ms : 0.0;
+  t->set_local_read_ms(local_ms);
+  t->set_remote_read_ms(remote_ms);
+  t->set_compute_ms(p.compute_ms);
+  t->set_local_samples(p.local);
+  t->set_remote_samples(p.remote);
+  t->set_local_bytes(p.local * model_.sample_bytes());
+  t->set_remote_bytes(p.remote * model_.sample_bytes());
+  for (const auto& [peer, ms] : p.by_peer_ms) (*t->mutable_remote_read_ms_by_peer())[peer] = ms;
+  if (allreduce_.enabled()) t->mutable_training()->set_allreduce_ms(p.allreduce_ms);
 
-  const bool trace = current_.iteration < options_.trace_iterations;
+  const bool trace = p.iteration < options_.trace_iterations;
   if (trace) {
-    if (a.local > 0)
-      result_.spans.push_back({node, "local read", a.start_ms, row.local_read_ms, current_.iteration});
-    if (a.remote > 0) {
-      result_.spans.push_back({node, "remote read", a.start_ms, row.remote_read_ms, current_.iteration});
-    }
-    result_.spans.push_back({node, "compute", a.compute_start_ms, a.compute_ms, current_.iteration});
+    if (p.local > 0) result_.spans.push_back({node, "local read", p.read_start_ms, local_ms, p.iteration});
+    if (p.remote > 0) result_.spans.push_back({node, "remote read", p.read_start_ms, remote_ms, p.iteration});
+    result_.spans.push_back({node, "compute", p.compute_start_ms, p.compute_ms, p.iteration});
   }
+  if (options_.record_inputs) {
+    Log(SchedulerInput::kDone, node, &p);
+    result_.inputs.back().timings = *t;
+  }
+  Agent& ag = agents_[static_cast<size_t>(node)];
+  if (ag.computing == p.id) ag.computing = kNone;
   auto u = driver_->OnPartitionDone(done, clock_.NowMillis());
-  if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} done", a.p.id())));
-  MaybeEndIteration();
+  if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} done", p.id)));
+  // The daemon's row (server/service_loop.cc Observe), from the timings.
+  {
+    OpenIteration& oi = *p.open;
+    WorkerIteration row;
+    row.node = node;
+    row.local = p.local;
+    row.remote = p.remote;
+    row.batch = p.local + p.remote;
+    row.local_read_ms = local_ms;
+    row.remote_read_ms = remote_ms;
+    row.read_ms = std::max(local_ms, remote_ms);
+    row.compute_ms = p.compute_ms;
+    row.allreduce_ms = p.allreduce_ms;
+    row.local_bytes = t->local_bytes();
+    row.remote_bytes = t->remote_bytes();
+    oi.rows.push_back(row);
+    oi.sent_done.emplace_back(p.sent_ms, now);
+    oi.last_done_ms = std::max(oi.last_done_ms, now);
+  }
+  const int64_t iteration = p.iteration;
+  ErasePart(p.id);                                           // p is gone
+  if (iteration == open_.begin()->first) CloseIterations();  // only the oldest can close first
+  ag.flow.OnFinished(false);
+  ag.flow.Grant(1);  // the agent's CreditGrant after its report
+  Log(SchedulerInput::kCredit, node);
+  PlanLoop();
+  ComputeNext(node);
 }
 
-void Simulator::FailPartitionsOfReaders(const std::vector<uint64_t>& ids, const char* reason, bool report) {
-  Sync();
-  for (uint64_t id : ids) {
-    for (auto& ap : active_) {
-      Active& a = *ap;
-      if (a.p.id() != id || a.closed) continue;
-      a.closed = true;
-      for (uint64_t f : a.flows) network_.Cancel(f);
-      WorkerIteration& row = current_.workers[a.row];
-      row.failed = true;
-      row.own_ms = queue_.now_ms() - a.start_ms;
-      if (!report) continue;  // already failed by OnWorkerDead
-      loft::v1::PartitionFailed f;
-      f.set_partition_id(a.p.id());
-      f.set_attempt(a.p.attempt());
-      f.set_node(a.p.worker());
-      f.set_reason(reason);
-      auto u = driver_->OnPartitionFailed(f, clock_.NowMillis());
-      if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} failed", id)));
+// A failed partition that was sent: the daemon's failed row.
+void Simulator::ClosedRow(const Part& p, bool failed) {
+  if (p.sent_ms < 0) return;  // never sent: no row (as in the daemon)
+  OpenIteration& oi = *p.open;
+  WorkerIteration row;
+  row.node = p.node;
+  row.batch = p.batch;
+  row.local = p.local;
+  row.remote = row.batch - row.local;
+  row.failed = failed;
+  oi.rows.push_back(row);
+  oi.sent_done.emplace_back(p.sent_ms, queue_.now_ms());
+  oi.last_done_ms = std::max(oi.last_done_ms, queue_.now_ms());
+}
+
+// Closes finished iterations in order, as the daemon does: an iteration
+// starts at max(its plan, the previous one's last ack) and ends at its own
+// last ack; a worker's own time runs from max(its send, that start).
+void Simulator::CloseIterations() {
+  const auto& ledger = driver_->state().ledger();
+  for (auto it = open_.begin(); it != open_.end();) {
+    if (ledger.OpenInIteration(it->first) > 0) break;
+    OpenIteration& s = it->second;
+    if (!s.rows.empty()) {
+      const double start = std::max(s.planned_ms, prev_done_ms_);
+      IterationRecord rec;
+      rec.iteration = it->first;
+      rec.epoch = s.epoch;
+      rec.start_ms = start;
+      rec.makespan_ms = s.last_done_ms - start;
+      rec.predicted_ms = s.predicted_ms;
+      rec.bound_ms = s.bound_ms;
+      const bool trace = it->first < options_.trace_iterations;
+      for (size_t k = 0; k < s.rows.size(); ++k) {
+        WorkerIteration& w = s.rows[k];
+        const auto [sent, done] = s.sent_done[k];
+        w.own_ms = std::max(0.0, done - std::max(sent, start));
+        w.stream_ms = std::max(0.0, sent - start);
+        w.ack_ms = std::max(0.0, w.own_ms - w.read_ms - w.compute_ms - w.allreduce_ms);
+        if (trace && s.last_done_ms > done)
+          result_.spans.push_back({w.node, "wait", done, s.last_done_ms - done, it->first});
+      }
+      rec.workers = std::move(s.rows);
+      prev_done_ms_ = s.last_done_ms;
+      recorder_.Add(std::move(rec));  // fills each row's wait_ms
+      if (options_.progress) options_.progress(recorder_.iterations_added(), target_iterations_);
     }
+    rings_.erase(it->first);
+    it = open_.erase(it);
   }
 }
 
@@ -326,19 +382,55 @@ void Simulator::NodeDown(int node) {
   if (done_ || down_[node]) return;
   down_[node] = true;
   Sync();
+  Log(SchedulerInput::kDead, node);
   auto u = driver_->OnWorkerDead(node, "failure injected by the cluster spec", clock_.NowMillis());
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("node {} down", node)));
   // OnWorkerDead failed the partitions the death affects (the liveness
   // rule, scheduler/liveness.h: the node's own and every one reading from
   // it, even if its reads are over); they stop here, as in the daemon.
-  std::vector<uint64_t> failed;
+  std::vector<int32_t> credit_back;  // live agents that drop a sent partition
+  std::set<int64_t> iterations;
   for (const auto& x : *u) {
-    if (x.has_partition_failed()) failed.push_back(x.partition_failed().failed().partition_id());
+    if (!x.has_partition_failed()) continue;
+    Part* p = FindPart(x.partition_failed().failed().partition_id());
+    if (p == nullptr) continue;
+    ClosedRow(*p, /*failed=*/true);
+    if (p->node != node && p->sent_ms >= 0) credit_back.push_back(p->node);
+    iterations.insert(p->iteration);
+    DropPart(*p);
+    ErasePart(x.partition_failed().failed().partition_id());
   }
-  FailPartitionsOfReaders(failed, "worker down", /*report=*/false);
-  // Flows it served or read are cut; their readers fail ("peer down").
+  Agent& ag = agents_[static_cast<size_t>(node)];
+  queued_ -= static_cast<int64_t>(ag.queue.size());
+  ag = Agent{};
+  queued_nodes_sorted_ = false;  // `node` may be listed again (unique on the next send)
+  // Rings with the dead node restart with the survivors; flows it served
+  // or read are cut (their partitions already failed above).
+  for (auto& [it, ring] : rings_) {
+    if (!ring.running || std::find(ring.members.begin(), ring.members.end(), node) == ring.members.end())
+      continue;
+    for (uint64_t f : ring.flows) network_.Cancel(f);
+    ring.flows.clear();
+    ring.running = false;
+    ++ring.generation;
+    iterations.insert(it);
+  }
   network_.CancelNode(node);
-  MaybeEndIteration();
+  CloseIterations();
+  PlanLoop();
+  // Each live agent that dropped a sent partition returns its credit.
+  for (int32_t n : credit_back) {
+    if (done_) return;
+    agents_[static_cast<size_t>(n)].flow.Grant(1);
+    Log(SchedulerInput::kCredit, n);
+    PlanLoop();
+  }
+  for (int64_t it : iterations) MaybeStartRing(it);
+  for (int32_t n = 0; n < spec_.num_nodes(); ++n) {
+    if (down_[static_cast<size_t>(n)]) continue;
+    ReaderNext(n);
+    ComputeNext(n);
+  }
 }
 
 void Simulator::NodeUp(int node) {
@@ -346,87 +438,18 @@ void Simulator::NodeUp(int node) {
   if (model_.IsDown(node, queue_.now_ms())) return;  // an overlapping outage continues
   down_[node] = false;
   Sync();
+  Log(SchedulerInput::kAlive, node);
   auto u = driver_->OnWorkerAlive(node, clock_.NowMillis());
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("node {} up", node)));
-  if (waiting_for_node_) {
-    waiting_for_node_ = false;
-    StartIteration();
-  }
-}
-
-void Simulator::MaybeEndIteration() {
-  if (!iteration_open_ || done_) return;
-  for (auto& ap : active_) {
-    if (!ap->closed) return;
-  }
-  if (!driver_->IterationComplete()) {
-    return Fail(Internal(fmt::format("iteration {}: every partition closed but the ledger has some in flight",
-                                     current_.iteration)));
-  }
-  // --- issue 15: all-reduce and scheduler overhead (sim/allreduce_model.h)
-  if (!tail_charged_) {
-    if (const double tail = IterationTailMs(); tail > 0) {
-      tail_charged_ = true;
-      const int64_t it = current_.iteration;
-      queue_.After(tail, [this, it] {
-        if (iteration_open_ && current_.iteration == it) MaybeEndIteration();
-      });
-      return;
-    }
-  }
-  tail_charged_ = false;
-  // ---
-  iteration_open_ = false;
-  const double now = queue_.now_ms();
-  current_.makespan_ms = now - current_.start_ms;
-  const bool trace = current_.iteration < options_.trace_iterations;
-  if (trace) {
-    for (const WorkerIteration& w : current_.workers) {
-      const double wait = current_.makespan_ms - w.own_ms;
-      if (wait > 0)
-        result_.spans.push_back({w.node, "wait", current_.start_ms + w.own_ms, wait, current_.iteration});
-    }
-  }
-  recorder_.Add(std::move(current_));  // fills each row's wait_ms
-  current_ = IterationRecord{};
-  const int64_t n = recorder_.iterations_added();
-  if (options_.progress) options_.progress(n, target_iterations_);
-  if (gate_.Finished(driver_->state())) {  // the daemon's finish test
-    done_ = true;
-    return;
-  }
-  queue_.After(0, [this] { StartIteration(); });
-}
-
-// Issue 15: each surviving member's row gets the agent's view of the
-// ring (its wait for the last member + the ring) as allreduce_ms, in its
-// own time as in a real run; the scheduler overhead ends up in wait_ms.
-double Simulator::IterationTailMs() {
-  const double overhead = spec_.scheduler.overhead_ms;
-  if (!allreduce_.enabled()) return overhead;
-  std::vector<int32_t> members;
-  for (const WorkerIteration& w : current_.workers)
-    if (!w.failed && w.batch > 0) members.push_back(w.node);
-  std::sort(members.begin(), members.end());
-  members.erase(std::unique(members.begin(), members.end()), members.end());
-  const double ring = allreduce_.RingMs(members);
-  if (ring > 0) {
-    const double now = queue_.now_ms();
-    for (WorkerIteration& w : current_.workers) {
-      if (w.failed || w.batch == 0) continue;
-      w.allreduce_ms = std::max(0.0, now - (current_.start_ms + w.own_ms)) + ring;
-      w.own_ms += w.allreduce_ms;
-    }
-    if (current_.iteration < options_.trace_iterations)
-      for (int32_t m : members) result_.spans.push_back({m, "all-reduce", now, ring, current_.iteration});
-  }
-  return ring + overhead;
+  agents_[static_cast<size_t>(node)].flow.Open(options_.credits);
+  PlanLoop();
 }
 
 StatusOr<SimResult> Simulator::Run() {
   for (int n = 0; n < spec_.num_nodes(); ++n) {
     auto u = driver_->RegisterWorker(n, 0.0);
     if (!u.ok()) return u.status().WithContext(fmt::format("registering node {}", n));
+    agents_[static_cast<size_t>(n)].flow.Open(options_.credits);
   }
   for (int n = 0; n < spec_.num_nodes(); ++n) {
     for (const auto& o : model_.outages(n)) {
@@ -435,7 +458,7 @@ StatusOr<SimResult> Simulator::Run() {
       result_.spans.push_back({static_cast<int32_t>(n), "down", o.start_ms, o.end_ms - o.start_ms, -1});
     }
   }
-  queue_.At(0, [this] { StartIteration(); });
+  queue_.At(0, [this] { PlanLoop(); });
   while (!done_ && queue_.Step()) {
   }
   if (!error_.ok()) return error_;

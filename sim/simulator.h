@@ -5,49 +5,66 @@
 // (direct calls instead of ZeroMQ) differ. No planning or ledger logic
 // lives here.
 //
-// One BSP iteration: PlanNextIteration → every partition is marked sent
-// and starts on its worker at the same virtual instant:
-//   local read   l·s/disk on the worker's disk
-//   remote read  per serving peer, latency_ms then one flow of
-//                (samples from that peer)·s bytes through the FlowNetwork
-//                (max-min fair over the peer's uplink and the reader's
-//                downlink, shared with every concurrent flow)
-//   compute      (c0 + c1·b)·jitter·slowdown, after the reads, or in
-//                parallel with them when training.overlap (the steady
-//                state of prefetching the next partition while computing
-//                this one: own time = max(read, compute))
-// The worker then acks PartitionDone with the measured PartitionTimings
-// (what an agent reports), the cost models refit, and when no partition
-// of the iteration is in flight the iteration ends (BSP barrier): its
-// makespan is the slowest worker's time, every other worker waits.
+// The scheduler side mirrors server/service_loop.cc: after every input
+// (an ack, a death, a registration, a credit) the plan loop runs as the
+// daemon's Tick does: up to plan_ahead + 1 times, plan if the daemon's
+// sched::IterationGate allows it (BSP, or iteration t+1 while t runs) and
+// stream the planned partitions to their workers under each agent's
+// credit window (sched::CreditWindow, `credits` per agent as an agent
+// registers with). Rows and iteration times are recorded as the daemon
+// records them (an iteration starts at max(its plan, the previous
+// iteration's last ack)).
 //
-// Iterations are gated and finished by the daemon's sched::IterationGate
-// (BSP: plan_ahead 0; `overlap: true` is modelled inside each partition as
-// max(read, compute), the steady state of the daemon's plan-ahead).
+// The agent side mirrors edge_agent/zmq_agent_server.cc: a reader stage
+// and a compute stage per worker with prefetch depth 1:
+//   reader   takes the next assigned partition when free: local read
+//            l·s/disk concurrently with the remote read (per serving
+//            peer, latency_ms then one flow of (samples)·s bytes through
+//            the FlowNetwork, max-min fair over the peer's uplink and the
+//            reader's downlink, shared with every concurrent flow,
+//            the ring's included); then holds the read until the ready
+//            slot is free;
+//   compute  takes the ready partition when free: (c0 + c1·b)·jitter·
+//            slowdown; with a model (training.model ≠ none) then the ring
+//            all-reduce of its iteration (sim/ring.h), which starts when
+//            every member has computed and holds every member's compute
+//            stage; then the partition is acked (PartitionDone with the
+//            PartitionTimings an agent sends, then a CreditGrant).
+// With plan-ahead (auto: training.overlap) the reads of t+1 thus run
+// while t computes and all-reduces; without it t+1 is planned after t's
+// last ack, so a partition is strictly read, then computed.
+// scheduler.overhead_ms delays the sending of each planned iteration (the
+// daemon's planning, journal and streaming time).
+//
 // Failures: at a node's failure time the driver is told OnWorkerDead (the
 // partitions its death affects fail, scheduler/liveness.h: its own and
 // those reading from it, and their samples return to the pool through the
-// Ledger); flows it served are cut and their readers report
-// PartitionFailed ("peer down"). While down the node neither trains nor
-// serves (its cache is unavailable); at the end of the outage
-// OnWorkerAlive. Failure detection is immediate (no heartbeat delay) and
-// partition timeouts are disabled (nothing hangs in the simulator).
-// All-reduce time is not modelled.
+// Ledger); they leave their agents' stages at once (a live reader's agent
+// returns the credit), a ring with the dead node restarts with the
+// survivors (the agents' retry on a newer view). While down the node
+// neither trains nor serves; at the end of the outage it registers again
+// (OnWorkerAlive, a full credit window). Failure detection is immediate
+// (no heartbeat delay) and partition timeouts are disabled.
 //
 // Not responsible for: writing files (sim/output.h), the CLI.
 // Thread-safety: not thread-safe; a Simulator runs on one thread.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/clock.h"
 #include "core/cluster_spec.h"
 #include "core/status.h"
 #include "scheduler/driver.h"
+#include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
 #include "scheduler/run_recorder.h"
 #include "sim/allreduce_model.h"
@@ -77,6 +94,15 @@ struct SimOptions {
   // Fold every planned partition into SimResult::plan_digest (tests that
   // compare the engines' decisions; costs a pass over every sample id).
   bool plan_digest = false;
+  // Plan iteration t+1 while t runs: -1 = auto (as the daemon's
+  // `plan_ahead: auto`: 1 when training.overlap), 0 or 1.
+  int plan_ahead = -1;
+  // Each agent's credit window (RegisterRequest.credits; the agent's
+  // default `credits: 2`, edge_agent/agent_config.h).
+  int credits = 2;
+  // Keep every input given to the scheduler (SimResult::inputs), for
+  // tests that replay the run to the daemon.
+  bool record_inputs = false;
   // Called after every iteration with (iterations done, total).
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -89,10 +115,21 @@ using sched::WorkerIteration;
 // A span on a worker's track (trace.json).
 struct TraceSpan {
   int32_t node = 0;
-  const char* name = "";  // "local read" | "remote read" | "compute" | "wait" | "down"
+  const char* name = "";  // "local read" | "remote read" | "compute" | "all-reduce" | "wait" | "down"
   double start_ms = 0;
   double dur_ms = 0;
   int64_t iteration = 0;
+};
+
+// One input the scheduler received, in order (SimOptions::record_inputs).
+struct SchedulerInput {
+  enum Kind { kDone, kDead, kAlive, kCredit };
+  Kind kind = kDone;
+  double at_ms = 0;
+  int32_t node = 0;
+  uint64_t partition_id = 0;           // kDone
+  uint32_t attempt = 0;                // kDone
+  loft::v1::PartitionTimings timings;  // kDone
 };
 
 struct SimResult {
@@ -113,7 +150,10 @@ struct SimResult {
   // (SimOptions::plan_digest; the seed otherwise).
   uint64_t plan_digest = sched::kPlanDigestSeed;
   std::string first_policy_error;
-  std::string blocked_reason;  // set when the run ended early
+  std::string blocked_reason;          // set when the run ended early
+  int plan_ahead = 0;                  // the plan-ahead used
+  int64_t planned_ahead = 0;           // iterations planned while another ran
+  std::vector<SchedulerInput> inputs;  // SimOptions::record_inputs
 };
 
 class Simulator {
@@ -129,24 +169,104 @@ class Simulator {
   const EventQueue& queue() const { return queue_; }
 
  private:
-  struct Active;  // one partition running on a worker
+  static constexpr uint64_t kNone = ~uint64_t{0};
+  struct OpenIteration;
+  // One partition, from its plan to its ack or failure.
+  struct Part {
+    uint64_t id = 0;
+    uint32_t attempt = 0;
+    int64_t batch = 0;
+    int32_t node = 0;
+    int64_t iteration = 0;
+    int64_t local = 0;
+    int64_t remote = 0;
+    std::vector<std::pair<int32_t, int64_t>> from_peer;  // samples per serving peer, ascending peer
+    double sendable_ms = 0;                              // planned + scheduler.overhead_ms
+    double sent_ms = -1;                                 // -1 = still in the send queue
+    double read_start_ms = 0;
+    double local_end_ms = 0;
+    double remote_end_ms = 0;
+    bool local_done = true;
+    bool remote_done = true;
+    int flows_pending = 0;
+    std::vector<uint64_t> flows;
+    std::map<int32_t, double> by_peer_ms;
+    double compute_start_ms = 0;
+    double compute_ms = 0;
+    double compute_end_ms = -1;  // >= 0: computed (waiting for or in its ring)
+    double allreduce_ms = 0;
+    OpenIteration* open = nullptr;  // its iteration's stats (std::map nodes are stable)
+  };
+  // One worker: the daemon's send queue and credit window for it, and the
+  // agent's reader and compute stages (prefetch depth 1).
+  struct Agent {
+    // Short FIFOs (a credit window of partitions): vectors, front erased.
+    std::vector<uint64_t> queue;     // planned, not yet sent
+    sched::CreditWindow flow;        // the daemon's view of the agent's window
+    std::vector<uint64_t> assigned;  // sent, not yet taken by the reader
+    uint64_t reading = kNone;        // in the reader (reading, or holding its read)
+    bool holding = false;            // the read is done, the ready slot is full
+    uint64_t ready = kNone;          // read, waiting for the compute stage
+    uint64_t computing = kNone;      // in the compute stage (computing or in its ring)
+    bool listed = false;             // in queued_nodes_
+  };
+  // One iteration's all-reduce.
+  struct Ring {
+    bool running = false;
+    bool done = false;
+    uint64_t generation = 0;  // bumped when the ring restarts
+    std::vector<int32_t> members;
+    std::vector<uint64_t> parts;
+    int step = 0;
+    double start_ms = 0;
+    int flows_pending = 0;
+    std::vector<uint64_t> flows;
+  };
+  // The daemon's IterationStats (server/service.h).
+  struct OpenIteration {
+    double planned_ms = 0;
+    int64_t epoch = 0;
+    double predicted_ms = 0;
+    double bound_ms = -1;
+    std::vector<WorkerIteration> rows;
+    std::vector<std::pair<double, double>> sent_done;
+    double last_done_ms = 0;
+    std::vector<uint64_t> parts;  // every partition planned in it
+  };
   Simulator(const ClusterSpec& spec, SimOptions options, std::unique_ptr<sched::JobDriver> driver);
 
   void Sync();  // ManualClock follows the event queue
-  void StartIteration();
-  void StartPartition(loft::v1::Partition p);
-  void MaybeFinishPartition(Active& a);
-  // Closes the active partitions `ids` as failed; `report`: tell the
-  // driver (false when it already failed them).
-  void FailPartitionsOfReaders(const std::vector<uint64_t>& ids, const char* reason, bool report = true);
-  void NodeDown(int node);
-  void NodeUp(int node);
-  void MaybeEndIteration();
-  // Issue 15: the ring all-reduce and the scheduler overhead after the
-  // last partition (sim/allreduce_model.h); returns the delay to add.
-  double IterationTailMs();
   void Fail(Status s);
   double BoundForRequest();
+  Part* FindPart(uint64_t id) {
+    return id >= parts_base_ && id - parts_base_ < parts_.size() ? parts_[id - parts_base_].get() : nullptr;
+  }
+  void AddPart(std::unique_ptr<Part> p);
+  void ErasePart(uint64_t id);
+
+  // Scheduler side (simulator.cc).
+  void PlanLoop();  // the daemon's Tick: plan (ahead) and stream
+  bool PlanIfReady();
+  void SendQueued();
+  void Acked(Part& p);  // PartitionDone + CreditGrant from the agent
+  void ClosedRow(const Part& p, bool failed);
+  void CloseIterations();
+  void NodeDown(int node);
+  void NodeUp(int node);
+  void Log(SchedulerInput::Kind kind, int32_t node, const Part* p = nullptr);
+
+  // Agent side (simulator_agent.cc).
+  void Deliver(Part& p);  // the assignment reaches the agent
+  void ReaderNext(int32_t node);
+  void StartRead(Part& p);
+  void ReadDone(Part& p);
+  void ComputeNext(int32_t node);
+  void Computed(Part& p);
+  void MaybeStartRing(int64_t iteration);
+  void RingStep(int64_t iteration, uint64_t generation);
+  void RingDone(int64_t iteration, uint64_t generation);
+  // Removes a failed partition from its agent's queue and stages.
+  void DropPart(Part& p);
 
   ClusterSpec spec_;
   SimOptions options_;
@@ -156,16 +276,23 @@ class Simulator {
   ClusterModel model_;
   FlowNetwork network_;
   int64_t target_iterations_ = 0;
-  sched::IterationGate gate_;  // the daemon's start/finish rules (BSP)
+  int plan_ahead_ = 0;
+  sched::IterationGate gate_;  // the daemon's start, plan-ahead and finish rules
   AllreduceModel allreduce_;
-  bool tail_charged_ = false;  // the current iteration's all-reduce + overhead are under way
 
-  std::vector<std::unique_ptr<Active>> active_;  // partitions of the current iteration
-  bool iteration_open_ = false;
-  bool waiting_for_node_ = false;
+  // Open partitions by id - parts_base_ (the ledger's ids only grow).
+  std::deque<std::unique_ptr<Part>> parts_;
+  uint64_t parts_base_ = 0;
+  std::vector<Agent> agents_;
+  std::vector<int32_t> queued_nodes_;  // agents with partitions waiting to be sent
+  bool queued_nodes_sorted_ = true;    // ascending and unique (the daemon sends in node order)
+  int64_t queued_ = 0;                 // partitions waiting to be sent, all agents
+  std::map<int64_t, OpenIteration> open_;
+  std::map<int64_t, Ring> rings_;
+  double prev_done_ms_ = 0;   // the last closed iteration's last ack
+  double send_wake_ms_ = -1;  // a PlanLoop is scheduled then (scheduler overhead)
   bool done_ = false;
   Status error_;
-  IterationRecord current_;
   std::vector<bool> down_;
   SimResult result_;
   sched::RunRecorder recorder_;  // every iteration's rows and the summary figures

@@ -16,10 +16,10 @@ import json
 import pathlib
 import sys
 
-# Columns averaged per worker (iterations.csv; the simulator writes 0 for
-# what it does not model: plan_ms, stream_ms, ack_ms, journal_ms; allreduce_ms
-# unless the spec has a model). OPTIONAL columns read as 0 when a file
-# predates them.
+# Columns averaged per worker (iterations.csv, filled by the same rules in
+# both engines; the simulator writes 0 for the scheduler's own CPU time,
+# plan_ms and journal_ms, and for allreduce_ms unless the spec has a
+# model). OPTIONAL columns read as 0 when a file predates them.
 COLUMNS = ["batch", "local", "remote", "fetch_local_ms", "fetch_remote_ms", "compute_ms", "wait_ms",
            "makespan_ms", "own_ms", "plan_ms", "stream_ms", "ack_ms", "allreduce_ms", "journal_ms"]
 OPTIONAL = {"journal_ms"}

@@ -1,13 +1,19 @@
 // The two engines decide and record a run the same way. loft-sim runs a
-// spec; then SchedulerService is driven in-process (fake transport, temp
-// journal, plan_ahead 0) with every partition acked exactly when, and with
-// the timings that, the simulator finished it; a node that fails in the
-// spec stops heartbeating at its failure time (heartbeat timeout 0: the
-// next tick declares it dead) and registers again when it comes back.
-// The daemon must then make the same plans (sched::FoldPlanDigest over
-// every partition) and report the simulator's iteration times, rows and
-// straggler_wait_ms (one definition: the mean over workers and iterations
-// of makespan − own time; a per-iteration sum would be N times larger).
+// spec and keeps every input its scheduler received, in order
+// (SimOptions::record_inputs: acks with their timings, credit grants,
+// deaths, registrations); then SchedulerService is driven in-process (fake
+// transport, temp journal, plan_ahead auto, the agents' credit window of
+// 2) with the same inputs at the same virtual times, one Tick after each,
+// as the daemon's loop does. A node that fails in the spec stops
+// heartbeating at its failure time (heartbeat timeout 0: the next tick
+// declares it dead) and registers again when it comes back. The daemon
+// must then make the same plans (sched::FoldPlanDigest over every
+// partition, planned ahead or not) and report the simulator's iteration
+// times, rows and straggler_wait_ms (one definition: the mean over
+// workers and iterations of makespan − own time; a per-iteration sum
+// would be N times larger). Run with plan-ahead on (overlap: true) and
+// off, with and without a model (the ring's time reaches the daemon in
+// the ack's training report, as from an agent).
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,7 +43,7 @@ struct RecordingTransport : loft::server::SchedulerTransport {
 constexpr const char* kSpec =
     "dataset: {name: fashion-mnist, samples: 600, sample_bytes: 784}\n"
     "placement: {kind: shards, replication: 1}\n"
-    "training: {global_batch: 60, min_batch: 4, iterations: 8, overlap: false, seed: 7}\n"
+    "training: {global_batch: 60, min_batch: 4, iterations: 8, overlap: OVERLAP, seed: 7, MODEL}\n"
     "nodes:\n"
     "  - name: fast\n"
     "    compute: {fixed_ms: 1.0, per_sample_ms: 0.05, jitter: 0.0}\n"
@@ -57,20 +63,15 @@ constexpr const char* kSpec =
 
 namespace {
 
-struct Event {
-  double at = 0;
-  int kind = 0;  // 0 = ack, 1 = node dies, 2 = node registers again
-  int64_t iteration = 0;
-  int32_t node = 0;
-  int ordinal = 0;  // the node's k-th partition of the iteration (plan order)
-  loft::v1::PartitionTimings timings;
-};
-
-void RunBoth(const std::string& policy, const std::string& failures) {
+void RunBoth(const std::string& policy, const std::string& failures, bool overlap, const std::string& model) {
   std::string text = kSpec;
   text.replace(text.find("FAILURES"), 8, failures);
-  const fs::path dir = fs::temp_directory_path() / ("loft-engines-" + std::to_string(::getpid()) + "-" +
-                                                    policy + "-" + std::to_string(failures.size()));
+  text.replace(text.find("OVERLAP"), 7, overlap ? "true" : "false");
+  text.replace(text.find("MODEL"), 5, model);
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("loft-engines-" + std::to_string(::getpid()) + "-" + policy + "-" + std::to_string(failures.size()) +
+       (overlap ? "-ahead" : "-bsp") + "-" + std::to_string(model.size()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "spec.yaml") << text;
@@ -80,46 +81,12 @@ void RunBoth(const std::string& policy, const std::string& failures) {
   loft::sim::SimOptions so;
   so.policy = policy;
   so.plan_digest = true;
+  so.record_inputs = true;
   auto sim = loft::sim::RunPolicy(*spec, so);
   REQUIRE(sim.ok());
   REQUIRE(sim->iterations.size() == 8);
-
-  // The simulator's timeline, as the daemon will see it.
-  std::vector<Event> events;
-  for (const auto& it : sim->iterations) {
-    std::map<int32_t, int> seen;
-    for (const auto& w : it.workers) {
-      const int ordinal = seen[w.node]++;
-      if (w.failed) continue;  // the daemon fails it through the node's death
-      Event e;
-      e.ordinal = ordinal;
-      e.at = it.start_ms + w.own_ms;
-      e.iteration = it.iteration;
-      e.node = w.node;
-      e.timings.set_local_read_ms(w.local_read_ms);
-      e.timings.set_remote_read_ms(w.remote_read_ms);
-      e.timings.set_compute_ms(w.compute_ms);
-      e.timings.set_local_samples(w.local);
-      e.timings.set_remote_samples(w.remote);
-      e.timings.set_local_bytes(w.local_bytes);
-      e.timings.set_remote_bytes(w.remote_bytes);
-      events.push_back(e);
-    }
-  }
-  for (int32_t n = 0; n < spec->num_nodes(); ++n) {
-    for (const auto& f : spec->nodes[n].failures) {
-      Event dies, back;
-      dies.at = f.at_s * 1000.0;
-      dies.kind = 1;
-      dies.node = n;
-      back.at = (f.at_s + f.down_s) * 1000.0;
-      back.kind = 2;
-      back.node = n;
-      events.push_back(dies);
-      events.push_back(back);
-    }
-  }
-  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.at < b.at; });
+  CHECK(sim->plan_ahead == (overlap ? 1 : 0));
+  if (overlap) CHECK(sim->planned_ahead > 0);  // the run did plan ahead
 
   loft::server::SchedulerOptions opts;
   opts.cluster_spec = (dir / "spec.yaml").string();
@@ -127,7 +94,7 @@ void RunBoth(const std::string& policy, const std::string& failures) {
   opts.insecure = true;
   opts.journal_sync = false;
   opts.policy = policy;
-  opts.plan_ahead = 0;
+  opts.plan_ahead = -1;           // auto, as loft-sim: the spec's overlap
   opts.heartbeat_timeout_ms = 0;  // silent at a tick = dead (the simulator's immediate detection)
   opts.partition_timeout_ms = 1000000000;
   RecordingTransport transport;
@@ -144,9 +111,7 @@ void RunBoth(const std::string& policy, const std::string& failures) {
     loft::v1::Envelope e;
     e.mutable_register_request()->set_node_name(spec->nodes[n].name);
     e.mutable_register_request()->set_peer_endpoint("tcp://127.0.0.1:1");
-    // A window no iteration fills: the simulator starts every partition
-    // of an iteration at once (it models no credit window).
-    e.mutable_register_request()->set_credits(64);
+    e.mutable_register_request()->set_credits(so.credits);  // the agents' window, as in the simulator
     send(e, now);
   };
   std::vector<char> down(static_cast<size_t>(spec->num_nodes()), 0);
@@ -161,34 +126,34 @@ void RunBoth(const std::string& policy, const std::string& failures) {
   };
   for (int32_t n = 0; n < spec->num_nodes(); ++n) reg(n, 0);
   tick(0);
-  for (const Event& e : events) {
-    if (e.kind == 1) {
+  using Input = loft::sim::SchedulerInput;
+  for (const Input& e : sim->inputs) {
+    INFO("input at " << e.at_ms << " kind " << e.kind << " node " << e.node);
+    if (e.kind == Input::kDead) {
       down[static_cast<size_t>(e.node)] = 1;
-    } else if (e.kind == 2) {
+    } else if (e.kind == Input::kAlive) {
       down[static_cast<size_t>(e.node)] = 0;
-      reg(e.node, e.at);
-    } else {
-      std::vector<const loft::v1::Partition*> mine;
-      for (const auto& x : transport.assignments) {
-        if (x.iteration() == e.iteration && x.worker() == e.node) mine.push_back(&x);
-      }
-      std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->id() < b->id(); });
-      INFO("iteration " << e.iteration << " node " << e.node << " at " << e.at);
-      REQUIRE(static_cast<size_t>(e.ordinal) < mine.size());
-      const loft::v1::Partition* p = mine[static_cast<size_t>(e.ordinal)];
-      loft::v1::Envelope done;
-      auto* d = done.mutable_partition_done();
-      d->set_partition_id(p->id());
-      d->set_attempt(p->attempt());
-      d->set_node(p->worker());
-      *d->mutable_timings() = e.timings;
-      send(done, e.at);
+      reg(e.node, e.at_ms);
+    } else if (e.kind == Input::kCredit) {
       loft::v1::Envelope credit;
       credit.mutable_credit_grant()->set_node(e.node);
       credit.mutable_credit_grant()->set_credits(1);
-      send(credit, e.at);
+      send(credit, e.at_ms);
+    } else {
+      // The simulator's partition, sent to the same worker by the daemon.
+      const auto sent = std::find_if(transport.assignments.begin(), transport.assignments.end(),
+                                     [&](const auto& x) { return x.id() == e.partition_id; });
+      REQUIRE(sent != transport.assignments.end());
+      CHECK(sent->worker() == e.node);
+      loft::v1::Envelope done;
+      auto* d = done.mutable_partition_done();
+      d->set_partition_id(e.partition_id);
+      d->set_attempt(e.attempt);
+      d->set_node(e.node);
+      *d->mutable_timings() = e.timings;
+      send(done, e.at_ms);
     }
-    tick(e.at);
+    tick(e.at_ms);
   }
   REQUIRE(s.finished());
 
@@ -230,6 +195,9 @@ void RunBoth(const std::string& policy, const std::string& failures) {
       CHECK(w.wait_ms == Approx(sw.wait_ms).margin(1e-6));
       CHECK(w.batch == sw.batch);
       CHECK(w.compute_ms == Approx(sw.compute_ms));
+      CHECK(w.allreduce_ms == Approx(sw.allreduce_ms).margin(1e-6));
+      CHECK(w.stream_ms == Approx(sw.stream_ms).margin(1e-6));
+      CHECK(w.ack_ms == Approx(sw.ack_ms).margin(1e-6));
     }
   }
   svc->reset();
@@ -240,12 +208,21 @@ void RunBoth(const std::string& policy, const std::string& failures) {
 
 TEST_CASE("daemon and simulator make the same plans and record the same run", "[engines]") {
   const std::string policy = GENERATE("loft", "lbbsp", "loft-epoch");
-  INFO("policy " << policy);
-  RunBoth(policy, "");
+  const bool overlap = GENERATE(false, true);
+  INFO("policy " << policy << " plan-ahead " << overlap);
+  RunBoth(policy, "", overlap, "model: none");
 }
 
 TEST_CASE("daemon and simulator agree when a node fails mid-run and comes back", "[engines]") {
   const std::string policy = GENERATE("loft", "lbbsp", "loft-epoch");
-  INFO("policy " << policy);
-  RunBoth(policy, "{at_s: 0.02, down_s: 0.02}");
+  const bool overlap = GENERATE(false, true);
+  INFO("policy " << policy << " plan-ahead " << overlap);
+  RunBoth(policy, "{at_s: 0.02, down_s: 0.02}", overlap, "model: none");
+}
+
+TEST_CASE("daemon and simulator agree with a model's ring all-reduce", "[engines]") {
+  const std::string policy = GENERATE("loft", "lbbsp", "loft-epoch");
+  const bool overlap = GENERATE(false, true);
+  INFO("policy " << policy << " plan-ahead " << overlap);
+  RunBoth(policy, "{at_s: 0.03, down_s: 0.02}", overlap, "model: softmax");
 }

@@ -1,5 +1,6 @@
 #include "sim/allreduce_model.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <vector>
 
@@ -45,21 +46,27 @@ TEST_CASE("no model, no all-reduce") {
   CHECK(m.RingMs(all) == 0);
 }
 
-TEST_CASE("ring time: 2(N-1) steps of P/N bytes at the slowest link, latency per step, reducer") {
+TEST_CASE("ring time: a hello, 2(N-1) steps of P/N bytes at the slowest link with its latency, reducer") {
   ClusterSpec s =
       Spec("model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 100, fixed_ms: 0.5}");
   AllreduceModel m(s);
   REQUIRE(m.enabled());
   std::vector<int32_t> all{0, 1, 2};
-  // chunk = 1000 floats = 4000 bytes; links a->b min(100,100), b->c min(10,50)=10, c->a min(100,100).
-  const double step = 4000.0 * 8 / (10 * 1000.0);  // 3.2 ms at 10 Mbit/s
-  CHECK(m.TransferMs(all) == Approx(4 * step));
-  CHECK(m.LatencyMs(all) == Approx(4 * 3.0));  // the members' largest latency
+  // chunk = 1000 floats = 4000 bytes; links a->b min(100,100) latency max(1,3) = 3,
+  // b->c min(10,50) = 10 latency max(3,2) = 3, c->a min(100,100) latency max(2,1) = 2.
+  const double slow = 4000.0 * 8 / (10 * 1000.0);  // 3.2 ms at 10 Mbit/s
+  const double step = std::max({4000.0 * 8 / (100 * 1000.0) + 3, slow + 3, 4000.0 * 8 / (100 * 1000.0) + 2});
+  CHECK(step == Approx(6.2));
+  CHECK(m.TransferMs(all) == Approx(4 * slow));
+  CHECK(m.HelloMs(all) == Approx(3.0));  // the members' largest latency
+  CHECK(m.LatencyMs(all) == Approx(4 * (step - slow) + 3.0));
   CHECK(m.ReduceElements(3) == Approx(2000));
-  CHECK(m.RingMs(all) == Approx(4 * step + 12 + 2000 * 100 / 1e6 + 0.5));
-  // Without b the slow link is gone: a->c min(100,50), c->a 100.
+  CHECK(m.RingMs(all) == Approx(4 * step + 3.0 + 2000 * 100 / 1e6 + 0.5));
+  CHECK(m.LinkLatencyMs(0, 2) == Approx(2.0));
+  // Without b the slow link is gone: a->c min(100,50) latency 2, c->a 100 latency 2.
   std::vector<int32_t> ac{0, 2};
   CHECK(m.TransferMs(ac) == Approx(2 * (6000.0 * 8 / (50 * 1000.0))));
+  CHECK(m.RingMs(ac) == Approx(2 * (6000.0 * 8 / (50 * 1000.0) + 2) + 2 + 1500 * 100 / 1e6 + 0.5));
   CHECK(m.RingMs(std::vector<int32_t>{1}) == 0);  // one member: nothing to reduce
 }
 
@@ -68,7 +75,8 @@ TEST_CASE("links: false leaves the transfers out; step latency explicit") {
       Spec("model: softmax, allreduce: {parameters: 3000, step_latency_ms: 0.25, links: false}"));
   std::vector<int32_t> all{0, 1, 2};
   CHECK(m.TransferMs(all) == 0);
-  CHECK(m.LatencyMs(all) == Approx(1.0));
+  CHECK(m.LinkLatencyMs(1, 2) == 0.25);
+  CHECK(m.LatencyMs(all) == Approx(4 * 0.25 + 0.25));  // 4 steps and the hello
 }
 
 TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
@@ -80,6 +88,8 @@ TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
   CHECK(neg.status().message().find("scheduler.overhead_ms") != std::string::npos);
 }
 
+// Without plan-ahead (overlap: false) the ring and the overhead add to
+// every iteration: reads are over before any member's ring starts.
 TEST_CASE("loft-sim charges the ring and the scheduler overhead per iteration") {
   auto run = [](const ClusterSpec& s) {
     SimOptions o;
@@ -89,8 +99,9 @@ TEST_CASE("loft-sim charges the ring and the scheduler overhead per iteration") 
     REQUIRE(r.ok());
     return *r;
   };
-  const std::string model = "model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 0}";
-  SimResult plain = run(Spec("model: none"));
+  const std::string model =
+      "overlap: false, model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 0}";
+  SimResult plain = run(Spec("overlap: false, model: none"));
   SimResult ring = run(Spec(model));
   SimResult both = run(Spec(model, "scheduler: {overhead_ms: 2}\n"));
   AllreduceModel m(Spec(model));
@@ -105,4 +116,42 @@ TEST_CASE("loft-sim charges the ring and the scheduler overhead per iteration") 
       CHECK(w.allreduce_ms >= ring_ms - 1e-9);
       CHECK(w.own_ms <= it.makespan_ms + 1e-9);
     }
+}
+
+// With plan-ahead (overlap: true) the reads of t+1 run while t computes
+// and all-reduces, and share the links with the ring's flows.
+TEST_CASE("with plan-ahead the ring overlaps the next reads and shares their links") {
+  auto run = [](const ClusterSpec& s, int plan_ahead) {
+    SimOptions o;
+    o.policy = "uniform";
+    o.plan_ahead = plan_ahead;
+    auto r = RunPolicy(s, o);
+    INFO(r.status().ToString());
+    REQUIRE(r.ok());
+    return *r;
+  };
+  const std::string model = "model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 0}";
+  const SimResult bsp = run(Spec(model), 0);
+  const SimResult ahead = run(Spec(model), -1);  // auto: overlap is true by default
+  CHECK(bsp.plan_ahead == 0);
+  CHECK(ahead.plan_ahead == 1);
+  CHECK(ahead.planned_ahead >= 3);
+  AllreduceModel m(Spec(model));
+  std::vector<int32_t> all{0, 1, 2};
+  const double ring_ms = m.RingMs(all);
+  // Pipelined: faster than BSP, never faster than the ring itself.
+  CHECK(ahead.summary.mean_iteration_ms < bsp.summary.mean_iteration_ms - 1.0);
+  CHECK(ahead.summary.mean_iteration_ms >= ring_ms - 1e-9);
+  // In BSP no read meets a ring flow: remote reads take their nominal
+  // time. Pipelined, some read of t+1 shares an uplink with t's ring and
+  // takes longer than the same read in BSP (same uniform plans).
+  REQUIRE(bsp.iterations.size() == ahead.iterations.size());
+  bool slower = false;
+  for (size_t i = 1; i < bsp.iterations.size(); ++i) {
+    for (const auto& w : ahead.iterations[i].workers)
+      for (const auto& b : bsp.iterations[i].workers)
+        if (w.node == b.node && w.remote == b.remote && w.remote_read_ms > b.remote_read_ms + 1e-6)
+          slower = true;
+  }
+  CHECK(slower);
 }

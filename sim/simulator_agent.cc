@@ -1,0 +1,268 @@
+// Simulator, the agent side: each worker's reader and compute stages
+// (edge_agent/zmq_agent_server.cc ReaderLoop / ComputeLoop, prefetch
+// depth 1) and the ring all-reduce on the flow network. simulator.h
+// describes the model.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/simulator.h"
+
+namespace loft::sim {
+
+void Simulator::Deliver(Part& p) {
+  agents_[static_cast<size_t>(p.node)].assigned.push_back(p.id);
+  ReaderNext(p.node);
+}
+
+// The reader takes the next assigned partition when it holds none.
+void Simulator::ReaderNext(int32_t node) {
+  Agent& ag = agents_[static_cast<size_t>(node)];
+  while (ag.reading == kNone && !ag.assigned.empty()) {
+    const uint64_t id = ag.assigned.front();
+    ag.assigned.erase(ag.assigned.begin());
+    Part* p = FindPart(id);
+    if (p == nullptr) continue;  // failed before its read started
+    ag.reading = id;
+    StartRead(*p);
+  }
+}
+
+// Local read l·s/disk concurrently with the remote read: per serving
+// peer, the reader's latency then one flow through the network.
+void Simulator::StartRead(Part& p) {
+  p.read_start_ms = queue_.now_ms();
+  const uint64_t id = p.id;
+  const int32_t node = p.node;
+  if (p.local > 0) {
+    p.local_done = false;
+    queue_.After(model_.LocalReadMs(node, p.local), [this, id] {
+      Part* x = FindPart(id);
+      if (x == nullptr) return;
+      x->local_done = true;
+      x->local_end_ms = queue_.now_ms();
+      if (x->remote_done) ReadDone(*x);
+    });
+  }
+  if (p.remote > 0) {
+    p.remote_done = false;
+    p.flows_pending = static_cast<int>(p.from_peer.size());
+    const double latency = model_.LatencyMs(node);
+    const double bytes_per_sample = static_cast<double>(model_.sample_bytes());
+    for (const auto& [peer, count] : p.from_peer) {
+      const int32_t server = peer;
+      const double bytes = static_cast<double>(count) * bytes_per_sample;
+      queue_.After(latency, [this, id, server, node, bytes] {
+        if (FindPart(id) == nullptr) return;
+        const uint64_t f = network_.Start(server, node, bytes, [this, id, server](bool ok) {
+          Part* x = FindPart(id);
+          if (x == nullptr) return;
+          if (!ok) {
+            // Flows are cut only when a node dies, and the liveness rule
+            // already failed every partition reading from it.
+            return Fail(
+                Internal(fmt::format("partition {}: a read from node {} was cut but the partition "
+                                     "did not fail",
+                                     id, server)));
+          }
+          x->by_peer_ms[server] = queue_.now_ms() - x->read_start_ms;
+          if (--x->flows_pending == 0) {
+            x->remote_done = true;
+            x->remote_end_ms = queue_.now_ms();
+            if (x->local_done) ReadDone(*x);
+          }
+        });
+        FindPart(id)->flows.push_back(f);
+      });
+    }
+  }
+  if (p.local == 0 && p.remote == 0) ReadDone(p);
+}
+
+// The read is in: into the ready slot, or held until the slot is free.
+void Simulator::ReadDone(Part& p) {
+  Agent& ag = agents_[static_cast<size_t>(p.node)];
+  p.flows.clear();
+  if (ag.ready != kNone) {
+    ag.holding = true;
+    return;
+  }
+  ag.ready = p.id;
+  ag.reading = kNone;
+  const int32_t node = p.node;
+  ReaderNext(node);
+  ComputeNext(node);
+}
+
+// The compute stage takes the ready partition when it is free (its last
+// partition computed and, with a model, all-reduced).
+void Simulator::ComputeNext(int32_t node) {
+  if (done_ || down_[static_cast<size_t>(node)]) return;
+  Agent& ag = agents_[static_cast<size_t>(node)];
+  if (ag.computing != kNone || ag.ready == kNone) return;
+  const uint64_t id = ag.ready;
+  ag.computing = id;
+  ag.ready = kNone;
+  if (ag.holding) {
+    ag.ready = ag.reading;
+    ag.reading = kNone;
+    ag.holding = false;
+    ReaderNext(node);
+  }
+  Part* p = FindPart(id);
+  if (p == nullptr) {
+    ag.computing = kNone;
+    return ComputeNext(node);
+  }
+  p->compute_start_ms = queue_.now_ms();
+  p->compute_ms = model_.ComputeMs(node, p->batch, p->compute_start_ms);
+  queue_.After(p->compute_ms, [this, id] {
+    Part* x = FindPart(id);
+    if (x != nullptr) Computed(*x);
+  });
+}
+
+void Simulator::Computed(Part& p) {
+  p.compute_end_ms = queue_.now_ms();
+  if (!allreduce_.enabled() || p.batch == 0) return Acked(p);
+  MaybeStartRing(p.iteration);
+}
+
+// The ring of `iteration` starts when every node with an open non-empty
+// partition of it has computed one; its members are those nodes.
+void Simulator::MaybeStartRing(int64_t iteration) {
+  if (done_ || !allreduce_.enabled()) return;
+  auto oi = open_.find(iteration);
+  if (oi == open_.end()) return;
+  Ring& ring = rings_[iteration];
+  if (ring.running) return;
+  std::vector<int32_t> need, have;
+  std::vector<uint64_t> waiting;
+  for (uint64_t id : oi->second.parts) {
+    const Part* x = FindPart(id);
+    if (x == nullptr || x->batch == 0) continue;
+    need.push_back(x->node);
+    if (x->compute_end_ms >= 0 && agents_[static_cast<size_t>(x->node)].computing == id) {
+      have.push_back(x->node);
+      waiting.push_back(id);
+    }
+  }
+  if (waiting.empty()) return;
+  if (ring.done) {
+    // A late partition of an iteration whose ring already ran (a second
+    // partition of a node): nothing left to join.
+    for (uint64_t id : waiting) {
+      if (Part* x = FindPart(id)) Acked(*x);
+    }
+    return;
+  }
+  std::sort(need.begin(), need.end());
+  need.erase(std::unique(need.begin(), need.end()), need.end());
+  std::sort(have.begin(), have.end());
+  have.erase(std::unique(have.begin(), have.end()), have.end());
+  if (have != need) return;
+  ring.running = true;
+  ring.members = std::move(have);
+  ring.parts = std::move(waiting);
+  ring.step = -1;  // the hello first
+  ring.start_ms = queue_.now_ms();
+  RingStep(iteration, ring.generation);
+}
+
+// The hello exchange, then 2(N−1) steps: every member sends ⌈P/N⌉
+// parameters to the next over the flow network, each flow after its
+// link's latency, the step ending with the last; then the reducer.
+void Simulator::RingStep(int64_t iteration, uint64_t generation) {
+  auto r = rings_.find(iteration);
+  if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+  Ring& ring = r->second;
+  const size_t n = ring.members.size();
+  const int steps = n <= 1 ? 0 : 2 * static_cast<int>(n - 1);
+  auto next = [this, iteration, generation] {
+    auto r = rings_.find(iteration);
+    if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+    ++r->second.step;
+    RingStep(iteration, generation);
+  };
+  if (ring.step < 0) {  // the hello exchange
+    queue_.After(allreduce_.HelloMs(ring.members), next);
+    return;
+  }
+  if (ring.step >= steps) {
+    const double tail = allreduce_.TailMs(n);
+    if (tail <= 0) return RingDone(iteration, generation);
+    queue_.After(tail, [this, iteration, generation] { RingDone(iteration, generation); });
+    return;
+  }
+  if (!allreduce_.links()) {
+    double lat = 0;
+    for (size_t i = 0; i < n; ++i)
+      lat = std::max(lat, allreduce_.LinkLatencyMs(ring.members[i], ring.members[(i + 1) % n]));
+    queue_.After(lat, next);
+    return;
+  }
+  ring.flows_pending = static_cast<int>(n);
+  ring.flows.clear();
+  const double bytes = allreduce_.ChunkBytes(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t from = ring.members[i], to = ring.members[(i + 1) % n];
+    queue_.After(allreduce_.LinkLatencyMs(from, to), [this, iteration, generation, from, to, bytes, next] {
+      auto r = rings_.find(iteration);
+      if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+      const uint64_t f = network_.Start(from, to, bytes, [this, iteration, generation, next](bool ok) {
+        auto r = rings_.find(iteration);
+        if (!ok || r == rings_.end() || r->second.generation != generation) return;
+        if (--r->second.flows_pending == 0) {
+          r->second.flows.clear();
+          next();
+        }
+      });
+      r->second.flows.push_back(f);
+    });
+  }
+}
+
+void Simulator::RingDone(int64_t iteration, uint64_t generation) {
+  auto r = rings_.find(iteration);
+  if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+  Ring& ring = r->second;
+  ring.running = false;
+  ring.done = true;
+  const double now = queue_.now_ms();
+  if (iteration < options_.trace_iterations && ring.members.size() > 1) {
+    for (int32_t m : ring.members)
+      result_.spans.push_back({m, "all-reduce", ring.start_ms, now - ring.start_ms, iteration});
+  }
+  const std::vector<uint64_t> parts = ring.parts;  // acks may close the iteration (and erase the ring)
+  for (uint64_t id : parts) {
+    Part* x = FindPart(id);
+    if (x == nullptr) continue;
+    x->allreduce_ms = now - x->compute_end_ms;
+    Acked(*x);
+    if (done_) return;
+  }
+}
+
+void Simulator::DropPart(Part& p) {
+  const uint64_t id = p.id;
+  for (uint64_t f : p.flows) network_.Cancel(f);
+  p.flows.clear();
+  Agent& ag = agents_[static_cast<size_t>(p.node)];
+  // Queue and assigned entries are skipped when reached (as the daemon's
+  // send queue skips a partition that is no longer planned).
+  if (ag.reading == id) {
+    ag.reading = kNone;
+    ag.holding = false;
+  }
+  if (ag.ready == id) {
+    ag.ready = kNone;
+    if (ag.holding) {
+      ag.ready = ag.reading;
+      ag.reading = kNone;
+      ag.holding = false;
+    }
+  }
+  if (ag.computing == id) ag.computing = kNone;
+}
+
+}  // namespace loft::sim
