@@ -526,6 +526,22 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
   sampler_.BeginTrial();
   LOFT_ASSIGN_OR_RETURN(Assignment a,
                         Assigner::Assign(*plan, *req, locality, placement_, alive_, sampler_, distrusted_));
+  if (a.assigned == 0 && !distrusted_.empty()) {
+    // What is left is held only by distrusted nodes (nobody else may read
+    // it) and the policy gave them nothing (e.g. uniform's remainder went
+    // to other workers): let each read its own, or the epoch never ends.
+    Plan own;
+    own.policy = plan->policy;
+    int64_t left = req->global_batch;
+    for (const WorkerInput& w : req->workers) {
+      WorkerPlan wp;
+      wp.node = w.node;
+      if (distrusted(w.node)) wp.batch = std::min({left, w.max_batch, sampler_.available(w.node)});
+      left -= wp.batch;
+      own.workers.push_back(std::move(wp));
+    }
+    LOFT_ASSIGN_OR_RETURN(a, Assigner::Assign(own, *req, false, placement_, alive_, sampler_, distrusted_));
+  }
 
   loft::v1::StateUpdate update;
   auto* ip = update.mutable_iteration_planned();
