@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -55,6 +56,7 @@ struct ZmqAgentServer::Impl {
   std::unique_ptr<MetricsHttpServer> http;
 
   std::mutex mu;
+  std::map<std::pair<int32_t, std::string>, int64_t> offence_counts;  // (offender, reason) -> seen (under mu)
   std::condition_variable cv;
   std::deque<v1::Partition> assigned;
   std::optional<ReadPartition> ready;
@@ -125,8 +127,9 @@ struct ZmqAgentServer::Impl {
       }
       v1::Envelope report = runner->Finish(std::move(r), trainer.get(), service->node());
       std::lock_guard lock(mu);
-      outbox.push_back(std::move(report));
       TakeOffences();
+      AttachOffenceCounts(report);
+      outbox.push_back(std::move(report));
     }
   }
 
@@ -134,6 +137,7 @@ struct ZmqAgentServer::Impl {
   void TakeOffences() {
     for (const RingOffence& o : trainer->TakeOffences()) {
       metrics.ring_offences->WithLabels({std::to_string(o.node), o.reason}).Increment();
+      ++offence_counts[{o.node, o.reason}];
       if (!o.report) continue;
       spdlog::warn("ring: node {} sent {} {} time(s): reporting it to the scheduler", o.node, o.reason,
                    o.count);
@@ -145,6 +149,21 @@ struct ZmqAgentServer::Impl {
       pr->set_reason(o.reason);
       pr->set_count(o.count);
       outbox.push_back(std::move(env));
+    }
+  }
+
+  // The job's offences so far, per (offender, reason), on a partition's
+  // training report (TrainingReport.ring_offences; under mu).
+  void AttachOffenceCounts(v1::Envelope& report) {
+    if (offence_counts.empty() || !report.has_partition_done() ||
+        !report.partition_done().timings().has_training())
+      return;
+    auto* tr = report.mutable_partition_done()->mutable_timings()->mutable_training();
+    for (const auto& [key, n] : offence_counts) {
+      auto* o = tr->add_ring_offences();
+      o->set_node(key.first);
+      o->set_reason(key.second);
+      o->set_count(n);
     }
   }
 

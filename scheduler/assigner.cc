@@ -8,7 +8,7 @@ namespace loft::sched {
 
 StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& request, bool locality_aware,
                                       const Placement& placement, const std::vector<bool>& live,
-                                      EpochSampler& sampler) {
+                                      EpochSampler& sampler, const std::vector<bool>& distrusted) {
   const int nodes = placement.num_nodes();
   if (static_cast<int>(live.size()) != nodes) {
     return InvalidArgument("assign: live mask has " + std::to_string(live.size()) +
@@ -39,6 +39,13 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
     }
   }
 
+  if (!distrusted.empty() && static_cast<int>(distrusted.size()) != nodes) {
+    return InvalidArgument("assign: distrusted mask has " + std::to_string(distrusted.size()) +
+                           " entries, placement has " + std::to_string(nodes) + " nodes");
+  }
+  const bool any_distrusted = std::find(distrusted.begin(), distrusted.end(), true) != distrusted.end();
+  auto trusted = [&](int32_t n) { return !any_distrusted || !distrusted[n]; };
+
   std::vector<int64_t> served(nodes, 0);
   const bool all_live = std::find(live.begin(), live.end(), false) == live.end();
   std::function<bool(uint64_t)> assignable;  // empty: every sample (all nodes live)
@@ -50,6 +57,14 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
       return false;
     };
   }
+  // With distrusted nodes: may `self` read `id` (it holds it, or a live
+  // trusted node does)?
+  auto readable_by = [&](uint64_t id, int32_t self) {
+    for (int32_t h : placement.Holders(id)) {
+      if (live[h] && (h == self || !distrusted[h])) return true;
+    }
+    return false;
+  };
   const bool single = placement.replication() == 1;
   auto source_for = [&](uint64_t id, int32_t self, int32_t primary) {
     // One replica: the only holder (live, or the sample would not have
@@ -58,7 +73,7 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
     if (placement.Holds(self, id)) return self;
     int32_t best = -1;
     for (int32_t h : placement.Holders(id)) {
-      if (!live[h]) continue;
+      if (!live[h] || !trusted(h)) continue;
       if (best < 0 || sampler.available(h) > sampler.available(best) ||
           (sampler.available(h) == sampler.available(best) &&
            (served[h] < served[best] || (served[h] == served[best] && h < best)))) {
@@ -92,17 +107,27 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
       got += sampler.TakeHeldBy(wp.node, std::min(wp.local, wp.batch), aw.sample_ids);
       aw.sources.resize(aw.sample_ids.size(), wp.node);
       for (const auto& [peer, count] : wp.remote_from) {
-        if (peer == wp.node || !live[peer] || got >= wp.batch) continue;
+        if (peer == wp.node || !live[peer] || !trusted(peer) || got >= wp.batch) continue;
         const int64_t n = sampler.TakeHeldBy(peer, std::min(count, wp.batch - got), aw.sample_ids);
         got += n;
         aw.sources.resize(aw.sample_ids.size(), peer);
         served[peer] += n;
       }
     }
+    if (!locality_aware && !trusted(wp.node)) {
+      got += sampler.TakeHeldBy(wp.node, wp.batch, aw.sample_ids);
+      aw.sources.resize(aw.sample_ids.size(), wp.node);
+    }
     if (got < wp.batch) {
       tmp.clear();
       primaries.clear();
-      const int64_t n = sampler.TakeInOrder(wp.batch - got, assignable, tmp, &primaries);
+      std::function<bool(uint64_t)> worker_assignable;
+      if (any_distrusted) {
+        const int32_t self = wp.node;
+        worker_assignable = [&, self](uint64_t id) { return readable_by(id, self); };
+      }
+      const int64_t n = sampler.TakeInOrder(wp.batch - got, any_distrusted ? worker_assignable : assignable,
+                                            tmp, &primaries);
       got += n;
       if (locality_aware) out.locality_fallbacks += n;
       for (size_t k = 0; k < tmp.size(); ++k) add(tmp[k], source_for(tmp[k], wp.node, primaries[k]));

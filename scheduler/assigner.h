@@ -17,6 +17,15 @@
 // (EpochSampler::available), then the one serving fewest samples in this
 // assignment so far, then the lowest node index.
 //
+// Distrusted sources (issue 19; SourceDistrusted in state.proto): a node
+// marked in `distrusted` serves nobody but itself. Another worker reads a
+// sample it holds only from another live, trusted holder (remote_from
+// entries naming it are skipped and filled by step 3); a sample whose only
+// live holders are distrusted is assignable only to those holders. A
+// distrusted worker of a global-shuffle plan takes the samples it holds
+// first (nobody else may read those it alone holds), then the global order.
+// An empty mask (the default) means every node is trusted.
+//
 // Dead holders: a pooled sample whose holders are all dead is not
 // assignable; it stays pooled (never lost) and becomes assignable again
 // when a holder is live. At an epoch's end the plan may ask for more than
@@ -69,7 +78,7 @@ class Assigner {
   // remote_from peer out of range.
   static StatusOr<Assignment> Assign(const Plan& plan, const PlanRequest& request, bool locality_aware,
                                      const Placement& placement, const std::vector<bool>& live,
-                                     EpochSampler& sampler);
+                                     EpochSampler& sampler, const std::vector<bool>& distrusted = {});
 };
 
 }  // namespace loft::sched

@@ -79,6 +79,19 @@ StatusOr<Updates> JobDriver::OnWorkerAlive(int32_t node, double now_ms) {
   return out;
 }
 
+StatusOr<Updates> JobDriver::DistrustSource(int32_t node, int32_t reporters, double now_ms) {
+  LOFT_RETURN_IF_ERROR(CheckNode(*state_, node));
+  Updates out;
+  if (state_->distrusted(node)) return out;
+  loft::v1::StateUpdate u;
+  auto* d = u.mutable_source_distrusted();
+  d->set_node(node);
+  d->set_reporters(reporters);
+  d->set_now_ms(now_ms);
+  LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
+  return out;
+}
+
 StatusOr<Updates> JobDriver::OnWorkerDead(int32_t node, std::string_view reason, double now_ms) {
   LOFT_RETURN_IF_ERROR(CheckNode(*state_, node));
   Updates out;

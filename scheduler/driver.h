@@ -70,6 +70,13 @@ class JobDriver {
   // their samples return to the pool). Dead node: no updates.
   StatusOr<Updates> OnWorkerDead(int32_t node, std::string_view reason, double now_ms);
 
+  // Stops using `node` as a source for other workers (a SourceDistrusted
+  // update; issue 19): the caller decided that `reporters` distinct nodes
+  // proved it serves forged samples. Partitions in flight are left alone
+  // (their requesters refuse what it forges and fail them; the retries are
+  // planned from trusted holders). Already distrusted: no updates.
+  StatusOr<Updates> DistrustSource(int32_t node, int32_t reporters, double now_ms);
+
   // Plans the next iteration: one IterationPlanned update whose
   // partitions are to be sent (PartitionsToSend). Empty when nothing can
   // be planned now; BlockedReason() says why. Planning does not wait for

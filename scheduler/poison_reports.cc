@@ -12,8 +12,23 @@ StatusOr<PoisonReports> PoisonReports::Create(metrics::Registry* registry) {
                                                            "they do not match the dataset manifest, by the "
                                                            "accused serving peer node.",
                                                            {"peer"}));
+    LOFT_ASSIGN_OR_RETURN(r.distrusted_counter_,
+                          registry->AddCounter("loft_scheduler_distrusted_sources_total",
+                                               "Peers the planner stopped reading from for other workers: "
+                                               "reported for forged samples by f+1 distinct nodes.",
+                                               {"peer"}));
   }
   return r;
+}
+
+int32_t PoisonReports::reporters(int32_t peer) const {
+  int32_t n = 0;
+  for (const auto& [pair, samples] : by_pair_) n += pair.second == peer ? 1 : 0;
+  return n;
+}
+
+void PoisonReports::CountDistrusted(int32_t peer) {
+  if (distrusted_counter_ != nullptr) distrusted_counter_->WithLabels({std::to_string(peer)}).Increment();
 }
 
 std::vector<std::string> PoisonReports::Record(int32_t reporter, const v1::PartitionFailed& f,

@@ -7,10 +7,16 @@
 // {peer}. The counts appear in the status JSON ("poisoning") and in
 // `loftctl cluster run`'s summary.json.
 //
-// Reports are evidence, not verdicts: a Byzantine reporter can accuse an
-// honest peer, so nothing is evicted automatically (the refused samples
-// are simply retried, as for any failed partition). An operator or a later
-// policy can act on the pairs (a peer accused by several reporters).
+// Reports are evidence, not proof: the scheduler never sees the forged
+// record, and a Byzantine reporter can accuse an honest peer. The rule
+// (ShouldDistrust): a peer reported by f+1 distinct nodes (f =
+// training.byzantine_tolerance) served forged samples to at least one
+// honest node, so f liars cannot make the scheduler distrust an honest
+// peer. The service then journals a SourceDistrusted update: the planner
+// stops reading from the peer for other workers (scheduler/assigner.h);
+// the peer is not evicted (it stays a worker, its gradients bounded by the
+// reducers like any member's). Refused samples are retried, as for any
+// failed partition.
 //
 // Not responsible for: the manifest itself (cache/manifest.h; the server
 // loads it and sends it in RegisterReply), retries (the ledger).
@@ -42,6 +48,14 @@ class PoisonReports {
   std::vector<std::string> Record(int32_t reporter, const v1::PartitionFailed& failed, int32_t num_nodes,
                                   std::vector<std::string>* rejected = nullptr);
 
+  // Distinct nodes that reported `peer`.
+  int32_t reporters(int32_t peer) const;
+  // True when `peer` has been reported by at least f+1 distinct nodes.
+  bool ShouldDistrust(int32_t peer, int tolerance) const { return reporters(peer) >= tolerance + 1; }
+  // Counts a peer the scheduler stopped reading from
+  // (loft_scheduler_distrusted_sources_total).
+  void CountDistrusted(int32_t peer);
+
   int64_t total_samples() const { return total_; }
   int64_t reports() const { return reports_; }
   const std::map<int32_t, int64_t>& samples_by_peer() const { return by_peer_; }
@@ -50,6 +64,7 @@ class PoisonReports {
 
  private:
   metrics::CounterFamily* counter_ = nullptr;
+  metrics::CounterFamily* distrusted_counter_ = nullptr;
   int64_t total_ = 0;
   int64_t reports_ = 0;
   std::map<int32_t, int64_t> by_peer_;

@@ -151,6 +151,7 @@ Status SchedulerState::Apply(const loft::v1::StateUpdate& u) {
       return ApplyFailed(t.partition_id(), t.attempt(), -1, t.now_ms(), true);
     }
     case K::kEpochAdvanced: return ApplyEpochAdvanced(u.epoch_advanced());
+    case K::kSourceDistrusted: return ApplySourceDistrusted(u.source_distrusted());
     case K::KIND_NOT_SET: break;
   }
   return InvalidArgument("state update has no kind set");
@@ -245,6 +246,10 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
         return InvalidArgument(pw() + ": source " + std::to_string(src) + " is not a live holder of sample " +
                                std::to_string(id));
       }
+      if (src != p.worker() && distrusted(src)) {
+        return InvalidArgument(pw() + ": source " + std::to_string(src) + " of sample " + std::to_string(id) +
+                               " is distrusted (serves only itself)");
+      }
       const uint64_t origin = any_origin ? sampler_.origin(id) : 0;
       if (origin != p.parent() && sampler_.state(id) == EpochSampler::SampleState::kPooled) {
         return InvalidArgument(pw() + ": sample " + std::to_string(id) + " came back from partition " +
@@ -278,6 +283,9 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
     return s.WithContext("partition " + std::to_string(p.id()));
   }
   ledger_.CountCommitted(p.sample_ids_size(), dups);
+  if (!distrusted_.empty()) {
+    for (int32_t src : p.sources()) distrusted_reads_committed_ += distrusted(src) ? 1 : 0;
+  }
   if (!d.has_timings()) {
     // Committed without a measurement (the scheduler's own ack for a
     // partition the ring applied): nothing to learn the worker's costs from.
@@ -351,6 +359,20 @@ Status SchedulerState::ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u) {
   ledger_.CountEpochCompleted();
   sampler_.StartEpoch(u.epoch());
   ledger_.PruneBefore(u.epoch());
+  return OkStatus();
+}
+
+Status SchedulerState::ApplySourceDistrusted(const loft::v1::SourceDistrusted& u) {
+  if (u.node() < 0 || u.node() >= spec_.num_nodes()) {
+    return InvalidArgument("source_distrusted: node " + std::to_string(u.node()) +
+                           " is not in the cluster spec (" + std::to_string(spec_.num_nodes()) + " nodes)");
+  }
+  if (distrusted(u.node())) {
+    return FailedPrecondition("source_distrusted: node " + std::to_string(u.node()) +
+                              " is already distrusted");
+  }
+  if (distrusted_.empty()) distrusted_.assign(static_cast<size_t>(spec_.num_nodes()), false);
+  distrusted_[u.node()] = true;
   return OkStatus();
 }
 
@@ -502,7 +524,24 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
     ~TrialGuard() { s.RollbackTrial(); }
   } guard{sampler_};
   sampler_.BeginTrial();
-  LOFT_ASSIGN_OR_RETURN(Assignment a, Assigner::Assign(*plan, *req, locality, placement_, alive_, sampler_));
+  LOFT_ASSIGN_OR_RETURN(Assignment a,
+                        Assigner::Assign(*plan, *req, locality, placement_, alive_, sampler_, distrusted_));
+  if (a.assigned == 0 && !distrusted_.empty()) {
+    // What is left is held only by distrusted nodes (nobody else may read
+    // it) and the policy gave them nothing (e.g. uniform's remainder went
+    // to other workers): let each read its own, or the epoch never ends.
+    Plan own;
+    own.policy = plan->policy;
+    int64_t left = req->global_batch;
+    for (const WorkerInput& w : req->workers) {
+      WorkerPlan wp;
+      wp.node = w.node;
+      if (distrusted(w.node)) wp.batch = std::min({left, w.max_batch, sampler_.available(w.node)});
+      left -= wp.batch;
+      own.workers.push_back(std::move(wp));
+    }
+    LOFT_ASSIGN_OR_RETURN(a, Assigner::Assign(own, *req, false, placement_, alive_, sampler_, distrusted_));
+  }
 
   loft::v1::StateUpdate update;
   auto* ip = update.mutable_iteration_planned();
@@ -637,6 +676,10 @@ std::string SchedulerState::ToJson() const {
   }
   j["pending_observations"] = std::move(pending);
   j["ledger"] = nlohmann::json::parse(ledger_.ToJson());
+  if (!distrusted_.empty()) {  // absent until the first SourceDistrusted (older digests unchanged)
+    j["distrusted"] = std::vector<bool>(distrusted_.begin(), distrusted_.end());
+    j["distrusted_reads_committed"] = distrusted_reads_committed_;
+  }
   return j.dump();
 }
 

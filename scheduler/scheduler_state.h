@@ -132,6 +132,16 @@ class SchedulerState {
   // error or an invalid plan (IterationPlanned.policy_error).
   int64_t policy_failures() const { return policy_failures_; }
 
+  // Nodes no other worker reads from (SourceDistrusted updates; issue 19).
+  bool distrusted(int node) const { return !distrusted_.empty() && distrusted_[node]; }
+  // Empty until the first SourceDistrusted, then one entry per node.
+  const std::vector<bool>& distrusted_mask() const { return distrusted_; }
+  // Samples committed whose source was a distrusted node (which, after
+  // its distrust, serves only itself: these were trained on its word
+  // alone, like any member's own reads, bounded by the reducers, not by
+  // the dataset manifest).
+  int64_t distrusted_reads_committed() const { return distrusted_reads_committed_; }
+
   // Deterministic JSON of the whole state (membership, costs, sampler
   // digest and counts, ledger, counters) and its 64-bit FNV-1a digest.
   std::string ToJson() const;
@@ -149,6 +159,7 @@ class SchedulerState {
   Status ApplyDone(const loft::v1::PartitionDoneUpdate& u);
   Status ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms, bool timed_out);
   Status ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u);
+  Status ApplySourceDistrusted(const loft::v1::SourceDistrusted& u);
   void MaybeDeliverObservations(int64_t iteration);
   bool Assignable(uint64_t id) const;
 
@@ -164,6 +175,8 @@ class SchedulerState {
   std::vector<int64_t> observations_;
   int64_t rejected_observations_ = 0;
   int64_t policy_failures_ = 0;
+  std::vector<bool> distrusted_;  // empty: none (keeps ToJson/Digest of runs without any unchanged)
+  int64_t distrusted_reads_committed_ = 0;
   std::vector<bool> registered_;
   std::vector<bool> alive_;
   int64_t view_ = 0;

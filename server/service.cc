@@ -73,6 +73,7 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
                                              "Partitions committed on their worker's behalf because the "
                                              "ring applied their gradient (instead of a retry)."));
   LOFT_ASSIGN_OR_RETURN(s->poison_reports_, sched::PoisonReports::Create(registry));
+  LOFT_ASSIGN_OR_RETURN(s->ring_detection_, sched::RingDetection::Create(registry));
   if (!opts.manifest.empty()) {
     LOFT_ASSIGN_OR_RETURN(cache::Manifest m, cache::ReadManifestFile(opts.manifest));
     if (m.size() < s->spec_.dataset.samples) {
@@ -255,9 +256,12 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
         return InvalidArgument("peer report accuses node " + std::to_string(pr.accused()));
       spdlog::warn("node {} reports node {}: {} ({} times)", spec_.nodes[node].name,
                    spec_.nodes[pr.accused()].name, pr.reason(), pr.count());
-      if (accusations_.Report(node, pr.accused(), spec_.training.byzantine_tolerance))
+      ring_detection_.RecordReport(pr.reason());
+      if (accusations_.Report(node, pr.accused(), spec_.training.byzantine_tolerance)) {
+        ring_detection_.RecordEviction(pr.accused());
         spdlog::warn("evicting node {}: reported by {} nodes", spec_.nodes[pr.accused()].name,
                      accusations_.reporters(pr.accused()));
+      }
       return OkStatus();
     }
     case v1::Envelope::kCreditGrant: {
@@ -278,7 +282,10 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, d.node()));
       *sender_node = node;
       nodes_[node].last_seen_ms = now_ms;
-      if (d.timings().has_training()) pending_training_[d.partition_id()] = d.timings().training();
+      if (d.timings().has_training()) {
+        pending_training_[d.partition_id()] = d.timings().training();
+        ring_detection_.RecordOffences(node, d.timings().training(), spec_.num_nodes());
+      }
       AckedPartition acked;
       if (const auto* r = driver_->state().ledger().Find(d.partition_id()); r != nullptr) {
         acked = {r->partition.id(), r->partition.iteration(), r->partition.worker(), r->sent_ms};
@@ -315,10 +322,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       nodes_[node].last_seen_ms = now_ms;
       spdlog::info("partition {} attempt {} failed on {}: {}", f.partition_id(), f.attempt(),
                    spec_.nodes[node].name, f.reason());
-      std::vector<std::string> rejected;
-      for (const auto& line : poison_reports_.Record(node, f, spec_.num_nodes(), &rejected))
-        spdlog::warn(line);
-      for (const auto& line : rejected) spdlog::warn(line);
+      LOFT_RETURN_IF_ERROR(OnPoisonReport(node, f, now_ms));
       if (const auto* r = driver_->state().ledger().Find(f.partition_id());
           r != nullptr && r->partition.worker() == node && r->partition.attempt() == f.attempt()) {
         LOFT_ASSIGN_OR_RETURN(bool committed, CommitIfApplied(f.partition_id(), now_ms));

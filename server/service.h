@@ -46,6 +46,7 @@
 #include "scheduler/journal.h"
 #include "scheduler/poison_reports.h"
 #include "scheduler/ring_committer.h"
+#include "scheduler/ring_detection.h"
 #include "scheduler/run_recorder.h"
 #include "server/options.h"
 #include "server/transport.h"
@@ -152,6 +153,10 @@ class SchedulerService {
   Status OnRegister(const v1::RegisterRequest& req, const PeerInfo& peer, double now_ms, v1::Envelope* reply,
                     int32_t* sender);
   Status BroadcastView();
+  // A PartitionFailed's poisoning report: counted, and the accused peer
+  // distrusted as a source once f+1 distinct nodes reported it
+  // (service_byzantine.cc).
+  Status OnPoisonReport(int32_t node, const v1::PartitionFailed& f, double now_ms);
   Status SendQueued(double now_ms);
   // Plans the next iteration if the gate allows it; true when it did.
   StatusOr<bool> PlanIfReady(double now_ms);
@@ -167,6 +172,7 @@ class SchedulerService {
   std::string spec_text_;
   std::string sample_digests_;           // the dataset manifest sent at registration (empty = none)
   sched::PoisonReports poison_reports_;  // peers accused of serving forged samples
+  sched::RingDetection ring_detection_;  // ring offences, reports and evictions (status "ring_detection")
   SchedulerTransport* transport_;
   std::unique_ptr<sched::Journal> journal_;
   std::unique_ptr<sched::JobDriver> driver_;

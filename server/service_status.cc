@@ -82,7 +82,13 @@ std::string SchedulerService::StatusJson(double now_ms) const {
                       {"reports", poison_reports_.reports()},
                       {"samples", poison_reports_.total_samples()},
                       {"samples_by_peer", by_peer}};
+    std::vector<int32_t> distrusted;  // sources the planner stopped using (SourceDistrusted)
+    for (int32_t node = 0; node < spec_.num_nodes(); ++node)
+      if (st.distrusted(node)) distrusted.push_back(node);
+    j["poisoning"]["distrusted_sources"] = distrusted;
+    j["poisoning"]["distrusted_reads_committed"] = st.distrusted_reads_committed();
   }
+  j["ring_detection"] = ring_detection_.ToJson();
   json workers = json::array();
   for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
     const NodeSession& n = nodes_[node];

@@ -1,37 +1,38 @@
 """Issue 19 item 3: a serving peer that flips labels with correct CRCs and
 sample ids (`byzantine: poison_serve`). 4 honest agents + the poisoner
-train the MLP (`loftctl cluster run`, real processes); the clean baseline
-is the same spec with the fifth node honest, in the same test. Asserts:
-every forged record the poisoner served was refused by its requester
-(sum of the requesters' refusals == the poisoner's own count of forged
-records served, and no honest agent accepted one), the scheduler was told
-(summary.json poisoning.samples_by_peer names only the poisoner, and its
-log has the POISONING line), nothing was lost or counted twice, and the
-accuracy stays within 3 points of the clean run. Policy loft (local reads
-first), 480 iterations, lr 0.02; accuracy is the mean of the last three
-test evaluations (every 60 iterations), since one evaluation moves by
-±1.5 points between runs of the same spec.
-The issue's target is 1 point; it is NOT met reliably: when the poisoner
-is asked for many samples (913 forged records, 72 failed partitions) the
-attacked run ends 1.7-2.2 points below clean (lr 0.02 and 0.05, load
-~3), although every forged record was refused. The failed partitions'
-rounds lose their samples' gradients until the retry; that cost, not
-accepted poison, is what the accuracy gap measures (issue 19 note)."""
+(node 4) train the MLP (`loftctl cluster run`, real processes); the clean
+baseline is the same spec with the fifth node honest, in the same test.
+
+Why the poisoner is always read from: policy `uniform` (a global-shuffle
+policy) hands each worker the next samples of the epoch's permutation, so
+about 4/5 of every worker's batch lives on other nodes; with every sample
+on two nodes (`replication: 2`) the assigner picks the holder with the
+most unconsumed samples, the poisoner among them. Iteration 0's plan is a
+pure function of the spec, so the poisoner serves forged records in every
+run (scheduler/assigner.h).
+
+Asserts: the poisoner served forged records (> 0); every one was refused
+(sum of the requesters' refusals == the poisoner's own count, no honest
+agent accused anyone else); the scheduler counted them
+(poisoning.samples_by_peer names only node 4), distrusted node 4 as a
+source (poisoning.distrusted_sources == [4], the DISTRUSTED log line) and
+never read from it for another worker afterwards (every forged record
+belongs to a partition planned before the distrust); nothing was lost or
+counted twice; accuracy within 1 point of clean (mean of the last three
+test evaluations; cosine learning-rate decay so the end point does not
+depend on which iteration a retried partition landed in)."""
 import os
 import re
-import sys
 import tempfile
 
 import loft_it
 import training_lib
 
 caches = tempfile.mkdtemp(prefix="loft-it-poison-caches-")
-ITER = int(os.environ.get("LOFT_POISON_ITER", "480"))
-POLICY = os.environ.get("LOFT_POISON_POLICY", "loft")
-PLACEMENT = os.environ.get("LOFT_POISON_PLACEMENT", "{kind: shards, replication: 1}")
-common = dict(honest=4, iterations=ITER, aggregation="mean", lr=0.02, eval_every=max(1, ITER // 8), cache_root=caches,
-              policy=POLICY, placement=PLACEMENT)
-
+ITER = int(os.environ.get("LOFT_POISON_ITER", "300"))
+common = dict(honest=4, iterations=ITER, aggregation="mean", lr=0.05, eval_every=max(1, ITER // 10),
+              cache_root=caches, policy="uniform", placement="{kind: shards, replication: 2}",
+              training_extra=" lr_schedule: {kind: cosine},")
 
 
 def late_accuracy(rows):
@@ -42,45 +43,51 @@ def late_accuracy(rows):
 
 clean, clean_rows, _ = training_lib.run("poison-clean", byzantine="none", **common)
 acc_clean = late_accuracy(clean_rows)
-loft_it.log(f"clean: final accuracy {acc_clean}, ledger {clean['ledger']}, poisoning {clean.get('poisoning')}")
+loft_it.log(f"clean: accuracy {acc_clean}, ledger {clean['ledger']}, poisoning {clean.get('poisoning')}")
 assert acc_clean is not None, clean
 assert clean["poisoning"]["samples"] == 0, clean["poisoning"]
+assert clean["poisoning"]["distrusted_sources"] == [], clean["poisoning"]
 assert clean["poisoning"]["manifest_samples"] == 60000, clean["poisoning"]
 
 att, att_rows, out = training_lib.run("poison-attack", byzantine="poison_serve", **common)
 acc_att = late_accuracy(att_rows)
 p = att["poisoning"]
-loft_it.log(f"poison_serve: final accuracy {acc_att}, ledger {att['ledger']}, poisoning {p}")
+loft_it.log(f"poison_serve: accuracy {acc_att}, ledger {att['ledger']}, poisoning {p}")
 
-# The poisoner is node 4 (the spec lists the 4 honest nodes first).
-served = 0
+# What the poisoner (node 4) served, per partition.
+served, served_partitions = 0, []
 with open(os.path.join(out, "logs", "agent-byz.log")) as f:
     for line in f:
-        m = re.search(r"poison_serve: served (\d+) label-flipped records", line)
+        m = re.search(r"poison_serve: served (\d+) label-flipped records to node \d+ \(partition (\d+)\)", line)
         if m:
             served += int(m.group(1))
+            served_partitions.append(int(m.group(2)))
 refused = 0
 for i in range(4):
     log = training_lib.agent_log(out, f"edge-{i}")
     for m in re.finditer(r"peer (\d+) served (\d+) samples that do not match the dataset manifest", log):
         assert m.group(1) == "4", f"edge-{i} accused node {m.group(1)}: {m.group(0)}"
         refused += int(m.group(2))
-loft_it.log(f"poisoner served {served} forged records; requesters refused {refused}; scheduler counted "
-            f"{p['samples']}")
-if served == 0:
-    # loft planned no remote read from the poisoner (on a quiet machine its
-    # measured costs keep every read local): nothing was attacked, so there
-    # is nothing to check. Reported as skipped (exit 77), never as passed.
-    print("SKIPPED: the planner read nothing from the poisoner in this run (0 forged records served)")
-    sys.exit(77)
-assert refused == served, f"{served} forged records served but only {refused} refused"
+with open(os.path.join(out, "logs", "scheduler.log")) as f:
+    sched_log = f.read()
+m = re.search(r"DISTRUSTED: node 4 .* partitions after (\d+) \(iteration (\d+) on\)", sched_log)
+loft_it.log(f"poisoner served {served} forged records in {len(served_partitions)} partitions "
+            f"{sorted(set(served_partitions))[:20]}; requesters refused {refused}; scheduler counted "
+            f"{p['samples']}; distrust: {m.group(0) if m else None}")
+assert served > 0, "the poisoner served nothing: the test attacked nothing"
+assert refused == served, f"{served} forged records served but {refused} refused"
 assert p["samples"] == refused, (p, refused)
 assert set(p["samples_by_peer"]) == {"4"}, p
-with open(os.path.join(out, "logs", "scheduler.log")) as f:
-    assert "POISONING: node" in f.read(), "the scheduler did not log the report"
+assert "POISONING: node" in sched_log, "the scheduler did not log the report"
+assert p["distrusted_sources"] == [4], p
+assert m is not None, "the scheduler did not log the distrust of node 4"
+last_before, from_iteration = int(m.group(1)), int(m.group(2))
+late = [pid for pid in served_partitions if pid > last_before]
+assert not late, f"node 4 served partitions planned after its distrust (after partition {last_before}): {late}"
+assert from_iteration <= 5, f"node 4 distrusted only from iteration {from_iteration}"
 # Refused samples were retried, nothing lost or double counted.
 assert att["ledger"]["lost"] == 0 and att["ledger"]["duplicates"] == 0, att["ledger"]
 assert att["training"]["hash_mismatches"] == 0, att["training"]
-assert acc_att is not None and abs(acc_att - acc_clean) <= 0.03, \
-    f"accuracy under poison_serve {acc_att} vs clean {acc_clean}: more than 3 points apart"
+assert acc_att is not None and abs(acc_att - acc_clean) <= 0.01, \
+    f"accuracy under poison_serve {acc_att} vs clean {acc_clean}: more than 1 point apart"
 print("ok", acc_clean, acc_att, served)

@@ -5,7 +5,9 @@ share stays readable): a member replacing its reduced chunk with garbage or a
 scaled copy, and a member announcing rounds nobody planned (one near, one
 2^31 ahead). Each attack: training completes, every reporting agent holds
 the same parameters, accuracy within 2 points of clean, and the attacker is
-detected (honest agents log and report it, the scheduler evicts it)."""
+detected (honest agents log and report it, the scheduler evicts it, and
+summary.json `ring_detection` counts the offences by kind, the reports and
+the eviction; zero of each in the clean run)."""
 import os
 import tempfile
 
@@ -33,6 +35,9 @@ clean, _, _ = training_lib.run("attack-clean", byzantine="none", scale=1, **COMM
 acc_clean = clean["final_accuracy"]
 loft_it.log(f"clean: final accuracy {acc_clean}, {clean['training']}")
 assert acc_clean is not None and acc_clean >= 0.70, f"clean baseline accuracy {acc_clean}"
+# summary.json ring_detection (scheduler/ring_detection.h): nothing seen in a clean run.
+rd = clean["ring_detection"]
+assert rd["offences"] == 0 and rd["reports"] == 0 and rd["evictions"] == 0, rd
 
 for kind, scale, reason in (("chunk_garbage", 10, "chunk_mismatch"), ("chunk_scale", 25, "chunk_mismatch"),
                             ("phantom_round", 1, "out_of_window")):
@@ -47,4 +52,12 @@ for kind, scale, reason in (("chunk_garbage", 10, "chunk_mismatch"), ("chunk_sca
     assert acc is not None and acc >= acc_clean - 0.02, f"{kind}: accuracy {acc} vs clean {acc_clean}"
     assert reports >= 2, f"{kind}: the attacker was reported {reports} times"
     assert evicted, f"{kind}: the scheduler did not evict the attacker"
+    # The same detection in summary.json: offences of this kind by node 5,
+    # the reports that led to the eviction, the eviction.
+    rd = s["ring_detection"]
+    loft_it.log(f"{kind}: ring_detection {rd}")
+    assert rd["offences_by_reason"][reason] >= 8, rd  # an agent reports at its 8th offence
+    assert rd["offences_by_node"].get("5", 0) >= rd["offences_by_reason"][reason], rd
+    assert rd["reports"] >= 2 and rd["reports_by_reason"].get(reason, 0) >= 1, rd
+    assert rd["evictions"] == 1 and rd["evicted"] == [5], rd
 print("ok", acc_clean)

@@ -582,6 +582,8 @@ Status ClusterRun(const RunOptions& ro) {
   }
   // Detection: peer-served samples refused by the dataset manifest.
   if (last.contains("poisoning")) sj["poisoning"] = last["poisoning"];
+  // Detection in the ring: offences by kind, reports, evictions (scheduler/ring_detection.h).
+  if (last.contains("ring_detection")) sj["ring_detection"] = last["ring_detection"];
   LOFT_RETURN_IF_ERROR(WriteText(out / "summary.json", sj.dump(2) + "\n"));
   {
     // iterations.csv: the simulator's header (sched::kIterationsCsvHeader).

@@ -153,3 +153,68 @@ TEST_CASE("Assigner: invalid plans are rejected before taking anything", "[assig
   CHECK(Assigner::Assign(plan, req, true, pl, live, s).status().code() == loft::StatusCode::kInvalidArgument);
   CHECK(s.pooled() == 200);
 }
+
+TEST_CASE("Assigner: a distrusted node serves only itself", "[assigner][byzantine]") {
+  const std::vector<bool> distrusted = {false, false, false, true};
+  std::vector<bool> live(4, true);
+  PlanRequest req = Request(4);
+  SECTION("replication 2, global shuffle: other workers read node 3's samples from their other holder") {
+    Placement pl = Make(4, 2);
+    EpochSampler s(&pl, 4);
+    Plan plan;
+    plan.workers = {W(0, 40), W(1, 40), W(2, 40), W(3, 40)};
+    auto a = Assigner::Assign(plan, req, false, pl, live, s, distrusted);
+    REQUIRE(a.ok());
+    CHECK(a->assigned == 160);
+    int64_t held_by_3 = 0;
+    for (const auto& w : a->workers) {
+      for (size_t k = 0; k < w.sample_ids.size(); ++k) {
+        CHECK(pl.Holds(w.sources[k], w.sample_ids[k]));
+        if (w.node != 3) CHECK(w.sources[k] != 3);
+        held_by_3 += w.node != 3 && pl.Holds(3, w.sample_ids[k]);
+      }
+    }
+    CHECK(held_by_3 > 0);  // node 3's samples were read, from their other holders
+    // Without the mask node 3 serves some of them (the test would be vacuous otherwise).
+    EpochSampler t(&pl, 4);
+    auto b = Assigner::Assign(plan, req, false, pl, live, t);
+    REQUIRE(b.ok());
+    int64_t from_3 = 0;
+    for (const auto& w : b->workers)
+      for (int32_t src : w.sources) from_3 += w.node != 3 && src == 3;
+    CHECK(from_3 > 0);
+  }
+  SECTION("replication 1: its samples go to nobody but itself; it takes them first") {
+    Placement pl = Make(4, 1);
+    EpochSampler s(&pl, 5);
+    const auto mine = static_cast<int64_t>(pl.SamplesOf(3).size());
+    Plan plan;
+    plan.workers = {W(0, 30), W(1, 30), W(2, 30), W(3, 30)};
+    auto a = Assigner::Assign(plan, req, false, pl, live, s, distrusted);
+    REQUIRE(a.ok());
+    for (const auto& w : a->workers) {
+      for (size_t k = 0; k < w.sample_ids.size(); ++k) {
+        if (w.node != 3) CHECK_FALSE(pl.Holds(3, w.sample_ids[k]));
+      }
+    }
+    CHECK(a->workers[3].local == std::min<int64_t>(30, mine));
+    // Locality-aware: remote_from naming node 3 is skipped; the shortfall
+    // is filled from trusted holders.
+    plan.workers = {W(0, 20, 0, {{3, 20}})};
+    auto b = Assigner::Assign(plan, req, true, pl, live, s, distrusted);
+    REQUIRE(b->assigned == 20);
+    for (size_t k = 0; k < 20; ++k) {
+      CHECK(b->workers[0].sources[k] != 3);
+      CHECK_FALSE(pl.Holds(3, b->workers[0].sample_ids[k]));
+    }
+    CHECK(b->locality_fallbacks == 20);
+  }
+  SECTION("a mask of the wrong size is an error") {
+    Placement pl = Make(4, 1);
+    EpochSampler s(&pl, 6);
+    Plan plan;
+    plan.workers = {W(0, 10)};
+    CHECK(Assigner::Assign(plan, req, false, pl, live, s, {true}).status().code() ==
+          loft::StatusCode::kInvalidArgument);
+  }
+}

@@ -52,3 +52,22 @@ TEST_CASE("Malformed poisoning reports are skipped and named") {
   CHECK(rejected.size() == 1);
   CHECK(r->samples_by_peer() == std::map<int32_t, int64_t>{{2, 1}, {3, 1}});
 }
+
+TEST_CASE("A peer is distrusted once f+1 distinct nodes reported it") {
+  metrics::Registry registry;
+  auto r = PoisonReports::Create(&registry);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->ShouldDistrust(4, 0));
+  r->Record(0, Report(1, {{4, 3}}), 5);
+  CHECK(r->reporters(4) == 1);
+  CHECK(r->ShouldDistrust(4, 0));        // f = 0: one report
+  CHECK_FALSE(r->ShouldDistrust(4, 1));  // f = 1: one liar could have sent it
+  r->Record(0, Report(2, {{4, 9}}), 5);  // the same reporter again: still one
+  CHECK_FALSE(r->ShouldDistrust(4, 1));
+  r->Record(3, Report(3, {{4, 1}}), 5);
+  CHECK(r->reporters(4) == 2);
+  CHECK(r->ShouldDistrust(4, 1));
+  CHECK(r->reporters(1) == 0);
+  r->CountDistrusted(4);
+  CHECK(registry.Render().find("loft_scheduler_distrusted_sources_total{peer=\"4\"} 1") != std::string::npos);
+}

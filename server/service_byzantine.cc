@@ -1,0 +1,37 @@
+// SchedulerService's handling of Byzantine evidence (issue 19): poisoning
+// reports (scheduler/poison_reports.h) and the SourceDistrusted decision
+// they lead to. Kept apart from service.cc so that the protocol layer
+// only calls OnPoisonReport.
+#include <spdlog/spdlog.h>
+
+#include "server/service.h"
+
+namespace loft::server {
+
+Status SchedulerService::OnPoisonReport(int32_t node, const v1::PartitionFailed& f, double now_ms) {
+  if (f.poisoned_by_size() == 0) return OkStatus();
+  std::vector<std::string> rejected;
+  for (const auto& line : poison_reports_.Record(node, f, spec_.num_nodes(), &rejected)) spdlog::warn(line);
+  for (const auto& line : rejected) spdlog::warn(line);
+  const int tolerance = spec_.training.byzantine_tolerance;
+  for (int32_t peer : f.poisoned_by()) {
+    if (peer < 0 || peer >= spec_.num_nodes() || driver_->state().distrusted(peer) ||
+        !poison_reports_.ShouldDistrust(peer, tolerance)) {
+      continue;
+    }
+    const int32_t reporters = poison_reports_.reporters(peer);
+    LOFT_ASSIGN_OR_RETURN(auto u, driver_->DistrustSource(peer, reporters, now_ms));
+    if (u.empty()) continue;
+    Record(std::move(u));
+    poison_reports_.CountDistrusted(peer);
+    spdlog::warn(
+        "DISTRUSTED: node {} ({}) is no longer a source for other workers: {} distinct nodes refused samples "
+        "it served (f = {}); partitions after {} (iteration {} on) read its samples from other holders "
+        "or leave them to it",
+        peer, spec_.nodes[peer].name, reporters, tolerance, driver_->state().ledger().last_id(),
+        driver_->state().next_iteration());
+  }
+  return OkStatus();
+}
+
+}  // namespace loft::server
