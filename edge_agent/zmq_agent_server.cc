@@ -486,7 +486,14 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
   Impl& m = *impl_;
   m.reader = std::thread([&m] { m.ReaderLoop(); });
   m.computer = std::thread([&m] { m.ComputeLoop(); });
-  const int64_t hb_us = int64_t{m.cfg.heartbeat_interval_ms} * 1000;
+  // The scheduler's period once it sent one (RegisterReply), capped so that
+  // the agent still hears a reply before its own scheduler timeout.
+  auto heartbeat_us = [&m] {
+    const int sched_ms = m.service->heartbeat_interval_ms();
+    const int ms = sched_ms > 0 ? std::min(sched_ms, std::max(1, m.cfg.scheduler_timeout_ms / 2))
+                                : m.cfg.heartbeat_interval_ms;
+    return int64_t{ms} * 1000;
+  };
   const int64_t timeout_us = int64_t{m.cfg.scheduler_timeout_ms} * 1000;
   int64_t last_heard = m.clock->NowMicros();
   int64_t last_hb = last_heard;
@@ -513,7 +520,7 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
     m.FlushReports();
     int64_t now = m.clock->NowMicros();
     if (m.has_scheduler) {
-      if (m.service->node() >= 0 && now - last_hb >= hb_us) {
+      if (m.service->node() >= 0 && now - last_hb >= heartbeat_us()) {
         m.SendToScheduler(m.service->MakeHeartbeat());
         last_hb = now;
       }
