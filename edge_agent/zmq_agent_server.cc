@@ -313,7 +313,10 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
 
   // Peer ROUTER.
   SocketOptions po;
-  po.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
+  // It accepts only FetchRequests of at most 4,096 ids (~40 KB encoded):
+  // a peer may send at most 128 KiB per message and queue 256 of them.
+  po.max_message_bytes = std::min<size_t>(static_cast<size_t>(cfg.max_message_bytes), 128u << 10);
+  po.recv_hwm = 256;
   if (m.own) {
     po.curve_own = m.own;
     po.curve_server = true;
