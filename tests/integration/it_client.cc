@@ -223,14 +223,19 @@ int Flood(const std::string& ep, const std::string& keys, const std::string& nam
     s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
     if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot reconnect");
   }
-  // 3. Flood: unknown partitions, max-size reasons and timings.
+  // 3. Flood: unknown partitions, max-size reasons (random printable text,
+  // which RocksDB cannot compress away) and timings.
   std::mt19937_64 rng(7);
+  std::vector<std::string> reasons(1024, std::string(4000, ' '));
+  for (auto& r : reasons)
+    for (auto& ch : r) ch = static_cast<char>('!' + rng() % 94);
   int64_t sent = 0, blocked = 0, errors = 0;
   const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
   while (Clock::now() < end) {
     loft::v1::Envelope e;
     if (rng() % 2) {
-      e = failed(rng() | 1, 4000);
+      e = failed(rng() | 1, 0);
+      e.mutable_partition_failed()->set_reason(reasons[rng() % reasons.size()]);
     } else {
       e.set_protocol_version(loft::kProtocolVersion);
       auto* d = e.mutable_partition_done();
