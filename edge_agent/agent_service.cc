@@ -179,6 +179,7 @@ SchedulerEffects AgentService::HandleScheduler(std::string_view frame, size_t ex
       if (job != 0) job_ = job;
       node_ = env->register_reply().node();
       view_.set_view(env->register_reply().view());
+      scheduler_heartbeat_ms_ = std::max(0, env->register_reply().heartbeat_interval_ms());
       if (options_.guard != nullptr) {
         const std::string& d = env->register_reply().sample_digests();
         auto m = cache::Manifest::FromDigests(d);
@@ -196,7 +197,8 @@ SchedulerEffects AgentService::HandleScheduler(std::string_view frame, size_t ex
         }
       }
       fx.registered = true;
-      spdlog::info("registered as node {} (view {})", node_, view_.view());
+      spdlog::info("registered as node {} (view {}, heartbeat every {} ms as the scheduler asks)", node_,
+                   view_.view(), scheduler_heartbeat_ms_.load());
       break;
     }
     case E::kView: {
@@ -354,6 +356,7 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
   got.reserve(static_cast<size_t>(p.sample_ids_size()));
   for (size_t i = 0; i < recs.size(); ++i) {
     if (!recs[i].ok()) {
+      if (recs[i].status().code() == StatusCode::kDataLoss) out.bad_samples.push_back(local[i]);
       if (first_error.ok())
         first_error = recs[i].status().WithContext(fmt::format("local sample {}", local[i]));
       continue;
@@ -394,6 +397,7 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
         // CRC + sample id: a corrupt or misplaced record fails the partition.
         auto s = cache::DecodeRecord(ids[i], r.records[i]);
         if (!s.ok()) {
+          if (s.status().code() == StatusCode::kDataLoss) out.bad_samples.push_back(ids[i]);
           if (first_error.ok())
             first_error = s.status().WithContext(fmt::format("record from peer {}", peer));
           break;
@@ -460,6 +464,10 @@ v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32
     f->set_attempt(p.attempt());
     f->set_node(me);
     f->set_reason(st.ToString());
+    for (uint64_t id : read.bad_samples) f->add_bad_samples(id);
+    if (!read.bad_samples.empty())
+      spdlog::error("partition {}: {} stored records failed their check (first: sample {}); reported", p.id(),
+                    read.bad_samples.size(), read.bad_samples.front());
     for (const auto& [peer, n] : read.poisoned) {
       f->add_poisoned_by(peer);
       f->add_poisoned_samples(n);

@@ -22,6 +22,7 @@
 // a time per method (Read and Finish may run on different threads).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -120,6 +121,8 @@ class AgentService {
   int32_t node() const;
   std::optional<PeerInfo> PeerFor(int32_t node) const;
   int64_t view() const;
+  // RegisterReply.heartbeat_interval_ms of the last registration (0 = none).
+  int heartbeat_interval_ms() const { return scheduler_heartbeat_ms_.load(); }
 
  private:
   Status Accept(const v1::Partition& p);
@@ -135,6 +138,7 @@ class AgentService {
   int32_t node_ = -1;
   uint64_t job_ = 0;  // RegisterReply.job of the first registration (0 = none yet)
   v1::MembershipView view_;
+  std::atomic<int> scheduler_heartbeat_ms_{0};
 };
 
 // The remote half of a partition's reads.
@@ -158,6 +162,7 @@ struct ReadPartition {
   v1::Partition partition;
   Status status;                        // not OK: the partition failed while reading
   std::map<int32_t, int64_t> poisoned;  // peer -> samples refused by the manifest
+  std::vector<uint64_t> bad_samples;    // records that failed their check (PartitionFailed.bad_samples)
   Batch batch;
   v1::PartitionTimings timings;
 };

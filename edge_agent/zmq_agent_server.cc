@@ -332,7 +332,10 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
 
   // Peer ROUTER.
   SocketOptions po;
-  po.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
+  // It accepts only FetchRequests of at most 4,096 ids (~40 KB encoded):
+  // a peer may send at most 128 KiB per message and queue 256 of them.
+  po.max_message_bytes = std::min<size_t>(static_cast<size_t>(cfg.max_message_bytes), 128u << 10);
+  po.recv_hwm = 256;
   if (m.own) {
     po.curve_own = m.own;
     po.curve_server = true;
@@ -505,7 +508,14 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
   Impl& m = *impl_;
   m.reader = std::thread([&m] { m.ReaderLoop(); });
   m.computer = std::thread([&m] { m.ComputeLoop(); });
-  const int64_t hb_us = int64_t{m.cfg.heartbeat_interval_ms} * 1000;
+  // The scheduler's period once it sent one (RegisterReply), capped so that
+  // the agent still hears a reply before its own scheduler timeout.
+  auto heartbeat_us = [&m] {
+    const int sched_ms = m.service->heartbeat_interval_ms();
+    const int ms = sched_ms > 0 ? std::min(sched_ms, std::max(1, m.cfg.scheduler_timeout_ms / 2))
+                                : m.cfg.heartbeat_interval_ms;
+    return int64_t{ms} * 1000;
+  };
   const int64_t timeout_us = int64_t{m.cfg.scheduler_timeout_ms} * 1000;
   int64_t last_heard = m.clock->NowMicros();
   int64_t last_hb = last_heard;
@@ -532,7 +542,7 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
     m.FlushReports();
     int64_t now = m.clock->NowMicros();
     if (m.has_scheduler) {
-      if (m.service->node() >= 0 && now - last_hb >= hb_us) {
+      if (m.service->node() >= 0 && now - last_hb >= heartbeat_us()) {
         m.SendToScheduler(m.service->MakeHeartbeat());
         last_hb = now;
       }

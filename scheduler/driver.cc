@@ -22,6 +22,10 @@ StatusOr<std::unique_ptr<JobDriver>> JobDriver::RecoverWithPolicy(
   return d;
 }
 
+Status JobDriver::Replay(std::span<const loft::v1::StateUpdate> journal) {
+  return state_->Replay(journal);
+}
+
 Status JobDriver::ApplyAndAppend(loft::v1::StateUpdate u, Updates& out) {
   LOFT_RETURN_IF_ERROR(state_->Apply(u));
   out.push_back(std::move(u));
@@ -161,6 +165,12 @@ StatusOr<Updates> JobDriver::OnPartitionFailed(const loft::v1::PartitionFailed& 
   *u.mutable_partition_failed()->mutable_failed() = failed;
   u.mutable_partition_failed()->set_now_ms(now_ms);
   LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
+  // Quarantining the epoch's last uncommitted sample completes the epoch.
+  if (failed.bad_samples_size() > 0 && state_->sampler().EpochDone()) {
+    loft::v1::StateUpdate adv;
+    adv.mutable_epoch_advanced()->set_epoch(state_->epoch() + 1);
+    LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(adv), out));
+  }
   return out;
 }
 

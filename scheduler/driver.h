@@ -60,6 +60,11 @@ class JobDriver {
       const ClusterSpec& spec, std::unique_ptr<Policy> policy, SchedulerOptions options,
       std::span<const loft::v1::StateUpdate> journal);
 
+  // Replays more journaled updates into this driver (recovery in chunks:
+  // Create, then Replay each chunk of Journal::ReadInChunks in order; the
+  // result equals Recover over the whole journal).
+  Status Replay(std::span<const loft::v1::StateUpdate> journal);
+
   // Membership. Each bumps the view number by one. Registering a live
   // node again is a re-registration (restart): its in-flight partitions
   // are failed first. OnWorkerAlive on a live node returns no updates.

@@ -172,6 +172,18 @@ Status Journal::Write(std::span<const loft::v1::StateUpdate> updates, bool sync)
 
 StatusOr<std::vector<loft::v1::StateUpdate>> Journal::ReadAll() const {
   std::vector<loft::v1::StateUpdate> out;
+  LOFT_RETURN_IF_ERROR(ReadInChunks(4096, [&out](std::span<const loft::v1::StateUpdate> chunk) {
+                         out.insert(out.end(), chunk.begin(), chunk.end());
+                         return OkStatus();
+                       }).status());
+  return out;
+}
+
+StatusOr<uint64_t> Journal::ReadInChunks(
+    size_t max_updates, const std::function<Status(std::span<const loft::v1::StateUpdate>)>& fn) const {
+  std::vector<loft::v1::StateUpdate> out;
+  max_updates = std::max<size_t>(1, max_updates);
+  out.reserve(std::min<size_t>(max_updates, 4096));
   rocksdb::ReadOptions ro;
   ro.verify_checksums = true;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
@@ -189,9 +201,14 @@ StatusOr<std::vector<loft::v1::StateUpdate>> Journal::ReadAll() const {
     LOFT_ASSIGN_OR_RETURN(loft::v1::StateUpdate u, DecodeValue(seq, it->value().ToStringView()));
     out.push_back(std::move(u));
     ++expected;
+    if (out.size() >= max_updates) {
+      LOFT_RETURN_IF_ERROR(fn(out));
+      out.clear();
+    }
   }
   LOFT_RETURN_IF_ERROR(FromRocks(it->status(), "journal: read " + path_));
-  return out;
+  if (!out.empty()) LOFT_RETURN_IF_ERROR(fn(out));
+  return expected;
 }
 
 }  // namespace loft::sched

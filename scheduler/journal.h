@@ -14,11 +14,14 @@
 // atomic WriteBatch.
 //
 // Not responsible for: applying updates (SchedulerState), compaction of
-// old entries / snapshots (not implemented: the journal grows with the job).
+// old entries / snapshots (not implemented: the journal grows with the job's
+// state changes; the scheduler journals nothing for reports that change no
+// state, and recovery reads it in chunks, ReadInChunks).
 // Thread-safety: not thread-safe (one writer; the daemon's state thread).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -60,6 +63,12 @@ class Journal {
   // Every entry in sequence order. DataLoss (naming the sequence number)
   // on a corrupt entry or a gap.
   StatusOr<std::vector<loft::v1::StateUpdate>> ReadAll() const;
+  // The same entries, handed to `fn` in order in spans of at most
+  // `max_updates` (recovery replays a long journal without holding it
+  // whole in memory). Stops at the first non-OK status of `fn` or of the
+  // read (DataLoss as for ReadAll). Returns the number of entries read.
+  StatusOr<uint64_t> ReadInChunks(
+      size_t max_updates, const std::function<Status(std::span<const loft::v1::StateUpdate>)>& fn) const;
 
   uint64_t next_seq() const { return next_seq_; }
   const std::string& path() const { return path_; }

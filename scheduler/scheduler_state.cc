@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "scheduler/cost_model.h"
@@ -75,7 +76,8 @@ SchedulerState::SchedulerState(const ClusterSpec& spec, Placement placement, std
       policy_(std::move(policy)),
       options_(options),
       global_batch_(options.global_batch > 0 ? options.global_batch : spec.training.global_batch),
-      sampler_(&placement_, options.seed != 0 ? options.seed : spec.training.seed) {
+      sampler_(&placement_, options.seed != 0 ? options.seed : spec.training.seed),
+      quarantine_(options.quarantine_after) {
   const int n = spec_.num_nodes();
   cost_models_ = std::make_unique<CostModels>();
   cost_models_->models.reserve(n);
@@ -143,8 +145,9 @@ Status SchedulerState::Apply(const loft::v1::StateUpdate& u) {
     case K::kPartitionDone: return ApplyDone(u.partition_done());
     case K::kPartitionFailed: {
       const auto& f = u.partition_failed();
-      return ApplyFailed(f.failed().partition_id(), f.failed().attempt(), f.failed().node(), f.now_ms(),
-                         false);
+      return ApplyFailed(
+          f.failed().partition_id(), f.failed().attempt(), f.failed().node(), f.now_ms(), false,
+          std::span<const uint64_t>(f.failed().bad_samples().data(), f.failed().bad_samples_size()));
     }
     case K::kPartitionTimedOut: {
       const auto& t = u.partition_timed_out();
@@ -332,8 +335,8 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   return OkStatus();
 }
 
-Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms,
-                                   bool timed_out) {
+Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms, bool timed_out,
+                                   std::span<const uint64_t> bad_samples) {
   const AckOutcome o =
       timed_out ? ledger_.MarkTimedOut(id, attempt, now_ms) : ledger_.MarkFailed(id, attempt, node, now_ms);
   if (o != AckOutcome::kAccepted) return OkStatus();
@@ -341,6 +344,14 @@ Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, d
   if (Status s = sampler_.Return(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), id);
       !s.ok()) {
     return s.WithContext("partition " + std::to_string(id));
+  }
+  if (!bad_samples.empty()) {
+    // Each sample of this partition named once; other ids do not count.
+    std::set<uint64_t> named(bad_samples.begin(), bad_samples.end());
+    for (uint64_t sample : p.sample_ids()) {
+      if (named.count(sample) == 0 || !quarantine_.Report(sample)) continue;
+      if (Status s = SetAside(sample); !s.ok()) return s.WithContext("partition " + std::to_string(id));
+    }
   }
   MaybeDeliverObservations(p.iteration());
   return OkStatus();
@@ -359,6 +370,18 @@ Status SchedulerState::ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u) {
   ledger_.CountEpochCompleted();
   sampler_.StartEpoch(u.epoch());
   ledger_.PruneBefore(u.epoch());
+  for (uint64_t id : quarantine_.samples()) {
+    if (Status s = SetAside(id); !s.ok()) return s.WithContext("epoch_advanced");
+  }
+  return OkStatus();
+}
+
+Status SchedulerState::SetAside(uint64_t id) {
+  const uint64_t ids[1] = {id};
+  LOFT_RETURN_IF_ERROR(sampler_.MarkTaken(ids));
+  int64_t dups = 0;
+  LOFT_RETURN_IF_ERROR(sampler_.Commit(ids, &dups));
+  quarantine_.CountUnavailable(1);
   return OkStatus();
 }
 
@@ -679,6 +702,12 @@ std::string SchedulerState::ToJson() const {
   if (!distrusted_.empty()) {  // absent until the first SourceDistrusted (older digests unchanged)
     j["distrusted"] = std::vector<bool>(distrusted_.begin(), distrusted_.end());
     j["distrusted_reads_committed"] = distrusted_reads_committed_;
+  }
+  // Only when set: states without quarantined samples digest as before.
+  if (!quarantine_.samples().empty()) {
+    j["quarantine"] = {
+        {"samples", std::vector<uint64_t>(quarantine_.samples().begin(), quarantine_.samples().end())},
+        {"unavailable", quarantine_.unavailable()}};
   }
   return j.dump();
 }

@@ -41,6 +41,7 @@
 #include "scheduler/ledger.h"
 #include "scheduler/plan.h"
 #include "scheduler/proto/state.pb.h"
+#include "scheduler/quarantine.h"
 
 namespace loft::sched {
 
@@ -54,6 +55,10 @@ struct SchedulerOptions {
   double timeout_factor = 5.0;
   // Global batch; 0 = the spec's training.global_batch.
   int64_t global_batch = 0;
+  // A sample named in this many accepted PartitionFailed.bad_samples
+  // reports is quarantined: unavailable, never committed
+  // (scheduler/quarantine.h). 0 = never.
+  int32_t quarantine_after = 3;
 
   Status Validate() const;
 };
@@ -131,6 +136,8 @@ class SchedulerState {
   // Iterations planned by the even fallback because the policy returned an
   // error or an invalid plan (IterationPlanned.policy_error).
   int64_t policy_failures() const { return policy_failures_; }
+  // Samples whose records keep failing their check (scheduler/quarantine.h).
+  const SampleQuarantine& quarantine() const { return quarantine_; }
 
   // Nodes no other worker reads from (SourceDistrusted updates; issue 19).
   bool distrusted(int node) const { return !distrusted_.empty() && distrusted_[node]; }
@@ -157,7 +164,10 @@ class SchedulerState {
   Status ApplyMembership(int32_t node, int64_t view, bool registered_event, bool alive);
   Status ApplyIterationPlanned(const loft::v1::IterationPlanned& u);
   Status ApplyDone(const loft::v1::PartitionDoneUpdate& u);
-  Status ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms, bool timed_out);
+  Status ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms, bool timed_out,
+                     std::span<const uint64_t> bad_samples = {});
+  // Takes a quarantined, pooled sample out of the pool as unavailable.
+  Status SetAside(uint64_t id);
   Status ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u);
   Status ApplySourceDistrusted(const loft::v1::SourceDistrusted& u);
   void MaybeDeliverObservations(int64_t iteration);
@@ -177,6 +187,7 @@ class SchedulerState {
   int64_t policy_failures_ = 0;
   std::vector<bool> distrusted_;  // empty: none (keeps ToJson/Digest of runs without any unchanged)
   int64_t distrusted_reads_committed_ = 0;
+  SampleQuarantine quarantine_;
   std::vector<bool> registered_;
   std::vector<bool> alive_;
   int64_t view_ = 0;

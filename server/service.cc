@@ -1,6 +1,7 @@
 #include "server/service.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 
 #include "cache/manifest.h"
 #include "core/codec.h"
+#include "core/durable_file.h"
+#include "server/message_limits.h"
 
 namespace loft::server {
 namespace fs = std::filesystem;
@@ -72,6 +75,12 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
                         registry->AddCounter("loft_scheduler_committed_by_ring_total",
                                              "Partitions committed on their worker's behalf because the "
                                              "ring applied their gradient (instead of a retry)."));
+  LOFT_ASSIGN_OR_RETURN(
+      s->c_reports_ignored_,
+      registry->AddCounter("loft_scheduler_reports_ignored_total",
+                           "PartitionDone/PartitionFailed for an unknown, finished or superseded partition "
+                           "attempt: counted and dropped, never journaled.",
+                           {"type"}));
   LOFT_ASSIGN_OR_RETURN(s->poison_reports_, sched::PoisonReports::Create(registry));
   LOFT_ASSIGN_OR_RETURN(s->ring_detection_, sched::RingDetection::Create(registry));
   if (!opts.manifest.empty()) {
@@ -101,20 +110,23 @@ Status SchedulerService::Init(double now_ms) {
   sched::JournalOptions jo;
   jo.sync = opts_.journal_sync;
   LOFT_ASSIGN_OR_RETURN(journal_, sched::Journal::Open(opts_.journal_dir, jo));
-  LOFT_ASSIGN_OR_RETURN(auto updates, journal_->ReadAll());
-  LOFT_ASSIGN_OR_RETURN(job_id_, LoadOrCreateJobId(updates.empty()));
+  const bool fresh = journal_->next_seq() == 0;
+  LOFT_ASSIGN_OR_RETURN(job_id_, LoadOrCreateJobId(fresh));
   so.job_id = job_id_;
-  if (updates.empty()) {
-    LOFT_ASSIGN_OR_RETURN(driver_, sched::JobDriver::Create(spec_, opts_.policy, so));
-  } else {
-    LOFT_ASSIGN_OR_RETURN(driver_, sched::JobDriver::Recover(spec_, opts_.policy, so, updates));
+  LOFT_ASSIGN_OR_RETURN(driver_, sched::JobDriver::Create(spec_, opts_.policy, so));
+  if (!fresh) {
+    // Replayed in chunks: the journal is never held whole in memory.
+    LOFT_ASSIGN_OR_RETURN(const uint64_t replayed,
+                          journal_->ReadInChunks(4096, [this](std::span<const v1::StateUpdate> c) {
+                            return driver_->Replay(c);
+                          }));
     recovered_ = true;
     started_ = driver_->state().next_iteration() > 0;
     const auto& c = driver_->state().ledger().counters();
     spdlog::warn(
         "recovered from journal {}: {} updates, view {}, epoch {}, next iteration {}, {} committed, "
         "{} partitions in flight",
-        opts_.journal_dir, updates.size(), driver_->state().view(), driver_->state().epoch(),
+        opts_.journal_dir, replayed, driver_->state().view(), driver_->state().epoch(),
         driver_->state().next_iteration(), c.samples_committed, driver_->state().ledger().in_flight());
     LoadSessions(now_ms);
   }
@@ -152,19 +164,14 @@ StatusOr<uint64_t> SchedulerService::LoadOrCreateJobId(bool fresh_journal) {
   std::random_device rd;
   uint64_t id = 0;
   while (id == 0) id = (uint64_t{rd()} << 32) ^ rd();
-  const fs::path tmp = fs::path(opts_.journal_dir) / "job_id.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << fmt::format("{:016x}\n", id);
-    out.flush();
-    if (!out) return IOError(fmt::format("cannot write {}", tmp.string()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec)
-    return IOError(fmt::format("cannot rename {} to {}: {}", tmp.string(), path.string(), ec.message()));
+  LOFT_RETURN_IF_ERROR(WriteFileDurably(path.string(), fmt::format("{:016x}\n", id)));
   spdlog::info("new job {:016x} (journal {})", id, opts_.journal_dir);
   return id;
+}
+
+void SchedulerService::CountIgnored(const char* type) {
+  ++reports_ignored_;
+  c_reports_ignored_->WithLabels({type}).Increment();
 }
 
 int64_t SchedulerService::target_iterations() const {
@@ -220,6 +227,7 @@ StatusOr<int32_t> SchedulerService::Authenticate(const PeerInfo& peer, int32_t n
 Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, double now_ms,
                                 v1::Envelope* reply, int32_t* sender_node) {
   *sender_node = -1;
+  LOFT_RETURN_IF_ERROR(CheckFieldSizes(in, spec_));  // server/message_limits.h
   switch (in.body_case()) {
     case v1::Envelope::kRegisterRequest:
       return OnRegister(in.register_request(), peer, now_ms, reply, sender_node);
@@ -283,9 +291,20 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       *sender_node = node;
       nodes_[node].last_seen_ms = now_ms;
       if (d.timings().has_training()) {
-        pending_training_[d.partition_id()] = d.timings().training();
         ring_detection_.RecordOffences(node, d.timings().training(), spec_.num_nodes());
       }
+      if (!WouldApply(driver_->state().ledger(), d.partition_id(), d.attempt(), node)) {
+        // Changes no state: counted, not journaled. Its training report
+        // still votes (the partition may have been committed by the ring).
+        if (const auto* r = driver_->state().ledger().Find(d.partition_id());
+            r != nullptr && r->partition.worker() == node && d.timings().has_training()) {
+          ring_.RecordVotes(driver_->state().ledger(), r->partition.iteration(), node,
+                            d.timings().training());
+        }
+        CountIgnored("partition_done");
+        return OkStatus();
+      }
+      if (d.timings().has_training()) pending_training_[d.partition_id()] = d.timings().training();
       AckedPartition acked;
       if (const auto* r = driver_->state().ledger().Find(d.partition_id()); r != nullptr) {
         acked = {r->partition.id(), r->partition.iteration(), r->partition.worker(), r->sent_ms};
@@ -320,15 +339,30 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, f.node()));
       *sender_node = node;
       nodes_[node].last_seen_ms = now_ms;
+      LOFT_RETURN_IF_ERROR(OnPoisonReport(node, f, now_ms));
+      if (!WouldApply(driver_->state().ledger(), f.partition_id(), f.attempt(), node)) {
+        CountIgnored("partition_failed");  // changes no state: not journaled
+        spdlog::debug("ignored failure report of partition {} attempt {} from {}", f.partition_id(),
+                      f.attempt(), spec_.nodes[node].name);
+        return OkStatus();
+      }
       spdlog::info("partition {} attempt {} failed on {}: {}", f.partition_id(), f.attempt(),
                    spec_.nodes[node].name, f.reason());
-      LOFT_RETURN_IF_ERROR(OnPoisonReport(node, f, now_ms));
       if (const auto* r = driver_->state().ledger().Find(f.partition_id());
           r != nullptr && r->partition.worker() == node && r->partition.attempt() == f.attempt()) {
         LOFT_ASSIGN_OR_RETURN(bool committed, CommitIfApplied(f.partition_id(), now_ms));
         if (committed) return OkStatus();
       }
+      const size_t quarantined = driver_->state().quarantine().samples().size();
       LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionFailed(f, now_ms));
+      if (driver_->state().quarantine().samples().size() != quarantined)
+        spdlog::error(
+            "QUARANTINE: {} reported the stored records of samples [{}] of partition {} unreadable "
+            "(failed their check); quarantined after {} reports, {} samples are now unavailable (never "
+            "committed)",
+            spec_.nodes[node].name, fmt::join(f.bad_samples().begin(), f.bad_samples().end(), ","),
+            f.partition_id(), driver_->state().quarantine().after(),
+            driver_->state().quarantine().samples().size());
       Record(u);
       Observe(u, now_ms);
       return OkStatus();
@@ -391,6 +425,7 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerIn
   r->set_job_config_yaml(spec_text_);
   r->set_job(job_id_);
   r->set_sample_digests(sample_digests_);
+  r->set_heartbeat_interval_ms(static_cast<int32_t>(opts_.heartbeat_interval_ms));
   view_dirty_ = true;
   return OkStatus();
 }

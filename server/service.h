@@ -237,6 +237,10 @@ class SchedulerService {
   metrics::HistogramFamily* h_journal_ = nullptr;
   metrics::CounterFamily* c_planned_ahead_ = nullptr;
   metrics::CounterFamily* c_committed_by_ring_ = nullptr;
+  // Reports that change no state (server/message_limits.h WouldApply).
+  void CountIgnored(const char* type);
+  int64_t reports_ignored_ = 0;
+  metrics::CounterFamily* c_reports_ignored_ = nullptr;
 };
 
 }  // namespace loft::server

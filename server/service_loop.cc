@@ -397,6 +397,8 @@ Status SchedulerService::Tick(double now_ms) {
   g_ledger_->WithLabels({"lost"}).Set(static_cast<double>(c.lost));
   g_ledger_->WithLabels({"retries"}).Set(static_cast<double>(c.retries));
   g_ledger_->WithLabels({"epochs_completed"}).Set(static_cast<double>(c.epochs_completed));
+  g_ledger_->WithLabels({"unavailable"})
+      .Set(static_cast<double>(driver_->state().quarantine().unavailable()));
   return OkStatus();
 }
 

@@ -8,54 +8,58 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cache/manifest.h"
+#include "core/durable_file.h"
 #include "server/service.h"
+#include "server/sessions_file.h"
 
 namespace loft::server {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+// The first 1,000 quarantined sample ids (the count is "unavailable").
+json QuarantinedIds(const sched::SampleQuarantine& q) {
+  json ids = json::array();
+  for (uint64_t id : q.samples()) {
+    if (ids.size() >= 1000) break;
+    ids.push_back(id);
+  }
+  return ids;
+}
+}  // namespace
+
 Status SchedulerService::SaveSessions() const {
-  json j = json::array();
+  std::vector<SessionEntry> entries;
   for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
     const NodeSession& n = nodes_[node];
     if (!n.connected) continue;
-    j.push_back({{"node", node},
-                 {"peer_endpoint", n.peer_endpoint},
-                 {"ring_endpoint", n.ring_endpoint},
-                 {"credits", n.flow.window},
-                 {"cache_samples", n.cache.samples()}});
+    entries.push_back({node, n.peer_endpoint, n.ring_endpoint, n.flow.window, n.cache.samples()});
   }
-  fs::path tmp = fs::path(opts_.journal_dir) / "sessions.json.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(1);
-    if (!out) return IOError("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, fs::path(opts_.journal_dir) / "sessions.json", ec);
-  if (ec) return IOError("cannot rename " + tmp.string() + ": " + ec.message());
-  return OkStatus();
+  return WriteFileDurably((fs::path(opts_.journal_dir) / "sessions.json").string(), SessionsToJson(entries));
 }
 
 void SchedulerService::LoadSessions(double now_ms) {
-  std::ifstream in(fs::path(opts_.journal_dir) / "sessions.json");
+  const std::string path = (fs::path(opts_.journal_dir) / "sessions.json").string();
+  std::ifstream in(path);
   if (!in) return;
-  json j = json::parse(in, nullptr, false);
-  if (!j.is_array()) {
-    spdlog::warn("ignoring malformed sessions.json in {}", opts_.journal_dir);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto entries = ParseSessions(text.str(), path);
+  if (!entries.ok()) {
+    spdlog::error("ignoring sessions file: {} (agents register again)", entries.status().message());
     return;
   }
-  for (const auto& e : j) {
-    int node = e.value("node", -1);
-    if (node < 0 || node >= spec_.num_nodes() || !driver_->state().alive(node)) continue;
-    NodeSession& n = nodes_[node];
+  for (const SessionEntry& e : *entries) {
+    if (e.node < 0 || e.node >= spec_.num_nodes() || !driver_->state().alive(e.node)) continue;
+    NodeSession& n = nodes_[e.node];
     n.connected = true;
-    n.peer_endpoint = e.value("peer_endpoint", "");
-    n.ring_endpoint = e.value("ring_endpoint", "");
-    n.flow.Open(std::clamp<int64_t>(e.value("credits", int64_t{1}), 1, sched::kMaxCredits));
-    n.cache.set_samples(e.value("cache_samples", int64_t{0}));
+    n.peer_endpoint = e.peer_endpoint;
+    n.ring_endpoint = e.ring_endpoint;
+    n.flow.Open(std::clamp<int64_t>(e.credits, 1, sched::kMaxCredits));
+    n.cache.set_samples(e.cache_samples);
     n.last_seen_ms = now_ms;
   }
 }
@@ -72,6 +76,7 @@ std::string SchedulerService::StatusJson(double now_ms) const {
   j["plan_ahead"] = gate_->plan_ahead();
   j["planned_ahead"] = planned_ahead_;          // iterations planned while the previous one ran
   j["committed_by_ring"] = committed_by_ring_;  // partitions committed from the ring's reports
+  j["reports_ignored"] = reports_ignored_;      // done/failed reports that changed nothing (not journaled)
   j["finished"] = finished_;
   j["recovered"] = recovered_;
   j["live_nodes"] = st.LiveNodes();
@@ -125,7 +130,10 @@ std::string SchedulerService::StatusJson(double now_ms) const {
                  {"timed_out", c.timed_out},
                  {"acks_ignored", c.acks_ignored},
                  {"epochs_completed", c.epochs_completed},
-                 {"in_flight", st.ledger().in_flight()}};
+                 {"in_flight", st.ledger().in_flight()},
+                 // Quarantined samples (scheduler/quarantine.h): left out, never committed.
+                 {"unavailable", st.quarantine().unavailable()},
+                 {"unavailable_samples", QuarantinedIds(st.quarantine())}};
   const double start = first_plan_ms_ >= 0 ? first_plan_ms_ : started_ms_;
   if (!training_.empty()) {
     // Per iteration: mean worker loss, test accuracy when evaluated, and

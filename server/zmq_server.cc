@@ -9,6 +9,7 @@
 #include "core/cluster_spec.h"
 #include "core/codec.h"
 #include "core/zmq_util.h"
+#include "server/message_limits.h"
 
 namespace loft::server {
 namespace fs = std::filesystem;
@@ -56,13 +57,18 @@ Status ZmqSchedulerServer::Init() {
   std::string base = opts_.cluster_spec;
   if (auto pos = base.find_last_of('/'); pos != std::string::npos) base = base.substr(pos + 1);
   LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, ParseClusterSpec(spec_yaml, base));
+  const size_t inbound_limit = InboundMessageLimit(spec, static_cast<size_t>(opts_.max_message_bytes));
   LOFT_ASSIGN_OR_RETURN(service_, SchedulerService::Create(opts_, std::move(spec), std::move(spec_yaml), this,
                                                            &registry_, clock_->NowMillis()));
 
   SocketOptions so;
-  so.max_message_bytes = static_cast<size_t>(opts_.max_message_bytes);
-  so.send_hwm = 10000;
-  so.recv_hwm = 10000;
+  // Bounded per-peer queues (server/message_limits.h): what a peer may
+  // send is capped per message type, so inbound is at most
+  // kRecvHwm x InboundMessageLimit per connection; outbound per peer is
+  // kSendHwm messages (a peer that does not read loses the excess).
+  so.max_message_bytes = inbound_limit;
+  so.send_hwm = kSendHwm;
+  so.recv_hwm = kRecvHwm;
   if (opts_.insecure) {
     spdlog::warn("*** INSECURE MODE: CURVE authentication is OFF on {} (loopback development only) ***",
                  opts_.bind);

@@ -5,6 +5,13 @@
 //                                       withholds the next: the scheduler must
 //                                       not send a second partition until it
 //                                       grants again
+//   it_client flood ENDPOINT KEYS_DIR NAME NODE SECONDS
+//                                       an authenticated agent (CURVE key NAME)
+//                                       that never registers: a 100 KB failure
+//                                       reason must get an Error naming the
+//                                       field, then a 15 MB one, then SECONDS of
+//                                       reports for unknown partitions as fast as
+//                                       the scheduler takes them; prints counts
 // Exit 0 = the checks held; 1 = a check failed (message on stderr).
 #include <chrono>
 #include <cstdio>
@@ -17,6 +24,7 @@
 #include <zmq.hpp>
 
 #include "core/codec.h"
+#include "core/curve.h"
 #include "core/zmq_util.h"
 
 namespace {
@@ -168,6 +176,90 @@ int SlowAgent(const std::string& ep, const std::string& node_name) {
   return 0;
 }
 
+int Flood(const std::string& ep, const std::string& keys, const std::string& name, int32_t node,
+          double seconds) {
+  zmq::context_t ctx(1);
+  loft::SocketOptions so;
+  so.send_timeout_ms = 0;
+  auto own = loft::ReadCurveKeyPair(keys + "/" + name + ".key");
+  auto server = loft::ReadCurvePublicKey(keys + "/scheduler.pub");
+  if (!own.ok() || !server.ok()) return Fail("cannot read CURVE keys from " + keys);
+  so.curve_own = *own;
+  so.curve_server_public = *server;
+  auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+  if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect");
+  auto failed = [&](uint64_t id, size_t reason_bytes) {
+    loft::v1::Envelope e;
+    e.set_protocol_version(loft::kProtocolVersion);
+    auto* f = e.mutable_partition_failed();
+    f->set_partition_id(id);
+    f->set_node(node);
+    f->set_reason(std::string(reason_bytes, 'x'));
+    return e;
+  };
+  // 1. An oversized field in a message of acceptable size: an Error naming
+  // it. (A failed check is reported at the end: the flood still runs.)
+  int failed_check = 0;
+  {
+    auto e = failed(1, 100 * 1000);
+    if (!loft::SendEnvelope(*s, e).ok()) return Fail("send 100 KB reason");
+    auto r = Await(*s, 5000, [](const loft::v1::Envelope& x) { return x.has_error(); });
+    if (!r) {
+      failed_check = Fail("no Error for a 100 KB PartitionFailed.reason");
+    } else {
+      std::fprintf(stderr, "100 KB reason: %s\n", r->error().message().c_str());
+      if (r->error().message().find("PartitionFailed.reason") == std::string::npos)
+        failed_check = Fail("the Error does not name PartitionFailed.reason: " + r->error().message());
+    }
+  }
+  // 2. A 15 MB reason (over the scheduler's inbound limit: the connection is
+  // dropped by ZeroMQ, the message never reaches the scheduler).
+  {
+    auto e = failed(2, 15u << 20);
+    (void)loft::SendEnvelope(*s, e, /*dontwait=*/true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    s->close();
+    so.linger_ms = 5000;  // the flood's queued messages are delivered before exit
+    s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+    if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot reconnect");
+  }
+  // 3. Flood: unknown partitions, max-size reasons (random printable text,
+  // which RocksDB cannot compress away) and timings.
+  std::mt19937_64 rng(7);
+  std::vector<std::string> reasons(1024, std::string(4000, ' '));
+  for (auto& r : reasons)
+    for (auto& ch : r) ch = static_cast<char>('!' + rng() % 94);
+  int64_t sent = 0, blocked = 0, errors = 0;
+  const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (Clock::now() < end) {
+    loft::v1::Envelope e;
+    if (rng() % 2) {
+      e = failed(rng() | 1, 0);
+      e.mutable_partition_failed()->set_reason(reasons[rng() % reasons.size()]);
+    } else {
+      e.set_protocol_version(loft::kProtocolVersion);
+      auto* d = e.mutable_partition_done();
+      d->set_partition_id(rng() | 1);
+      d->set_node(node);
+      d->mutable_timings()->set_compute_ms(1);
+    }
+    if (loft::SendEnvelope(*s, e, /*dontwait=*/true).ok()) {
+      ++sent;
+    } else {
+      ++blocked;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    while (true) {
+      auto r = loft::RecvMultipart(*s, /*dontwait=*/true);
+      if (!r.ok() || r->empty()) break;
+      ++errors;
+    }
+  }
+  std::printf("{\"sent\": %lld, \"blocked\": %lld, \"replies\": %lld}\n", static_cast<long long>(sent),
+              static_cast<long long>(blocked), static_cast<long long>(errors));
+  return failed_check;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,6 +271,8 @@ int main(int argc, char** argv) {
   try {
     if (mode == "garbage") return Garbage(argv[2], std::stoi(argv[3]));
     if (mode == "slow-agent") return SlowAgent(argv[2], argv[3]);
+    if (mode == "flood" && argc == 7)
+      return Flood(argv[2], argv[3], argv[4], std::stoi(argv[5]), std::stod(argv[6]));
   } catch (const std::exception& e) {
     return Fail(e.what());
   }

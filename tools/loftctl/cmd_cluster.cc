@@ -560,7 +560,10 @@ Status ClusterRun(const RunOptions& ro) {
                   {"lost", l.value("lost", int64_t{0})},
                   {"retries", l.value("retries", int64_t{0})},
                   {"failed", l.value("failed", int64_t{0})},
-                  {"timed_out", l.value("timed_out", int64_t{0})}};
+                  {"timed_out", l.value("timed_out", int64_t{0})},
+                  {"unavailable", l.value("unavailable", int64_t{0})},
+                  {"unavailable_samples",
+                   l.contains("unavailable_samples") ? l["unavailable_samples"] : nlohmann::json::array()}};
   // Training: final accuracy, loss and test accuracy over wall time.
   std::map<int64_t, nlohmann::json> train_by_it;
   if (last.contains("training")) {

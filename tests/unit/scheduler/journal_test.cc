@@ -350,3 +350,29 @@ TEST_CASE("Journal: large and small writes and a rejected batch read back exactl
     CHECK(Journal::EncodeValue((*all)[i]) == Journal::EncodeValue(written[i]));
   }
 }
+
+TEST_CASE("Journal: ReadInChunks hands every entry over in order, in bounded spans", "[journal]") {
+  TempDir dir;
+  auto j = Journal::Open(dir.path.string());
+  REQUIRE(j.ok());
+  for (int i = 0; i < 10; ++i) REQUIRE((*j)->Append(Registered(i, i + 1)).ok());
+  std::vector<size_t> sizes;
+  std::vector<int> nodes;
+  auto n = (*j)->ReadInChunks(3, [&](std::span<const loft::v1::StateUpdate> c) {
+    sizes.push_back(c.size());
+    for (const auto& u : c) nodes.push_back(u.worker_registered().node());
+    return loft::OkStatus();
+  });
+  REQUIRE(n.ok());
+  CHECK(*n == 10);
+  CHECK(sizes == std::vector<size_t>{3, 3, 3, 1});
+  CHECK(nodes == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  // The callback's error stops the read.
+  int calls = 0;
+  auto stopped = (*j)->ReadInChunks(4, [&](std::span<const loft::v1::StateUpdate>) {
+    ++calls;
+    return loft::Internal("stop");
+  });
+  CHECK(stopped.status().code() == loft::StatusCode::kInternal);
+  CHECK(calls == 1);
+}

@@ -613,12 +613,53 @@ TEST_CASE("authenticated peers speak only for their own node; unexpected message
   CHECK(reply.register_reply().node() == 0);
   CHECK(Send(*s, Credit(0, 0), 1).code() == loft::StatusCode::kInvalidArgument);
   CHECK(Send(*s, Credit(0, 1), 1, nullptr, rogue).code() == loft::StatusCode::kPermissionDenied);
-  // Garbage acks for unknown partitions are ignored and counted, not errors.
+  // Garbage acks for unknown partitions are ignored and counted, not errors
+  // (before the driver: the ledger never sees them, nothing is journaled).
   loft::v1::Envelope bogus;
   bogus.mutable_partition_done()->set_partition_id(999);
   bogus.mutable_partition_done()->set_node(0);
   CHECK(Send(*s, bogus, 2, nullptr, ok).ok());
-  CHECK(Status(*s, 2)["ledger"]["acks_ignored"] == 1);
+  CHECK(Status(*s, 2)["reports_ignored"] == 1);
+  CHECK(Status(*s, 2)["ledger"]["acks_ignored"] == 0);
+  // A field over its bound is refused, naming it.
+  loft::v1::Envelope big;
+  big.mutable_partition_failed()->set_partition_id(999);
+  big.mutable_partition_failed()->set_node(0);
+  big.mutable_partition_failed()->set_reason(std::string(5000, 'x'));
+  auto st = Send(*s, big, 3, nullptr, ok);
+  CHECK(st.code() == loft::StatusCode::kInvalidArgument);
+  CHECK(st.message().find("PartitionFailed.reason has 5000 bytes") != std::string::npos);
+}
+
+TEST_CASE("reports that change no state are not journaled") {
+  Fixture f;
+  uint64_t seq = 0;
+  {
+    auto s = f.Make();
+    REQUIRE(Send(*s, Register("edge-0", 1), 0).ok());
+    REQUIRE(s->Tick(1).ok());
+    auto j = loft::sched::Journal::Open(f.opts.journal_dir);
+    CHECK_FALSE(j.ok());  // held open by the service (RocksDB lock)
+  }
+  {
+    auto j = loft::sched::Journal::Open(f.opts.journal_dir);
+    REQUIRE(j.ok());
+    seq = (*j)->next_seq();
+  }
+  {
+    auto s = f.Make();
+    for (uint64_t id = 1000; id < 1100; ++id) {
+      loft::v1::Envelope e;
+      e.mutable_partition_failed()->set_partition_id(id);
+      e.mutable_partition_failed()->set_node(0);
+      e.mutable_partition_failed()->set_reason(std::string(4000, 'r'));
+      CHECK(Send(*s, e, 2).ok());
+    }
+    CHECK(Status(*s, 3)["reports_ignored"] == 100);
+  }
+  auto j = loft::sched::Journal::Open(f.opts.journal_dir);
+  REQUIRE(j.ok());
+  CHECK((*j)->next_seq() == seq);
 }
 
 TEST_CASE("the job id is random per fresh journal, kept across restarts, and sent to agents") {

@@ -1,0 +1,136 @@
+// Corrupt-record livelock (issue 18): a sample whose record fails its check
+// on its only holder is quarantined after SchedulerOptions.quarantine_after
+// failure reports, the epoch completes without it, it is never committed,
+// every other sample is committed once per epoch, and replay rebuilds it.
+#include "scheduler/quarantine.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+
+#include "scheduler/driver.h"
+#include "state_fakes.h"
+
+using loft::sched::JobDriver;
+using loft::sched::SampleQuarantine;
+using loft::sched::SchedulerOptions;
+using loft::sched::Updates;
+using loft::sched::testing::FakePolicy;
+using loft::sched::testing::SmallSpec;
+
+TEST_CASE("SampleQuarantine: the after-th report quarantines, once", "[quarantine]") {
+  SampleQuarantine q(3);
+  CHECK_FALSE(q.Report(7));
+  CHECK_FALSE(q.Report(7));
+  CHECK(q.reports(7) == 2);
+  CHECK(q.Report(7));
+  CHECK(q.quarantined(7));
+  CHECK_FALSE(q.Report(7));
+  CHECK(q.samples() == std::set<uint64_t>{7});
+  SampleQuarantine never(0);
+  for (int i = 0; i < 10; ++i) CHECK_FALSE(never.Report(1));
+}
+
+namespace {
+
+struct Run {
+  std::map<int64_t, std::vector<uint64_t>> committed;  // epoch -> committed ids
+  int64_t failures = 0;
+};
+
+// Runs until `epochs` epochs completed (or a guard); every partition holding
+// `bad` fails, naming it. Returns the commits.
+Run RunWithBadSample(JobDriver& drv, Updates& journal, uint64_t bad, int epochs, bool name_it = true) {
+  Run r;
+  const auto& st = drv.state();
+  auto take = [&](const loft::StatusOr<Updates>& u) {
+    INFO(u.status().ToString());
+    REQUIRE(u.ok());
+    journal.insert(journal.end(), u->begin(), u->end());
+  };
+  double now = 0;
+  for (int i = 0; i < st.spec().num_nodes(); ++i) take(drv.RegisterWorker(i, now));
+  for (int guard = 0; st.ledger().counters().epochs_completed < epochs && guard < 400; ++guard) {
+    now += 10;
+    auto planned = drv.PlanNextIteration(now);
+    take(planned);
+    for (const auto& p : JobDriver::PartitionsToSend(*planned)) {
+      take(drv.OnPartitionSent(p.id(), p.attempt(), now));
+      const bool holds_bad =
+          std::find(p.sample_ids().begin(), p.sample_ids().end(), bad) != p.sample_ids().end();
+      if (holds_bad) {
+        loft::v1::PartitionFailed f;
+        f.set_partition_id(p.id());
+        f.set_attempt(p.attempt());
+        f.set_node(p.worker());
+        f.set_reason("local sample: record failed its CRC");
+        if (name_it) {
+          f.add_bad_samples(bad);
+          f.add_bad_samples(bad);       // named twice: counts once
+          f.add_bad_samples(1u << 30);  // not in the partition: ignored
+        }
+        take(drv.OnPartitionFailed(f, now));
+        ++r.failures;
+        continue;
+      }
+      loft::v1::PartitionDone d;
+      d.set_partition_id(p.id());
+      d.set_attempt(p.attempt());
+      d.set_node(p.worker());
+      take(drv.OnPartitionDone(d, now + 1));
+      r.committed[p.epoch()].insert(r.committed[p.epoch()].end(), p.sample_ids().begin(),
+                                    p.sample_ids().end());
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("JobDriver: a sample that keeps failing is quarantined and the epoch completes", "[quarantine]") {
+  const auto spec = SmallSpec(600, 1, 64);
+  SchedulerOptions opt;
+  opt.quarantine_after = 3;
+  auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(true), opt);
+  REQUIRE(d.ok());
+  Updates journal;
+  const uint64_t bad = 123;
+  Run r = RunWithBadSample(**d, journal, bad, 3);
+  const auto& st = (*d)->state();
+  const auto& c = st.ledger().counters();
+  REQUIRE(c.epochs_completed == 3);
+  CHECK(st.quarantine().samples() == std::set<uint64_t>{bad});
+  CHECK(r.failures == 3);  // three attempts in epoch 0; later epochs never hand it out
+  for (int e = 0; e < 3; ++e) {
+    std::vector<uint64_t> ids = r.committed[e];
+    std::sort(ids.begin(), ids.end());
+    REQUIRE(ids.size() == 599);  // every other sample once, the bad one never
+    CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+    CHECK_FALSE(std::binary_search(ids.begin(), ids.end(), bad));
+  }
+  CHECK(c.duplicates == 0);
+  CHECK(c.lost == 0);
+  CHECK(st.quarantine().unavailable() >= 3);  // epochs 0, 1, 2 (and the current one)
+  CHECK(st.ToJson().find("\"quarantine\"") != std::string::npos);
+  auto replayed = JobDriver::RecoverWithPolicy(spec, std::make_unique<FakePolicy>(true), opt, journal);
+  REQUIRE(replayed.ok());
+  CHECK((*replayed)->state().ToJson() == st.ToJson());
+}
+
+TEST_CASE("JobDriver: without sample reports (or quarantine off) the epoch never completes", "[quarantine]") {
+  // The livelock this fixes: with replication 1 the partition fails forever.
+  const auto spec = SmallSpec(600, 1, 64);
+  for (bool name_it : {false, true}) {
+    SchedulerOptions opt;
+    opt.quarantine_after = name_it ? 0 : 3;
+    auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(true), opt);
+    REQUIRE(d.ok());
+    Updates journal;
+    Run r = RunWithBadSample(**d, journal, 123, 1, name_it);
+    CHECK((*d)->state().ledger().counters().epochs_completed == 0);
+    CHECK(r.failures > 100);
+    CHECK((*d)->state().quarantine().samples().empty());
+    CHECK((*d)->state().ToJson().find("\"quarantine\"") == std::string::npos);
+  }
+}
