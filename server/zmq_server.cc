@@ -77,13 +77,12 @@ Status ZmqSchedulerServer::Init() {
     so.curve_server = true;
   }
   LOFT_ASSIGN_OR_RETURN(router_, MakeSocket(ctx_, zmq::socket_type::router, so));
-  try {
-    // A restarted agent reconnects with the same routing id (its node
-    // name) before the old connection is reaped: the new one takes over.
-    router_.set(zmq::sockopt::router_handover, 1);
-  } catch (const zmq::error_t& e) {
-    return ZmqError(e, "ZMQ_ROUTER_HANDOVER");
-  }
+  // No ROUTER_HANDOVER: a connection's routing id is never taken over by
+  // a later connection claiming the same id. Agents use a fresh secret id
+  // per connection (core/zmq_util.h UniqueRoutingId), and a node's route
+  // is only set from a message that authenticated as that node (CURVE
+  // User-Id = node name, SchedulerService::Authenticate), so a restarted
+  // agent gets a new route with its first message.
   LOFT_RETURN_IF_ERROR(Bind(router_, opts_.bind));
   LOFT_ASSIGN_OR_RETURN(endpoint_, LastEndpoint(router_));
   spdlog::info("scheduler listening on {}", endpoint_);

@@ -5,10 +5,16 @@
 //                                       withholds the next: the scheduler must
 //                                       not send a second partition until it
 //                                       grants again
+//   it_client hijack ENDPOINT KEYS_DIR KEY ROUTING_ID SECONDS
+//                                       connect with KEYS_DIR/KEY.key (a listed
+//                                       key) under another node's routing id,
+//                                       reconnecting every second; print one
+//                                       JSON line counting what arrived, by body
 // Exit 0 = the checks held; 1 = a check failed (message on stderr).
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -17,6 +23,7 @@
 #include <zmq.hpp>
 
 #include "core/codec.h"
+#include "core/curve.h"
 #include "core/zmq_util.h"
 
 namespace {
@@ -168,6 +175,43 @@ int SlowAgent(const std::string& ep, const std::string& node_name) {
   return 0;
 }
 
+// A holder of a listed key (loftctl's, another node's) claims a node's
+// routing id. Each second it reconnects (so it would also take the id back
+// after the real agent reconnected) and sends a StatusRequest (a message
+// any listed key may send). Everything that arrives is counted by body.
+int Hijack(const std::string& ep, const std::string& keys_dir, const std::string& key,
+           const std::string& routing_id, int seconds) {
+  auto own = loft::ReadCurveKeyPair(keys_dir + "/" + key + ".key");
+  auto sched = loft::ReadCurvePublicKey(keys_dir + "/scheduler.pub");
+  if (!own.ok() || !sched.ok()) return Fail("cannot read the keys in " + keys_dir);
+  zmq::context_t ctx(1);
+  std::map<std::string, int> got;
+  const auto end = Clock::now() + std::chrono::seconds(seconds);
+  while (Clock::now() < end) {
+    loft::SocketOptions so;
+    so.routing_id = routing_id;
+    so.curve_own = *own;
+    so.curve_server_public = *sched;
+    auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+    if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect");
+    loft::v1::Envelope req;
+    req.mutable_status_request();
+    (void)loft::SendEnvelope(*s, req, /*dontwait=*/true);
+    const auto round_end = std::min(end, Clock::now() + std::chrono::seconds(1));
+    while (Clock::now() < round_end) {
+      zmq::pollitem_t it[] = {{s->handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(it, 1, std::chrono::milliseconds(50));
+      if (!(it[0].revents & ZMQ_POLLIN)) continue;
+      auto env = loft::RecvEnvelope(*s);
+      if (env.ok()) ++got[std::string(loft::BodyName(*env))];
+    }
+    s->set(zmq::sockopt::linger, 0);
+  }
+  nlohmann::json j = got;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,6 +223,7 @@ int main(int argc, char** argv) {
   try {
     if (mode == "garbage") return Garbage(argv[2], std::stoi(argv[3]));
     if (mode == "slow-agent") return SlowAgent(argv[2], argv[3]);
+    if (mode == "hijack" && argc >= 7) return Hijack(argv[2], argv[3], argv[4], argv[5], std::stoi(argv[6]));
   } catch (const std::exception& e) {
     return Fail(e.what());
   }
