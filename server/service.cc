@@ -256,9 +256,18 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
         return InvalidArgument("peer report accuses node " + std::to_string(pr.accused()));
       spdlog::warn("node {} reports node {}: {} ({} times)", spec_.nodes[node].name,
                    spec_.nodes[pr.accused()].name, pr.reason(), pr.count());
-      if (accusations_.Report(node, pr.accused(), spec_.training.byzantine_tolerance))
-        spdlog::warn("evicting node {}: reported by {} nodes", spec_.nodes[pr.accused()].name,
-                     accusations_.reporters(pr.accused()));
+      int evicted = -1;
+      if (pr.reason() == "silent") {
+        const auto live = driver_->state().LiveNodes();
+        evicted = accusations_.ReportSilent(node, pr.accused(), std::set<int>(live.begin(), live.end()),
+                                            spec_.training.byzantine_tolerance);
+      } else if (accusations_.Report(node, pr.accused(), spec_.training.byzantine_tolerance)) {
+        evicted = pr.accused();
+      }
+      if (evicted >= 0)
+        spdlog::warn("evicting node {}: {}", spec_.nodes[evicted].name,
+                     evicted == node ? "it reports every other ring member silent (it hears nobody)"
+                                     : fmt::format("reported by {} nodes", accusations_.reporters(evicted)));
       return OkStatus();
     }
     case v1::Envelope::kCreditGrant: {
