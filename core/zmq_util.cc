@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <random>
+
 namespace loft {
 
 Status ZmqError(const zmq::error_t& e, const std::string& what) {
@@ -12,6 +14,13 @@ Status ZmqError(const zmq::error_t& e, const std::string& what) {
   if (n == ETERM) return Aborted(msg);
   if (n == EINVAL || n == EPROTONOSUPPORT || n == ENOCOMPATPROTO) return InvalidArgument(msg);
   return Unavailable(msg);
+}
+
+std::string UniqueRoutingId(const std::string& prefix) {
+  std::random_device rd;
+  std::string out = prefix + "/";
+  for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
+  return out;
 }
 
 StatusOr<zmq::socket_t> MakeSocket(zmq::context_t& ctx, zmq::socket_type type, const SocketOptions& o) {

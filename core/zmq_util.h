@@ -51,6 +51,12 @@ struct SocketOptions {
   std::string curve_server_public;  // Z85, client side
 };
 
+// A fresh routing id for one connection: "<prefix>/<128 random bits in
+// hex>". Unique per connection and, under CURVE, secret (sent encrypted in
+// the handshake), so no other key holder can claim it at a ROUTER; the
+// prefix only helps logs. Not a seedable simulation input.
+std::string UniqueRoutingId(const std::string& prefix);
+
 // Creates and configures a socket. Errors name the option that failed.
 StatusOr<zmq::socket_t> MakeSocket(zmq::context_t& ctx, zmq::socket_type type, const SocketOptions& opts);
 

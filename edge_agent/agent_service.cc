@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <future>
+#include <random>
 #include <unordered_map>
 
 #include "core/codec.h"
@@ -67,7 +68,10 @@ std::string RejectReason(const Status& st) {
 }
 
 AgentService::AgentService(AgentServiceOptions options, cache::SampleCache* cache, AgentMetrics* metrics)
-    : options_(std::move(options)), cache_(cache), metrics_(metrics), grants_(options_.max_grants) {}
+    : options_(std::move(options)), cache_(cache), metrics_(metrics), grants_(options_.max_grants) {
+  std::random_device rd;
+  while (incarnation_ == 0) incarnation_ = (uint64_t{rd()} << 32) ^ rd();
+}
 
 PeerReply AgentService::HandlePeer(std::string_view frame, size_t extra_frames, const std::string& user_id) {
   PeerReply out;
@@ -224,8 +228,17 @@ SchedulerEffects AgentService::HandleScheduler(std::string_view frame, size_t ex
       break;
     case E::kAssignment: {
       const v1::Partition& p = env->assignment().partition();
+      if (seen_.Contains(p.id(), p.attempt())) {
+        // Already accepted (running or reported): training it again would
+        // count its samples twice. No reply: its one report is, or was, sent.
+        spdlog::info("partition {} attempt {} was already accepted: duplicate assignment dropped", p.id(),
+                     p.attempt());
+        metrics_->partitions->WithLabels({"duplicate"}).Increment();
+        break;
+      }
       Status st = Accept(p);
       if (st.ok()) {
+        seen_.Add(p.id(), p.attempt());
         ++in_flight_;
         metrics_->in_flight->Set(in_flight_);
         fx.run.push_back(p);
@@ -273,6 +286,7 @@ v1::Envelope AgentService::MakeRegister(const v1::CacheSummary& summary) const {
   *r->mutable_cache() = summary;
   r->set_credits(options_.credits);
   r->set_ring_endpoint(options_.ring_endpoint);
+  r->set_incarnation(incarnation_);
   return env;
 }
 

@@ -39,6 +39,7 @@
 #include "core/status.h"
 #include "edge_agent/grant_table.h"
 #include "edge_agent/sample_guard.h"
+#include "edge_agent/seen_assignments.h"
 #include "edge_agent/trainer.h"
 
 namespace loft::agent {
@@ -110,6 +111,7 @@ class AgentService {
   PeerReply HandlePeer(std::string_view frame, size_t extra_frames, const std::string& user_id);
   SchedulerEffects HandleScheduler(std::string_view frame, size_t extra_frames);
 
+  // Carries this process's incarnation (RegisterRequest.incarnation).
   v1::Envelope MakeRegister(const v1::CacheSummary& summary) const;
   v1::Envelope MakeHeartbeat() const;
   v1::Envelope MakeCreditGrant(int credits) const;
@@ -131,6 +133,8 @@ class AgentService {
   cache::SampleCache* cache_;
   AgentMetrics* metrics_;
   GrantTable grants_;
+  SeenAssignments seen_;      // accepted (partition, attempt): a re-sent one is dropped
+  uint64_t incarnation_ = 0;  // random per process (RegisterRequest.incarnation)
   int in_flight_ = 0;
   int64_t poison_served_ = 0;  // poison_serve: forged records sent so far
 

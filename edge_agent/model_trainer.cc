@@ -108,13 +108,25 @@ StatusOr<RoundHellos> ModelTrainer::ExchangeHellos(const RingMembers& m, uint32_
   }
   RoundHellos x;
   x.members = m.nodes;
+  // A member whose hello does not come within the ring timeout fails the
+  // attempt; the others are still looked at (without waiting again) so
+  // that every silent member is known (ring_guard.h, silence).
+  Status silent;
   for (int n : m.nodes) {
     if (n == options_.node) {
       x.hellos.push_back(mine);
       continue;
     }
-    LOFT_ASSIGN_OR_RETURN(auto bytes, transport_->Recv(n, tag, options_.ring_timeout_ms));
-    auto h = DecodeHello(bytes);
+    auto bytes = transport_->Recv(n, tag, silent.ok() ? options_.ring_timeout_ms : 0);
+    if (!bytes.ok()) {
+      if (bytes.status().code() != StatusCode::kDeadlineExceeded) return bytes.status();
+      Silent(n, round);
+      if (silent.ok()) silent = bytes.status();
+      continue;
+    }
+    guard_.Heard(n);
+    if (!silent.ok()) continue;  // the attempt failed already
+    auto h = DecodeHello(*bytes);
     if (h.ok()) {
       if (guard_.OutOfWindow(last_round_, h->last_round))
         Offend(n, "out_of_window");  // a minority: never agreed
@@ -128,6 +140,7 @@ StatusOr<RoundHellos> ModelTrainer::ExchangeHellos(const RingMembers& m, uint32_
     bad.last_round = std::numeric_limits<int64_t>::min();
     x.hellos.push_back(bad);
   }
+  if (!silent.ok()) return silent;
   return x;
 }
 
@@ -362,6 +375,17 @@ void ModelTrainer::Offend(int from, const char* reason) {
   o.reason = reason;
   o.report = guard_.Offence(from);
   o.count = guard_.offences(from);
+  offences_.push_back(std::move(o));
+}
+
+void ModelTrainer::Silent(int from, uint32_t round) {
+  RingOffence o;
+  o.node = from;
+  o.reason = "silent";
+  o.report = guard_.Silent(from);
+  o.count = guard_.silent_rounds(from);
+  spdlog::warn("round {}: no hello from node {} within {} ms{}", round, from, options_.ring_timeout_ms,
+               o.report ? " again: reporting it" : "");
   offences_.push_back(std::move(o));
 }
 

@@ -162,6 +162,8 @@ class ModelTrainer final : public Trainer {
   void AnnouncePhantoms(int64_t view);
   // Records an offence by ring member `from` (edge_agent/ring_guard.h).
   void Offend(int from, const char* reason);
+  // Ring member `from` sent no hello of `round` in time (ring_guard.h, silence).
+  void Silent(int from, uint32_t round);
 
   ModelTrainerOptions options_;
   std::unique_ptr<models::Model> model_;

@@ -17,6 +17,11 @@ bool RingGuard::Offence(int from) {
   return n % every == 0;
 }
 
+bool RingGuard::Silent(int from) {
+  const int64_t n = ++silent_[from];
+  return n % std::max<int64_t>(1, options_.silent_after) == 0;
+}
+
 int64_t RingGuard::offences(int from) const {
   auto it = offences_.find(from);
   return it == offences_.end() ? 0 : it->second;

@@ -35,7 +35,7 @@ struct Batch {
 // a message from `node` or detected its chunk (edge_agent/ring_guard.h).
 struct RingOffence {
   int32_t node = -1;
-  std::string reason;   // malformed_hello | out_of_window | malformed_chunk | chunk_mismatch
+  std::string reason;   // malformed_hello | out_of_window | malformed_chunk | chunk_mismatch | silent
   int64_t count = 0;    // offences by `node` so far
   bool report = false;  // to be reported to the scheduler now
 };

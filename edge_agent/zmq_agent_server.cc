@@ -353,7 +353,10 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   if (!cfg.scheduler_endpoint.empty()) {
     SocketOptions so;
     so.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
-    so.routing_id = cfg.node_name;
+    // Unique and secret per connection (core/zmq_util.h): with the bare
+    // node name as routing id, any listed key claiming it took this
+    // agent's connection (and its assignments) at the scheduler.
+    so.routing_id = UniqueRoutingId(cfg.node_name);
     if (m.own) {
       so.curve_own = m.own;
       so.curve_server_public = scheduler_public;

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <random>
 
 #include "core/zmq_util.h"
 
@@ -16,15 +15,6 @@ uint64_t LoadTag(const zmq::message_t& m) {
   const auto* b = static_cast<const unsigned char*>(m.data());
   for (int i = 7; i >= 0; --i) t = (t << 8) | b[i];
   return t;
-}
-
-// 128 random bits as hex (a connection's routing id suffix; not a seedable
-// simulation input: it only has to be unguessable).
-std::string RandomNonce() {
-  std::random_device rd;
-  std::string out;
-  for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
-  return out;
 }
 
 }  // namespace
@@ -88,7 +78,7 @@ Status ZmqTransport::SetPeers(const std::map<int, std::string>& endpoints) {
     // encrypted in the handshake). With the bare rank as routing id, a
     // listed key claiming that id took it over (router_handover) and got
     // this rank's request answers; a restarted agent gets a fresh id.
-    so.routing_id = std::to_string(options_.rank) + "/" + RandomNonce();
+    so.routing_id = UniqueRoutingId(std::to_string(options_.rank));
     if (options_.curve_own) {
       if (options_.public_keys[static_cast<size_t>(r)].empty())
         return Unavailable("ring transport: no CURVE public key for rank " + std::to_string(r));

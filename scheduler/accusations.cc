@@ -4,6 +4,27 @@
 
 namespace loft::scheduler {
 
+int SilenceTolerance(int tolerance, int live_nodes) {
+  if (live_nodes < 3) return 1 << 20;
+  return std::max(tolerance, (live_nodes - 1) / 2);
+}
+
+int AccusationBook::ReportSilent(int reporter, int accused, const std::set<int>& live, int tolerance) {
+  if (reporter == accused || evicted(accused) || evicted(reporter)) return -1;
+  auto& heard_none = silent_by_reporter_[reporter];
+  heard_none.insert(accused);
+  if (live.size() >= 3 && live.count(reporter) > 0) {
+    const bool all = std::all_of(live.begin(), live.end(),
+                                 [&](int n) { return n == reporter || heard_none.count(n) > 0; });
+    if (all) {
+      evicted_.insert(reporter);
+      return reporter;
+    }
+  }
+  const int t = SilenceTolerance(tolerance, static_cast<int>(live.size()));
+  return Report(reporter, accused, t) ? accused : -1;
+}
+
 bool AccusationBook::Report(int reporter, int accused, int tolerance) {
   if (reporter == accused || evicted(accused)) return false;
   auto& r = reporters_[accused];

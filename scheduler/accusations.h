@@ -18,17 +18,31 @@
 
 namespace loft::scheduler {
 
+// The tolerance to pass to Report for a "silent" report (a member whose
+// ring hellos never arrive): silence is not evidence against the accused
+// alone (the reporter's own link may be down, and it then finds everyone
+// silent), so besides f+1 it takes a majority of the other live members:
+// max(f, (live_nodes - 1) / 2). With fewer than 3 live members silence
+// says nothing about who is at fault: no eviction (a huge tolerance).
+int SilenceTolerance(int tolerance, int live_nodes);
+
 class AccusationBook {
  public:
   // Records that `reporter` reported `accused`; true when this report
   // evicts it (once). Reports of oneself are ignored.
   bool Report(int reporter, int accused, int tolerance);
+  // A "silent" report. With at least 3 live members, a reporter that has
+  // reported every other live member silent is the one that hears nobody
+  // (its ring endpoint is unreachable): it is evicted. Otherwise as Report
+  // with SilenceTolerance. Returns the evicted node, or -1.
+  int ReportSilent(int reporter, int accused, const std::set<int>& live, int tolerance);
   bool evicted(int node) const { return evicted_.count(node) > 0; }
   size_t reporters(int accused) const;
 
  private:
   std::map<int, std::set<int>> reporters_;
   std::set<int> evicted_;
+  std::map<int, std::set<int>> silent_by_reporter_;
 };
 
 }  // namespace loft::scheduler

@@ -15,6 +15,7 @@
 #include "cache/manifest.h"
 #include "core/codec.h"
 #include "core/durable_file.h"
+#include "server/endpoint_check.h"
 #include "server/message_limits.h"
 
 namespace loft::server {
@@ -265,10 +266,19 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
       spdlog::warn("node {} reports node {}: {} ({} times)", spec_.nodes[node].name,
                    spec_.nodes[pr.accused()].name, pr.reason(), pr.count());
       ring_detection_.RecordReport(pr.reason());
-      if (accusations_.Report(node, pr.accused(), spec_.training.byzantine_tolerance)) {
-        ring_detection_.RecordEviction(pr.accused());
-        spdlog::warn("evicting node {}: reported by {} nodes", spec_.nodes[pr.accused()].name,
-                     accusations_.reporters(pr.accused()));
+      int evicted = -1;
+      if (pr.reason() == "silent") {
+        const auto live = driver_->state().LiveNodes();
+        evicted = accusations_.ReportSilent(node, pr.accused(), std::set<int>(live.begin(), live.end()),
+                                            spec_.training.byzantine_tolerance);
+      } else if (accusations_.Report(node, pr.accused(), spec_.training.byzantine_tolerance)) {
+        evicted = pr.accused();
+      }
+      if (evicted >= 0) {
+        ring_detection_.RecordEviction(evicted);
+        spdlog::warn("evicting node {}: {}", spec_.nodes[evicted].name,
+                     evicted == node ? "it reports every other ring member silent (it hears nobody)"
+                                     : fmt::format("reported by {} nodes", accusations_.reporters(evicted)));
       }
       return OkStatus();
     }
@@ -388,37 +398,56 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerIn
   if (req.credits() <= 0 || req.credits() > kMaxCredits) {
     return InvalidArgument("register credits must be in 1.." + std::to_string(kMaxCredits));
   }
-  if (req.peer_endpoint().empty()) return InvalidArgument("register without a peer_endpoint");
+  // Every member connects to these (endpoint_check.h); a training agent needs a ring.
+  LOFT_RETURN_IF_ERROR(CheckAdvertisedEndpoint("peer_endpoint", req.peer_endpoint(), /*required=*/true));
+  LOFT_RETURN_IF_ERROR(
+      CheckAdvertisedEndpoint("ring_endpoint", req.ring_endpoint(), spec_.training.model != "none"));
   if (accusations_.evicted(node))
     return PermissionDenied("node " + req.node_name() + " was evicted (reported by its ring)");
-  if (driver_->state().alive(node)) {
-    // A restart fails the node's partitions; commit those the ring applied.
-    for (uint64_t id : driver_->state().ledger().InFlightOf(node)) {
-      LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
-    }
-  }
-  LOFT_ASSIGN_OR_RETURN(auto u, driver_->RegisterWorker(node, now_ms));
-  Record(u);
-  Observe(u, now_ms);
   NodeSession& n = nodes_[node];
-  // A re-registration failed every partition the node had; forget them.
-  for (auto it = sent_.begin(); it != sent_.end();) {
-    it = it->second == node ? sent_.erase(it) : std::next(it);
+  // The same agent process registering again while its session is live
+  // (it heard nothing from a stalled scheduler): a reconnect. Its
+  // partitions keep running; nothing is failed, the view is unchanged.
+  const bool reconnect = req.incarnation() != 0 && req.incarnation() == n.incarnation && n.connected &&
+                         driver_->state().alive(node) && req.peer_endpoint() == n.peer_endpoint &&
+                         req.ring_endpoint() == n.ring_endpoint;
+  if (!reconnect) {
+    if (const double wait = register_backoff_.Admit(node, now_ms); wait > 0) {
+      return ResourceExhausted(fmt::format(
+          "node {} registers again too soon (each registration changes the view for every member): "
+          "retry in {:.0f} ms",
+          req.node_name(), wait));
+    }
+    if (driver_->state().alive(node)) {
+      // A restart fails the node's partitions; commit those the ring applied.
+      for (uint64_t id : driver_->state().ledger().InFlightOf(node)) {
+        LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
+      }
+    }
+    LOFT_ASSIGN_OR_RETURN(auto u, driver_->RegisterWorker(node, now_ms));
+    Record(u);
+    Observe(u, now_ms);
+    // A re-registration failed every partition the node had; forget them.
+    for (auto it = sent_.begin(); it != sent_.end();) {
+      it = it->second == node ? sent_.erase(it) : std::next(it);
+    }
+    hold_.ReleaseNode(node);
+    n.connected = true;
+    n.peer_endpoint = req.peer_endpoint();
+    n.ring_endpoint = req.ring_endpoint();
+    n.cache = req.cache();
+    n.flow.Open(req.credits());
+    n.queue.clear();
+    n.incarnation = req.incarnation();
   }
-  hold_.ReleaseNode(node);
-  n.connected = true;
-  n.peer_endpoint = req.peer_endpoint();
-  n.ring_endpoint = req.ring_endpoint();
-  n.cache = req.cache();
-  n.flow.Open(req.credits());
-  n.queue.clear();
   n.last_seen_ms = now_ms;
   *sender = node;
   LOFT_RETURN_IF_ERROR(Flush());  // journal before the reply
   Status ss = SaveSessions();
   if (!ss.ok()) spdlog::warn("cannot save sessions: {}", ss.ToString());
-  spdlog::info("registered {} (node {}, view {}, {} credits, cache {} samples, peer {})", req.node_name(),
-               node, driver_->state().view(), req.credits(), req.cache().samples(), req.peer_endpoint());
+  spdlog::info("{} {} (node {}, view {}, {} credits, cache {} samples, peer {})",
+               reconnect ? "reconnected" : "registered", req.node_name(), node, driver_->state().view(),
+               req.credits(), req.cache().samples(), req.peer_endpoint());
   auto* r = reply->mutable_register_reply();
   r->set_node(node);
   r->set_view(driver_->state().view());

@@ -49,6 +49,7 @@
 #include "scheduler/ring_detection.h"
 #include "scheduler/run_recorder.h"
 #include "server/options.h"
+#include "server/register_backoff.h"
 #include "server/transport.h"
 
 namespace loft::server {
@@ -100,6 +101,7 @@ class SchedulerService {
     bool connected = false;  // registered with this scheduler (or restored from sessions.json)
     std::string peer_endpoint;
     std::string ring_endpoint;
+    uint64_t incarnation = 0;  // RegisterRequest.incarnation (0 = unknown; not in sessions.json)
     v1::CacheSummary cache;
     sched::CreditWindow flow;
     int64_t partitions_done = 0;
@@ -214,6 +216,7 @@ class SchedulerService {
   // journal, read back from journal_dir/job_id after a restart.
   uint64_t job_id_ = 1;
   bool resent_after_recovery_ = false;
+  RegisterBackoff register_backoff_;       // view-changing (re-)registrations per node
   scheduler::AccusationBook accusations_;  // ring members reported by agents (PeerReport)
   bool view_dirty_ = false;
   std::string last_blocked_;

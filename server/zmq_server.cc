@@ -22,6 +22,13 @@ StatusOr<std::unique_ptr<ZmqSchedulerServer>> ZmqSchedulerServer::Create(const S
   return s;
 }
 
+// A gap of more than half a heartbeat timeout (at most 1 s) between two
+// readings is the scheduler's own stall, not the agents' silence.
+ZmqSchedulerServer::ZmqSchedulerServer(const SchedulerOptions& opts, Clock* clock)
+    : opts_(opts),
+      clock_(clock),
+      time_(clock, std::min(1000.0, static_cast<double>(opts.heartbeat_timeout_ms) / 2.0)) {}
+
 ZmqSchedulerServer::~ZmqSchedulerServer() {
   if (http_) http_->Stop();
   router_.close();
@@ -59,7 +66,7 @@ Status ZmqSchedulerServer::Init() {
   LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, ParseClusterSpec(spec_yaml, base));
   const size_t inbound_limit = InboundMessageLimit(spec, static_cast<size_t>(opts_.max_message_bytes));
   LOFT_ASSIGN_OR_RETURN(service_, SchedulerService::Create(opts_, std::move(spec), std::move(spec_yaml), this,
-                                                           &registry_, clock_->NowMillis()));
+                                                           &registry_, time_.NowMillis()));
 
   SocketOptions so;
   // Bounded per-peer queues (server/message_limits.h): what a peer may
@@ -83,13 +90,12 @@ Status ZmqSchedulerServer::Init() {
     so.curve_server = true;
   }
   LOFT_ASSIGN_OR_RETURN(router_, MakeSocket(ctx_, zmq::socket_type::router, so));
-  try {
-    // A restarted agent reconnects with the same routing id (its node
-    // name) before the old connection is reaped: the new one takes over.
-    router_.set(zmq::sockopt::router_handover, 1);
-  } catch (const zmq::error_t& e) {
-    return ZmqError(e, "ZMQ_ROUTER_HANDOVER");
-  }
+  // No ROUTER_HANDOVER: a connection's routing id is never taken over by
+  // a later connection claiming the same id. Agents use a fresh secret id
+  // per connection (core/zmq_util.h UniqueRoutingId), and a node's route
+  // is only set from a message that authenticated as that node (CURVE
+  // User-Id = node name, SchedulerService::Authenticate), so a restarted
+  // agent gets a new route with its first message.
   LOFT_RETURN_IF_ERROR(Bind(router_, opts_.bind));
   LOFT_ASSIGN_OR_RETURN(endpoint_, LastEndpoint(router_));
   spdlog::info("scheduler listening on {}", endpoint_);
@@ -154,7 +160,7 @@ void ZmqSchedulerServer::HandleMessage(std::vector<zmq::message_t>& frames) {
   peer.authenticated = !opts_.insecure;
   v1::Envelope reply;
   int32_t sender_node = -1;
-  Status st = service_->Handle(*env, peer, clock_->NowMillis(), &reply, &sender_node);
+  Status st = service_->Handle(*env, peer, time_.NowMillis(), &reply, &sender_node);
   if (sender_node >= 0) routes_[sender_node] = frames[0].to_string();
   if (!st.ok()) {
     spdlog::debug("rejected {} from '{}': {}", BodyName(*env), peer.name, st.ToString());
@@ -190,8 +196,12 @@ Status ZmqSchedulerServer::Run(const std::function<bool()>& stop) {
       return ZmqError(e, "poll");
     }
     if (items[0].revents & ZMQ_POLLIN) {
-      // Drain a bounded batch, then tick, so timers run under load too.
-      for (int i = 0; i < 1000; ++i) {
+      // Drain until the socket is empty or one tick's time is spent, then
+      // tick, so timers, planning and sends run under a flood too. This
+      // bounds the time between ticks, not the throughput: the next poll
+      // returns at once while messages are queued.
+      const double drain_end = clock_->NowMillis() + static_cast<double>(tick_ms);
+      while (clock_->NowMillis() < drain_end) {
         auto frames = RecvMultipart(router_, /*dontwait=*/true);
         if (!frames.ok()) {
           Drop(frames.status().code() == StatusCode::kResourceExhausted ? "too_many_frames" : "recv_error");
@@ -201,7 +211,7 @@ Status ZmqSchedulerServer::Run(const std::function<bool()>& stop) {
         HandleMessage(*frames);
       }
     }
-    Status st = service_->Tick(clock_->NowMillis());
+    Status st = service_->Tick(time_.NowMillis());
     if (!st.ok()) return st.WithContext("scheduler tick");
   }
   return OkStatus();

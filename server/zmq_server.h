@@ -27,6 +27,7 @@
 #include "core/status.h"
 #include "server/options.h"
 #include "server/service.h"
+#include "server/service_clock.h"
 #include "server/transport.h"
 
 namespace loft::server {
@@ -47,7 +48,7 @@ class ZmqSchedulerServer : public SchedulerTransport {
   Status Send(int32_t node, const v1::Envelope& env) override;
 
  private:
-  ZmqSchedulerServer(const SchedulerOptions& opts, Clock* clock) : opts_(opts), clock_(clock) {}
+  ZmqSchedulerServer(const SchedulerOptions& opts, Clock* clock);
   Status Init();
   // Handles one received multipart message.
   void HandleMessage(std::vector<zmq::message_t>& frames);
@@ -56,6 +57,7 @@ class ZmqSchedulerServer : public SchedulerTransport {
 
   SchedulerOptions opts_;
   Clock* clock_;
+  ServiceClock time_;  // the service's now_ms (service_clock.h)
   zmq::context_t ctx_{1};
   std::unique_ptr<ZapAuthenticator> zap_;
   zmq::socket_t router_;

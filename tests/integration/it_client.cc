@@ -12,15 +12,33 @@
 //                                       field, then a 15 MB one, then SECONDS of
 //                                       reports for unknown partitions as fast as
 //                                       the scheduler takes them; prints counts
+//   it_client hijack ENDPOINT KEYS_DIR KEY ROUTING_ID SECONDS
+//                                       connect with KEYS_DIR/KEY.key (a listed
+//                                       key) under another node's routing id,
+//                                       reconnecting every second; print one
+//                                       JSON line counting what arrived, by body
+//   it_client register ENDPOINT NODE PEER_EP RING_EP COUNT INTERVAL_MS
+//                                       register NODE COUNT times, each as a
+//                                       new process would (new incarnation);
+//                                       "@N" as an endpoint = N bytes of junk;
+//                                       prints replies and errors as JSON
+//   it_client dup-assign ENDPOINT       a scheduler (insecure ROUTER bound at
+//                                       ENDPOINT) for one real agent of a
+//                                       1-node spec: sends one assignment 3
+//                                       times (twice at once, once after its
+//                                       report), then attempt 1 of it; prints
+//                                       the reports per attempt as JSON
 // Exit 0 = the checks held; 1 = a check failed (message on stderr).
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 #include <zmq.hpp>
 
 #include "core/codec.h"
@@ -260,10 +278,158 @@ int Flood(const std::string& ep, const std::string& keys, const std::string& nam
   return failed_check;
 }
 
+// A holder of a listed key (loftctl's, another node's) claims a node's
+// routing id. Each second it reconnects (so it would also take the id back
+// after the real agent reconnected) and sends a StatusRequest (a message
+// any listed key may send). Everything that arrives is counted by body.
+int Hijack(const std::string& ep, const std::string& keys_dir, const std::string& key,
+           const std::string& routing_id, int seconds) {
+  auto own = loft::ReadCurveKeyPair(keys_dir + "/" + key + ".key");
+  auto sched = loft::ReadCurvePublicKey(keys_dir + "/scheduler.pub");
+  if (!own.ok() || !sched.ok()) return Fail("cannot read the keys in " + keys_dir);
+  zmq::context_t ctx(1);
+  std::map<std::string, int> got;
+  const auto end = Clock::now() + std::chrono::seconds(seconds);
+  while (Clock::now() < end) {
+    loft::SocketOptions so;
+    so.routing_id = routing_id;
+    so.curve_own = *own;
+    so.curve_server_public = *sched;
+    auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+    if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect");
+    loft::v1::Envelope req;
+    req.mutable_status_request();
+    (void)loft::SendEnvelope(*s, req, /*dontwait=*/true);
+    const auto round_end = std::min(end, Clock::now() + std::chrono::seconds(1));
+    while (Clock::now() < round_end) {
+      zmq::pollitem_t it[] = {{s->handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(it, 1, std::chrono::milliseconds(50));
+      if (!(it[0].revents & ZMQ_POLLIN)) continue;
+      auto env = loft::RecvEnvelope(*s);
+      if (env.ok()) ++got[std::string(loft::BodyName(*env))];
+    }
+    s->set(zmq::sockopt::linger, 0);
+  }
+  nlohmann::json j = got;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+std::string EndpointArg(const std::string& a) {
+  if (!a.empty() && a[0] == '@') return "tcp://" + std::string(std::stoul(a.substr(1)), 'x') + ":1";
+  return a == "-" ? std::string() : a;
+}
+
+int Register(const std::string& ep, const std::string& node, const std::string& peer_ep,
+             const std::string& ring_ep, int count, int interval_ms) {
+  zmq::context_t ctx(1);
+  loft::SocketOptions so;
+  auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+  if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect");
+  int registered = 0;
+  std::vector<std::string> errors;
+  for (int i = 0; i < count; ++i) {
+    loft::v1::Envelope reg;
+    auto* rr = reg.mutable_register_request();
+    rr->set_node_name(node);
+    rr->set_peer_endpoint(EndpointArg(peer_ep));
+    rr->set_ring_endpoint(EndpointArg(ring_ep));
+    rr->set_credits(1);
+    rr->set_incarnation(1000 + static_cast<uint64_t>(i));
+    if (!loft::SendEnvelope(*s, reg).ok()) return Fail("send register");
+    auto reply =
+        Await(*s, 5000, [](const loft::v1::Envelope& e) { return e.has_register_reply() || e.has_error(); });
+    if (!reply) return Fail("no reply to a RegisterRequest");
+    if (reply->has_register_reply()) ++registered;
+    if (reply->has_error()) errors.push_back(loft::StatusFromError(reply->error()).ToString());
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  }
+  auto st = Status(*s);
+  if (!st) return Fail("no status");
+  nlohmann::json j;
+  j["registered"] = registered;
+  j["errors"] = errors;
+  j["view"] = (*st)["view"];
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+int DupAssign(const std::string& ep) {
+  zmq::context_t ctx(1);
+  loft::SocketOptions so;
+  auto r = loft::MakeSocket(ctx, zmq::socket_type::router, so);
+  if (!r.ok() || !loft::Bind(*r, ep).ok()) return Fail("cannot bind " + ep);
+  std::string agent;  // the agent's routing id
+  auto recv = [&](int timeout_ms) -> std::optional<loft::v1::Envelope> {
+    zmq::pollitem_t it[] = {{r->handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(it, 1, std::chrono::milliseconds(timeout_ms));
+    if (!(it[0].revents & ZMQ_POLLIN)) return std::nullopt;
+    auto frames = loft::RecvMultipart(*r, /*dontwait=*/true);
+    if (!frames.ok() || frames->size() != 2) return std::nullopt;
+    agent = (*frames)[0].to_string();
+    auto env = loft::Decode((*frames)[1].to_string_view());
+    if (!env.ok()) return std::nullopt;
+    return *env;
+  };
+  auto send = [&](const loft::v1::Envelope& e) {
+    zmq::message_t id(agent.data(), agent.size());
+    return loft::SendEnvelopeTo(*r, id, e).ok();
+  };
+  std::optional<loft::v1::Envelope> reg;
+  for (auto end = Clock::now() + std::chrono::seconds(20); Clock::now() < end && !reg;) {
+    auto e = recv(100);
+    if (e && e->has_register_request()) reg = e;
+  }
+  if (!reg) return Fail("no RegisterRequest from the agent");
+  loft::v1::Envelope rr;
+  rr.mutable_register_reply()->set_node(0);
+  rr.mutable_register_reply()->set_view(1);
+  rr.mutable_register_reply()->set_job(77);
+  loft::v1::Envelope view;
+  view.mutable_view()->set_view(1);
+  view.mutable_view()->add_live_nodes(0);
+  view.mutable_view()->add_peer_endpoints(reg->register_request().peer_endpoint());
+  view.mutable_view()->add_ring_endpoints(reg->register_request().ring_endpoint());
+  view.mutable_view()->add_node_names(reg->register_request().node_name());
+  if (!send(rr) || !send(view)) return Fail("cannot answer the agent");
+  auto assignment = [](int32_t attempt) {
+    loft::v1::Envelope a;
+    auto* p = a.mutable_assignment()->mutable_partition();
+    p->set_id(42);
+    p->set_job(77);
+    p->set_worker(0);
+    p->set_attempt(attempt);
+    p->set_view(1);
+    for (uint64_t s = 0; s < 16; ++s) {
+      p->add_sample_ids(s);
+      p->add_sources(0);
+    }
+    return a;
+  };
+  std::map<std::string, int> reports;  // "done/0", "failed/1", ...
+  auto collect = [&](int ms) {
+    for (auto end = Clock::now() + std::chrono::milliseconds(ms); Clock::now() < end;) {
+      auto e = recv(50);
+      if (e && e->has_partition_done()) ++reports["done/" + std::to_string(e->partition_done().attempt())];
+      if (e && e->has_partition_failed())
+        ++reports["failed/" + std::to_string(e->partition_failed().attempt())];
+    }
+  };
+  if (!send(assignment(0)) || !send(assignment(0))) return Fail("cannot send assignments");
+  collect(2000);
+  if (!send(assignment(0))) return Fail("cannot send the assignment again");
+  collect(1500);
+  if (!send(assignment(1))) return Fail("cannot send attempt 1");
+  collect(2000);
+  nlohmann::json j = reports;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) {
+  if (argc < 3) {
     std::fprintf(stderr, "usage: it_client garbage ENDPOINT N | slow-agent ENDPOINT NODE\n");
     return 2;
   }
@@ -273,6 +439,10 @@ int main(int argc, char** argv) {
     if (mode == "slow-agent") return SlowAgent(argv[2], argv[3]);
     if (mode == "flood" && argc == 7)
       return Flood(argv[2], argv[3], argv[4], std::stoi(argv[5]), std::stod(argv[6]));
+    if (mode == "dup-assign") return DupAssign(argv[2]);
+    if (mode == "register" && argc >= 8)
+      return Register(argv[2], argv[3], argv[4], argv[5], std::stoi(argv[6]), std::stoi(argv[7]));
+    if (mode == "hijack" && argc >= 7) return Hijack(argv[2], argv[3], argv[4], argv[5], std::stoi(argv[6]));
   } catch (const std::exception& e) {
     return Fail(e.what());
   }

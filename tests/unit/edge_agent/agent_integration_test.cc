@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -44,7 +45,9 @@ class FakeScheduler {
   }
   const std::string& endpoint() const { return endpoint_; }
 
-  // Next message of the given body from anyone (others are skipped).
+  // Next message of the given body from anyone (others are skipped), with
+  // the sender's node name: agents connect as "<node>/<random>"
+  // (UniqueRoutingId); Send(node) uses the routing id last seen from it.
   std::pair<std::string, v1::Envelope> WaitFor(v1::Envelope::BodyCase body) {
     for (int i = 0; i < 1000; ++i) {
       auto frames = RecvMultipart(sock_);
@@ -52,13 +55,18 @@ class FakeScheduler {
       REQUIRE(frames->size() >= 2);
       auto env = Decode(std::string_view(static_cast<const char*>((*frames)[1].data()), (*frames)[1].size()));
       REQUIRE(env.ok());
-      if (env->body_case() == body) return {(*frames)[0].to_string(), *env};
+      const std::string rid = (*frames)[0].to_string();
+      const std::string name = rid.substr(0, rid.find('/'));
+      ids_[name] = rid;
+      if (env->body_case() == body) return {name, *env};
     }
     FAIL("message not received");
     return {};
   }
   void Send(const std::string& to, const v1::Envelope& env) {
-    zmq::message_t id(to.data(), to.size());
+    auto it = ids_.find(to);
+    const std::string& rid = it == ids_.end() ? to : it->second;
+    zmq::message_t id(rid.data(), rid.size());
     REQUIRE(SendEnvelopeTo(sock_, id, env).ok());
   }
 
@@ -66,6 +74,7 @@ class FakeScheduler {
   zmq::context_t ctx_;
   zmq::socket_t sock_;
   std::string endpoint_;
+  std::map<std::string, std::string> ids_;  // node name -> routing id
 };
 
 struct RunningAgent {
