@@ -350,8 +350,26 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     return InvalidArgument(
         "compute_mode external trains the consumer's model: set training.model external (got '" +
         spec.training.model + "')");
+  // The node's link emulation: one up and one down bucket for everything
+  // the node sends and receives (peer records, ring messages).
+  RingLinkEmulation ring_link;
+  if (cfg.link_emulation) {
+    if (cfg.link_rate_emulation) {
+      m.down = std::make_unique<TokenBucket>(clock, m.link.down_mbps);
+      m.up = std::make_unique<TokenBucket>(clock, m.link.up_mbps);
+    }
+    ring_link.clock = clock;
+    ring_link.up = m.up.get();
+    ring_link.down = m.down.get();
+    ring_link.self = idx;
+    for (const NodeSpec& n : spec.nodes) {
+      ring_link.up_mbps.push_back(n.link.up_mbps);
+      ring_link.latency_ms.push_back(n.link.latency_ms);
+    }
+  }
   if (spec.training.model != "none") {
     ModelTrainerOptions mo;
+    mo.link = ring_link;
     if (cfg.insecure) {
       std::vector<std::string> ring_eps{cfg.ring_bind};
       if (!cfg.ring_advertise.empty()) ring_eps.push_back(cfg.ring_advertise);
@@ -389,6 +407,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
       ro.public_keys = mo.public_keys;
       ro.rank_names = mo.rank_names;
       ro.stop = &m.trainer_stop;
+      ro.link = ring_link;
       LOFT_ASSIGN_OR_RETURN(external_ring, ExternalRing::Create(spec, ro));
     } else {
       LOFT_ASSIGN_OR_RETURN(auto mt, ModelTrainer::Create(spec, mo));
@@ -430,17 +449,18 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   fo.own_keys = m.own;
   fo.keys_dir = cfg.keys_dir;
   if (cfg.link_emulation && cfg.link_rate_emulation) {
-    m.down = std::make_unique<TokenBucket>(clock, m.link.down_mbps);
-    m.up = std::make_unique<TokenBucket>(clock, m.link.up_mbps);
     fo.down = m.down.get();
     fo.latency_ms = m.link.latency_ms;
     spdlog::info(
-        "link EMULATION on: down {} Mbit/s, up {} Mbit/s, latency {} ms (token buckets on the fetch path)",
+        "link EMULATION on: down {} Mbit/s, up {} Mbit/s, latency {} ms (token buckets on peer fetches and "
+        "the ring all-reduce)",
         m.link.down_mbps, m.link.up_mbps, m.link.latency_ms);
   } else if (cfg.link_emulation) {
     fo.latency_ms = m.link.latency_ms;
-    spdlog::info("link EMULATION of latency only: {} ms per remote phase (rates are not emulated here)",
-                 m.link.latency_ms);
+    spdlog::info(
+        "link EMULATION of latency only: {} ms per remote phase and ring message (rates are not emulated "
+        "here)",
+        m.link.latency_ms);
   }
   AgentService* svc = m.service.get();
   m.fetcher = std::make_unique<PeerFetcher>(&m.ctx, clock, fo, [svc](int32_t n) { return svc->PeerFor(n); });
