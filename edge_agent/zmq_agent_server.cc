@@ -43,6 +43,10 @@ struct ZmqAgentServer::Impl {
   std::optional<CurveKeyPair> own;
   zmq::socket_t peer_sock;
   zmq::socket_t sched_sock;
+  // The compute thread wakes the main loop through this inproc pair when
+  // it queues a report, so a report leaves at once instead of at the next
+  // poll timeout (wake_tx: compute thread only; wake_rx: main loop only).
+  zmq::socket_t wake_rx, wake_tx;
   bool has_scheduler = false;
   std::string advertised;
 
@@ -124,9 +128,27 @@ struct ZmqAgentServer::Impl {
         cv.notify_all();
       }
       v1::Envelope report = runner->Finish(std::move(r), trainer.get(), service->node());
-      std::lock_guard lock(mu);
-      outbox.push_back(std::move(report));
-      TakeOffences();
+      {
+        std::lock_guard lock(mu);
+        outbox.push_back(std::move(report));
+        TakeOffences();
+      }
+      WakeMainLoop();
+    }
+  }
+
+  // Compute thread: a report is queued (a full pipe means a wake is pending).
+  void WakeMainLoop() {
+    try {
+      (void)wake_tx.send(zmq::const_buffer("", 0), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      // the context is terminating
+    }
+  }
+  // Main loop: consumes pending wakes.
+  void DrainWakes() {
+    zmq::message_t msg;
+    while (wake_rx.recv(msg, zmq::recv_flags::dontwait)) {
     }
   }
 
@@ -309,6 +331,19 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   if (cfg.check_cache) {
     LOFT_RETURN_IF_ERROR(CheckCacheMatchesPlacement(spec, idx, cfg.cluster_spec, cfg.cache_dir, *m.cache,
                                                     stats.samples + stats.corrupt));
+  }
+
+  // Report wake-ups (compute thread -> main loop).
+  try {
+    const std::string wake_ep = fmt::format("inproc://loft-agent-wake-{}", static_cast<const void*>(&m));
+    m.wake_rx = zmq::socket_t(m.ctx, zmq::socket_type::pair);
+    m.wake_rx.bind(wake_ep);
+    m.wake_tx = zmq::socket_t(m.ctx, zmq::socket_type::pair);
+    m.wake_tx.set(zmq::sockopt::linger, 0);
+    m.wake_rx.set(zmq::sockopt::linger, 0);
+    m.wake_tx.connect(wake_ep);
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "report wake-up socket");
   }
 
   // Peer ROUTER.
@@ -514,7 +549,8 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
   if (m.has_scheduler) m.SendToScheduler(m.service->MakeRegister(m.summary));
   Status result;
   while (!m.stop && !(interrupt && interrupt->load())) {
-    std::vector<zmq::pollitem_t> items{{m.peer_sock.handle(), 0, ZMQ_POLLIN, 0}};
+    std::vector<zmq::pollitem_t> items{{m.peer_sock.handle(), 0, ZMQ_POLLIN, 0},
+                                       {m.wake_rx.handle(), 0, ZMQ_POLLIN, 0}};
     if (m.has_scheduler) items.push_back({m.sched_sock.handle(), 0, ZMQ_POLLIN, 0});
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(2));
@@ -524,7 +560,8 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
       break;
     }
     if (items[0].revents & ZMQ_POLLIN) m.ServePeer();
-    if (m.has_scheduler && (items[1].revents & ZMQ_POLLIN))
+    if (items[1].revents & ZMQ_POLLIN) m.DrainWakes();
+    if (m.has_scheduler && (items[2].revents & ZMQ_POLLIN))
       draining = m.ServeScheduler(&last_heard) || draining;
     if (!m.fatal.ok()) {
       result = m.fatal;
