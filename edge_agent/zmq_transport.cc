@@ -254,7 +254,8 @@ StatusOr<std::vector<std::byte>> ZmqTransport::Request(int to_rank, uint64_t tag
       } while (sock.get(zmq::sockopt::rcvmore));
       if (frames.size() != 2 || frames[0].size() != 8 || LoadTag(frames[0]) != tag) continue;  // stale answer
       const auto* p = static_cast<const std::byte*>(frames[1].data());
-      options_.link.AfterReceive(to_rank, static_cast<int64_t>(frames[1].size()), NowUs());
+      if (options_.link.enabled())
+        options_.link.AfterReceive(to_rank, static_cast<int64_t>(frames[1].size()), NowUs());
       return std::vector<std::byte>(p, p + frames[1].size());
     }
   } catch (const zmq::error_t& e) {
