@@ -93,7 +93,7 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
 
 StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::json& status,
                                     const std::string& source, const std::string* iterations_csv,
-                                    const std::string& csv_source) {
+                                    const std::string& csv_source, bool fit_links) {
   if (!status.is_object() || !status.contains("workers") || !status["workers"].is_array())
     return InvalidArgument(source + ": no \"workers\" list (is it a scheduler status document?)");
   ClusterSpec out = spec;
@@ -149,6 +149,15 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
       kept.push_back("link.latency_ms (not observed)");
     else
       n.link.latency_ms = std::max(0.0, a);
+    if (!fit_links) {
+      if (n.link.down_mbps != prior.link.down_mbps || n.link.up_mbps != prior.link.up_mbps ||
+          n.link.latency_ms != prior.link.latency_ms)
+        kept.push_back(
+            fmt::format("link (enforced at the spec's rates; fitted down {:.4g}, up {:.4g} Mbit/s, "
+                        "latency {:.4g} ms, contention included)",
+                        n.link.down_mbps, n.link.up_mbps, n.link.latency_ms));
+      n.link = prior.link;
+    }
     std::string note = fmt::format("{}: {} observations", name, w.value("observations", int64_t{0}));
     if (!kept.empty()) {
       note += "; kept from the spec:";
