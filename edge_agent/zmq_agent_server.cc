@@ -246,6 +246,11 @@ struct ZmqAgentServer::Impl {
           std::string_view(static_cast<const char*>(f.data()), f.size()), frames->size() - 1);
       for (const auto& e : fx.to_scheduler) SendToScheduler(e);
       if (fx.credits_to_return > 0) SendToScheduler(service->MakeCreditGrant(fx.credits_to_return));
+      // Tell the scheduler at once that the registration (its view, the
+      // dataset manifest) arrived: it starts the job only then, so that no
+      // peer fetches from this node before it knows the view.
+      if (fx.registered && fx.new_job.empty() && service->node() >= 0)
+        SendToScheduler(service->MakeHeartbeat());
       if (!fx.run.empty()) {
         std::lock_guard lock(mu);
         for (auto& p : fx.run) assigned.push_back(std::move(p));
