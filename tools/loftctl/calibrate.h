@@ -24,8 +24,12 @@
 //    training.allreduce.reduce_ns_per_element, so the calibrated model
 //    scales with the parameter bytes, the links and N. If the ring ran
 //    faster than the links allow, links: false and all of M is per element.
-//  - scheduler.overhead_ms: mean over iterations of makespan − max over
-//    rows (max(fetch_local, fetch_remote) + compute) − the ring's M.
+//  - scheduler.overhead_ms: mean over iterations of plan_ms + journal_ms,
+//    the scheduler's time from "iteration t may be planned" to its
+//    partitions leaving (loft-sim delays every planned iteration's send by
+//    it). Not makespan − reads − compute − ring: with plan-ahead and the
+//    agents' reader/compute pipeline, reads hide behind the ring, so that
+//    difference measures the pipeline, not the scheduler.
 #pragma once
 
 #include <nlohmann/json.hpp>
