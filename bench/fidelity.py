@@ -18,6 +18,18 @@ comparison of tools/compare_runs.py (real vs predicted iterations.csv).
       [--scenarios homogeneous,compute-hetero,edge-bandwidth,failure]
       [--policies uniform,lbbsp,loft] [--calibrate-on uniform] [--out DIR]
   python3 bench/fidelity.py --bin build/bin --quick   # smoke test (ctest)
+  python3 bench/fidelity.py --bin build/bin --synthetic [--spec NAME=FILE ...]
+      # synthetic compute (model: none), no calibration: the real testbed
+      # run against loft-sim on the same spec (issue 15 "Done when" 2)
+
+Ranking agreement and ties: a scenario's real ranking orders the policies
+by real mean iteration. Two policies whose real means differ by less than
+the measurement noise (2·sqrt(se_a² + se_b²), se = the standard error of
+the mean from 10 batch means of the run's makespans) are TIED: their real
+order is noise. `ranking_agrees` is the strict comparison of the two
+orders; `ranking_agrees_up_to_ties` also accepts any order of tied
+policies; `real_ties` lists the tied pairs. Both are printed; neither
+hides the other.
 
 Needs root and the testbed's kernel features (docs/testbed.md); without
 them it prints why and exits 77 (ctest: skipped). --no-testbed runs the
@@ -80,6 +92,26 @@ nodes:
 """
 
 
+def synthetic(text):
+    """The spec with training.model none (synthetic compute)."""
+    out = re.sub(r"model:\s*[A-Za-z_]+", "model: none", text)
+    if "model: none" not in out:
+        raise ValueError("spec has no training.model to replace")
+    return out
+
+
+def synthetic_scenarios(extra):
+    rd = lambda name: (CLUSTERS / name).read_text()
+    sc = {"edge-bandwidth": lambda: synthetic(rd("edge-bandwidth.yaml")),
+          "compute-hetero": lambda: synthetic(rd("compute-hetero.yaml"))}
+    for item in extra:
+        name, _, path = item.partition("=")
+        if not path:
+            raise SystemExit(f"--spec {item}: expected NAME=FILE")
+        sc[name] = (lambda p=path: synthetic(pathlib.Path(p).read_text()))
+    return sc
+
+
 def run(cmd, timeout, log=None):
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -96,6 +128,56 @@ def summary(dir_, policy):
     p = doc["policies"][policy]
     return {"mean_iteration_ms": p["mean_iteration_ms"], "total_s": p["total_s"],
             "iterations": p.get("iterations")}
+
+
+def makespans(dir_, policy):
+    """Per-iteration makespans of a run (iterations.csv), failed rows included."""
+    import csv
+    path = pathlib.Path(dir_) / "iterations.csv"
+    if not path.exists():
+        return []
+    seen = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["policy"] == policy:
+                seen[int(r["iteration"])] = float(r["makespan_ms"])
+    return [seen[k] for k in sorted(seen)]
+
+
+def std_error(xs, batches=10):
+    """Standard error of the mean from `batches` consecutive batch means
+    (iteration times are autocorrelated); None with too few iterations."""
+    if len(xs) < 2 * batches:
+        return None
+    n = len(xs) // batches
+    means = [sum(xs[i * n:(i + 1) * n]) / n for i in range(batches)]
+    m = sum(means) / batches
+    var = sum((x - m) ** 2 for x in means) / (batches - 1)
+    return math.sqrt(var / batches)
+
+
+def ties(means, ses):
+    """Pairs of policies whose real means are within the noise of each other."""
+    out = []
+    ps = sorted(means)
+    for i, a in enumerate(ps):
+        for b in ps[i + 1:]:
+            if ses.get(a) is None or ses.get(b) is None:
+                continue
+            if abs(means[a] - means[b]) < 2 * math.sqrt(ses[a] ** 2 + ses[b] ** 2):
+                out.append([a, b])
+    return out
+
+
+def agrees_up_to_ties(real_rank, pred_rank, tied):
+    """True when every pair of policies ordered differently is tied."""
+    tied_set = {frozenset(t) for t in tied}
+    pos = {p: i for i, p in enumerate(pred_rank)}
+    for i, a in enumerate(real_rank):
+        for b in real_rank[i + 1:]:
+            if pos[a] > pos[b] and frozenset((a, b)) not in tied_set:
+                return False
+    return True
 
 
 def rel(pred, real):
@@ -122,6 +204,10 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--quick", action="store_true", help="smoke test: one tiny spec, 8 iterations, 2 policies")
     ap.add_argument("--no-testbed", action="store_true", help="in-agent link emulation instead of the testbed")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="model: none, no calibration: real vs loft-sim on the spec itself")
+    ap.add_argument("--spec", action="append", default=[], metavar="NAME=FILE",
+                    help="--synthetic: an extra scenario from a spec file (repeatable)")
     ap.add_argument("--reuse", action="store_true",
                     help="keep a real run whose OUT/<scenario>/real-<policy>/summary.json exists (redo the prediction)")
     a = ap.parse_args()
@@ -133,24 +219,32 @@ def main():
         if r.returncode != 0:
             print(f"fidelity: skipped: no testbed on this machine: {(r.stderr or r.stdout).strip()}")
             return SKIP
-    if not pathlib.Path("/usr/share/datasets/fashion-mnist").is_dir():
+    if not a.synthetic and not pathlib.Path("/usr/share/datasets/fashion-mnist").is_dir():
         print("fidelity: skipped: Fashion-MNIST not in /usr/share/datasets/fashion-mnist (training runs)")
         return SKIP
     policies = a.policies.split(",")
     iterations = a.iterations
-    todo = {k: v for k, v in scenarios().items() if k in a.scenarios.split(",")}
+    known = synthetic_scenarios(a.spec) if a.synthetic else scenarios()
+    wanted = a.scenarios.split(",") + [x.partition("=")[0] for x in a.spec]
+    todo = {k: v for k, v in known.items() if k in wanted}
     if a.quick:
         policies, iterations = ["uniform", "loft"], 8
         todo = {"quick": lambda: QUICK_SPEC}
     if a.calibrate_on not in policies:
         ap.error(f"--calibrate-on {a.calibrate_on} is not in --policies")
-    unknown = set(a.scenarios.split(",")) - set(scenarios())
+    unknown = set(wanted) - set(known) - ({"homogeneous", "failure"} if a.synthetic else set())
     if unknown and not a.quick:
         ap.error(f"unknown scenario(s) {', '.join(sorted(unknown))}")
     root = pathlib.Path(a.out or tempfile.mkdtemp(prefix="loft-fidelity-"))
     root.mkdir(parents=True, exist_ok=True)
-    result = {"iterations": iterations, "policies": policies, "calibrate_on": a.calibrate_on,
-              "testbed": testbed, "out": str(root), "load_before": os.getloadavg(), "scenarios": {}}
+    result = {"iterations": iterations, "policies": policies,
+              "calibrate_on": None if a.synthetic else a.calibrate_on,
+              "mode": "synthetic (model: none, spec as written)" if a.synthetic else "training + calibration",
+              "testbed": testbed, "out": str(root), "load_before": os.getloadavg(),
+              "tie_rule": "real means within 2*sqrt(se_a^2+se_b^2) (se: standard error from 10 batch means) "
+                          "are tied; ranking_agrees is strict, ranking_agrees_up_to_ties accepts any order of "
+                          "tied policies",
+              "scenarios": {}}
     errors = []
     held_out = []
     for name, spec_text in todo.items():
@@ -172,8 +266,11 @@ def main():
                 run(cmd, a.timeout_s + 60, log=sdir / f"real-{p}.log")
             real[p] = summary(out, p)
         cal = sdir / "calibrated.yaml"
-        run([loftctl, "calibrate", str(sdir / f"real-{a.calibrate_on}"), "--out", str(cal)], 60,
-            log=sdir / "calibrate.log")
+        if a.synthetic:
+            cal = spec  # the spec as written: no calibration
+        else:
+            run([loftctl, "calibrate", str(sdir / f"real-{a.calibrate_on}"), "--out", str(cal)], 60,
+                log=sdir / "calibrate.log")
         sim = sdir / "sim"
         run([loftsim, "run", str(cal), "--policy", ",".join(policies), "--iterations", str(iterations),
              "--out", str(sim)], 600, log=sdir / "sim.log")
@@ -186,21 +283,37 @@ def main():
                        "predicted_mean_iteration_ms": pred["mean_iteration_ms"],
                        "real_total_s": real[p]["total_s"], "predicted_total_s": pred["total_s"],
                        "rel_error_mean_iteration": e_it, "rel_error_total": e_tot,
-                       "held_out": p != a.calibrate_on}
+                       "real_se_mean_iteration_ms": std_error(makespans(sdir / f"real-{p}", p)),
+                       "held_out": a.synthetic or p != a.calibrate_on}
             errors.append(e_it)
-            if p != a.calibrate_on:
+            if a.synthetic or p != a.calibrate_on:
                 held_out.append(e_it)
             cmp = subprocess.run([sys.executable, str(ROOT / "tools" / "compare_runs.py"), str(sdir / f"real-{p}"),
                                   str(sim)], capture_output=True, text=True)
             (sdir / f"compare-{p}.txt").write_text(cmp.stdout + cmp.stderr)
         rr = ranking({p: rows[p]["real_mean_iteration_ms"] for p in policies})
         pr = ranking({p: rows[p]["predicted_mean_iteration_ms"] for p in policies})
-        result["scenarios"][name] = {"policies": rows, "real_ranking": rr, "predicted_ranking": pr,
-                                     "ranking_agrees": rr == pr}
+        tied = ties({p: rows[p]["real_mean_iteration_ms"] for p in policies},
+                    {p: rows[p]["real_se_mean_iteration_ms"] for p in policies})
+        sc = {"policies": rows, "real_ranking": rr, "predicted_ranking": pr, "real_ties": tied,
+              "ranking_agrees": rr == pr, "ranking_agrees_up_to_ties": agrees_up_to_ties(rr, pr, tied)}
+        if "loft" in rows and "lbbsp" in rows:
+            real_ratio = rows["loft"]["real_mean_iteration_ms"] / rows["lbbsp"]["real_mean_iteration_ms"]
+            pred_ratio = rows["loft"]["predicted_mean_iteration_ms"] / rows["lbbsp"]["predicted_mean_iteration_ms"]
+            sc["loft_lbbsp_ratio"] = {"real": real_ratio, "predicted": pred_ratio,
+                                      "rel_error": rel(pred_ratio, real_ratio)}
+        result["scenarios"][name] = sc
     result["geomean_rel_error_mean_iteration"] = geomean(errors)
     result["geomean_rel_error_held_out"] = geomean(held_out)
     result["max_rel_error_mean_iteration"] = max((e for e in errors if e is not None), default=None)
+    result["cases"] = len([e for e in errors if e is not None])
+    result["cases_above_10pct"] = len([e for e in errors if e is not None and e > 0.10])
+    result["cases_above_20pct"] = len([e for e in errors if e is not None and e > 0.20])
     result["rankings_agree"] = all(s["ranking_agrees"] for s in result["scenarios"].values())
+    result["rankings_agree_up_to_ties"] = all(s["ranking_agrees_up_to_ties"] for s in result["scenarios"].values())
+    eb = result["scenarios"].get("edge-bandwidth", {}).get("loft_lbbsp_ratio")
+    if eb is not None:
+        result["edge_bandwidth_loft_lbbsp_ratio"] = eb
     result["load_after"] = os.getloadavg()
     print(json.dumps(result, indent=2))
     if a.quick:

@@ -59,6 +59,7 @@ StatusOr<std::unique_ptr<ExternalRing>> ExternalRing::Create(const ClusterSpec& 
   to.curve_own = options.curve_own;
   to.public_keys = options.public_keys;
   to.rank_names = options.rank_names;
+  to.link = options.link;
   LOFT_ASSIGN_OR_RETURN(r->transport_, ZmqTransport::Create(options.context, to));
   ExternalRing* self = r.get();
   r->transport_->SetRequestHandler(

@@ -77,6 +77,7 @@ struct ExternalRingOptions {
   std::vector<std::string> public_keys;
   std::vector<std::string> rank_names;
   const std::atomic<bool>* stop = nullptr;
+  RingLinkEmulation link;  // link emulation of the ring's messages (default off)
 };
 
 // 64-bit FNV-1a of a state blob (0 for an empty blob: "not published").

@@ -5,26 +5,56 @@
 
 namespace loft::agent {
 
+int64_t TokenBucket::DefaultBurstBytes(double rate_mbps) {
+  return std::max<int64_t>(16 * 1024, static_cast<int64_t>(rate_mbps * 1e6 / 8.0 * 0.002));
+}
+
 TokenBucket::TokenBucket(Clock* clock, double rate_mbps, int64_t burst_bytes)
-    : clock_(clock),
-      rate_mbps_(rate_mbps),
-      bytes_per_us_(rate_mbps * 1e6 / 8.0 / 1e6),
-      burst_(static_cast<double>(std::max<int64_t>(burst_bytes, 1))),
-      tokens_(burst_),
-      last_us_(clock->NowMicros()) {}
+    : clock_(clock), rate_mbps_(rate_mbps), bytes_per_us_(rate_mbps / 8.0) {
+  const int64_t burst = burst_bytes < 0 ? DefaultBurstBytes(rate_mbps) : std::max<int64_t>(burst_bytes, 1);
+  burst_us_ = static_cast<double>(burst) / bytes_per_us_;
+  free_at_us_ = static_cast<double>(clock->NowMicros());
+}
 
 int64_t TokenBucket::Acquire(int64_t bytes) {
+  return AcquireSince(bytes, clock_->NowMicros());
+}
+
+int64_t TokenBucket::AcquireSince(int64_t bytes, int64_t since_us) {
   int64_t wait_us = 0;
   {
     std::lock_guard lock(mu_);
-    int64_t now = clock_->NowMicros();
-    tokens_ = std::min(burst_, tokens_ + static_cast<double>(now - last_us_) * bytes_per_us_);
-    last_us_ = now;
-    tokens_ -= static_cast<double>(bytes);  // may go negative: the debt is the wait
-    if (tokens_ < 0) wait_us = static_cast<int64_t>(std::ceil(-tokens_ / bytes_per_us_));
+    const int64_t now = clock_->NowMicros();
+    const double start = std::max(free_at_us_, static_cast<double>(std::min(since_us, now)));
+    free_at_us_ = start + static_cast<double>(bytes) / bytes_per_us_;
+    const double wait = free_at_us_ - burst_us_ - static_cast<double>(now);
+    if (wait > 0) wait_us = static_cast<int64_t>(std::ceil(wait));
   }
   if (wait_us > 0) clock_->SleepForMicros(wait_us);
   return wait_us;
+}
+
+void RingLinkEmulation::BeforeSend(int64_t bytes) const {
+  if (enabled() && up != nullptr && bytes > 0) up->Acquire(bytes);
+}
+
+void RingLinkEmulation::AfterReceive(int from, int64_t bytes, int64_t arrived_us) const {
+  if (!enabled()) return;
+  const auto rank = static_cast<size_t>(from);
+  int64_t delivered_us = arrived_us;  // when the last byte is through both links
+  if (down != nullptr && bytes > 0) {
+    const double sender_mbps = rank < up_mbps.size() ? up_mbps[rank] : 0.0;
+    const int64_t sent_us =
+        sender_mbps > 0 ? static_cast<int64_t>(static_cast<double>(bytes) * 8.0 / sender_mbps) : 0;
+    if (down->AcquireSince(bytes, arrived_us - sent_us) > 0) delivered_us = clock->NowMicros();
+  }
+  double lat = 0;
+  if (rank < latency_ms.size()) lat = latency_ms[rank];
+  if (static_cast<size_t>(self) < latency_ms.size())
+    lat = std::max(lat, latency_ms[static_cast<size_t>(self)]);
+  const int64_t ready = delivered_us + static_cast<int64_t>(lat * 1000.0);
+  const int64_t now = clock->NowMicros();
+  if (ready > now) clock->SleepForMicros(ready - now);
 }
 
 }  // namespace loft::agent

@@ -1,16 +1,25 @@
 // TokenBucket: EMULATION of a link's rate for local experiments (issue 5:
-// "an agent can emulate its spec link rate with a token bucket on its
-// fetch path"). It makes a caller wait, through the injected Clock, until
-// `bytes` fit the configured rate. It shapes only loft's own fetch
-// traffic; it is not a network emulator (use TBF qdiscs for that).
+// "an agent can emulate its spec link rate with a token bucket"). It makes
+// a caller wait, through the injected Clock, until `bytes` fit the
+// configured rate. One bucket per direction of a node's link (up, down)
+// is shared by everything that node sends or receives: the peer records it
+// serves and fetches, and its ring all-reduce messages (RingLinkEmulation).
+// It is not a network emulator (use the testbed's tbf qdiscs for that).
+//
+// The bucket is a virtual-time pacer (GCRA): a request of b bytes starts
+// when the link is free (or at `since`, if later) and ends b/rate later;
+// the caller waits until that end, less the burst (`burst_bytes` may pass
+// unpaced after an idle period, like a tbf qdisc's burst).
 //
 // Not responsible for: latency (the PeerFetcher adds the spec's
-// latency_ms once per partition's remote phase).
+// latency_ms once per partition's remote phase, RingLinkEmulation once
+// per ring message).
 // Thread-safety: thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "core/clock.h"
 
@@ -18,21 +27,48 @@ namespace loft::agent {
 
 class TokenBucket {
  public:
-  // rate_mbps > 0 (megabits/s); burst_bytes: bucket depth.
-  TokenBucket(Clock* clock, double rate_mbps, int64_t burst_bytes = 64 * 1024);
+  // The default burst: 2 ms of traffic, at least 16 KiB (the testbed's tbf).
+  static int64_t DefaultBurstBytes(double rate_mbps);
+  // rate_mbps > 0 (megabits/s); burst_bytes: bucket depth (< 0 = DefaultBurstBytes).
+  TokenBucket(Clock* clock, double rate_mbps, int64_t burst_bytes = -1);
   // Waits (clock->SleepForMicros) until `bytes` have been paid for;
   // returns the microseconds waited.
   int64_t Acquire(int64_t bytes);
+  // As Acquire, for a transfer that began at `since_us` (clock time, ≤ now):
+  // the time the link could already have spent on it is credited.
+  int64_t AcquireSince(int64_t bytes, int64_t since_us);
   double rate_mbps() const { return rate_mbps_; }
 
  private:
   Clock* clock_;
   double rate_mbps_;
   double bytes_per_us_;
-  double burst_;
+  double burst_us_;  // the burst as time at this rate
   std::mutex mu_;
-  double tokens_;
-  int64_t last_us_;
+  double free_at_us_;  // when the link has sent everything paid for so far
+};
+
+// The link emulation of a ring transport (edge_agent/zmq_transport.h):
+// a message of b bytes from rank s to this node pays this node's up bucket
+// at the sender (Send) and its down bucket at the receiver, dated from
+// when the sender started sending (arrival − b / up_mbps[s]), so a
+// transfer runs at min(s.up, own down) as a flow on the two links, sharing
+// them with the peer fetches; then it is held until latency_ms after its
+// arrival, max(latency of s, own latency), as loft-sim's ring steps.
+struct RingLinkEmulation {
+  Clock* clock = nullptr;          // null = no emulation at all
+  TokenBucket* up = nullptr;       // null = rates not emulated (e.g. the testbed's tbf)
+  TokenBucket* down = nullptr;     // null = rates not emulated
+  std::vector<double> up_mbps;     // per rank: the senders' up rates
+  std::vector<double> latency_ms;  // per rank; empty = no latency
+  int self = 0;                    // this node's rank
+
+  bool enabled() const { return clock != nullptr; }
+  // Pays the uplink for a message about to be sent (waits).
+  void BeforeSend(int64_t bytes) const;
+  // Waits until a message of `bytes` from `from` that arrived at
+  // `arrived_us` has crossed this node's downlink and the latency.
+  void AfterReceive(int from, int64_t bytes, int64_t arrived_us) const;
 };
 
 }  // namespace loft::agent

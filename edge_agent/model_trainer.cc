@@ -82,6 +82,7 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   to.curve_own = options.curve_own;
   to.public_keys = options.public_keys;
   to.rank_names = options.rank_names;
+  to.link = options.link;
   LOFT_ASSIGN_OR_RETURN(t->transport_, ZmqTransport::Create(ctx, to));
   ModelTrainer* self = t.get();
   t->transport_->SetRequestHandler(kStatePhase, [self](int from, uint64_t tag, std::span<const std::byte>) {

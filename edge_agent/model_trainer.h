@@ -96,7 +96,9 @@ struct ModelTrainerOptions {
   std::vector<std::string> public_keys;  // per rank
   std::vector<std::string> rank_names;   // per rank
   // When set and true, every wait of the trainer ends early with Aborted (shutdown).
-  const std::atomic<bool>* stop = nullptr;
+  const std::atomic<bool>* stop =
+      nullptr;  // Link emulation of the ring's messages (the agent's token buckets; default off).
+  RingLinkEmulation link;
 };
 
 class ModelTrainer final : public Trainer {

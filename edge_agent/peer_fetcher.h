@@ -47,7 +47,7 @@ struct PeerFetcherOptions {
   size_t max_frame_bytes = 64u << 10;
   int fetch_batch = 64;
   int timeout_ms = 10000;
-  int retry_backoff_ms = 5;
+  int retry_backoff_ms = 1;  // "no grant yet": the grant is usually sub-ms behind (the scheduler sent both)
   std::optional<CurveKeyPair> own_keys;  // set = CURVE on
   std::string keys_dir;                  // <dir>/<peer name>.pub authenticates each peer
   TokenBucket* down = nullptr;           // emulation; not owned

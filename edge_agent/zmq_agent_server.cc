@@ -44,6 +44,10 @@ struct ZmqAgentServer::Impl {
   std::optional<CurveKeyPair> own;
   zmq::socket_t peer_sock;
   zmq::socket_t sched_sock;
+  // The compute thread wakes the main loop through this inproc pair when
+  // it queues a report, so a report leaves at once instead of at the next
+  // poll timeout (wake_tx: compute thread only; wake_rx: main loop only).
+  zmq::socket_t wake_rx, wake_tx;
   bool has_scheduler = false;
   std::string advertised;
 
@@ -126,10 +130,28 @@ struct ZmqAgentServer::Impl {
         cv.notify_all();
       }
       v1::Envelope report = runner->Finish(std::move(r), trainer.get(), service->node());
-      std::lock_guard lock(mu);
-      TakeOffences();
-      AttachOffenceCounts(report);
-      outbox.push_back(std::move(report));
+      {
+        std::lock_guard lock(mu);
+        TakeOffences();
+        AttachOffenceCounts(report);
+        outbox.push_back(std::move(report));
+      }
+      WakeMainLoop();
+    }
+  }
+
+  // Compute thread: a report is queued (a full pipe means a wake is pending).
+  void WakeMainLoop() {
+    try {
+      (void)wake_tx.send(zmq::const_buffer("", 0), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      // the context is terminating
+    }
+  }
+  // Main loop: consumes pending wakes.
+  void DrainWakes() {
+    zmq::message_t msg;
+    while (wake_rx.recv(msg, zmq::recv_flags::dontwait)) {
     }
   }
 
@@ -243,6 +265,11 @@ struct ZmqAgentServer::Impl {
           std::string_view(static_cast<const char*>(f.data()), f.size()), frames->size() - 1);
       for (const auto& e : fx.to_scheduler) SendToScheduler(e);
       if (fx.credits_to_return > 0) SendToScheduler(service->MakeCreditGrant(fx.credits_to_return));
+      // Tell the scheduler at once that the registration (its view, the
+      // dataset manifest) arrived: it starts the job only then, so that no
+      // peer fetches from this node before it knows the view.
+      if (fx.registered && fx.new_job.empty() && service->node() >= 0)
+        SendToScheduler(service->MakeHeartbeat());
       if (!fx.run.empty()) {
         std::lock_guard lock(mu);
         for (auto& p : fx.run) assigned.push_back(std::move(p));
@@ -330,6 +357,19 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
                                                     stats.samples + stats.corrupt));
   }
 
+  // Report wake-ups (compute thread -> main loop).
+  try {
+    const std::string wake_ep = fmt::format("inproc://loft-agent-wake-{}", static_cast<const void*>(&m));
+    m.wake_rx = zmq::socket_t(m.ctx, zmq::socket_type::pair);
+    m.wake_rx.bind(wake_ep);
+    m.wake_tx = zmq::socket_t(m.ctx, zmq::socket_type::pair);
+    m.wake_tx.set(zmq::sockopt::linger, 0);
+    m.wake_rx.set(zmq::sockopt::linger, 0);
+    m.wake_tx.connect(wake_ep);
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "report wake-up socket");
+  }
+
   // Peer ROUTER.
   SocketOptions po;
   // It accepts only FetchRequests of at most 4,096 ids (~40 KB encoded):
@@ -375,8 +415,26 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     return InvalidArgument(
         "compute_mode external trains the consumer's model: set training.model external (got '" +
         spec.training.model + "')");
+  // The node's link emulation: one up and one down bucket for everything
+  // the node sends and receives (peer records, ring messages).
+  RingLinkEmulation ring_link;
+  if (cfg.link_emulation) {
+    if (cfg.link_rate_emulation) {
+      m.down = std::make_unique<TokenBucket>(clock, m.link.down_mbps);
+      m.up = std::make_unique<TokenBucket>(clock, m.link.up_mbps);
+    }
+    ring_link.clock = clock;
+    ring_link.up = m.up.get();
+    ring_link.down = m.down.get();
+    ring_link.self = idx;
+    for (const NodeSpec& n : spec.nodes) {
+      ring_link.up_mbps.push_back(n.link.up_mbps);
+      ring_link.latency_ms.push_back(n.link.latency_ms);
+    }
+  }
   if (spec.training.model != "none") {
     ModelTrainerOptions mo;
+    mo.link = ring_link;
     if (cfg.insecure) {
       std::vector<std::string> ring_eps{cfg.ring_bind};
       if (!cfg.ring_advertise.empty()) ring_eps.push_back(cfg.ring_advertise);
@@ -414,6 +472,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
       ro.public_keys = mo.public_keys;
       ro.rank_names = mo.rank_names;
       ro.stop = &m.trainer_stop;
+      ro.link = ring_link;
       LOFT_ASSIGN_OR_RETURN(external_ring, ExternalRing::Create(spec, ro));
     } else {
       LOFT_ASSIGN_OR_RETURN(auto mt, ModelTrainer::Create(spec, mo));
@@ -455,17 +514,18 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   fo.own_keys = m.own;
   fo.keys_dir = cfg.keys_dir;
   if (cfg.link_emulation && cfg.link_rate_emulation) {
-    m.down = std::make_unique<TokenBucket>(clock, m.link.down_mbps);
-    m.up = std::make_unique<TokenBucket>(clock, m.link.up_mbps);
     fo.down = m.down.get();
     fo.latency_ms = m.link.latency_ms;
     spdlog::info(
-        "link EMULATION on: down {} Mbit/s, up {} Mbit/s, latency {} ms (token buckets on the fetch path)",
+        "link EMULATION on: down {} Mbit/s, up {} Mbit/s, latency {} ms (token buckets on peer fetches and "
+        "the ring all-reduce)",
         m.link.down_mbps, m.link.up_mbps, m.link.latency_ms);
   } else if (cfg.link_emulation) {
     fo.latency_ms = m.link.latency_ms;
-    spdlog::info("link EMULATION of latency only: {} ms per remote phase (rates are not emulated here)",
-                 m.link.latency_ms);
+    spdlog::info(
+        "link EMULATION of latency only: {} ms per remote phase and ring message (rates are not emulated "
+        "here)",
+        m.link.latency_ms);
   }
   AgentService* svc = m.service.get();
   m.fetcher = std::make_unique<PeerFetcher>(&m.ctx, clock, fo, [svc](int32_t n) { return svc->PeerFor(n); });
@@ -526,7 +586,8 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
   if (m.has_scheduler) m.SendToScheduler(m.service->MakeRegister(m.summary));
   Status result;
   while (!m.stop && !(interrupt && interrupt->load())) {
-    std::vector<zmq::pollitem_t> items{{m.peer_sock.handle(), 0, ZMQ_POLLIN, 0}};
+    std::vector<zmq::pollitem_t> items{{m.peer_sock.handle(), 0, ZMQ_POLLIN, 0},
+                                       {m.wake_rx.handle(), 0, ZMQ_POLLIN, 0}};
     if (m.has_scheduler) items.push_back({m.sched_sock.handle(), 0, ZMQ_POLLIN, 0});
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(2));
@@ -536,7 +597,8 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
       break;
     }
     if (items[0].revents & ZMQ_POLLIN) m.ServePeer();
-    if (m.has_scheduler && (items[1].revents & ZMQ_POLLIN))
+    if (items[1].revents & ZMQ_POLLIN) m.DrainWakes();
+    if (m.has_scheduler && (items[2].revents & ZMQ_POLLIN))
       draining = m.ServeScheduler(&last_heard) || draining;
     if (!m.fatal.ok()) {
       result = m.fatal;

@@ -98,6 +98,7 @@ Status ZmqTransport::Send(int to_rank, uint64_t tag, std::span<const std::byte> 
     return Unavailable("ring transport: no endpoint for rank " + std::to_string(to_rank));
   unsigned char tb[8];
   for (int i = 0; i < 8; ++i) tb[i] = static_cast<unsigned char>(tag >> (8 * i));
+  options_.link.BeforeSend(static_cast<int64_t>(payload.size()));  // emulated uplink (waits)
   try {
     auto r1 = it->second.sock.send(zmq::buffer(tb, 8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     if (!r1) return Unavailable("ring transport: send queue to rank " + std::to_string(to_rank) + " is full");
@@ -139,6 +140,7 @@ Status ZmqTransport::Pump(int64_t timeout_ms) {
             std::span<const std::byte>(static_cast<const std::byte*>(frames[1].data()), frames[1].size()));
         unsigned char tb[8];
         for (int i = 0; i < 8; ++i) tb[i] = static_cast<unsigned char>(t >> (8 * i));
+        options_.link.BeforeSend(static_cast<int64_t>(answer.size()));  // emulated uplink (waits)
         auto r1 = router_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
         if (r1) r1 = router_.send(zmq::buffer(tb, 8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
         if (r1) (void)router_.send(zmq::buffer(answer.data(), answer.size()), zmq::send_flags::dontwait);
@@ -156,7 +158,8 @@ Status ZmqTransport::Pump(int64_t timeout_ms) {
           inbox_.erase(oldest);
         }
       }
-      inbox_[{from, t}].emplace_back(p, p + frames[1].size());
+      inbox_[{from, t}].push_back(
+          Buffered1{std::vector<std::byte>(p, p + frames[1].size()), options_.link.enabled() ? NowUs() : 0});
       ++buffered_;
     }
   } catch (const zmq::error_t& e) {
@@ -171,11 +174,13 @@ StatusOr<std::vector<std::byte>> ZmqTransport::Recv(int from_rank, uint64_t tag,
   while (true) {
     auto it = inbox_.find({from_rank, tag});
     if (it != inbox_.end() && !it->second.empty()) {
-      std::vector<std::byte> out = std::move(it->second.front());
+      Buffered1 msg = std::move(it->second.front());
       it->second.erase(it->second.begin());
       if (it->second.empty()) inbox_.erase(it);
       --buffered_;
-      return out;
+      // Emulated downlink and latency (waits; nothing when emulation is off).
+      options_.link.AfterReceive(from_rank, static_cast<int64_t>(msg.body.size()), msg.arrived_us);
+      return std::move(msg.body);
     }
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -239,6 +244,8 @@ StatusOr<std::vector<std::byte>> ZmqTransport::Request(int to_rank, uint64_t tag
       } while (sock.get(zmq::sockopt::rcvmore));
       if (frames.size() != 2 || frames[0].size() != 8 || LoadTag(frames[0]) != tag) continue;  // stale answer
       const auto* p = static_cast<const std::byte*>(frames[1].data());
+      if (options_.link.enabled())
+        options_.link.AfterReceive(to_rank, static_cast<int64_t>(frames[1].size()), NowUs());
       return std::vector<std::byte>(p, p + frames[1].size());
     }
   } catch (const zmq::error_t& e) {
@@ -259,7 +266,7 @@ std::vector<std::pair<int, uint64_t>> ZmqTransport::Buffered() const {
 
 const std::vector<std::byte>* ZmqTransport::Peek(int from_rank, uint64_t tag) const {
   auto it = inbox_.find({from_rank, tag});
-  return it == inbox_.end() || it->second.empty() ? nullptr : &it->second.front();
+  return it == inbox_.end() || it->second.empty() ? nullptr : &it->second.front().body;
 }
 
 void ZmqTransport::Discard(int from_rank, uint64_t tag) {

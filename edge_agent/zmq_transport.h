@@ -41,6 +41,7 @@
 
 #include "core/curve.h"
 #include "core/status.h"
+#include "edge_agent/link_emulator.h"
 #include "models/transport.h"
 
 namespace loft::agent {
@@ -58,6 +59,9 @@ struct ZmqTransportOptions {
   std::optional<CurveKeyPair> curve_own;
   std::vector<std::string> public_keys;
   std::vector<std::string> rank_names;
+  // Link EMULATION of this node's links for every message (ring chunks,
+  // hellos, state transfer): see RingLinkEmulation. Default: off.
+  RingLinkEmulation link;
 };
 
 // The rank of a DEALER routing id "<rank>/<nonce>" (or a bare "<rank>");
@@ -120,7 +124,12 @@ class ZmqTransport final : public models::Transport {
   zmq::socket_t router_;
   std::string endpoint_;
   std::map<int, Peer> peers_;
-  std::map<std::pair<int, uint64_t>, std::vector<std::vector<std::byte>>> inbox_;
+  struct Buffered1 {
+    std::vector<std::byte> body;
+    int64_t arrived_us = 0;  // link.clock's time (0 without link emulation)
+  };
+  int64_t NowUs() const { return options_.link.clock->NowMicros(); }
+  std::map<std::pair<int, uint64_t>, std::vector<Buffered1>> inbox_;
   size_t buffered_ = 0;
   uint64_t floor_ = 0;
   uint8_t request_phase_ = 0;

@@ -83,6 +83,7 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
                                               "metrics_address",
                                               "iterations",
                                               "min_workers",
+                                              "start_when_ready",
                                               "journal_sync",
                                               "plan_ahead",
                                               "log_level",
@@ -105,6 +106,7 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
   LOFT_RETURN_IF_ERROR(Read(source, root, "metrics_address", &opts->metrics_address));
   LOFT_RETURN_IF_ERROR(Read(source, root, "iterations", &opts->iterations));
   LOFT_RETURN_IF_ERROR(Read(source, root, "min_workers", &opts->min_workers));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "start_when_ready", &opts->start_when_ready));
   LOFT_RETURN_IF_ERROR(Read(source, root, "journal_sync", &opts->journal_sync));
   if (YAML::Node n = root["plan_ahead"]; n.IsDefined() && n.IsScalar() && n.Scalar() == "auto") {
     opts->plan_ahead = -1;
@@ -136,6 +138,7 @@ std::string SchedulerOptionsToYaml(const SchedulerOptions& o) {
   out << YAML::Key << "metrics_address" << YAML::Value << o.metrics_address;
   out << YAML::Key << "iterations" << YAML::Value << o.iterations;
   out << YAML::Key << "min_workers" << YAML::Value << o.min_workers;
+  out << YAML::Key << "start_when_ready" << YAML::Value << o.start_when_ready;
   out << YAML::Key << "journal_sync" << YAML::Value << o.journal_sync;
   out << YAML::Key << "plan_ahead" << YAML::Value;
   if (o.plan_ahead < 0) {

@@ -15,6 +15,8 @@
 //   metrics_address: 127.0.0.1      # interface the metrics endpoint binds
 //   iterations: 0                   # 0 = the spec's training.iterations
 //   min_workers: 0                  # live workers before the first plan; 0 = all spec nodes
+//   start_when_ready: false         # those workers must also have been heard from after their
+//                                   # registration reply (view + manifest) arrived (cluster run: true)
 //   journal_sync: true              # fsync every journal batch before acting on it
 //   plan_ahead: auto                # auto | 0 | 1: plan iteration t+1 while t runs
 //                                   # (auto = 1 when the spec has training.overlap: true)
@@ -47,7 +49,13 @@ struct SchedulerOptions {
   int metrics_port = 0;
   std::string metrics_address = "127.0.0.1";
   int64_t iterations = 0;
-  int min_workers = 0;       // live workers needed before the first iteration; 0 = every spec node
+  int min_workers = 0;  // live workers needed before the first iteration; 0 = every spec node
+  // The first iteration also waits until each of those workers has sent a
+  // message after its registration reply (the agent heartbeats as soon as
+  // the reply arrives): over a slow link the reply (view, dataset
+  // manifest) takes a while, and a peer fetching from a node that has not
+  // read it yet is refused, which fails the first partitions.
+  bool start_when_ready = false;
   bool journal_sync = true;  // fsync each journal batch
   // Iterations planned beyond the one running: 0 = strict BSP (plan t+1
   // once t is complete), 1 = plan and stream t+1 while t runs, so agents

@@ -244,6 +244,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
         return InvalidArgument("heartbeat credits out of range");
       *sender_node = node;
       n.last_seen_ms = now_ms;
+      n.confirmed = true;
       n.flow.Grant(hb.credits());
       if (!driver_->state().alive(node)) {
         LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerAlive(node, now_ms));
@@ -292,6 +293,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
         return InvalidArgument("credit grant out of range");
       *sender_node = node;
       n.last_seen_ms = now_ms;
+      n.confirmed = true;
       n.flow.Grant(cg.credits());
       return OkStatus();
     }
@@ -433,6 +435,7 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerIn
     }
     hold_.ReleaseNode(node);
     n.connected = true;
+    n.confirmed = false;
     n.peer_endpoint = req.peer_endpoint();
     n.ring_endpoint = req.ring_endpoint();
     n.cache = req.cache();

@@ -99,6 +99,11 @@ class SchedulerService {
  private:
   struct NodeSession {
     bool connected = false;  // registered with this scheduler (or restored from sessions.json)
+    // Heard from since its registration reply (which carries the view and
+    // the dataset manifest) was sent: the job starts only when every
+    // worker the gate needs is (a fetch from a node that has not read its
+    // reply yet is refused; over a slow link that reply takes a while).
+    bool confirmed = false;
     std::string peer_endpoint;
     std::string ring_endpoint;
     uint64_t incarnation = 0;  // RegisterRequest.incarnation (0 = unknown; not in sessions.json)

@@ -238,7 +238,8 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
   if (!gate_->ReadyToPlan(st, queues_empty)) return false;
   if (!started_) {
     int live = 0;
-    for (int32_t node : st.LiveNodes()) live += nodes_[node].connected ? 1 : 0;
+    for (int32_t node : st.LiveNodes())
+      live += nodes_[node].connected && (nodes_[node].confirmed || !opts_.start_when_ready) ? 1 : 0;
     if (!gate_->MayStart(live)) return false;
     started_ = true;
     first_plan_ms_ = now_ms;

@@ -37,4 +37,18 @@ for name, p in workers.items():
     assert p["compute_per_sample_ms"] != 0.5, "the fit never left the prior"
     # No agent reports its serving time here: the uplink stays the spec's.
     assert "up_mbps: 1000," in block, f"{name}: unobserved uplink must keep the spec's rate"
+    # The agents emulated the spec's links (cluster run's default): --links auto keeps them.
+    assert "link: {up_mbps: 1000, down_mbps: 1000, latency_ms: 1}" in block, (name, block)
+# --links fit writes the fitted laws instead; auto said why it kept them.
+cal_fit = os.path.join(tmp, "fit.yaml")
+r = subprocess.run([loft_it.exe("loftctl"), "calibrate", out, "--out", cal_fit, "--links", "fit"],
+                   capture_output=True, text=True, timeout=30)
+assert r.returncode == 0, r.stderr
+assert "link (enforced" not in r.stderr, r.stderr
+r = subprocess.run([loft_it.exe("loftctl"), "calibrate", out, "--out", cal], capture_output=True, text=True,
+                   timeout=30)
+assert r.returncode == 0 and "agents enforced the spec's links" in r.stderr, r.stderr
+r = subprocess.run([loft_it.exe("loftctl"), "calibrate", out, "--out", cal, "--links", "bogus"],
+                   capture_output=True, text=True, timeout=30)
+assert r.returncode != 0, "an unknown --links value must be refused"
 print("ok")

@@ -6,12 +6,15 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
+#include "edge_agent/link_emulator.h"
 #include "models/reducers.h"
 #include "models/ring_allreduce.h"
 
@@ -20,13 +23,15 @@ using loft::agent::ZmqTransportOptions;
 
 namespace {
 
-std::vector<std::unique_ptr<ZmqTransport>> MakeRing(zmq::context_t* ctx, int n) {
+std::vector<std::unique_ptr<ZmqTransport>> MakeRing(
+    zmq::context_t* ctx, int n, const std::vector<loft::agent::RingLinkEmulation>& links = {}) {
   std::vector<std::unique_ptr<ZmqTransport>> ts;
   std::map<int, std::string> eps;
   for (int r = 0; r < n; ++r) {
     ZmqTransportOptions o;
     o.rank = r;
     o.world_size = n;
+    if (!links.empty()) o.link = links[static_cast<size_t>(r)];
     auto t = ZmqTransport::Create(ctx, o);
     REQUIRE(t.ok());
     eps[r] = (*t)->endpoint();
@@ -316,4 +321,66 @@ TEST_CASE("ring routing ids: rank/nonce or a bare rank; anything else is malform
   CHECK(RankOfRoutingId("1abc") == -1);  // std::stoi used to read this as rank 1
   CHECK(RankOfRoutingId("-1/x") == -1);
   CHECK(RankOfRoutingId("99999999999/x") == -1);
+}
+
+namespace {
+
+// Runs one ring all-reduce of d floats among n ranks; returns its wall time in ms.
+double TimedRing(int n, size_t d, const std::vector<loft::agent::RingLinkEmulation>& links) {
+  zmq::context_t ctx(1);
+  auto ts = MakeRing(&ctx, n, links);
+  std::vector<std::vector<float>> v(n, std::vector<float>(d, 1.0f));
+  std::vector<double> w(n, 1.0);
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r) members.push_back(r);
+  std::vector<loft::Status> st(n);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; ++r) {
+    th.emplace_back([&, r] {
+      loft::models::AllReduceOptions ao;
+      ao.timeout_ms = 20000;
+      loft::models::RingAllReduce ring(ts[r].get(), ao);
+      st[r] = ring.Run(loft::models::RingView{1, members}, 1, v[r], w);
+    });
+  }
+  for (auto& t : th) t.join();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << st[r].ToString());
+    REQUIRE(st[r].ok());
+    CHECK(v[r][0] == Approx(1.0f));
+  }
+  return ms;
+}
+
+}  // namespace
+
+TEST_CASE("link emulation shapes the ring: 2(N-1) steps at min(up, down) plus the latency per step") {
+  // 4 ranks, 200,000 floats: 50,000 per chunk = 200 kB per step. Rank 2's
+  // downlink (40 Mbit/s) is the slowest link: 40 ms per step; 6 steps =
+  // 240 ms, less a 16 KiB burst per step, plus 5 ms of latency per step.
+  const int n = 4;
+  const size_t d = 200000;
+  loft::SystemClock clock;
+  std::vector<std::unique_ptr<loft::agent::TokenBucket>> up, down;
+  std::vector<loft::agent::RingLinkEmulation> links(n);
+  for (int r = 0; r < n; ++r) {
+    up.push_back(std::make_unique<loft::agent::TokenBucket>(&clock, 100.0));
+    down.push_back(std::make_unique<loft::agent::TokenBucket>(&clock, r == 2 ? 40.0 : 100.0));
+    links[r].clock = &clock;
+    links[r].up = up.back().get();
+    links[r].down = down.back().get();
+    links[r].up_mbps = {100.0, 100.0, 100.0, 100.0};
+    links[r].latency_ms = {5.0, 5.0, 5.0, 5.0};
+    links[r].self = r;
+  }
+  const double bytes_per_step = 4.0 * d / n;
+  const double model_ms = 6 * (bytes_per_step * 8 / (40.0 * 1000) + 5.0);
+  const double shaped = TimedRing(n, d, links);
+  const double plain = TimedRing(n, d, {});
+  INFO("shaped " << shaped << " ms, unshaped " << plain << " ms, modelled " << model_ms << " ms");
+  CHECK(shaped > 0.8 * model_ms);
+  CHECK(shaped < 2.0 * model_ms + plain);
+  CHECK(plain < 0.5 * shaped);
 }

@@ -93,7 +93,7 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
 
 StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::json& status,
                                     const std::string& source, const std::string* iterations_csv,
-                                    const std::string& csv_source) {
+                                    const std::string& csv_source, bool fit_links) {
   if (!status.is_object() || !status.contains("workers") || !status["workers"].is_array())
     return InvalidArgument(source + ": no \"workers\" list (is it a scheduler status document?)");
   ClusterSpec out = spec;
@@ -149,6 +149,15 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
       kept.push_back("link.latency_ms (not observed)");
     else
       n.link.latency_ms = std::max(0.0, a);
+    if (!fit_links) {
+      if (n.link.down_mbps != prior.link.down_mbps || n.link.up_mbps != prior.link.up_mbps ||
+          n.link.latency_ms != prior.link.latency_ms)
+        kept.push_back(
+            fmt::format("link (enforced at the spec's rates; fitted down {:.4g}, up {:.4g} Mbit/s, "
+                        "latency {:.4g} ms, contention included)",
+                        n.link.down_mbps, n.link.up_mbps, n.link.latency_ms));
+      n.link = prior.link;
+    }
     std::string note = fmt::format("{}: {} observations", name, w.value("observations", int64_t{0}));
     if (!kept.empty()) {
       note += "; kept from the spec:";
@@ -189,7 +198,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
                         "compute_ms", "makespan_ms", "allreduce_ms", "failed"})
     if (!col.count(c)) return InvalidArgument(fmt::format("{}: no column '{}'", source, c));
   struct It {
-    double makespan = 0, work = 0, ring = -1;
+    double makespan = 0, work = 0, ring = -1, sched = 0;
     std::vector<int32_t> members;
     bool failed = false;
   };
@@ -217,6 +226,19 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     }
     It& it = its[std::stoll(f[col["iteration"]])];
     it.makespan = v[3];
+    // The scheduler's own time before the iteration's partitions leave:
+    // planning and the journal append (the same for every row).
+    double sched = 0;
+    for (const char* c : {"plan_ms", "journal_ms"}) {
+      if (!col.count(c)) continue;
+      const std::string& x = f[col[c]];
+      char* end = nullptr;
+      const double d = std::strtod(x.c_str(), &end);
+      if (end == x.c_str() || !std::isfinite(d))
+        return InvalidArgument(fmt::format("{}:{}: {} '{}' is not a number", source, lineno, c, x));
+      sched += d;
+    }
+    it.sched = std::max(it.sched, sched);
     if (f[col["failed"]] == "1") it.failed = true;
     if (v[5] <= 0) continue;
     it.work = std::max(it.work, std::max(v[0], v[1]) + v[2]);
@@ -232,8 +254,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
   std::vector<int32_t> members;
   for (auto& [i, it] : its) {
     if (it.failed || it.members.empty()) continue;
-    const double ring = std::max(0.0, it.ring);
-    over_sum += std::max(0.0, it.makespan - it.work - ring);
+    over_sum += it.sched;
     ++n_over;
     if (it.ring > 0) {
       ring_sum += it.ring;
@@ -251,8 +272,9 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     return OkStatus();
   }
   spec->scheduler.overhead_ms = over_sum / static_cast<double>(n_over);
-  notes->push_back(fmt::format("scheduler.overhead_ms {:.4g} (mean over {} iterations of {})",
-                               spec->scheduler.overhead_ms, n_over, policy));
+  notes->push_back(
+      fmt::format("scheduler.overhead_ms {:.4g} (mean plan_ms + journal_ms over {} iterations of {})",
+                  spec->scheduler.overhead_ms, n_over, policy));
   auto& ar = spec->training.allreduce;
   if (spec->training.model == "none" || n_ring == 0) {
     notes->push_back("no all-reduce in the run (training.model none or no allreduce_ms); not fitted");

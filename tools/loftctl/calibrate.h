@@ -24,8 +24,12 @@
 //    training.allreduce.reduce_ns_per_element, so the calibrated model
 //    scales with the parameter bytes, the links and N. If the ring ran
 //    faster than the links allow, links: false and all of M is per element.
-//  - scheduler.overhead_ms: mean over iterations of makespan − max over
-//    rows (max(fetch_local, fetch_remote) + compute) − the ring's M.
+//  - scheduler.overhead_ms: mean over iterations of plan_ms + journal_ms,
+//    the scheduler's time from "iteration t may be planned" to its
+//    partitions leaving (loft-sim delays every planned iteration's send by
+//    it). Not makespan − reads − compute − ring: with plan-ahead and the
+//    agents' reader/compute pipeline, reads hide behind the ring, so that
+//    difference measures the pipeline, not the scheduler.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -45,9 +49,16 @@ struct Calibration {
 // `status`: the scheduler's status JSON of the run (status.json).
 // `iterations_csv`: the run's iterations.csv text (nullptr: the
 // per-iteration constants are kept from the spec).
+// `fit_links` false: every node's link (up_mbps, down_mbps, latency_ms)
+// is kept from the spec, the fitted values go into the notes. For runs
+// whose links were enforced at the spec's values (the testbed's tbf, the
+// agents' link emulation): there the fitted remote-read law holds the
+// contention with the ring and the other fetches on the same link, which
+// loft-sim models itself (flows sharing links), so writing it back would
+// count that contention twice.
 StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::json& status,
                                     const std::string& source, const std::string* iterations_csv = nullptr,
-                                    const std::string& csv_source = "iterations.csv");
+                                    const std::string& csv_source = "iterations.csv", bool fit_links = true);
 
 // What iterations.csv (its text; `source` names it) says about the ring
 // and the overhead; writes them into `spec` (the calibrated one) and

@@ -42,7 +42,24 @@ StatusOr<std::string> RunSpecPath(const fs::path& run_dir) {
   return NotFound((run_dir / "scheduler.yaml").string() + " names no cluster_spec; pass --spec");
 }
 
-Status Calibrate(const std::string& run, const std::string& spec_arg, const std::string& out) {
+// Whether the run's agents enforced the spec's link rates: every agent
+// config cluster run wrote (agent-*.yaml) has link_emulation true (token
+// buckets, or the testbed's tbf with the agents' latency).
+bool LinksEnforced(const fs::path& run_dir) {
+  int agents = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("agent-", 0) != 0 || e.path().extension() != ".yaml") continue;
+    auto text = Slurp(e.path());
+    if (!text.ok() || text->find("link_emulation: true") == std::string::npos) return false;
+    ++agents;
+  }
+  return agents > 0;
+}
+
+Status Calibrate(const std::string& run, const std::string& spec_arg, const std::string& out,
+                 const std::string& links) {
   fs::path run_dir(run);
   std::string spec_path = spec_arg;
   if (spec_path.empty()) {
@@ -64,8 +81,16 @@ Status Calibrate(const std::string& run, const std::string& spec_arg, const std:
     std::fprintf(stderr, "%s: not found; all-reduce and scheduler overhead kept from the spec\n",
                  csv_path.c_str());
   }
+  bool fit_links = links == "fit";
+  if (links == "auto") {
+    fit_links = !LinksEnforced(run_dir);
+    std::fprintf(stderr, "--links auto: %s\n",
+                 fit_links
+                     ? "the run's links were not emulated: fitting them"
+                     : "the run's agents enforced the spec's links (emulation or testbed): keeping them");
+  }
   LOFT_ASSIGN_OR_RETURN(Calibration cal, CalibrateSpec(spec, status, status_path.string(),
-                                                       csv ? &*csv : nullptr, csv_path.string()));
+                                                       csv ? &*csv : nullptr, csv_path.string(), fit_links));
   std::string head = fmt::format(
       "# Calibrated by `loftctl calibrate {}` from the scheduler's fitted cost models\n"
       "# (policy {}, {} iterations) of a run of {}.\n",
@@ -92,8 +117,15 @@ void RegisterCalibrateCommands(CLI::App& app, int* exit_code) {
       ->required();
   cal->add_option("--out", *out, "calibrated spec to write")->required();
   cal->add_option("--spec", *spec, "the run's spec (default: scheduler.yaml's cluster_spec)");
+  auto links = std::make_shared<std::string>("auto");
+  cal->add_option(
+         "--links", *links,
+         "link constants: fit (the fitted laws), spec (keep the spec's), auto (spec when the run's agents "
+         "enforced the spec's links, else fit)")
+      ->check(CLI::IsMember({"auto", "fit", "spec"}))
+      ->capture_default_str();
   cal->callback([=] {
-    if (Status st = Calibrate(*run, *spec, *out); !st.ok()) {
+    if (Status st = Calibrate(*run, *spec, *out, *links); !st.ok()) {
       std::fprintf(stderr, "loftctl calibrate: %s\n", st.ToString().c_str());
       *exit_code = 1;
     }

@@ -72,7 +72,13 @@ try:
             if len(w) < 4 or w[0] != "round" or w[2] == "dying":
                 continue
             r = int(w[1])
-            assert n not in rows[r] or w[5] == "0", f"{n} got two batches of round {r} without carrying"
+            if n in rows[r]:
+                # A second batch of a round this member already all-reduced
+                # (e.g. edge-2's round-5 partition, retried here because
+                # edge-2's state was not the majority's): its gradient is
+                # carried (outcome 0); the round's row stays the first one.
+                assert w[5] == "0", f"{n} got two batches of round {r} without carrying: {line}"
+                continue
             rows[r][n] = {"count": int(w[3]), "outcome": int(w[5]), "rest": w[6:], "line": line, "node": i}
 
     def expect_mean(r, members):

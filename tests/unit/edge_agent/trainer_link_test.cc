@@ -53,3 +53,49 @@ TEST_CASE("Token bucket enforces the emulated rate after its burst") {
   CHECK(bucket.Acquire(1000) == 0);
   CHECK(bucket.Acquire(1) == 1);
 }
+
+TEST_CASE("Token bucket credits a transfer the time since it began and shares the link FIFO") {
+  ManualClock clock;
+  TokenBucket bucket(&clock, 8.0, 1000);  // 1 byte/us, 1000 us of burst
+  clock.Advance(10000);
+  CHECK(bucket.AcquireSince(5000, 5000) == 0);     // began 5 ms ago: already through
+  CHECK(bucket.AcquireSince(5000, 5000) == 4000);  // queued behind the first: ends at 15000
+  CHECK(clock.NowMicros() == 14000);
+  CHECK(bucket.AcquireSince(100, 20000) == 100);  // a start in the future counts from now, behind the others
+}
+
+TEST_CASE("Default burst is 2 ms of traffic, at least 16 KiB, as the testbed's tbf") {
+  CHECK(TokenBucket::DefaultBurstBytes(10) == 16 * 1024);
+  CHECK(TokenBucket::DefaultBurstBytes(1000) == 250000);
+}
+
+TEST_CASE("Ring link emulation: a message crosses min(sender up, own down), then the larger latency") {
+  ManualClock clock;
+  TokenBucket up(&clock, 8.0, 1000);
+  TokenBucket down(&clock, 4.0, 1000);  // 0.5 byte/us: burst = 2000 us
+  RingLinkEmulation link;
+  link.clock = &clock;
+  link.up = &up;
+  link.down = &down;
+  link.up_mbps = {8.0, 8.0};
+  link.latency_ms = {2.0, 3.0};
+  link.self = 1;
+  // Sending 5000 bytes pays the own uplink: 5000 us less the 1000 us burst.
+  link.BeforeSend(5000);
+  CHECK(clock.NowMicros() == 4000);
+  // 5000 bytes from rank 0 (8 Mbit/s up) arrived at t = 9000: sent from
+  // 4000, through the 4 Mbit/s downlink at 14000, less its 2000 us burst
+  // = 12000, then max(2, 3) ms of latency.
+  clock.Set(9000);
+  link.AfterReceive(0, 5000, 9000);
+  CHECK(clock.NowMicros() == 15000);
+  // A message read long after it arrived waits for nothing.
+  clock.Set(100000);
+  link.AfterReceive(0, 5000, 50000);
+  CHECK(clock.NowMicros() == 100000);
+  // Without emulation (no clock) nothing waits.
+  RingLinkEmulation off;
+  off.BeforeSend(1 << 20);
+  off.AfterReceive(0, 1 << 20, 0);
+  CHECK(clock.NowMicros() == 100000);
+}

@@ -7,12 +7,13 @@ using loft::server::SchedulerOptions;
 
 TEST_CASE("scheduler options parse every key and keep defaults for the rest") {
   SchedulerOptions o;
-  REQUIRE(ParseSchedulerOptions("cluster_spec: c.yaml\npolicy: pid\nbind: tcp://0.0.0.0:7000\n"
-                                "heartbeat_timeout_ms: 900\nkeys_dir: /k\nmetrics_port: 9000\n"
-                                "iterations: 12\nmin_workers: 3\njournal_sync: false\n"
-                                "plan_ahead: 0\n",
-                                "s.yaml", &o)
-              .ok());
+  REQUIRE(
+      ParseSchedulerOptions("cluster_spec: c.yaml\npolicy: pid\nbind: tcp://0.0.0.0:7000\n"
+                            "heartbeat_timeout_ms: 900\nkeys_dir: /k\nmetrics_port: 9000\n"
+                            "iterations: 12\nmin_workers: 3\nstart_when_ready: true\njournal_sync: false\n"
+                            "plan_ahead: 0\n",
+                            "s.yaml", &o)
+          .ok());
   CHECK(o.cluster_spec == "c.yaml");
   CHECK(o.policy == "pid");
   CHECK(o.bind == "tcp://0.0.0.0:7000");
@@ -21,6 +22,7 @@ TEST_CASE("scheduler options parse every key and keep defaults for the rest") {
   CHECK(o.metrics_port == 9000);
   CHECK(o.iterations == 12);
   CHECK(o.min_workers == 3);
+  CHECK(o.start_when_ready);
   CHECK_FALSE(o.journal_sync);
   CHECK(o.plan_ahead == 0);
   CHECK(o.Validate().ok());
@@ -76,6 +78,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
   o.metrics_port = 9100;
   o.iterations = 32;
   o.min_workers = 2;
+  o.start_when_ready = true;
   o.journal_sync = false;
   o.log_level = "warn";
   o.max_message_bytes = 1 << 20;
@@ -93,6 +96,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
     CHECK(back.keys_dir == o.keys_dir);
     CHECK(back.insecure == o.insecure);
     CHECK(back.metrics_port == o.metrics_port);
+    CHECK(back.start_when_ready);
     CHECK(back.metrics_address == o.metrics_address);
     CHECK(back.iterations == o.iterations);
     CHECK(back.min_workers == o.min_workers);

@@ -175,6 +175,22 @@ TEST_CASE("the service sends partitions only while the agent has credit") {
   CHECK(s->max_in_flight(1) == 1);
 }
 
+TEST_CASE("start_when_ready: the job starts once every worker was heard from after its registration") {
+  Fixture f;
+  f.opts.start_when_ready = true;
+  auto s = f.Make();
+  REQUIRE(Send(*s, Register("edge-0", 1), 0).ok());
+  REQUIRE(Send(*s, Register("edge-1", 1), 0).ok());
+  REQUIRE(s->Tick(1).ok());
+  CHECK(f.transport.Assignments().empty());  // both live, neither confirmed its registration
+  REQUIRE(Send(*s, Beat(0), 2).ok());
+  REQUIRE(s->Tick(3).ok());
+  CHECK(f.transport.Assignments().empty());  // edge-1 still reading its reply
+  REQUIRE(Send(*s, Beat(1), 4).ok());
+  REQUIRE(s->Tick(5).ok());
+  CHECK(f.transport.Assignments().size() == 2);
+}
+
 TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a child") {
   Fixture f;
   f.opts.plan_ahead = 0;  // BSP: one iteration open at a time
