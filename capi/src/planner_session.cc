@@ -8,35 +8,14 @@
 
 #include "core/cluster_spec.h"
 #include "scheduler/bound.h"
+#include "scheduler/cost_model.h"
 #include "sim/output.h"
 #include "sim/simulator.h"
 #include "sim/summary.h"
 
-#if __has_include("scheduler/cost_model.h")
-#include "scheduler/cost_model.h"
-#define LOFT_CAPI_HAVE_COST_MODEL 1
-#else
-#define LOFT_CAPI_HAVE_COST_MODEL 0
-#endif
-
 namespace loft::capi {
 
 namespace {
-
-#if LOFT_CAPI_HAVE_COST_MODEL
-using WorkerCostModel = sched::CostModel;
-#else
-// Until scheduler/cost_model.h lands: the given parameters, never refitted.
-class WorkerCostModel {
- public:
-  explicit WorkerCostModel(sched::CostParams prior) : p_(prior) {}
-  void Observe(const sched::Observation&) {}
-  sched::CostParams params() const { return p_; }
-
- private:
-  sched::CostParams p_;
-};
-#endif
 
 bool FiniteNonNegative(double x) {
   return std::isfinite(x) && x >= 0;
@@ -45,7 +24,7 @@ bool FiniteNonNegative(double x) {
 }  // namespace
 
 struct PlannerSession::Models {
-  std::vector<WorkerCostModel> models;  // parallel to req_.workers
+  std::vector<sched::CostModel> models;  // parallel to req_.workers
 };
 
 PlannerSession::PlannerSession(std::unique_ptr<sched::Policy> policy, int64_t global_batch, bool overlap)
