@@ -95,7 +95,7 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
 }
 
 Status SchedulerService::Init(double now_ms) {
-  sched::SchedulerOptions so;
+  sched::StateOptions so;
   so.timeout_min_ms = static_cast<double>(opts_.partition_timeout_ms);
   sched::JournalOptions jo;
   jo.sync = opts_.journal_sync;

@@ -56,7 +56,7 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
 StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const ClusterSpec& spec, SimOptions options) {
   if (spec.nodes.empty()) return InvalidArgument(spec.source + ": the cluster has no nodes");
   if (options.iterations < 0) return InvalidArgument("iterations must be >= 0");
-  sched::SchedulerOptions so;
+  sched::StateOptions so;
   so.timeout_min_ms = 0;  // nothing hangs in the simulator; failures are reported directly
   auto driver = sched::JobDriver::Create(spec, options.policy, so);
   if (!driver.ok()) return driver.status().WithContext("policy " + options.policy);
