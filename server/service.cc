@@ -204,7 +204,7 @@ Status SchedulerService::FlushUnsynced() {
   return OkStatus();
 }
 
-StatusOr<int32_t> SchedulerService::Authenticate(const PeerInfo& peer, int32_t node) const {
+StatusOr<int32_t> SchedulerService::Authenticate(const Sender& peer, int32_t node) const {
   if (node < 0 || node >= spec_.num_nodes()) {
     return InvalidArgument("node " + std::to_string(node) + " is not in the cluster spec (0.." +
                            std::to_string(spec_.num_nodes() - 1) + ")");
@@ -216,7 +216,7 @@ StatusOr<int32_t> SchedulerService::Authenticate(const PeerInfo& peer, int32_t n
   return node;
 }
 
-Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, double now_ms,
+Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, double now_ms,
                                 v1::Envelope* reply, int32_t* sender_node) {
   *sender_node = -1;
   switch (in.body_case()) {
@@ -342,7 +342,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
   }
 }
 
-Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerInfo& peer, double now_ms,
+Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender& peer, double now_ms,
                                     v1::Envelope* reply, int32_t* sender) {
   int node = spec_.FindNode(req.node_name());
   if (node < 0) return NotFound("node '" + req.node_name() + "' is not in the cluster spec");
