@@ -397,10 +397,11 @@ Status SchedulerService::BroadcastView() {
   auto* v = env.mutable_view();
   v->set_view(st.view());
   for (int32_t node : st.LiveNodes()) {
-    v->add_live_nodes(node);
-    v->add_peer_endpoints(nodes_[node].peer_endpoint);
-    v->add_ring_endpoints(nodes_[node].ring_endpoint);
-    v->add_node_names(spec_.nodes[node].name);
+    v1::Member* m = v->add_members();
+    m->set_node(node);
+    m->set_peer_endpoint(nodes_[node].peer_endpoint);
+    m->set_ring_endpoint(nodes_[node].ring_endpoint);
+    m->set_name(spec_.nodes[node].name);
   }
   for (int32_t node : st.LiveNodes()) {
     if (!nodes_[node].connected) continue;

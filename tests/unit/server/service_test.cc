@@ -191,7 +191,7 @@ TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a 
   // A view without edge-1 went to edge-0.
   bool saw_view = false;
   for (auto& [n, e] : f.transport.sent) {
-    if (n == 0 && e.has_view() && e.view().live_nodes_size() == 1) saw_view = true;
+    if (n == 0 && e.has_view() && e.view().members_size() == 1) saw_view = true;
   }
   CHECK(saw_view);
   // edge-0 gets the next iteration, containing the failed samples as a child partition.
