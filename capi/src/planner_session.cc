@@ -9,6 +9,7 @@
 #include "core/cluster_spec.h"
 #include "scheduler/bound.h"
 #include "scheduler/cost_model.h"
+#include "scheduler/cost_profile.h"
 #include "sim/output.h"
 #include "sim/simulator.h"
 #include "sim/summary.h"
@@ -55,14 +56,9 @@ Status PlannerSession::AddWorker(const sched::WorkerInput& w) {
   if (w.node < 0) return InvalidArgument(fmt::format("planner: worker node must be >= 0, got {}", w.node));
   if (IndexOf(w.node) >= 0)
     return InvalidArgument(fmt::format("planner: worker {} was already added", w.node));
-  const std::pair<const char*, double> costs[] = {{"compute_fixed_ms", w.cost.compute_fixed_ms},
-                                                  {"compute_per_sample_ms", w.cost.compute_per_sample_ms},
-                                                  {"local_fixed_ms", w.cost.local_fixed_ms},
-                                                  {"local_per_sample_ms", w.cost.local_per_sample_ms},
-                                                  {"remote_fixed_ms", w.cost.remote_fixed_ms},
-                                                  {"remote_per_sample_ms", w.cost.remote_per_sample_ms},
-                                                  {"uplink_per_sample_ms", w.cost.uplink_per_sample_ms}};
-  for (const auto& [name, v] : costs) {
+  for (const sched::CostField& f : sched::kCostFields) {
+    const double v = w.cost.*f.member;
+    const std::string_view name = f.name;
     if (!FiniteNonNegative(v)) {
       return InvalidArgument(
           fmt::format("planner: worker {}: {} must be finite and >= 0, got {}", w.node, name, v));
