@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 namespace loft::sched {
@@ -38,20 +39,10 @@ class Enumerator {
     lines[m++] = Half{1, 0, kink};
     for (int x = 0; x < m; ++x) {
       for (int y = x + 1; y < m; ++y) {
-        const Half& p = lines[x];
-        const Half& q = lines[y];
-        const double det = p.al * q.ar - p.ar * q.al;
-        if (std::abs(det) < 1e-15) continue;
-        const double l = (p.g * q.ar - p.ar * q.g) / det;
-        const double r = (p.al * q.g - p.g * q.al) / det;
-        bool inside = true;
-        for (int k = 0; k < count_ && inside; ++k) {
-          const Half& h = h_[k];
-          inside = h.al * l + h.ar * r <= h.g + 1e-9 * (1 + std::abs(h.g));
-        }
-        if (!inside) continue;
-        const double lc = std::max(0.0, l);
-        const double rc = std::max(0.0, r);
+        const auto corner = Corner(lines[x], lines[y]);
+        if (!corner) continue;
+        const double lc = std::max(0.0, corner->first);
+        const double rc = std::max(0.0, corner->second);
         out.push_back(Vertex{lc + rc, std::min(up, std::max(0.0, pool - lc)) - rc});
       }
     }
@@ -61,23 +52,27 @@ class Enumerator {
   void Points(std::vector<std::pair<double, double>>& out) const {
     for (int x = 0; x < count_; ++x) {
       for (int y = x + 1; y < count_; ++y) {
-        const Half& p = h_[x];
-        const Half& q = h_[y];
-        const double det = p.al * q.ar - p.ar * q.al;
-        if (std::abs(det) < 1e-15) continue;
-        const double l = (p.g * q.ar - p.ar * q.g) / det;
-        const double r = (p.al * q.g - p.g * q.al) / det;
-        bool inside = true;
-        for (int k = 0; k < count_ && inside; ++k) {
-          const Half& h = h_[k];
-          inside = h.al * l + h.ar * r <= h.g + 1e-9 * (1 + std::abs(h.g));
-        }
-        if (inside) out.emplace_back(std::max(0.0, l), std::max(0.0, r));
+        const auto corner = Corner(h_[x], h_[y]);
+        if (corner) out.emplace_back(std::max(0.0, corner->first), std::max(0.0, corner->second));
       }
     }
   }
 
  private:
+  // Where the boundary lines of p and q cross, (l, r), when they are not
+  // parallel and the point lies in the polygon {h}; nullopt otherwise.
+  std::optional<std::pair<double, double>> Corner(const Half& p, const Half& q) const {
+    const double det = p.al * q.ar - p.ar * q.al;
+    if (std::abs(det) < 1e-15) return std::nullopt;
+    const double l = (p.g * q.ar - p.ar * q.g) / det;
+    const double r = (p.al * q.g - p.g * q.al) / det;
+    for (int k = 0; k < count_; ++k) {
+      const Half& h = h_[k];
+      if (!(h.al * l + h.ar * r <= h.g + 1e-9 * (1 + std::abs(h.g)))) return std::nullopt;
+    }
+    return std::pair{l, r};
+  }
+
   std::array<Half, kMaxHalves> h_{};
   int count_ = 0;
 };
