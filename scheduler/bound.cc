@@ -468,6 +468,30 @@ class HullLp {
   std::vector<double> vals_;
 };
 
+// Narrows [lo, hi] (feasible(hi) true, feasible(lo) false or lo a proven
+// floor) to 1e-7 relative by bisection; `feasible` is monotone in t.
+template <typename Feasible>
+void Bisect(Feasible&& feasible, double& lo, double& hi) {
+  while (hi - lo > 1e-7 * hi) {
+    const double mid = 0.5 * (lo + hi);
+    (feasible(mid) ? hi : lo) = mid;
+  }
+}
+
+// Doubles hi (moving lo up to each infeasible value) until feasible(hi),
+// at most max_doublings times, then bisects. False when it gave up.
+template <typename Feasible>
+bool GrowThenBisect(Feasible&& feasible, double& lo, double& hi, int max_doublings) {
+  int doublings = 0;
+  while (!feasible(hi)) {
+    lo = hi;
+    hi *= 2;
+    if (++doublings > max_doublings) return false;
+  }
+  Bisect(feasible, lo, hi);
+  return true;
+}
+
 // Smallest t (to 1e-7 relative) at which the fixed-t hull LP is feasible,
 // given `lo` at or below it; returns the largest t proven infeasible (or
 // lo), so the result never exceeds the LP's optimum.
@@ -485,10 +509,7 @@ StatusOr<double> BisectLp(const PlanRequest& req, std::span<const double> drain_
   }
   lo = hi;
   hi *= 2;
-  while (hi - lo > 1e-7 * hi) {
-    const double mid = 0.5 * (lo + hi);
-    (feasible(mid) ? hi : lo) = mid;
-  }
+  Bisect(feasible, lo, hi);
   return lo;
 }
 
@@ -509,17 +530,8 @@ StatusOr<double> LowerBoundMs(const PlanRequest& req) {
   }
   BoundSolver solver(req);
   double lo = 0;
-  int doublings = 0;
-  while (!solver.MaybeFeasible(hi)) {
-    lo = hi;
-    hi *= 2;
-    if (++doublings > 200)
-      return Internal("bound: no feasible makespan found (cost parameters out of range?)");
-  }
-  while (hi - lo > 1e-7 * hi) {
-    const double mid = 0.5 * (lo + hi);
-    (solver.MaybeFeasible(mid) ? hi : lo) = mid;
-  }
+  if (!GrowThenBisect([&](double t) { return solver.MaybeFeasible(t); }, lo, hi, 200))
+    return Internal("bound: no feasible makespan found (cost parameters out of range?)");
   // The Lagrangian relaxes the aggregated supply; the exact LP adds the
   // per-peer conditions (no reads from oneself). Affordable for small N.
   if (req.workers.size() <= kExactLpMaxWorkers) return BisectLp(req, {}, {}, lo);
@@ -580,17 +592,8 @@ StatusOr<double> EpochBound(const PlanRequest& req, std::span<const int64_t> unc
   if (fixed) {
     DrainHullSolver drained(req, hi);
     double a = relaxed, b = std::max(relaxed, 1e-6) * 2;
-    int doublings = 0;
-    while (!drained.Feasible(b)) {
-      a = b;
-      b *= 2;
-      if (++doublings > 60)
-        return Internal("epoch bound: no feasible makespan (cost parameters out of range?)");
-    }
-    while (b - a > 1e-7 * b) {
-      const double mid = 0.5 * (a + b);
-      (drained.Feasible(mid) ? b : a) = mid;
-    }
+    if (!GrowThenBisect([&](double t) { return drained.Feasible(t); }, a, b, 60))
+      return Internal("epoch bound: no feasible makespan (cost parameters out of range?)");
     relaxed = std::max(relaxed, a);
   }
   if (!exact) return relaxed;
