@@ -121,7 +121,7 @@ loft::StatusOr<PathResult> CriticalPath(zmq::context_t& ctx, const loft::Cluster
   auto now = [&] { return Ms(SteadyClock::now() - t0); };
   LOFT_ASSIGN_OR_RETURN(auto svc,
                         loft::server::SchedulerService::Create(opts, spec, "", &transport, &registry, now()));
-  loft::server::PeerInfo peer;
+  loft::server::Sender peer;
   for (int i = 0; i < nodes; ++i) {
     loft::v1::Envelope e, reply;
     auto* r = e.mutable_register_request();
@@ -310,7 +310,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", svc.status().ToString().c_str());
     return 1;
   }
-  loft::server::PeerInfo peer;
+  loft::server::Sender peer;
   for (int i = 0; i < kNodes; ++i) {
     loft::v1::Envelope e, reply;
     auto* r = e.mutable_register_request();

@@ -84,7 +84,7 @@ nlohmann::json RunOne(int nodes, int64_t batch, const std::string& policy, int r
                       int64_t epoch_factor) {
   const int64_t samples = epoch_factor * batch;
   const ClusterSpec spec = MakeSpec(nodes, batch, samples, replication);
-  SchedulerOptions opts;
+  StateOptions opts;
   opts.timeout_min_ms = 0;  // no deadlines: nothing times out in the bench
   const auto setup0 = SteadyClock::now();
   auto drv = OrDie(JobDriver::Create(spec, policy, opts), "create");

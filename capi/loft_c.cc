@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "capi/src/planner_session.h"
 #include "core/status.h"
 #include "loft/loft.h"
+#include "scheduler/cost_profile.h"
 
 using loft::Status;
 using loft::capi::PlannerSession;
@@ -80,6 +82,27 @@ R Guard(const char* fn, char** errptr, R on_error, Fn&& body) {
   return on_error;
 }
 
+// The C enum and the one list of profile fields agree (scheduler/cost_profile.h).
+static_assert(LOFT_COST_FIELDS == loft::sched::kCostFields.size());
+static_assert(loft::sched::kCostFields[LOFT_COST_COMPUTE_FIXED_MS].name == "compute_fixed_ms");
+static_assert(loft::sched::kCostFields[LOFT_COST_COMPUTE_PER_SAMPLE_MS].name == "compute_per_sample_ms");
+static_assert(loft::sched::kCostFields[LOFT_COST_LOCAL_FIXED_MS].name == "local_fixed_ms");
+static_assert(loft::sched::kCostFields[LOFT_COST_LOCAL_PER_SAMPLE_MS].name == "local_per_sample_ms");
+static_assert(loft::sched::kCostFields[LOFT_COST_REMOTE_FIXED_MS].name == "remote_fixed_ms");
+static_assert(loft::sched::kCostFields[LOFT_COST_REMOTE_PER_SAMPLE_MS].name == "remote_per_sample_ms");
+static_assert(loft::sched::kCostFields[LOFT_COST_UPLINK_PER_SAMPLE_MS].name == "uplink_per_sample_ms");
+
+int AddWorker(loft_planner_t* planner, int32_t node, const double* profile, int64_t min_batch,
+              int64_t max_batch, int64_t local_available, char** errptr) {
+  loft::sched::WorkerInput w;
+  w.node = node;
+  w.cost = loft::sched::CostFromArray(std::span<const double, LOFT_COST_FIELDS>(profile, LOFT_COST_FIELDS));
+  w.min_batch = min_batch;
+  w.max_batch = max_batch;
+  w.local_available = local_available;
+  return SaveError(errptr, planner->rep->AddWorker(w)) ? -1 : 0;
+}
+
 const loft::sched::WorkerPlan* At(const loft_plan_t* plan, int i) {
   if (plan == nullptr || i < 0 || static_cast<size_t>(i) >= plan->rep.workers.size()) return nullptr;
   return &plan->rep.workers[static_cast<size_t>(i)];
@@ -119,18 +142,24 @@ int loft_planner_add_worker(loft_planner_t* planner, int32_t node, double comput
                             int64_t max_batch, int64_t local_available, char** errptr) {
   return Guard("loft_planner_add_worker", errptr, -1, [&]() -> int {
     if (NullArg(planner, "loft_planner_add_worker", "planner", errptr)) return -1;
-    loft::sched::WorkerInput w;
-    w.node = node;
-    w.cost.compute_fixed_ms = compute_fixed_ms;
-    w.cost.compute_per_sample_ms = compute_per_sample_ms;
-    w.cost.local_per_sample_ms = local_per_sample_ms;
-    w.cost.remote_fixed_ms = remote_fixed_ms;
-    w.cost.remote_per_sample_ms = remote_per_sample_ms;
-    w.cost.uplink_per_sample_ms = uplink_per_sample_ms;
-    w.min_batch = min_batch;
-    w.max_batch = max_batch;
-    w.local_available = local_available;
-    return SaveError(errptr, planner->rep->AddWorker(w)) ? -1 : 0;
+    double profile[LOFT_COST_FIELDS] = {0};
+    profile[LOFT_COST_COMPUTE_FIXED_MS] = compute_fixed_ms;
+    profile[LOFT_COST_COMPUTE_PER_SAMPLE_MS] = compute_per_sample_ms;
+    profile[LOFT_COST_LOCAL_PER_SAMPLE_MS] = local_per_sample_ms;
+    profile[LOFT_COST_REMOTE_FIXED_MS] = remote_fixed_ms;
+    profile[LOFT_COST_REMOTE_PER_SAMPLE_MS] = remote_per_sample_ms;
+    profile[LOFT_COST_UPLINK_PER_SAMPLE_MS] = uplink_per_sample_ms;
+    return AddWorker(planner, node, profile, min_batch, max_batch, local_available, errptr);
+  });
+}
+
+int loft_planner_add_worker_profile(loft_planner_t* planner, int32_t node,
+                                    const double profile[LOFT_COST_FIELDS], int64_t min_batch,
+                                    int64_t max_batch, int64_t local_available, char** errptr) {
+  return Guard("loft_planner_add_worker_profile", errptr, -1, [&]() -> int {
+    if (NullArg(planner, "loft_planner_add_worker_profile", "planner", errptr)) return -1;
+    if (NullArg(profile, "loft_planner_add_worker_profile", "profile", errptr)) return -1;
+    return AddWorker(planner, node, profile, min_batch, max_batch, local_available, errptr);
   });
 }
 
@@ -170,10 +199,8 @@ int loft_planner_cost(const loft_planner_t* planner, int32_t node, double out_pa
     if (NullArg(out_params, "loft_planner_cost", "out_params", errptr)) return -1;
     auto c = planner->rep->Cost(node);
     if (SaveError(errptr, c.status())) return -1;
-    const double v[7] = {c->compute_fixed_ms,    c->compute_per_sample_ms, c->local_fixed_ms,
-                         c->local_per_sample_ms, c->remote_fixed_ms,       c->remote_per_sample_ms,
-                         c->uplink_per_sample_ms};
-    std::memcpy(out_params, v, sizeof(v));
+    const auto v = loft::sched::CostToArray(*c);
+    std::memcpy(out_params, v.data(), sizeof(double) * v.size());
     return 0;
   });
 }

@@ -25,7 +25,9 @@ namespace loft {
 // TrainingReport lists the applied partitions; a build speaking 1 is
 // refused with a clear error instead of mixing exchange formats.
 // 3: the ring's exchange is a RingHello message (it was packed bytes).
-constexpr uint32_t kProtocolVersion = 3;
+// 4: MembershipView lists its live nodes as `repeated Member` (it had four
+// parallel lists, which a version-3 reader would see as an empty view).
+constexpr uint32_t kProtocolVersion = 4;
 // Default per-frame limit of every socket and decode: 16 MiB.
 constexpr size_t kDefaultMaxMessageBytes = size_t{16} << 20;
 

@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
+#include <variant>
+#include <vector>
 
 namespace loft::agent {
 
@@ -45,6 +49,57 @@ Status AgentConfig::Validate() const {
   return OkStatus();
 }
 
+namespace {
+
+// Every key of the YAML form, in AgentConfig's order: the one list that
+// ParseAgentConfig reads and AgentConfigToYaml writes.
+using FieldPtr = std::variant<std::string AgentConfig::*, bool AgentConfig::*, int AgentConfig::*,
+                              int64_t AgentConfig::*, uint64_t AgentConfig::*>;
+struct Field {
+  const char* key;
+  FieldPtr ptr;
+};
+
+const std::vector<Field>& Fields() {
+  static const std::vector<Field> kFields = {
+      {"node_name", &AgentConfig::node_name},
+      {"cluster_spec", &AgentConfig::cluster_spec},
+      {"cache_dir", &AgentConfig::cache_dir},
+      {"check_cache", &AgentConfig::check_cache},
+      {"scheduler_endpoint", &AgentConfig::scheduler_endpoint},
+      {"peer_bind", &AgentConfig::peer_bind},
+      {"peer_advertise", &AgentConfig::peer_advertise},
+      {"consumer_endpoint", &AgentConfig::consumer_endpoint},
+      {"consumer_timeout_ms", &AgentConfig::consumer_timeout_ms},
+      {"consumer_token", &AgentConfig::consumer_token},
+      {"keys_dir", &AgentConfig::keys_dir},
+      {"insecure", &AgentConfig::insecure},
+      {"credits", &AgentConfig::credits},
+      {"compute_mode", &AgentConfig::compute_mode},
+      {"link_emulation", &AgentConfig::link_emulation},
+      {"link_rate_emulation", &AgentConfig::link_rate_emulation},
+      {"metrics_port", &AgentConfig::metrics_port},
+      {"metrics_address", &AgentConfig::metrics_address},
+      {"log_level", &AgentConfig::log_level},
+      {"heartbeat_interval_ms", &AgentConfig::heartbeat_interval_ms},
+      {"scheduler_timeout_ms", &AgentConfig::scheduler_timeout_ms},
+      {"fetch_timeout_ms", &AgentConfig::fetch_timeout_ms},
+      {"fetch_batch", &AgentConfig::fetch_batch},
+      {"max_message_bytes", &AgentConfig::max_message_bytes},
+      {"max_grants", &AgentConfig::max_grants},
+      {"seed", &AgentConfig::seed},
+      {"ring_bind", &AgentConfig::ring_bind},
+      {"ring_advertise", &AgentConfig::ring_advertise},
+      {"test_data_dir", &AgentConfig::test_data_dir},
+      {"eval_every", &AgentConfig::eval_every},
+      {"last_iteration", &AgentConfig::last_iteration},
+      {"ring_timeout_ms", &AgentConfig::ring_timeout_ms},
+  };
+  return kFields;
+}
+
+}  // namespace
+
 StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::string& source) {
   AgentConfig c;
   YAML::Node root;
@@ -59,78 +114,28 @@ StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::
     std::string key = kv.first.as<std::string>();
     const YAML::Node& v = kv.second;
     int line = v.Mark().line + 1;
+    const auto& fields = Fields();
+    auto it = std::find_if(fields.begin(), fields.end(), [&](const Field& f) { return key == f.key; });
+    if (it == fields.end())
+      return InvalidArgument(fmt::format("{}:{}: unknown agent setting '{}'", source, line, key));
     try {
-      if (key == "node_name")
-        c.node_name = v.as<std::string>();
-      else if (key == "cluster_spec")
-        c.cluster_spec = v.as<std::string>();
-      else if (key == "cache_dir")
-        c.cache_dir = v.as<std::string>();
-      else if (key == "check_cache")
-        c.check_cache = v.as<bool>();
-      else if (key == "scheduler_endpoint")
-        c.scheduler_endpoint = v.as<std::string>();
-      else if (key == "peer_bind")
-        c.peer_bind = v.as<std::string>();
-      else if (key == "peer_advertise")
-        c.peer_advertise = v.as<std::string>();
-      else if (key == "consumer_endpoint")
-        c.consumer_endpoint = v.as<std::string>();
-      else if (key == "consumer_timeout_ms")
-        c.consumer_timeout_ms = v.as<int>();
-      else if (key == "consumer_token")
-        c.consumer_token = v.as<std::string>();
-      else if (key == "keys_dir")
-        c.keys_dir = v.as<std::string>();
-      else if (key == "insecure")
-        c.insecure = v.as<bool>();
-      else if (key == "credits")
-        c.credits = v.as<int>();
-      else if (key == "compute_mode")
-        c.compute_mode = v.as<std::string>();
-      else if (key == "link_emulation")
-        c.link_emulation = v.as<bool>();
-      else if (key == "link_rate_emulation")
-        c.link_rate_emulation = v.as<bool>();
-      else if (key == "metrics_port")
-        c.metrics_port = v.as<int>();
-      else if (key == "metrics_address")
-        c.metrics_address = v.as<std::string>();
-      else if (key == "log_level")
-        c.log_level = v.as<std::string>();
-      else if (key == "heartbeat_interval_ms")
-        c.heartbeat_interval_ms = v.as<int>();
-      else if (key == "scheduler_timeout_ms")
-        c.scheduler_timeout_ms = v.as<int>();
-      else if (key == "fetch_timeout_ms")
-        c.fetch_timeout_ms = v.as<int>();
-      else if (key == "fetch_batch")
-        c.fetch_batch = v.as<int>();
-      else if (key == "max_message_bytes")
-        c.max_message_bytes = v.as<int64_t>();
-      else if (key == "max_grants")
-        c.max_grants = v.as<int>();
-      else if (key == "seed")
-        c.seed = v.as<uint64_t>();
-      else if (key == "ring_bind")
-        c.ring_bind = v.as<std::string>();
-      else if (key == "ring_advertise")
-        c.ring_advertise = v.as<std::string>();
-      else if (key == "test_data_dir")
-        c.test_data_dir = v.as<std::string>();
-      else if (key == "eval_every")
-        c.eval_every = v.as<int>();
-      else if (key == "last_iteration")
-        c.last_iteration = v.as<int64_t>();
-      else if (key == "ring_timeout_ms")
-        c.ring_timeout_ms = v.as<int>();
-      else
-        return InvalidArgument(fmt::format("{}:{}: unknown agent setting '{}'", source, line, key));
+      std::visit([&](auto ptr) { c.*ptr = v.as<std::remove_reference_t<decltype(c.*ptr)>>(); }, it->ptr);
     } catch (const YAML::Exception&) {
       return InvalidArgument(fmt::format("{}:{}: {} has the wrong type", source, line, key));
     }
   }
   return c;
+}
+
+std::string AgentConfigToYaml(const AgentConfig& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const Field& f : Fields()) {
+    out << YAML::Key << f.key << YAML::Value;
+    std::visit([&](auto ptr) { out << c.*ptr; }, f.ptr);
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
 }
 
 StatusOr<AgentConfig> LoadAgentConfigFile(const std::string& path) {

@@ -62,5 +62,8 @@ struct AgentConfig {
 // Loads a flat YAML map; unknown keys are errors naming the file and key.
 StatusOr<AgentConfig> LoadAgentConfigFile(const std::string& path);
 StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text, const std::string& source = "<string>");
+// The YAML form of `c` (every key), which ParseAgentConfig reads back to the
+// same struct; `loftctl cluster run` writes each agent-<node>.yaml so.
+std::string AgentConfigToYaml(const AgentConfig& c);
 
 }  // namespace loft::agent

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/codec.h"
+#include "core/membership.h"
 
 namespace loft::agent {
 
@@ -209,11 +210,8 @@ SchedulerEffects AgentService::HandleScheduler(std::string_view frame, size_t ex
       std::vector<int32_t> gone;
       {
         std::lock_guard lock(mu_);
-        for (int32_t n : view_.live_nodes()) {
-          if (std::find(env->view().live_nodes().begin(), env->view().live_nodes().end(), n) ==
-              env->view().live_nodes().end()) {
-            gone.push_back(n);
-          }
+        for (const v1::Member& m : view_.members()) {
+          if (!IsMember(env->view(), m.node())) gone.push_back(m.node());
         }
         view_ = env->view();
       }
@@ -324,15 +322,9 @@ int64_t AgentService::view() const {
 
 std::optional<PeerInfo> AgentService::PeerFor(int32_t node) const {
   std::lock_guard lock(mu_);
-  for (int i = 0; i < view_.live_nodes_size(); ++i) {
-    if (view_.live_nodes(i) != node) continue;
-    PeerInfo p;
-    p.node = node;
-    if (i < view_.peer_endpoints_size()) p.endpoint = view_.peer_endpoints(i);
-    if (i < view_.node_names_size()) p.name = view_.node_names(i);
-    return p;
-  }
-  return std::nullopt;
+  const v1::Member* m = FindMember(view_, node);
+  if (m == nullptr) return std::nullopt;
+  return PeerInfo{node, m->name(), m->peer_endpoint()};
 }
 
 // ---------------------------------------------------------------- runner

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/membership.h"
 #include "edge_agent/model_trainer.h"
 #include "edge_agent/ring_bytes.h"
 #include "models/ring_allreduce.h"
@@ -357,8 +358,7 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
     if (!nv) return st.WithContext("all-reduce of round " + std::to_string(round) + ", no newer view");
     std::vector<int> survivors;
     for (int node : m.nodes) {
-      if (std::find(nv->live_nodes().begin(), nv->live_nodes().end(), node) != nv->live_nodes().end())
-        survivors.push_back(node);
+      if (IsMember(*nv, node)) survivors.push_back(node);
     }
     LOFT_ASSIGN_OR_RETURN(Members next, ViewMembers(nv->view()));
     next.nodes = survivors;

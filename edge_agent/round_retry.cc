@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/membership.h"
+
 namespace loft::agent {
 
 bool RetryableInNewerView(const Status& st) {
@@ -31,8 +33,7 @@ StatusOr<RetryResult> RunWithViewRetry(ViewBook* views, int self, int64_t view, 
     if (!nv) return st.WithContext(what + ", no newer view");
     std::vector<int> survivors;
     for (int node : res.members.nodes) {
-      if (std::find(nv->live_nodes().begin(), nv->live_nodes().end(), node) != nv->live_nodes().end())
-        survivors.push_back(node);
+      if (IsMember(*nv, node)) survivors.push_back(node);
     }
     LOFT_ASSIGN_OR_RETURN(RingMembers next, views->Members(nv->view()));
     LOFT_RETURN_IF_ERROR(connect(next));

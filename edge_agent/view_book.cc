@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/membership.h"
+
 namespace loft::agent {
 
 void ViewBook::OnView(const v1::MembershipView& view) {
@@ -33,8 +35,7 @@ bool ViewBook::IsLive(int64_t v, int node) {
   std::lock_guard lock(mu_);
   auto it = views_.find(v);
   if (it == views_.end()) return false;
-  const auto& live = it->second.live_nodes();
-  return std::find(live.begin(), live.end(), node) != live.end();
+  return IsMember(it->second, node);
 }
 
 int64_t ViewBook::Latest() {
@@ -54,10 +55,9 @@ StatusOr<RingMembers> ViewBook::Members(int64_t v) {
   RingMembers m;
   m.view = static_cast<uint32_t>(v);
   std::map<int, std::string> eps;
-  for (int i = 0; i < mv.live_nodes_size(); ++i) {
-    int n = mv.live_nodes(i);
-    m.nodes.push_back(n);
-    if (i < mv.ring_endpoints_size()) eps[n] = mv.ring_endpoints(i);
+  for (const v1::Member& member : mv.members()) {
+    m.nodes.push_back(member.node());
+    eps[member.node()] = member.ring_endpoint();
   }
   std::sort(m.nodes.begin(), m.nodes.end());
   lock.unlock();
@@ -80,14 +80,12 @@ Status ViewBook::CheckAlive(const RingMembers& m) {
   const v1::MembershipView& nv = views_.rbegin()->second;
   for (int n : m.nodes) {
     if (n == options_.node) continue;
-    int at = -1;
-    for (int i = 0; i < nv.live_nodes_size(); ++i) {
-      if (nv.live_nodes(i) == n) at = i;
-    }
-    if (at < 0)
+    const v1::Member* member = FindMember(nv, n);
+    if (member == nullptr)
       return Unavailable("node " + std::to_string(n) + " is not live in view " + std::to_string(nv.view()));
     auto it = m.endpoints.find(n);
-    if (at < nv.ring_endpoints_size() && it != m.endpoints.end() && nv.ring_endpoints(at) != it->second) {
+    if (it != m.endpoints.end() && !member->ring_endpoint().empty() &&
+        member->ring_endpoint() != it->second) {
       return Unavailable("node " + std::to_string(n) + " restarted (new ring endpoint in view " +
                          std::to_string(nv.view()) + ")");
     }

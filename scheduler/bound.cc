@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 namespace loft::sched {
@@ -38,20 +39,10 @@ class Enumerator {
     lines[m++] = Half{1, 0, kink};
     for (int x = 0; x < m; ++x) {
       for (int y = x + 1; y < m; ++y) {
-        const Half& p = lines[x];
-        const Half& q = lines[y];
-        const double det = p.al * q.ar - p.ar * q.al;
-        if (std::abs(det) < 1e-15) continue;
-        const double l = (p.g * q.ar - p.ar * q.g) / det;
-        const double r = (p.al * q.g - p.g * q.al) / det;
-        bool inside = true;
-        for (int k = 0; k < count_ && inside; ++k) {
-          const Half& h = h_[k];
-          inside = h.al * l + h.ar * r <= h.g + 1e-9 * (1 + std::abs(h.g));
-        }
-        if (!inside) continue;
-        const double lc = std::max(0.0, l);
-        const double rc = std::max(0.0, r);
+        const auto corner = Corner(lines[x], lines[y]);
+        if (!corner) continue;
+        const double lc = std::max(0.0, corner->first);
+        const double rc = std::max(0.0, corner->second);
         out.push_back(Vertex{lc + rc, std::min(up, std::max(0.0, pool - lc)) - rc});
       }
     }
@@ -61,23 +52,27 @@ class Enumerator {
   void Points(std::vector<std::pair<double, double>>& out) const {
     for (int x = 0; x < count_; ++x) {
       for (int y = x + 1; y < count_; ++y) {
-        const Half& p = h_[x];
-        const Half& q = h_[y];
-        const double det = p.al * q.ar - p.ar * q.al;
-        if (std::abs(det) < 1e-15) continue;
-        const double l = (p.g * q.ar - p.ar * q.g) / det;
-        const double r = (p.al * q.g - p.g * q.al) / det;
-        bool inside = true;
-        for (int k = 0; k < count_ && inside; ++k) {
-          const Half& h = h_[k];
-          inside = h.al * l + h.ar * r <= h.g + 1e-9 * (1 + std::abs(h.g));
-        }
-        if (inside) out.emplace_back(std::max(0.0, l), std::max(0.0, r));
+        const auto corner = Corner(h_[x], h_[y]);
+        if (corner) out.emplace_back(std::max(0.0, corner->first), std::max(0.0, corner->second));
       }
     }
   }
 
  private:
+  // Where the boundary lines of p and q cross, (l, r), when they are not
+  // parallel and the point lies in the polygon {h}; nullopt otherwise.
+  std::optional<std::pair<double, double>> Corner(const Half& p, const Half& q) const {
+    const double det = p.al * q.ar - p.ar * q.al;
+    if (std::abs(det) < 1e-15) return std::nullopt;
+    const double l = (p.g * q.ar - p.ar * q.g) / det;
+    const double r = (p.al * q.g - p.g * q.al) / det;
+    for (int k = 0; k < count_; ++k) {
+      const Half& h = h_[k];
+      if (!(h.al * l + h.ar * r <= h.g + 1e-9 * (1 + std::abs(h.g)))) return std::nullopt;
+    }
+    return std::pair{l, r};
+  }
+
   std::array<Half, kMaxHalves> h_{};
   int count_ = 0;
 };
@@ -473,6 +468,30 @@ class HullLp {
   std::vector<double> vals_;
 };
 
+// Narrows [lo, hi] (feasible(hi) true, feasible(lo) false or lo a proven
+// floor) to 1e-7 relative by bisection; `feasible` is monotone in t.
+template <typename Feasible>
+void Bisect(Feasible&& feasible, double& lo, double& hi) {
+  while (hi - lo > 1e-7 * hi) {
+    const double mid = 0.5 * (lo + hi);
+    (feasible(mid) ? hi : lo) = mid;
+  }
+}
+
+// Doubles hi (moving lo up to each infeasible value) until feasible(hi),
+// at most max_doublings times, then bisects. False when it gave up.
+template <typename Feasible>
+bool GrowThenBisect(Feasible&& feasible, double& lo, double& hi, int max_doublings) {
+  int doublings = 0;
+  while (!feasible(hi)) {
+    lo = hi;
+    hi *= 2;
+    if (++doublings > max_doublings) return false;
+  }
+  Bisect(feasible, lo, hi);
+  return true;
+}
+
 // Smallest t (to 1e-7 relative) at which the fixed-t hull LP is feasible,
 // given `lo` at or below it; returns the largest t proven infeasible (or
 // lo), so the result never exceeds the LP's optimum.
@@ -490,10 +509,7 @@ StatusOr<double> BisectLp(const PlanRequest& req, std::span<const double> drain_
   }
   lo = hi;
   hi *= 2;
-  while (hi - lo > 1e-7 * hi) {
-    const double mid = 0.5 * (lo + hi);
-    (feasible(mid) ? hi : lo) = mid;
-  }
+  Bisect(feasible, lo, hi);
   return lo;
 }
 
@@ -514,17 +530,8 @@ StatusOr<double> LowerBoundMs(const PlanRequest& req) {
   }
   BoundSolver solver(req);
   double lo = 0;
-  int doublings = 0;
-  while (!solver.MaybeFeasible(hi)) {
-    lo = hi;
-    hi *= 2;
-    if (++doublings > 200)
-      return Internal("bound: no feasible makespan found (cost parameters out of range?)");
-  }
-  while (hi - lo > 1e-7 * hi) {
-    const double mid = 0.5 * (lo + hi);
-    (solver.MaybeFeasible(mid) ? hi : lo) = mid;
-  }
+  if (!GrowThenBisect([&](double t) { return solver.MaybeFeasible(t); }, lo, hi, 200))
+    return Internal("bound: no feasible makespan found (cost parameters out of range?)");
   // The Lagrangian relaxes the aggregated supply; the exact LP adds the
   // per-peer conditions (no reads from oneself). Affordable for small N.
   if (req.workers.size() <= kExactLpMaxWorkers) return BisectLp(req, {}, {}, lo);
@@ -585,17 +592,8 @@ StatusOr<double> EpochBound(const PlanRequest& req, std::span<const int64_t> unc
   if (fixed) {
     DrainHullSolver drained(req, hi);
     double a = relaxed, b = std::max(relaxed, 1e-6) * 2;
-    int doublings = 0;
-    while (!drained.Feasible(b)) {
-      a = b;
-      b *= 2;
-      if (++doublings > 60)
-        return Internal("epoch bound: no feasible makespan (cost parameters out of range?)");
-    }
-    while (b - a > 1e-7 * b) {
-      const double mid = 0.5 * (a + b);
-      (drained.Feasible(mid) ? b : a) = mid;
-    }
+    if (!GrowThenBisect([&](double t) { return drained.Feasible(t); }, a, b, 60))
+      return Internal("epoch bound: no feasible makespan (cost parameters out of range?)");
     relaxed = std::max(relaxed, a);
   }
   if (!exact) return relaxed;

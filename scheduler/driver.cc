@@ -8,14 +8,14 @@ namespace loft::sched {
 
 StatusOr<std::unique_ptr<JobDriver>> JobDriver::CreateWithPolicy(const ClusterSpec& spec,
                                                                  std::unique_ptr<Policy> policy,
-                                                                 SchedulerOptions options) {
+                                                                 StateOptions options) {
   LOFT_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerState> state,
                         SchedulerState::Create(spec, std::move(policy), options));
   return std::unique_ptr<JobDriver>(new JobDriver(std::move(state)));
 }
 
 StatusOr<std::unique_ptr<JobDriver>> JobDriver::RecoverWithPolicy(
-    const ClusterSpec& spec, std::unique_ptr<Policy> policy, SchedulerOptions options,
+    const ClusterSpec& spec, std::unique_ptr<Policy> policy, StateOptions options,
     std::span<const loft::v1::StateUpdate> journal) {
   LOFT_ASSIGN_OR_RETURN(std::unique_ptr<JobDriver> d, CreateWithPolicy(spec, std::move(policy), options));
   LOFT_RETURN_IF_ERROR(d->state_->Replay(journal));

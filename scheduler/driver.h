@@ -47,17 +47,17 @@ class JobDriver {
  public:
   // Policy by name (MakePolicy: uniform | lbbsp | pid | loft | loft-epoch).
   static StatusOr<std::unique_ptr<JobDriver>> Create(const ClusterSpec& spec, std::string_view policy,
-                                                     SchedulerOptions options = {});
+                                                     StateOptions options = {});
   // With a caller-made policy (tests, custom policies).
   static StatusOr<std::unique_ptr<JobDriver>> CreateWithPolicy(const ClusterSpec& spec,
                                                                std::unique_ptr<Policy> policy,
-                                                               SchedulerOptions options = {});
+                                                               StateOptions options = {});
   // Rebuilds a driver from journaled updates (Journal::ReadAll()).
   static StatusOr<std::unique_ptr<JobDriver>> Recover(const ClusterSpec& spec, std::string_view policy,
-                                                      SchedulerOptions options,
+                                                      StateOptions options,
                                                       std::span<const loft::v1::StateUpdate> journal);
   static StatusOr<std::unique_ptr<JobDriver>> RecoverWithPolicy(
-      const ClusterSpec& spec, std::unique_ptr<Policy> policy, SchedulerOptions options,
+      const ClusterSpec& spec, std::unique_ptr<Policy> policy, StateOptions options,
       std::span<const loft::v1::StateUpdate> journal);
 
   // Replays more journaled updates into this driver (recovery in chunks:

@@ -138,31 +138,44 @@ RunFigures FiguresFromProto(const loft::v1::RunSummary& s) {
   return f;
 }
 
+namespace {
+
+// The WorkerIteration fields a WorkerIterationRow carries, with the row's
+// getter and setter: the one list both directions below use. (read_ms is
+// derived; the iteration's own fields are copied by the callers.)
+template <typename F>
+void ForEachRowField(F&& f) {
+  using Row = loft::v1::WorkerIterationRow;
+  f(&WorkerIteration::node, &Row::worker, &Row::set_worker);
+  f(&WorkerIteration::batch, &Row::batch, &Row::set_batch);
+  f(&WorkerIteration::local, &Row::local, &Row::set_local);
+  f(&WorkerIteration::remote, &Row::remote, &Row::set_remote);
+  f(&WorkerIteration::local_read_ms, &Row::fetch_local_ms, &Row::set_fetch_local_ms);
+  f(&WorkerIteration::remote_read_ms, &Row::fetch_remote_ms, &Row::set_fetch_remote_ms);
+  f(&WorkerIteration::compute_ms, &Row::compute_ms, &Row::set_compute_ms);
+  f(&WorkerIteration::wait_ms, &Row::wait_ms, &Row::set_wait_ms);
+  f(&WorkerIteration::plan_ms, &Row::plan_ms, &Row::set_plan_ms);
+  f(&WorkerIteration::stream_ms, &Row::stream_ms, &Row::set_stream_ms);
+  f(&WorkerIteration::ack_ms, &Row::ack_ms, &Row::set_ack_ms);
+  f(&WorkerIteration::allreduce_ms, &Row::allreduce_ms, &Row::set_allreduce_ms);
+  f(&WorkerIteration::own_ms, &Row::own_ms, &Row::set_own_ms);
+  f(&WorkerIteration::journal_ms, &Row::journal_ms, &Row::set_journal_ms);
+  f(&WorkerIteration::failed, &Row::failed, &Row::set_failed);
+  f(&WorkerIteration::local_bytes, &Row::local_bytes, &Row::set_local_bytes);
+  f(&WorkerIteration::remote_bytes, &Row::remote_bytes, &Row::set_remote_bytes);
+}
+
+}  // namespace
+
 void ToProto(const IterationRecord& it, loft::v1::RunSummary* out) {
   for (const WorkerIteration& w : it.workers) {
     loft::v1::WorkerIterationRow* r = out->add_rows();
     r->set_iteration(it.iteration);
     r->set_epoch(it.epoch);
-    r->set_worker(w.node);
-    r->set_batch(w.batch);
-    r->set_local(w.local);
-    r->set_remote(w.remote);
-    r->set_fetch_local_ms(w.local_read_ms);
-    r->set_fetch_remote_ms(w.remote_read_ms);
-    r->set_compute_ms(w.compute_ms);
-    r->set_wait_ms(w.wait_ms);
     r->set_makespan_ms(it.makespan_ms);
-    r->set_plan_ms(w.plan_ms);
-    r->set_stream_ms(w.stream_ms);
-    r->set_ack_ms(w.ack_ms);
-    r->set_allreduce_ms(w.allreduce_ms);
-    r->set_own_ms(w.own_ms);
-    r->set_journal_ms(w.journal_ms);
-    r->set_failed(w.failed);
     r->set_start_ms(it.start_ms);
     r->set_predicted_ms(it.predicted_ms);
-    r->set_local_bytes(w.local_bytes);
-    r->set_remote_bytes(w.remote_bytes);
+    ForEachRowField([&](auto field, auto, auto set) { (r->*set)(w.*field); });
   }
 }
 
@@ -179,24 +192,8 @@ std::vector<IterationRecord> IterationsFromProto(const loft::v1::RunSummary& s) 
       out.push_back(std::move(it));
     }
     WorkerIteration w;
-    w.node = r.worker();
-    w.batch = r.batch();
-    w.local = r.local();
-    w.remote = r.remote();
-    w.local_read_ms = r.fetch_local_ms();
-    w.remote_read_ms = r.fetch_remote_ms();
+    ForEachRowField([&](auto field, auto get, auto) { w.*field = (r.*get)(); });
     w.read_ms = std::max(w.local_read_ms, w.remote_read_ms);
-    w.compute_ms = r.compute_ms();
-    w.wait_ms = r.wait_ms();
-    w.plan_ms = r.plan_ms();
-    w.stream_ms = r.stream_ms();
-    w.ack_ms = r.ack_ms();
-    w.allreduce_ms = r.allreduce_ms();
-    w.own_ms = r.own_ms();
-    w.journal_ms = r.journal_ms();
-    w.failed = r.failed();
-    w.local_bytes = r.local_bytes();
-    w.remote_bytes = r.remote_bytes();
     out.back().workers.push_back(w);
   }
   return out;

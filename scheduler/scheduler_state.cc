@@ -58,7 +58,7 @@ uint64_t Fnv1a(std::string_view s) {
 }
 }  // namespace
 
-Status SchedulerOptions::Validate() const {
+Status StateOptions::Validate() const {
   if (!(timeout_min_ms >= 0) || !std::isfinite(timeout_min_ms)) {
     return InvalidArgument("scheduler options: timeout_min_ms must be finite and >= 0");
   }
@@ -70,7 +70,7 @@ Status SchedulerOptions::Validate() const {
 }
 
 SchedulerState::SchedulerState(const ClusterSpec& spec, Placement placement, std::unique_ptr<Policy> policy,
-                               SchedulerOptions options)
+                               StateOptions options)
     : spec_(spec),
       placement_(std::move(placement)),
       policy_(std::move(policy)),
@@ -95,7 +95,7 @@ CostParams SchedulerState::cost(int node) const {
 
 StatusOr<std::unique_ptr<SchedulerState>> SchedulerState::Create(const ClusterSpec& spec,
                                                                  std::unique_ptr<Policy> policy,
-                                                                 SchedulerOptions options) {
+                                                                 StateOptions options) {
   LOFT_RETURN_IF_ERROR(options.Validate());
   if (policy == nullptr) return InvalidArgument("scheduler state: policy is null");
   if (spec.num_nodes() == 0) return InvalidArgument("scheduler state: cluster spec has no nodes");

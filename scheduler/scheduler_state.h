@@ -45,7 +45,10 @@
 
 namespace loft::sched {
 
-struct SchedulerOptions {
+// What a SchedulerState is built with (job id, seed, partition timeouts,
+// global batch). Not the daemon's options: those are server::SchedulerOptions
+// (server/options.h), from which the daemon fills this struct.
+struct StateOptions {
   uint64_t job_id = 1;
   // Epoch permutation seed; 0 = the spec's training.seed.
   uint64_t seed = 0;
@@ -76,7 +79,7 @@ class SchedulerState {
  public:
   static StatusOr<std::unique_ptr<SchedulerState>> Create(const ClusterSpec& spec,
                                                           std::unique_ptr<Policy> policy,
-                                                          SchedulerOptions options);
+                                                          StateOptions options);
 
   // The only mutator of the state. On error nothing changed.
   Status Apply(const loft::v1::StateUpdate& update);
@@ -110,7 +113,7 @@ class SchedulerState {
   // Queries.
   const ClusterSpec& spec() const { return spec_; }
   const Placement& placement() const { return placement_; }
-  const SchedulerOptions& options() const { return options_; }
+  const StateOptions& options() const { return options_; }
   const EpochSampler& sampler() const { return sampler_; }
   const Ledger& ledger() const { return ledger_; }
   const Policy& policy() const { return *policy_; }
@@ -160,7 +163,7 @@ class SchedulerState {
 
  private:
   SchedulerState(const ClusterSpec& spec, Placement placement, std::unique_ptr<Policy> policy,
-                 SchedulerOptions options);
+                 StateOptions options);
   Status ApplyMembership(int32_t node, int64_t view, bool registered_event, bool alive);
   Status ApplyIterationPlanned(const loft::v1::IterationPlanned& u);
   Status ApplyDone(const loft::v1::PartitionDoneUpdate& u);
@@ -176,7 +179,7 @@ class SchedulerState {
   ClusterSpec spec_;
   Placement placement_;
   std::unique_ptr<Policy> policy_;
-  SchedulerOptions options_;
+  StateOptions options_;
   int64_t global_batch_ = 0;
   EpochSampler sampler_;
   Ledger ledger_;

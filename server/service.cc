@@ -106,7 +106,7 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
 }
 
 Status SchedulerService::Init(double now_ms) {
-  sched::SchedulerOptions so;
+  sched::StateOptions so;
   so.timeout_min_ms = static_cast<double>(opts_.partition_timeout_ms);
   sched::JournalOptions jo;
   jo.sync = opts_.journal_sync;
@@ -213,7 +213,7 @@ Status SchedulerService::FlushUnsynced() {
   return OkStatus();
 }
 
-StatusOr<int32_t> SchedulerService::Authenticate(const PeerInfo& peer, int32_t node) const {
+StatusOr<int32_t> SchedulerService::Authenticate(const Sender& peer, int32_t node) const {
   if (node < 0 || node >= spec_.num_nodes()) {
     return InvalidArgument("node " + std::to_string(node) + " is not in the cluster spec (0.." +
                            std::to_string(spec_.num_nodes() - 1) + ")");
@@ -225,7 +225,7 @@ StatusOr<int32_t> SchedulerService::Authenticate(const PeerInfo& peer, int32_t n
   return node;
 }
 
-Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, double now_ms,
+Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, double now_ms,
                                 v1::Envelope* reply, int32_t* sender_node) {
   *sender_node = -1;
   LOFT_RETURN_IF_ERROR(CheckFieldSizes(in, spec_));  // server/message_limits.h
@@ -392,7 +392,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const PeerInfo& peer, do
   }
 }
 
-Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const PeerInfo& peer, double now_ms,
+Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender& peer, double now_ms,
                                     v1::Envelope* reply, int32_t* sender) {
   int node = spec_.FindNode(req.node_name());
   if (node < 0) return NotFound("node '" + req.node_name() + "' is not in the cluster spec");
@@ -468,10 +468,11 @@ Status SchedulerService::BroadcastView() {
   auto* v = env.mutable_view();
   v->set_view(st.view());
   for (int32_t node : st.LiveNodes()) {
-    v->add_live_nodes(node);
-    v->add_peer_endpoints(nodes_[node].peer_endpoint);
-    v->add_ring_endpoints(nodes_[node].ring_endpoint);
-    v->add_node_names(spec_.nodes[node].name);
+    v1::Member* m = v->add_members();
+    m->set_node(node);
+    m->set_peer_endpoint(nodes_[node].peer_endpoint);
+    m->set_ring_endpoint(nodes_[node].ring_endpoint);
+    m->set_name(spec_.nodes[node].name);
   }
   for (int32_t node : st.LiveNodes()) {
     if (!nodes_[node].connected) continue;

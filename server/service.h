@@ -54,7 +54,9 @@
 
 namespace loft::server {
 
-struct PeerInfo {
+// Who sent an envelope, as the transport authenticated it (the agent-side
+// address book of peers is a different thing: agent::PeerInfo).
+struct Sender {
   std::string name;            // CURVE key name (ZAP User-Id); "" when insecure
   bool authenticated = false;  // false in insecure mode: node fields are trusted
 };
@@ -74,7 +76,7 @@ class SchedulerService {
   // sender; `*sender_node` is set to the node the message authenticated
   // as (route updates), -1 otherwise. Non-OK: the message was rejected
   // (the caller answers with an Error and counts it); state is unchanged.
-  Status Handle(const v1::Envelope& in, const PeerInfo& peer, double now_ms, v1::Envelope* reply,
+  Status Handle(const v1::Envelope& in, const Sender& peer, double now_ms, v1::Envelope* reply,
                 int32_t* sender_node);
 
   // Timers: heartbeat expiry, partition timeouts, planning the next
@@ -156,8 +158,8 @@ class SchedulerService {
   void Observe(const sched::Updates& u, double now_ms, const AckedPartition* acked = nullptr,
                bool by_ring = false);
 
-  StatusOr<int32_t> Authenticate(const PeerInfo& peer, int32_t claimed_node) const;
-  Status OnRegister(const v1::RegisterRequest& req, const PeerInfo& peer, double now_ms, v1::Envelope* reply,
+  StatusOr<int32_t> Authenticate(const Sender& peer, int32_t claimed_node) const;
+  Status OnRegister(const v1::RegisterRequest& req, const Sender& peer, double now_ms, v1::Envelope* reply,
                     int32_t* sender);
   Status BroadcastView();
   // A PartitionFailed's poisoning report: counted, and the accused peer

@@ -12,6 +12,7 @@
 
 #include "cache/manifest.h"
 #include "core/durable_file.h"
+#include "scheduler/cost_profile.h"
 #include "server/service.h"
 #include "server/sessions_file.h"
 
@@ -97,7 +98,6 @@ std::string SchedulerService::StatusJson(double now_ms) const {
   json workers = json::array();
   for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
     const NodeSession& n = nodes_[node];
-    sched::CostParams cp = st.cost(node);
     workers.push_back({{"node", node},
                        {"name", spec_.nodes[node].name},
                        {"registered", st.registered(node)},
@@ -111,14 +111,7 @@ std::string SchedulerService::StatusJson(double now_ms) const {
                        {"cache_samples", n.cache.samples()},
                        {"last_seen_ms_ago", now_ms - n.last_seen_ms},
                        {"observations", st.observations(node)},
-                       {"profile",
-                        {{"compute_fixed_ms", cp.compute_fixed_ms},
-                         {"compute_per_sample_ms", cp.compute_per_sample_ms},
-                         {"local_fixed_ms", cp.local_fixed_ms},
-                         {"local_per_sample_ms", cp.local_per_sample_ms},
-                         {"remote_fixed_ms", cp.remote_fixed_ms},
-                         {"remote_per_sample_ms", cp.remote_per_sample_ms},
-                         {"uplink_per_sample_ms", cp.uplink_per_sample_ms}}}});
+                       {"profile", sched::CostToJson(st.cost(node))}});
   }
   j["workers"] = workers;
   j["ledger"] = {{"partitions", c.partitions},

@@ -155,7 +155,7 @@ void ZmqSchedulerServer::HandleMessage(std::vector<zmq::message_t>& frames) {
     return;
   }
   received_->WithLabels({std::string(BodyName(*env))}).Increment();
-  PeerInfo peer;
+  Sender peer;
   peer.name = opts_.insecure ? std::string() : FrameProperty(frames[1], "User-Id");
   peer.authenticated = !opts_.insecure;
   v1::Envelope reply;

@@ -45,7 +45,7 @@ StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const ClusterSpec& spec, 
   if (options.credits < 1 || options.credits > sched::kMaxCredits)
     return InvalidArgument(
         fmt::format("credits must be in [1, {}] (got {})", sched::kMaxCredits, options.credits));
-  sched::SchedulerOptions so;
+  sched::StateOptions so;
   so.timeout_min_ms = 0;  // nothing hangs in the simulator; failures are reported directly
   auto driver = sched::JobDriver::Create(spec, options.policy, so);
   if (!driver.ok()) return driver.status().WithContext("policy " + options.policy);

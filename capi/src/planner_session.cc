@@ -8,35 +8,15 @@
 
 #include "core/cluster_spec.h"
 #include "scheduler/bound.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/cost_profile.h"
 #include "sim/output.h"
 #include "sim/simulator.h"
 #include "sim/summary.h"
 
-#if __has_include("scheduler/cost_model.h")
-#include "scheduler/cost_model.h"
-#define LOFT_CAPI_HAVE_COST_MODEL 1
-#else
-#define LOFT_CAPI_HAVE_COST_MODEL 0
-#endif
-
 namespace loft::capi {
 
 namespace {
-
-#if LOFT_CAPI_HAVE_COST_MODEL
-using WorkerCostModel = sched::CostModel;
-#else
-// Until scheduler/cost_model.h lands: the given parameters, never refitted.
-class WorkerCostModel {
- public:
-  explicit WorkerCostModel(sched::CostParams prior) : p_(prior) {}
-  void Observe(const sched::Observation&) {}
-  sched::CostParams params() const { return p_; }
-
- private:
-  sched::CostParams p_;
-};
-#endif
 
 bool FiniteNonNegative(double x) {
   return std::isfinite(x) && x >= 0;
@@ -45,7 +25,7 @@ bool FiniteNonNegative(double x) {
 }  // namespace
 
 struct PlannerSession::Models {
-  std::vector<WorkerCostModel> models;  // parallel to req_.workers
+  std::vector<sched::CostModel> models;  // parallel to req_.workers
 };
 
 PlannerSession::PlannerSession(std::unique_ptr<sched::Policy> policy, int64_t global_batch, bool overlap)
@@ -76,14 +56,9 @@ Status PlannerSession::AddWorker(const sched::WorkerInput& w) {
   if (w.node < 0) return InvalidArgument(fmt::format("planner: worker node must be >= 0, got {}", w.node));
   if (IndexOf(w.node) >= 0)
     return InvalidArgument(fmt::format("planner: worker {} was already added", w.node));
-  const std::pair<const char*, double> costs[] = {{"compute_fixed_ms", w.cost.compute_fixed_ms},
-                                                  {"compute_per_sample_ms", w.cost.compute_per_sample_ms},
-                                                  {"local_fixed_ms", w.cost.local_fixed_ms},
-                                                  {"local_per_sample_ms", w.cost.local_per_sample_ms},
-                                                  {"remote_fixed_ms", w.cost.remote_fixed_ms},
-                                                  {"remote_per_sample_ms", w.cost.remote_per_sample_ms},
-                                                  {"uplink_per_sample_ms", w.cost.uplink_per_sample_ms}};
-  for (const auto& [name, v] : costs) {
+  for (const sched::CostField& f : sched::kCostFields) {
+    const double v = w.cost.*f.member;
+    const std::string_view name = f.name;
     if (!FiniteNonNegative(v)) {
       return InvalidArgument(
           fmt::format("planner: worker {}: {} must be finite and >= 0, got {}", w.node, name, v));

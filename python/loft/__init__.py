@@ -67,8 +67,12 @@ _version = _fn("loft_version", _c.c_char_p)
 _free = _fn("loft_free", None, _c.c_void_p)
 _planner_create = _fn("loft_planner_create", _c.c_void_p, _c.c_char_p, _c.c_int64, _c.c_int, _errp)
 _planner_destroy = _fn("loft_planner_destroy", None, _c.c_void_p)
-_add_worker = _fn("loft_planner_add_worker", _c.c_int, _c.c_void_p, _c.c_int32, _c.c_double, _c.c_double,
-                  _c.c_double, _c.c_double, _c.c_double, _c.c_double, _c.c_int64, _c.c_int64, _c.c_int64, _errp)
+# A worker's cost profile: these fields (ms), in this order, as in the C API's
+# LOFT_COST_* and the scheduler status document's workers[].profile.
+COST_FIELDS = ("compute_fixed_ms", "compute_per_sample_ms", "local_fixed_ms", "local_per_sample_ms",
+               "remote_fixed_ms", "remote_per_sample_ms", "uplink_per_sample_ms")
+_add_worker_profile = _fn("loft_planner_add_worker_profile", _c.c_int, _c.c_void_p, _c.c_int32,
+                          _c.POINTER(_c.c_double), _c.c_int64, _c.c_int64, _c.c_int64, _errp)
 _set_local = _fn("loft_planner_set_local_available", _c.c_int, _c.c_void_p, _c.c_int32, _c.c_int64, _errp)
 _observe = _fn("loft_planner_observe", _c.c_int, _c.c_void_p, _c.c_int32, _c.c_int64, _c.c_int64, _c.c_int64,
                _c.c_double, _c.c_double, _c.c_double, _c.c_double, _errp)
@@ -188,9 +192,12 @@ class Planner(_Handle):
     def add_worker(self, node: int, compute_fixed_ms: float, compute_per_sample_ms: float,
                    local_per_sample_ms: float = 0.0, remote_fixed_ms: float = 0.0,
                    remote_per_sample_ms: float = 0.0, uplink_per_sample_ms: float = 0.0,
-                   min_batch: int = 0, max_batch: int = 0, local_available: int = 0):
-        _call(_add_worker, self._h, node, compute_fixed_ms, compute_per_sample_ms, local_per_sample_ms,
-              remote_fixed_ms, remote_per_sample_ms, uplink_per_sample_ms, min_batch, max_batch, local_available)
+                   min_batch: int = 0, max_batch: int = 0, local_available: int = 0,
+                   local_fixed_ms: float = 0.0):
+        profile = (_c.c_double * len(COST_FIELDS))(compute_fixed_ms, compute_per_sample_ms, local_fixed_ms,
+                                                   local_per_sample_ms, remote_fixed_ms, remote_per_sample_ms,
+                                                   uplink_per_sample_ms)
+        _call(_add_worker_profile, self._h, node, profile, min_batch, max_batch, local_available)
 
     def set_local_available(self, node: int, local_available: int):
         _call(_set_local, self._h, node, local_available)
@@ -201,7 +208,8 @@ class Planner(_Handle):
               iteration_ms)
 
     def cost(self, node: int) -> List[float]:
-        out = (_c.c_double * 7)()
+        """The cost profile in use for `node`, in COST_FIELDS order."""
+        out = (_c.c_double * len(COST_FIELDS))()
         _call(_cost, self._h, node, out)
         return list(out)
 

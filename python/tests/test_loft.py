@@ -47,6 +47,17 @@ class PlannerTest(unittest.TestCase):
             self.assertLess(plan[2].batch, plan[0].batch)
             self.assertEqual(len(p.cost(2)), 7)
 
+    def test_cost_profile_round_trips_in_cost_fields_order(self):
+        with loft.Planner("loft", 64) as p:
+            p.add_worker(0, 2.0, 0.05, local_per_sample_ms=0.001, remote_fixed_ms=3.0, remote_per_sample_ms=0.06,
+                         uplink_per_sample_ms=0.07, min_batch=8, max_batch=64, local_available=100,
+                         local_fixed_ms=0.5)
+            profile = dict(zip(loft.COST_FIELDS, p.cost(0)))
+            self.assertEqual(profile, {"compute_fixed_ms": 2.0, "compute_per_sample_ms": 0.05,
+                                       "local_fixed_ms": 0.5, "local_per_sample_ms": 0.001,
+                                       "remote_fixed_ms": 3.0, "remote_per_sample_ms": 0.06,
+                                       "uplink_per_sample_ms": 0.07})
+
     def test_errors(self):
         with self.assertRaisesRegex(loft.LoftError, "unknown policy 'nope'"):
             loft.Planner("nope", B)

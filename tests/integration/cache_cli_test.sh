@@ -12,22 +12,9 @@ SRC=${3:?source dir}
 SPECS=$SRC/examples/clusters
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/loft-cache-cli-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+. "$(dirname "$0")/check_lib.sh"
 json_int() { grep -o "\"$1\": [0-9]*" | head -1 | grep -o '[0-9]*$'; }
 spec_int() { grep -o "$2: *[0-9]*" "$1" | head -1 | grep -o '[0-9]*$'; }
-# expect_rc WANT CMD...: runs CMD (output in $TMP/out, $TMP/err), checks rc.
-expect_rc() {
-  local want=$1; shift
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "'$*' exited $rc, want $want; stdout: $(cat "$TMP/out") stderr: $(cat "$TMP/err")"
-    return 1
-  fi
-  return 0
-}
 
 # 1. ingest --all; counts add up to samples x replication.
 for spec in homogeneous failure; do
@@ -115,8 +102,4 @@ if expect_rc 0 "$LOFTCTL" ingest --cluster "$TMP/test-split.yaml" --node edge-0 
 fi
 expect_rc 2 "$LOFTCTL" ingest --cluster "$SPECS/homogeneous.yaml" --all --db "$TMP/y"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures check(s) failed" >&2
-  exit 1
-fi
-echo "all cache CLI checks passed"
+finish cache_cli_test

@@ -22,21 +22,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-expect_rc() {
-  local want=$1; shift
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "'$*' exited $rc, want $want; stdout: $(cat "$TMP/out") stderr: $(cat "$TMP/err")"
-    return 1
-  fi
-  return 0
-}
-expect_in() {  # expect_in FILE TEXT
-  grep -qF -- "$2" "$1" || fail "'$2' not in $1: $(cat "$1")"
-}
+. "$(dirname "$0")/check_lib.sh"
 agent_config() {  # agent_config DB -> path of an insecure loopback agent config for edge-0
   cat >"$TMP/agent.yaml" <<YAML
 node_name: edge-0
@@ -110,8 +96,4 @@ else
   AGENT_PID=""
 fi
 
-if [ "$failures" -ne 0 ]; then
-  echo "cache_marker_test: $failures failure(s)" >&2
-  exit 1
-fi
-echo "cache_marker_test: ok"
+finish cache_marker_test

@@ -387,10 +387,11 @@ int DupAssign(const std::string& ep) {
   rr.mutable_register_reply()->set_job(77);
   loft::v1::Envelope view;
   view.mutable_view()->set_view(1);
-  view.mutable_view()->add_live_nodes(0);
-  view.mutable_view()->add_peer_endpoints(reg->register_request().peer_endpoint());
-  view.mutable_view()->add_ring_endpoints(reg->register_request().ring_endpoint());
-  view.mutable_view()->add_node_names(reg->register_request().node_name());
+  auto* member = view.mutable_view()->add_members();
+  member->set_node(0);
+  member->set_peer_endpoint(reg->register_request().peer_endpoint());
+  member->set_ring_endpoint(reg->register_request().ring_endpoint());
+  member->set_name(reg->register_request().node_name());
   if (!send(rr) || !send(view)) return Fail("cannot answer the agent");
   auto assignment = [](int32_t attempt) {
     loft::v1::Envelope a;

@@ -52,10 +52,12 @@ struct Ring {
     REQUIRE(attacker->SetPeers({{0, trainer->ring_endpoint()}}).ok());
     v1::MembershipView view;
     view.set_view(1);
-    view.add_live_nodes(0);
-    view.add_live_nodes(1);
-    view.add_ring_endpoints(trainer->ring_endpoint());
-    view.add_ring_endpoints(attacker->endpoint());
+    v1::Member* m0 = view.add_members();
+    m0->set_node(0);
+    m0->set_ring_endpoint(trainer->ring_endpoint());
+    v1::Member* m1 = view.add_members();
+    m1->set_node(1);
+    m1->set_ring_endpoint(attacker->endpoint());
     trainer->OnView(view);
   }
 

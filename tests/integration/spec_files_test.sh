@@ -9,8 +9,7 @@ set -u
 LOFTCTL=${1:?loftctl path}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/loft-spec-files-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+. "$(dirname "$0")/check_lib.sh"
 node() {  # node NAME [COUNT]
   echo "  - {name: '$1', count: ${2:-1}, compute: {fixed_ms: 1, per_sample_ms: 0.1}, disk: {read_mbps: 100}, link: {up_mbps: 10, down_mbps: 10, latency_ms: 1}}"
 }
@@ -42,8 +41,4 @@ refused "$TMP/ovf.yaml" "training.min_batch times the number of nodes (461168601
 spec "$TMP/good.yaml" 1000 "$T" "$(node a)" "$(node b)"
 "$LOFTCTL" plan --cluster "$TMP/good.yaml" --policy loft --json >"$TMP/out" 2>"$TMP/err" ||
   fail "good spec: $(cat "$TMP/err")"
-if [ "$failures" -ne 0 ]; then
-  echo "spec_files_test: $failures failure(s)" >&2
-  exit 1
-fi
-echo "spec_files_test: ok"
+finish spec_files_test

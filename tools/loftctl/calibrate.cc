@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "scheduler/cost_profile.h"
 #include "sim/allreduce_model.h"
 
 namespace loft::ctl {
@@ -111,19 +112,12 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
       cal.notes.push_back(name + ": no fitted profile in the run; kept the spec's constants");
       continue;
     }
-    const auto& p = w["profile"];
-    auto get = [&](const char* k) -> StatusOr<double> {
-      if (!p.contains(k) || !p[k].is_number())
-        return InvalidArgument(fmt::format("{}: workers[{}].profile.{} is missing", source, name, k));
-      return p[k].get<double>();
-    };
-    LOFT_ASSIGN_OR_RETURN(double c0, get("compute_fixed_ms"));
-    LOFT_ASSIGN_OR_RETURN(double c1, get("compute_per_sample_ms"));
-    LOFT_ASSIGN_OR_RETURN(double l0, get("local_fixed_ms"));
-    LOFT_ASSIGN_OR_RETURN(double l1, get("local_per_sample_ms"));
-    LOFT_ASSIGN_OR_RETURN(double a, get("remote_fixed_ms"));
-    LOFT_ASSIGN_OR_RETURN(double r1, get("remote_per_sample_ms"));
-    LOFT_ASSIGN_OR_RETURN(double u, get("uplink_per_sample_ms"));
+    LOFT_ASSIGN_OR_RETURN(
+        const sched::CostParams fit,
+        sched::CostFromJson(w["profile"], fmt::format("{}: workers[{}].profile", source, name)));
+    const double c0 = fit.compute_fixed_ms, c1 = fit.compute_per_sample_ms, l0 = fit.local_fixed_ms,
+                 l1 = fit.local_per_sample_ms, a = fit.remote_fixed_ms, r1 = fit.remote_per_sample_ms,
+                 u = fit.uplink_per_sample_ms;
     NodeSpec& n = out.nodes[i];
     const NodeSpec& prior = spec.nodes[i];
     std::vector<std::string> kept;

@@ -36,6 +36,7 @@
 #include "core/curve.h"
 #include "core/placement.h"
 #include "core/zmq_util.h"
+#include "edge_agent/agent_config.h"
 #include "scheduler/run_recorder.h"
 #include "server/options.h"
 #include "sim/summary.h"
@@ -389,26 +390,39 @@ Status ClusterRun(const RunOptions& ro) {
         spec.training.model + "'");
   for (int i = 0; i < spec.num_nodes(); ++i) {
     const std::string& name = spec.nodes[i].name;
-    std::string y = fmt::format(
-        "node_name: {}\ncluster_spec: {}\ncache_dir: {}\nscheduler_endpoint: {}\n"
-        "peer_bind: tcp://{}:0\ncredits: 2\ncompute_mode: synthetic\nlink_emulation: {}\n"
-        "heartbeat_interval_ms: 250\nlog_level: {}\nseed: {}\n",
-        name, spec_abs, (cache_root / name).string(), endpoint, node_ip(i),
-        ro.link_emulation ? "true" : "false", ro.log_level, i + 1);
-    if (tb) y += fmt::format("ring_bind: tcp://{}:0\nlink_rate_emulation: false\n", node_ip(i));
-    y += ro.insecure ? "insecure: true\n" : fmt::format("keys_dir: {}\n", keys.string());
+    agent::AgentConfig ac;
+    ac.node_name = name;
+    ac.cluster_spec = spec_abs;
+    ac.cache_dir = (cache_root / name).string();
+    ac.scheduler_endpoint = endpoint;
+    ac.peer_bind = fmt::format("tcp://{}:0", node_ip(i));
+    ac.credits = 2;
+    ac.compute_mode = "synthetic";
+    ac.link_emulation = ro.link_emulation;
+    ac.heartbeat_interval_ms = 250;
+    ac.log_level = ro.log_level;
+    ac.seed = static_cast<uint64_t>(i + 1);
+    if (tb) {
+      ac.ring_bind = fmt::format("tcp://{}:0", node_ip(i));
+      ac.link_rate_emulation = false;
+    }
+    ac.insecure = ro.insecure;
+    if (!ro.insecure) ac.keys_dir = keys.string();
     if (training) {
-      y += fmt::format("test_data_dir: {}\neval_every: {}\nlast_iteration: {}\n", ro.dataset_dir,
-                       ro.eval_every, total_iterations - 1);
+      ac.test_data_dir = ro.dataset_dir;
+      ac.eval_every = ro.eval_every;
+      ac.last_iteration = total_iterations - 1;
     }
     if (!ro.trainer.empty()) {
       // --trainer: the agent serves a local consumer, one trainer process per agent.
       const std::string ep = "ipc://" + (fs::absolute(out) / ("consumer-" + name + ".sock")).string();
-      y.erase(y.find("compute_mode: synthetic\n"), std::string("compute_mode: synthetic\n").size());
-      y += fmt::format("compute_mode: external\nconsumer_endpoint: {}\nconsumer_timeout_ms: 30000\n", ep);
+      ac.compute_mode = "external";
+      ac.consumer_endpoint = ep;
+      ac.consumer_timeout_ms = 30000;
       trainers.push_back(TrainerChild(ro.trainer, name, ep, total_iterations, bindir,
                                       (out / "logs" / ("trainer-" + name + ".log")).string()));
     }
+    const std::string y = agent::AgentConfigToYaml(ac);
     fs::path cfg = out / ("agent-" + name + ".yaml");
     LOFT_RETURN_IF_ERROR(WriteText(cfg, y));
     std::vector<std::string> argv = {(bindir / "loft-agent").string(), "--config", cfg.string()};

@@ -62,11 +62,29 @@ LOFT_EXPORT loft_planner_t* loft_planner_create(const char* policy, int64_t glob
                                                 char** errptr);
 LOFT_EXPORT void loft_planner_destroy(loft_planner_t* planner);
 
-/* Adds worker `node` (distinct, >= 0). Cost parameters as in
- * scheduler/plan.h CostParams: compute c0 + c1*b, local read
- * local_per_sample*l, remote read remote_fixed + remote_per_sample*r, and
- * uplink_per_sample per sample served to peers. local_available: samples
- * of the current epoch cached on this node. Returns 0, or -1 on error. */
+/* A worker's cost profile: LOFT_COST_FIELDS doubles (ms) in this order,
+ * the fields of scheduler/plan.h CostParams (scheduler/cost_profile.h; the
+ * scheduler's status document uses the same names in workers[].profile):
+ * compute c0 + c1*b, local read l0 + l1*l, remote read a + r1*r, and u per
+ * sample served to peers. */
+enum {
+  LOFT_COST_COMPUTE_FIXED_MS = 0,
+  LOFT_COST_COMPUTE_PER_SAMPLE_MS = 1,
+  LOFT_COST_LOCAL_FIXED_MS = 2,
+  LOFT_COST_LOCAL_PER_SAMPLE_MS = 3,
+  LOFT_COST_REMOTE_FIXED_MS = 4,
+  LOFT_COST_REMOTE_PER_SAMPLE_MS = 5,
+  LOFT_COST_UPLINK_PER_SAMPLE_MS = 6,
+  LOFT_COST_FIELDS = 7
+};
+
+/* Adds worker `node` (distinct, >= 0) with its cost profile (above).
+ * local_available: samples of the current epoch cached on this node.
+ * Returns 0, or -1 on error (a negative or non-finite field is named). */
+LOFT_EXPORT int loft_planner_add_worker_profile(loft_planner_t* planner, int32_t node,
+                                                const double profile[LOFT_COST_FIELDS], int64_t min_batch,
+                                                int64_t max_batch, int64_t local_available, char** errptr);
+/* The same with the profile's fields as arguments and local_fixed_ms = 0. */
 LOFT_EXPORT int loft_planner_add_worker(loft_planner_t* planner, int32_t node, double compute_fixed_ms,
                                         double compute_per_sample_ms, double local_per_sample_ms,
                                         double remote_fixed_ms, double remote_per_sample_ms,
@@ -84,10 +102,9 @@ LOFT_EXPORT int loft_planner_num_workers(const loft_planner_t* planner);
 LOFT_EXPORT int loft_planner_observe(loft_planner_t* planner, int32_t node, int64_t batch, int64_t local,
                                      int64_t remote, double local_read_ms, double remote_read_ms,
                                      double compute_ms, double iteration_ms, char** errptr);
-/* The cost parameters the planner currently uses for `node` (the fitted
- * model when one is available, otherwise the values given to add_worker).
- * Writes 7 doubles in add_worker order: c0, c1, local_fixed, local per
- * sample, remote fixed, remote per sample, uplink per sample. 0 or -1. */
+/* The cost profile the planner currently uses for `node` (the fitted
+ * model when one is available, otherwise the profile it was added with):
+ * LOFT_COST_FIELDS doubles in LOFT_COST_* order. 0 or -1. */
 LOFT_EXPORT int loft_planner_cost(const loft_planner_t* planner, int32_t node, double out_params[7],
                                   char** errptr);
 

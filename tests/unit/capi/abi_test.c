@@ -15,6 +15,8 @@ int main(void) {
   void (*planner_destroy)(loft_planner_t*) = loft_planner_destroy;
   int (*add_worker)(loft_planner_t*, int32_t, double, double, double, double, double, double, int64_t,
                     int64_t, int64_t, char**) = loft_planner_add_worker;
+  int (*add_profile)(loft_planner_t*, int32_t, const double*, int64_t, int64_t, int64_t, char**) =
+      loft_planner_add_worker_profile;
   int (*set_local)(loft_planner_t*, int32_t, int64_t, char**) = loft_planner_set_local_available;
   int (*planner_workers)(const loft_planner_t*) = loft_planner_num_workers;
   int (*observe)(loft_planner_t*, int32_t, int64_t, int64_t, int64_t, double, double, double, double,
@@ -34,6 +36,7 @@ int main(void) {
   char* (*sim_run)(const char*, const char*, char**) = loft_sim_run;
   char* (*sim_run_with)(const char*, const char*, int64_t, uint64_t, int, char**) = loft_sim_run_with;
   CHECK(version != NULL && free_fn != NULL && planner_create != NULL && planner_destroy != NULL);
+  CHECK(add_profile != NULL && LOFT_COST_FIELDS == 7 && LOFT_COST_UPLINK_PER_SAMPLE_MS == 6);
   CHECK(add_worker != NULL && set_local != NULL && planner_workers != NULL && observe != NULL);
   CHECK(cost != NULL && plan != NULL && bound != NULL && plan_destroy != NULL && plan_policy != NULL);
   CHECK(plan_workers != NULL && plan_node != NULL && plan_batch != NULL && plan_local != NULL);

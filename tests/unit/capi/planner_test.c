@@ -97,6 +97,33 @@ static void TestLoftBalances(void) {
   loft_planner_destroy(p);
 }
 
+static void TestAddWorkerProfile(void) {
+  char* err = NULL;
+  double in[LOFT_COST_FIELDS] = {0};
+  double out[LOFT_COST_FIELDS];
+  int k;
+  loft_planner_t* p = loft_planner_create("loft", 64, 0, &err);
+  CHECK_NO_ERROR(err);
+  in[LOFT_COST_COMPUTE_FIXED_MS] = 2.0;
+  in[LOFT_COST_COMPUTE_PER_SAMPLE_MS] = 0.05;
+  in[LOFT_COST_LOCAL_FIXED_MS] = 0.5; /* only the profile call can set it */
+  in[LOFT_COST_LOCAL_PER_SAMPLE_MS] = 0.001;
+  in[LOFT_COST_REMOTE_FIXED_MS] = 3.0;
+  in[LOFT_COST_REMOTE_PER_SAMPLE_MS] = 0.06;
+  in[LOFT_COST_UPLINK_PER_SAMPLE_MS] = 0.07;
+  CHECK(loft_planner_add_worker_profile(p, 0, in, 8, 64, 1000, &err) == 0);
+  CHECK_NO_ERROR(err);
+  CHECK(loft_planner_cost(p, 0, out, &err) == 0);
+  CHECK_NO_ERROR(err);
+  for (k = 0; k < LOFT_COST_FIELDS; ++k) CHECK(out[k] == in[k]);
+  in[LOFT_COST_REMOTE_FIXED_MS] = -1.0;
+  CHECK(loft_planner_add_worker_profile(p, 1, in, 8, 64, 1000, &err) == -1);
+  CHECK_ERROR_CONTAINS(err, "remote_fixed_ms must be finite and >= 0");
+  CHECK(loft_planner_add_worker_profile(p, 1, NULL, 8, 64, 1000, &err) == -1);
+  CHECK_ERROR_CONTAINS(err, "profile is NULL");
+  loft_planner_destroy(p);
+}
+
 static void TestCostAndLocalAvailable(void) {
   char* err = NULL;
   double c[7];
@@ -196,6 +223,7 @@ int main(void) {
   TestPolicies();
   TestLoftBalances();
   TestCostAndLocalAvailable();
+  TestAddWorkerProfile();
   TestErrors();
   printf("planner_test: ok\n");
   return 0;

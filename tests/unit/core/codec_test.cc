@@ -47,7 +47,8 @@ TEST_CASE("Decode rejects a wrong protocol version, naming both versions") {
   auto env = Decode(*bytes);
   REQUIRE_FALSE(env.ok());
   CHECK(env.status().code() == StatusCode::kFailedPrecondition);
-  CHECK(env.status().message() == "protocol version 9 is not supported (this build speaks version 3)");
+  CHECK(env.status().message() == "protocol version 9 is not supported (this build speaks version " +
+                                      std::to_string(kProtocolVersion) + ")");
 }
 
 TEST_CASE("Decode rejects undecodable bytes") {

@@ -124,9 +124,10 @@ void RegisterAll(FakeScheduler& sched, std::map<std::string, int32_t> nodes) {
     sched.Send(from, reply);
   }
   for (auto& [name, node] : nodes) {
-    view.mutable_view()->add_live_nodes(node);
-    view.mutable_view()->add_peer_endpoints(endpoints[name]);
-    view.mutable_view()->add_node_names(name);
+    v1::Member* m = view.mutable_view()->add_members();
+    m->set_node(node);
+    m->set_peer_endpoint(endpoints[name]);
+    m->set_name(name);
   }
   for (auto& [name, node] : nodes) sched.Send(name, view);
 }
@@ -368,12 +369,14 @@ TEST_CASE("CURVE: an unknown key cannot fetch; a listed key can") {
   sched.Send(who, reply);
   v1::Envelope view;
   view.mutable_view()->set_view(2);
-  view.mutable_view()->add_live_nodes(0);
-  view.mutable_view()->add_peer_endpoints("tcp://127.0.0.1:1");
-  view.mutable_view()->add_node_names("a");
-  view.mutable_view()->add_live_nodes(1);
-  view.mutable_view()->add_peer_endpoints(b.server->peer_endpoint());
-  view.mutable_view()->add_node_names("b");
+  v1::Member* a_member = view.mutable_view()->add_members();
+  a_member->set_node(0);
+  a_member->set_peer_endpoint("tcp://127.0.0.1:1");
+  a_member->set_name("a");
+  v1::Member* b_member = view.mutable_view()->add_members();
+  b_member->set_node(1);
+  b_member->set_peer_endpoint(b.server->peer_endpoint());
+  b_member->set_name("b");
   sched.Send("b", view);
   sched.Send("b", Grant(5, 0, Range(500, 600)));
 

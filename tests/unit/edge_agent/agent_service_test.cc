@@ -53,9 +53,10 @@ v1::Envelope View(std::vector<std::pair<int32_t, std::string>> nodes) {
   auto* v = env.mutable_view();
   v->set_view(2);
   for (auto& [n, name] : nodes) {
-    v->add_live_nodes(n);
-    v->add_peer_endpoints("tcp://127.0.0.1:" + std::to_string(9000 + n));
-    v->add_node_names(name);
+    v1::Member* m = v->add_members();
+    m->set_node(n);
+    m->set_peer_endpoint("tcp://127.0.0.1:" + std::to_string(9000 + n));
+    m->set_name(name);
   }
   return env;
 }
@@ -203,7 +204,8 @@ TEST_CASE("Garbage on the peer path gets an Error and is counted by reason") {
   v1::Envelope old = Fetch(1, 1, {1});
   old.set_protocol_version(7);
   PeerReply v = svc.HandlePeer(Frame(old), 0, "");
-  CHECK(v.header.error().message() == "protocol version 7 is not supported (this build speaks version 3)");
+  CHECK(v.header.error().message() == "protocol version 7 is not supported (this build speaks version " +
+                                          std::to_string(kProtocolVersion) + ")");
   CHECK(svc.HandlePeer(Frame(Registered(3)), 0, "").header.has_error());
   CHECK(svc.HandlePeer(Frame(Fetch(1, 1, {})), 0, "").header.has_error());
   CHECK(svc.HandlePeer(Frame(Fetch(1, 1, {1})), 2, "").header.has_error());

@@ -12,7 +12,7 @@
 using loft::sched::AckOutcome;
 using loft::sched::JobDriver;
 using loft::sched::PartitionState;
-using loft::sched::SchedulerOptions;
+using loft::sched::StateOptions;
 using loft::sched::Updates;
 using loft::sched::testing::FakePolicy;
 using loft::sched::testing::SmallSpec;
@@ -51,7 +51,7 @@ struct Harness {
 void RunChaos(std::unique_ptr<loft::sched::Policy> policy, int replication, uint64_t seed, int epochs,
               const char* policy_name = nullptr) {
   const auto spec = SmallSpec(600, replication, 64);
-  SchedulerOptions opt;
+  StateOptions opt;
   opt.timeout_min_ms = 50;
   opt.timeout_factor = 3;
   auto d = JobDriver::CreateWithPolicy(spec, std::move(policy), opt);

@@ -148,7 +148,7 @@ TEST_CASE("Journal: corrupt, truncated and missing entries are DataLoss naming t
 TEST_CASE("Journal: a journaled run recovers to identical state and continues identically", "[journal]") {
   TempDir dir;
   const auto spec = SmallSpec(300, 2, 48);
-  loft::sched::SchedulerOptions opt;
+  loft::sched::StateOptions opt;
   opt.timeout_min_ms = 100;
   auto live = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(true), opt);
   REQUIRE(live.ok());

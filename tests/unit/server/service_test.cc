@@ -16,9 +16,9 @@
 
 namespace {
 namespace fs = std::filesystem;
-using loft::server::PeerInfo;
 using loft::server::SchedulerOptions;
 using loft::server::SchedulerService;
+using loft::server::Sender;
 
 // Records every send; nodes in `unreachable` get Unavailable.
 struct FakeTransport : loft::server::SchedulerTransport {
@@ -85,7 +85,7 @@ struct Fixture {
 };
 
 loft::Status Send(SchedulerService& s, const loft::v1::Envelope& e, double now,
-                  loft::v1::Envelope* reply = nullptr, PeerInfo peer = {}) {
+                  loft::v1::Envelope* reply = nullptr, Sender peer = {}) {
   loft::v1::Envelope r;
   int32_t sender = -1;
   return s.Handle(e, peer, now, reply ? reply : &r, &sender);
@@ -207,7 +207,7 @@ TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a 
   // A view without edge-1 went to edge-0.
   bool saw_view = false;
   for (auto& [n, e] : f.transport.sent) {
-    if (n == 0 && e.has_view() && e.view().live_nodes_size() == 1) saw_view = true;
+    if (n == 0 && e.has_view() && e.view().members_size() == 1) saw_view = true;
   }
   CHECK(saw_view);
   // edge-0 gets the next iteration, containing the failed samples as a child partition.
@@ -613,7 +613,7 @@ TEST_CASE("a restarted service recovers from its journal and finishes with 0 dup
 TEST_CASE("authenticated peers speak only for their own node; unexpected messages are rejected") {
   Fixture f;
   auto s = f.Make();
-  PeerInfo rogue{"edge-1", true};
+  Sender rogue{"edge-1", true};
   CHECK(Send(*s, Register("edge-0", 1), 0, nullptr, rogue).code() == loft::StatusCode::kPermissionDenied);
   CHECK(Send(*s, Register("nobody", 1), 0).code() == loft::StatusCode::kNotFound);
   CHECK(Send(*s, Register("edge-0", 0), 0).code() == loft::StatusCode::kInvalidArgument);
@@ -622,7 +622,7 @@ TEST_CASE("authenticated peers speak only for their own node; unexpected message
   loft::v1::Envelope fetch;
   fetch.mutable_fetch_request()->set_request_id(1);
   CHECK(Send(*s, fetch, 0).code() == loft::StatusCode::kUnimplemented);
-  PeerInfo ok{"edge-0", true};
+  Sender ok{"edge-0", true};
   loft::v1::Envelope reply;
   REQUIRE(Send(*s, Register("edge-0", 1), 0, &reply, ok).ok());
   CHECK(reply.has_register_reply());
