@@ -269,7 +269,7 @@ TEST_CASE("JobDriver: a distrusted source serves only itself; epochs still compl
       for (const int32_t kBad : {2, 5}) {  // 5: the last node (uniform gives it no remainder)
         INFO(policy << " replication " << replication << " distrusted " << kBad);
         const auto spec = SmallSpec(600, replication, 64);
-        SchedulerOptions opt;
+        StateOptions opt;
         auto d = JobDriver::Create(spec, policy, opt);
         REQUIRE(d.ok());
         Harness h{std::move(d).value(), {}};

@@ -1,5 +1,5 @@
 // Corrupt-record livelock (issue 18): a sample whose record fails its check
-// on its only holder is quarantined after SchedulerOptions.quarantine_after
+// on its only holder is quarantined after StateOptions.quarantine_after
 // failure reports, the epoch completes without it, it is never committed,
 // every other sample is committed once per epoch, and replay rebuilds it.
 #include "scheduler/quarantine.h"
@@ -14,7 +14,7 @@
 
 using loft::sched::JobDriver;
 using loft::sched::SampleQuarantine;
-using loft::sched::SchedulerOptions;
+using loft::sched::StateOptions;
 using loft::sched::Updates;
 using loft::sched::testing::FakePolicy;
 using loft::sched::testing::SmallSpec;
@@ -90,7 +90,7 @@ Run RunWithBadSample(JobDriver& drv, Updates& journal, uint64_t bad, int epochs,
 
 TEST_CASE("JobDriver: a sample that keeps failing is quarantined and the epoch completes", "[quarantine]") {
   const auto spec = SmallSpec(600, 1, 64);
-  SchedulerOptions opt;
+  StateOptions opt;
   opt.quarantine_after = 3;
   auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(true), opt);
   REQUIRE(d.ok());
@@ -122,7 +122,7 @@ TEST_CASE("JobDriver: without sample reports (or quarantine off) the epoch never
   // The livelock this fixes: with replication 1 the partition fails forever.
   const auto spec = SmallSpec(600, 1, 64);
   for (bool name_it : {false, true}) {
-    SchedulerOptions opt;
+    StateOptions opt;
     opt.quarantine_after = name_it ? 0 : 3;
     auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(true), opt);
     REQUIRE(d.ok());
