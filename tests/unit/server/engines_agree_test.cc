@@ -111,6 +111,7 @@ void RunBoth(const std::string& policy, const std::string& failures, bool overla
     loft::v1::Envelope e;
     e.mutable_register_request()->set_node_name(spec->nodes[n].name);
     e.mutable_register_request()->set_peer_endpoint("tcp://127.0.0.1:1");
+    e.mutable_register_request()->set_ring_endpoint("tcp://127.0.0.1:2");  // required with a model
     e.mutable_register_request()->set_credits(so.credits);  // the agents' window, as in the simulator
     send(e, now);
   };
