@@ -27,6 +27,22 @@ def free_port():
         return s.getsockname()[1]
 
 
+def processes_mentioning(text):
+    """(pid, command line) of every process but this one whose command line contains `text`."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if text in cmd:
+            found.append((int(d), cmd))
+    return found
+
+
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
