@@ -64,7 +64,13 @@ def finish(case, out, p, t0):
         stdout, stderr = p.communicate(timeout=FAIL_WITHIN_S + 10)
     except subprocess.TimeoutExpired:
         p.send_signal(signal.SIGINT)  # cluster run stops its processes on SIGINT
-        stdout, stderr = p.communicate(timeout=30)
+        try:
+            stdout, stderr = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            stdout, stderr = p.communicate()
+            for pid, _ in loft_it.processes_mentioning(tmp):
+                os.kill(pid, signal.SIGKILL)
         raise AssertionError(f"{case}: cluster run still running {FAIL_WITHIN_S + 10} s after the failure:\n"
                              f"{stderr[-3000:]}")
     took = time.time() - t0
