@@ -4,7 +4,11 @@
 //   cluster run SPEC.yaml --policy P [--iterations N] --out DIR [--testbed]
 //     writes summary.json, iterations.csv (one row per worker per
 //     iteration: the simulator's header, sched::RunRecorder), training.csv
-//     (training runs: loss and accuracy over wall time) and status.json
+//     (training runs: loss and accuracy over wall time) and status.json.
+//     A scheduler, agent or --trainer process that exits on its own before
+//     the job ends (a trainer: with status 0 once the job ended is its normal
+//     end) fails the run at once: everything is stopped, status.json gets
+//     "failed": true and "error", no summary.json, exit status 1.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -222,7 +226,8 @@ Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const s
 // A --trainer process for one agent: `sh -c CMD` with LOFT_CONSUMER_ENDPOINT,
 // LOFT_NODE and LOFT_ITERATIONS set, and the loft Python package of this
 // build or install prefix (bindir/../python, bindir/../lib/python3/dist-packages)
-// put first on PYTHONPATH.
+// put first on PYTHONPATH. In its own process group: stopping it stops what
+// CMD started. Restarted with its node (spec failures) with LOFT_RESTARTED=1.
 Child TrainerChild(const std::string& cmd, const std::string& node, const std::string& endpoint,
                    int64_t iterations, const fs::path& bindir, const std::string& log) {
   std::string pypath;
@@ -689,7 +694,8 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--daemon-log-level", ro->log_level, "log level of the daemons")->capture_default_str();
   run->add_option("--trainer", ro->trainer,
                   "run this command once per agent as its consumer (spec training.model external; "
-                  "env LOFT_CONSUMER_ENDPOINT, LOFT_NODE, LOFT_ITERATIONS)");
+                  "env LOFT_CONSUMER_ENDPOINT, LOFT_NODE, LOFT_ITERATIONS). A trainer that exits before "
+                  "the job ends fails the run at once (exit status 1)");
   run->add_option("--eval-every", ro->eval_every, "training: evaluate on the test set every N iterations")
       ->capture_default_str();
   run->callback([=] {
