@@ -245,7 +245,7 @@ Child TrainerChild(const std::string& cmd, const std::string& node, const std::s
 
 // How long a trainer that exited with status 0 during the job's last
 // iteration may precede the job's end (its last partitions being committed).
-constexpr double kTrainerEndGraceS = 15.0;
+constexpr double kTrainerEndGraceS = 30.0;
 
 struct RunOptions {
   std::string spec_path;
