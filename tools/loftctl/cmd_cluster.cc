@@ -459,6 +459,9 @@ Status ClusterRun(const RunOptions& ro) {
   // launcher) fails the run at once: a trainer, unless it ended normally
   // after the job's last round (JudgeTrainerExit); an agent or the scheduler, always.
   auto check_children = [&]() -> Status {
+    // Ctrl-C in a terminal also reaches the agents and the scheduler (same
+    // process group; the trainers have their own): their exit is then ours.
+    if (g_interrupted) return Aborted("interrupted");
     const double now = since(t0);
     for (auto& a : agents) {
       if (Poll(a, now) || a.wait_status)
