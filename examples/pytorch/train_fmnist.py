@@ -7,7 +7,8 @@ step here. Every trainer starts from the same seed, so the parameters stay
 identical on every member (the agents check a hash of them each round).
 
     loftctl cluster run SPEC --trainer 'python3 examples/pytorch/train_fmnist.py'
-(the launcher sets LOFT_CONSUMER_ENDPOINT and LOFT_NODE for each agent's trainer)
+(the launcher sets LOFT_CONSUMER_ENDPOINT and LOFT_NODE for each agent's trainer, and
+LOFT_RESTARTED=1 for one it restarts with its node after a spec `failures` entry)
 
     python3 train_fmnist.py --reference --steps 300 --batch 256   # one process, no loft
 
@@ -190,7 +191,9 @@ def main():
                     help="stop after this round (default $LOFT_ITERATIONS; 0: when batches stop)")
     ap.add_argument("--eval-every", type=int, default=0)
     ap.add_argument("--idle-timeout-ms", type=int, default=20000)
-    ap.add_argument("--sync", action="store_true", help="take the ring majority's state first (a restart)")
+    ap.add_argument("--sync", action="store_true", default=os.environ.get("LOFT_RESTARTED") == "1",
+                    help="take the ring majority's state first (a restart; default when $LOFT_RESTARTED is 1, "
+                    "as cluster run sets it for a trainer it restarts with its node)")
     ap.add_argument("--byzantine", choices=["none", "sign_flip", "nan"], default="none")
     ap.add_argument("--byzantine-scale", type=float, default=10.0)
     ap.add_argument("--threads", type=int, default=1)

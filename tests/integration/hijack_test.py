@@ -7,18 +7,12 @@ clean ledger. Before routes were bound to the CURVE identity, ROUTER_HANDOVER
 gave the hijacker edge-1's connection and its assignments."""
 import json
 import subprocess
-import time
 
 import loft_it
 
-c = loft_it.Cluster(loft_it.SMALL_SPEC.format(samples=4000, replication=1, per_sample_ms=0.4),
-                    iterations=400, partition_timeout_ms=3000)
+c = loft_it.small_cluster(iterations=400)
 try:
-    names = [f"edge-{i}" for i in range(4)]
-    c.prepare(names)
-    c.start_scheduler()
-    for n in names:
-        c.start_agent(n)
+    c.start(loft_it.edge_names(4))
     st = c.wait_for(lambda s: s["iteration"] >= 3, 60, "iteration 3")
     done_before = st["workers"][1]["partitions_done"]
     view_before = st["view"]

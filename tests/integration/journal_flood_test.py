@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import loft_it
 
@@ -59,11 +58,7 @@ with open(c.sched_cfg, "a") as f:
     f.write("min_workers: 4\n")
 failures = []
 try:
-    names = [f"edge-{i}" for i in range(4)]
-    c.prepare(names + ["edge-4"])
-    c.start_scheduler()
-    for n in names:
-        c.start_agent(n)
+    c.start(loft_it.edge_names(4), extra_keys=["edge-4"])  # edge-4: the flooding client's key
     c.wait_for(lambda s: s["iteration"] >= 2, 60, "iteration 2")
     before = dir_bytes(journal)
     flood = subprocess.run([loft_it.exe("it_client"), "flood", c.endpoint, c.keys, "edge-4", "4", "4"],
@@ -89,12 +84,7 @@ try:
         at = st["iteration"] + 3
         st = c.wait_for(lambda s: s["iteration"] >= at, 90, f"iteration {at}")
         assert not st["finished"], "the job ended before the restart: raise training.iterations"
-        committed_before = st["ledger"]["samples_committed"]
-        loft_it.log(f"kill -9 scheduler at iteration {st['iteration']}")
-        c.kill9("scheduler")
-        c.start_scheduler()
-        st = c.wait_for(lambda s: s["recovered"], 30, "recovered scheduler")
-        assert st["ledger"]["samples_committed"] >= committed_before, (st["ledger"], committed_before)
+        c.kill_and_restart_scheduler(st)
         st = c.wait_for(lambda s: s["finished"], 180, "job finished after restart")
         loft_it.check_ledger(st, 6)
         with open(os.path.join(c.tmp, "scheduler.log")) as f:

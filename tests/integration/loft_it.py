@@ -27,6 +27,22 @@ def free_port():
         return s.getsockname()[1]
 
 
+def processes_mentioning(text):
+    """(pid, command line) of every process but this one whose command line contains `text`."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if text in cmd:
+            found.append((int(d), cmd))
+    return found
+
+
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -41,6 +57,17 @@ nodes:
     disk: {{read_mbps: 800}}
     link: {{up_mbps: 1000, down_mbps: 1000, latency_ms: 1}}
 """
+
+
+def edge_names(n):
+    """edge-0 ... edge-(n-1): the node names of a spec's `- name: edge, count: n`."""
+    return [f"edge-{i}" for i in range(n)]
+
+
+def small_cluster(iterations, samples=4000, replication=1, per_sample_ms=0.4, partition_timeout_ms=3000, **kw):
+    """A Cluster on SMALL_SPEC (4 nodes, model none), CURVE on."""
+    return Cluster(SMALL_SPEC.format(samples=samples, replication=replication, per_sample_ms=per_sample_ms),
+                   iterations=iterations, partition_timeout_ms=partition_timeout_ms, **kw)
 
 
 class Cluster:
@@ -88,6 +115,27 @@ class Cluster:
 
     def start_scheduler(self):
         self._spawn("scheduler", [exe("loft-scheduler"), "--config", self.sched_cfg])
+
+    def start(self, names, extra_keys=()):
+        """Keys and caches (prepare) for `names` plus `extra_keys` (nodes that
+        never start an agent, e.g. a test client using a node's key), then
+        the scheduler and one agent per name."""
+        self.prepare(list(names) + list(extra_keys))
+        self.start_scheduler()
+        for n in names:
+            self.start_agent(n)
+
+    def kill_and_restart_scheduler(self, st):
+        """kill -9 of the scheduler (`st`: its last status), restarted with the
+        same config: waits until it has replayed its journal and checks that
+        no committed sample was forgotten. Returns the recovered status."""
+        committed_before = st["ledger"]["samples_committed"]
+        log(f"kill -9 scheduler at iteration {st['iteration']}")
+        self.kill9("scheduler")
+        self.start_scheduler()
+        st = self.wait_for(lambda s: s["recovered"], 30, "recovered scheduler")
+        assert st["ledger"]["samples_committed"] >= committed_before, (st["ledger"], committed_before)
+        return st
 
     def agent_config(self, name, keys_dir=None, credits=None):
         cfg = os.path.join(self.tmp, f"agent-{name}.yaml")

@@ -4,7 +4,11 @@
 //   cluster run SPEC.yaml --policy P [--iterations N] --out DIR [--testbed]
 //     writes summary.json, iterations.csv (one row per worker per
 //     iteration: the simulator's header, sched::RunRecorder), training.csv
-//     (training runs: loss and accuracy over wall time) and status.json
+//     (training runs: loss and accuracy over wall time) and status.json.
+//     A scheduler, agent or --trainer process that exits on its own before
+//     the job ends (a trainer: with status 0 once the job ended is its normal
+//     end) fails the run at once: everything is stopped, status.json gets
+//     "failed": true and "error", no summary.json, exit status 1.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -40,6 +44,7 @@
 #include "scheduler/run_recorder.h"
 #include "server/options.h"
 #include "sim/summary.h"
+#include "tools/loftctl/child_process.h"
 #include "tools/loftctl/commands.h"
 #include "tools/loftctl/testbed.h"
 
@@ -173,68 +178,6 @@ StatusOr<int> FreePort() {
   return port;
 }
 
-// A child process with its output appended to a log file.
-struct Child {
-  std::string name;
-  std::vector<std::string> argv;
-  std::string log;
-  pid_t pid = -1;
-};
-
-Status Spawn(Child& c) {
-  pid_t pid = ::fork();
-  if (pid < 0) return IOError("fork failed for " + c.name);
-  if (pid == 0) {
-    int fd = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::close(fd);
-    }
-    std::vector<char*> args;
-    for (auto& a : c.argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "exec %s failed\n", args[0]);
-    ::_exit(127);
-  }
-  c.pid = pid;
-  return OkStatus();
-}
-
-// SIGTERM, wait up to `grace_ms`, then SIGKILL. Reaps the child.
-void Stop(Child& c, int grace_ms) {
-  if (c.pid <= 0) return;
-  ::kill(c.pid, SIGTERM);
-  for (int waited = 0; waited < grace_ms; waited += 20) {
-    if (::waitpid(c.pid, nullptr, WNOHANG) == c.pid) {
-      c.pid = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(c.pid, SIGKILL);
-  ::waitpid(c.pid, nullptr, 0);
-  c.pid = -1;
-}
-
-void KillNow(Child& c) {
-  if (c.pid <= 0) return;
-  ::kill(c.pid, SIGKILL);
-  ::waitpid(c.pid, nullptr, 0);
-  c.pid = -1;
-}
-
-bool Exited(Child& c) {
-  if (c.pid <= 0) return true;
-  int status = 0;
-  if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
-    c.pid = -1;
-    return true;
-  }
-  return false;
-}
-
 Status WriteText(const fs::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::trunc);
   out << text;
@@ -283,7 +226,8 @@ Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const s
 // A --trainer process for one agent: `sh -c CMD` with LOFT_CONSUMER_ENDPOINT,
 // LOFT_NODE and LOFT_ITERATIONS set, and the loft Python package of this
 // build or install prefix (bindir/../python, bindir/../lib/python3/dist-packages)
-// put first on PYTHONPATH.
+// put first on PYTHONPATH. In its own process group: stopping it stops what
+// CMD started. Restarted with its node (spec failures) with LOFT_RESTARTED=1.
 Child TrainerChild(const std::string& cmd, const std::string& node, const std::string& endpoint,
                    int64_t iterations, const fs::path& bindir, const std::string& log) {
   std::string pypath;
@@ -294,8 +238,14 @@ Child TrainerChild(const std::string& cmd, const std::string& node, const std::s
   std::string env = fmt::format("export LOFT_CONSUMER_ENDPOINT='{}' LOFT_NODE='{}' LOFT_ITERATIONS={}; ",
                                 endpoint, node, iterations);
   if (!pypath.empty()) env += "export PYTHONPATH=\"" + pypath + "${PYTHONPATH:-}\"; ";
-  return Child{"trainer-" + node, {"/bin/sh", "-c", env + "exec " + cmd}, log};
+  Child c{"trainer-" + node, {"/bin/sh", "-c", env + "exec " + cmd}, log};
+  c.own_group = true;  // stopping it also stops what the command started
+  return c;
 }
+
+// How long a trainer that exited with status 0 during the job's last
+// iteration may precede the job's end (its last partitions being committed).
+constexpr double kTrainerEndGraceS = 30.0;
 
 struct RunOptions {
   std::string spec_path;
@@ -322,6 +272,9 @@ Status ClusterRun(const RunOptions& ro) {
   std::error_code ec;
   fs::create_directories(out / "logs", ec);
   if (ec) return IOError("cannot create " + out.string() + ": " + ec.message());
+  // A previous run's results in OUT must not pass for this run's if it fails.
+  for (const char* f : {"summary.json", "iterations.csv", "training.csv", "status.json"})
+    fs::remove(out / f, ec);
   fs::path bindir = fs::read_symlink("/proc/self/exe", ec).parent_path();
   if (ec) return Internal("cannot find this executable's directory");
   for (const char* exe : {"loft-scheduler", "loft-agent"}) {
@@ -435,11 +388,22 @@ Status ClusterRun(const RunOptions& ro) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   auto shutdown_all = [&] {
-    for (auto& t : trainers) Stop(t, 3000);
-    for (auto& a : agents) Stop(a, 3000);
+    auto ptrs = [](std::vector<Child>& v) {
+      std::vector<Child*> p;
+      for (auto& c : v) p.push_back(&c);
+      return p;
+    };
+    StopAll(ptrs(trainers), 3000);
+    StopAll(ptrs(agents), 3000);
     Stop(sched, 3000);
+    for (const auto& n : spec.nodes) fs::remove(out / ("consumer-" + n.name + ".sock"), ec);
   };
+  // Each log holds this run only (a restarted agent appends to its own).
+  fs::remove(sched.log, ec);
+  for (const auto& c : agents) fs::remove(c.log, ec);
+  for (const auto& c : trainers) fs::remove(c.log, ec);
 
+  BecomeSubreaper();
   LOFT_RETURN_IF_ERROR(Spawn(sched));
   for (auto& a : agents) {
     Status s = Spawn(a);
@@ -482,6 +446,38 @@ Status ClusterRun(const RunOptions& ro) {
   nlohmann::json last;
   double last_print = -1;
   std::string keys_arg = ro.insecure ? "" : keys.string();
+  auto progress = [&] {
+    JobProgress p;
+    p.last_iteration = total_iterations - 1;
+    if (!last.is_null()) {
+      p.finished = last.value("finished", false);
+      p.iteration = last.value("iteration", int64_t{-1});
+    }
+    return p;
+  };
+  // A process that exits on its own while the job runs (not stopped by this
+  // launcher) fails the run at once: a trainer, unless it ended normally
+  // after the job's last round (JudgeTrainerExit); an agent or the scheduler, always.
+  auto check_children = [&]() -> Status {
+    // Ctrl-C in a terminal also reaches the agents and the scheduler (same
+    // process group; the trainers have their own): their exit is then ours.
+    if (g_interrupted) return Aborted("interrupted");
+    const double now = since(t0);
+    for (auto& a : agents) {
+      if (Poll(a, now) || a.wait_status)
+        return ChildExitError(a, "agent " + a.name, /*trainer=*/false, progress());
+    }
+    for (size_t i = 0; i < trainers.size(); ++i) {
+      Child& t = trainers[i];
+      Poll(t, now);
+      if (!t.wait_status) continue;
+      const ExitVerdict v =
+          JudgeTrainerExit(*t.wait_status, progress(), now - t.exited_at_s, kTrainerEndGraceS);
+      if (v == ExitVerdict::kFail)
+        return ChildExitError(t, "the trainer of node " + spec.nodes[i].name, /*trainer=*/true, progress());
+    }
+    return OkStatus();
+  };
   Status result = OkStatus();
   while (true) {
     if (g_interrupted) {
@@ -492,8 +488,8 @@ Status ClusterRun(const RunOptions& ro) {
       result = DeadlineExceeded(fmt::format("the job did not finish within {} s", ro.timeout_s));
       break;
     }
-    if (Exited(sched)) {
-      result = Internal("the scheduler exited; see " + sched.log);
+    if (Poll(sched, since(t0))) {
+      result = ChildExitError(sched, "the scheduler", /*trainer=*/false, progress());
       break;
     }
     auto reply = QueryStatusReply(endpoint, keys_arg, ro.insecure, 1000, /*include_rows=*/false);
@@ -507,17 +503,30 @@ Status ClusterRun(const RunOptions& ro) {
       while (job_start && next_event < events.size() && since(*job_start) >= events[next_event].at_s) {
         const Event& e = events[next_event++];
         Child& a = agents[e.node];
+        // The node goes down with its trainer; the restarted trainer gets
+        // LOFT_RESTARTED=1 (train_fmnist.py then takes the ring's state).
+        Child* t = trainers.empty() ? nullptr : &trainers[e.node];
         if (e.kill) {
           std::fprintf(stderr, "failure injection: SIGKILL %s at %.1f s\n", a.name.c_str(),
                        since(*job_start));
+          if (t) KillNow(*t);
           KillNow(a);
         } else if (a.pid <= 0) {
           std::fprintf(stderr, "failure injection: restarting %s at %.1f s\n", a.name.c_str(),
                        since(*job_start));
           Status s = Spawn(a);
-          if (!s.ok()) std::fprintf(stderr, "restart failed: %s\n", s.ToString().c_str());
+          if (s.ok() && t) {
+            if (t->argv.back().rfind("export LOFT_RESTARTED=1; ", 0) != 0)
+              t->argv.back() = "export LOFT_RESTARTED=1; " + t->argv.back();
+            s = Spawn(*t);
+          }
+          if (!s.ok()) {
+            result = s.WithContext("failure injection: restarting " + a.name);
+            break;
+          }
         }
       }
+      if (!result.ok()) break;
       if (since(t0) - last_print >= 1.0) {
         last_print = since(t0);
         const auto& l = last["ledger"];
@@ -533,6 +542,8 @@ Status ClusterRun(const RunOptions& ro) {
       }
       if (last.value("finished", false)) break;
     }
+    result = check_children();
+    if (!result.ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   // The run recorder's figures and every row (one per worker per
@@ -546,10 +557,21 @@ Status ClusterRun(const RunOptions& ro) {
       result = reply.status().WithContext("reading the run's rows from the scheduler");
     }
   }
-  // Trainers end on their own after the last round (they evaluate first): give them a minute.
+  // Trainers end on their own after the last round (they evaluate first):
+  // give them a minute; one that fails there fails the run.
   for (int waited = 0; result.ok() && waited < 60000; waited += 100) {
-    if (std::all_of(trainers.begin(), trainers.end(), [](Child& t) { return Exited(t); })) break;
+    if (std::all_of(trainers.begin(), trainers.end(), [&](Child& t) {
+          Poll(t, since(t0));
+          return t.pid <= 0;
+        }))
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (result.ok()) result = check_children();
+  for (const auto& t : trainers) {
+    if (result.ok() && t.pid > 0)
+      std::fprintf(stderr, "cluster run: %s still running 60 s after the job ended; stopping it\n",
+                   t.name.c_str());
   }
   shutdown_all();
   for (const auto& t : trainers) {  // each trainer's last line (its result)
@@ -559,7 +581,17 @@ Status ClusterRun(const RunOptions& ro) {
       if (!line.empty()) lastline = line;
     std::fprintf(stderr, "trainer %s: %s\n", t.name.c_str(), lastline.c_str());
   }
-  if (!result.ok()) return result;
+  if (!result.ok()) {
+    // No summary.json: status.json keeps how far the run got, marked failed.
+    if (last.is_null()) last = nlohmann::json::object();
+    std::fprintf(stderr, "cluster run: FAILED at iteration %lld; ledger so far %s\n",
+                 static_cast<long long>(last.value("iteration", int64_t{-1}) + 1),
+                 last.contains("ledger") ? last["ledger"].dump().c_str() : "{}");
+    last["failed"] = true;
+    last["error"] = result.ToString();
+    (void)WriteText(out / "status.json", last.dump(2) + "\n");
+    return result;
+  }
 
   // summary.json: the loft-sim format plus "ledger"; every figure from the
   // scheduler's run recorder (the simulator's, sched::RunRecorder).
@@ -665,7 +697,8 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--daemon-log-level", ro->log_level, "log level of the daemons")->capture_default_str();
   run->add_option("--trainer", ro->trainer,
                   "run this command once per agent as its consumer (spec training.model external; "
-                  "env LOFT_CONSUMER_ENDPOINT, LOFT_NODE, LOFT_ITERATIONS)");
+                  "env LOFT_CONSUMER_ENDPOINT, LOFT_NODE, LOFT_ITERATIONS). A trainer that exits before "
+                  "the job ends fails the run at once (exit status 1)");
   run->add_option("--eval-every", ro->eval_every, "training: evaluate on the test set every N iterations")
       ->capture_default_str();
   run->callback([=] {
