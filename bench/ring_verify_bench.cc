@@ -19,6 +19,7 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -71,14 +72,17 @@ int main(int argc, char** argv) {
   if (blas_threads > 0) openblas_set_num_threads(blas_threads);
   rounds = (rounds + block - 1) / block * block;
 
-  zmq::context_t ctx(1);
+  // One ZeroMQ context (one I/O thread) per member, as each agent process
+  // has its own.
+  std::vector<std::unique_ptr<zmq::context_t>> ctxs;
   std::vector<std::unique_ptr<agent::ZmqTransport>> ts;
   std::map<int, std::string> eps;
   for (int r = 0; r < n; ++r) {
     agent::ZmqTransportOptions o;
     o.rank = r;
     o.world_size = n;
-    auto t = agent::ZmqTransport::Create(&ctx, o);
+    ctxs.push_back(std::make_unique<zmq::context_t>(1));
+    auto t = agent::ZmqTransport::Create(ctxs.back().get(), o);
     if (!t.ok()) {
       std::cerr << t.status().ToString() << "\n";
       return 1;
