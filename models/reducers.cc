@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -123,30 +125,77 @@ size_t SortedFinite(Inputs in, std::span<const double> w, size_t j, std::pair<fl
 // and m <= 16, so the sums' rounding (relative < 1e-14) stays far inside
 // WeightedMedian's 1e-12 tolerance. Ties (only -0 and +0 compare equal) are
 // kept in input order, as SortedFinite does.
+// The median of a sorted column of m finite values, as WeightedMedian
+// gives it for equal weights.
+float MiddleOf(const float* v, size_t m) {
+  return m % 2 == 1
+             ? v[m / 2]
+             : static_cast<float>(0.5 * (static_cast<double>(v[m / 2 - 1]) + static_cast<double>(v[m / 2])));
+}
+
 Status EqualWeightMedian(Inputs in, std::span<float> out) {
   const size_t n = in.size();
+  // Blocks of kB coordinates whose inputs are all finite and none is -0 go
+  // through a sorting network applied to the whole block (min/max, which
+  // the compiler vectorises). Among such values equal means bitwise equal,
+  // so the sorted column is the one the insertion sort below produces. A
+  // block with a non-finite value or a -0 (equal to +0, other bits) takes
+  // the insertion sort, coordinate by coordinate.
+  constexpr size_t kB = 64;
+  std::array<std::array<float, kB>, 16> col{};
   std::array<float, 16> v{};
-  for (size_t j = 0; j < out.size(); ++j) {
-    size_t m = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const float x = in[i][j];
-      if (!std::isfinite(x)) continue;
-      size_t p = m;
-      while (p > 0 && x < v[p - 1]) {
-        v[p] = v[p - 1];
-        --p;
+  for (size_t j0 = 0; j0 < out.size(); j0 += kB) {
+    const size_t bl = std::min(kB, out.size() - j0);
+    bool plain = bl == kB;
+    for (size_t i = 0; i < n && plain; ++i) {
+      uint32_t bad = 0;
+      for (size_t k = 0; k < kB; ++k) {
+        uint32_t bits;
+        std::memcpy(&bits, &in[i][j0 + k], sizeof bits);
+        bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u) |
+               static_cast<uint32_t>(bits == 0x80000000u);
       }
-      v[p] = x;
-      ++m;
+      plain = bad == 0;
     }
-    if (m == 0) {
-      return DataLoss("median: coordinate " + std::to_string(j) +
-                      " has no finite input with positive weight");
+    if (plain) {
+      for (size_t i = 0; i < n; ++i) std::memcpy(col[i].data(), &in[i][j0], kB * sizeof(float));
+      // Odd-even transposition sort: n rounds sort n values.
+      for (size_t round = 0; round < n; ++round) {
+        for (size_t i = round % 2; i + 1 < n; i += 2) {
+          float* a = col[i].data();
+          float* b = col[i + 1].data();
+          for (size_t k = 0; k < kB; ++k) {
+            const float lo = std::min(a[k], b[k]), hi = std::max(a[k], b[k]);
+            a[k] = lo;
+            b[k] = hi;
+          }
+        }
+      }
+      for (size_t k = 0; k < kB; ++k) {
+        for (size_t i = 0; i < n; ++i) v[i] = col[i][k];
+        out[j0 + k] = MiddleOf(v.data(), n);
+      }
+      continue;
     }
-    out[j] =
-        m % 2 == 1
-            ? v[m / 2]
-            : static_cast<float>(0.5 * (static_cast<double>(v[m / 2 - 1]) + static_cast<double>(v[m / 2])));
+    for (size_t j = j0; j < j0 + bl; ++j) {
+      size_t m = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const float x = in[i][j];
+        if (!std::isfinite(x)) continue;
+        size_t p = m;
+        while (p > 0 && x < v[p - 1]) {
+          v[p] = v[p - 1];
+          --p;
+        }
+        v[p] = x;
+        ++m;
+      }
+      if (m == 0) {
+        return DataLoss("median: coordinate " + std::to_string(j) +
+                        " has no finite input with positive weight");
+      }
+      out[j] = MiddleOf(v.data(), m);
+    }
   }
   return OkStatus();
 }

@@ -79,14 +79,13 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
                      data.begin() + static_cast<std::ptrdiff_t>(me_end));
   for (int s = 1; s < n; ++s) {
     const int src = (pos - s + n) % n;
-    LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
-                          transport_->Recv(view.members[src], scatter_tag, remaining_ms()));
-    if (bytes.size() != len * sizeof(float)) {
+    copies[src].resize(len);
+    LOFT_ASSIGN_OR_RETURN(const size_t got,
+                          transport_->RecvInto(view.members[src], scatter_tag, remaining_ms(),
+                                               std::as_writable_bytes(std::span(copies[src]))));
+    if (got != len * sizeof(float)) {
       copies[src].assign(len, std::numeric_limits<float>::quiet_NaN());
       if (report) report->malformed_from.push_back(view.members[src]);
-    } else {
-      copies[src].resize(len);
-      if (len > 0) std::memcpy(copies[src].data(), bytes.data(), bytes.size());
     }
   }
   std::vector<std::span<const float>> inputs(copies.begin(), copies.end());
@@ -103,15 +102,15 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
   }
   for (int s = 1; s < n; ++s) {
     const int src = (pos - s + n) % n;
-    LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
-                          transport_->Recv(view.members[src], gather_tag, remaining_ms()));
     const auto [b, e] = ChunkRange(d, n, src);
-    if (bytes.size() != (e - b) * sizeof(float)) {
-      return DataLoss(ctx + ": rank " + std::to_string(view.members[src]) + " sent " +
-                      std::to_string(bytes.size()) + " bytes for reduced chunk " + std::to_string(src) +
-                      ", expected " + std::to_string((e - b) * sizeof(float)));
+    LOFT_ASSIGN_OR_RETURN(const size_t got,
+                          transport_->RecvInto(view.members[src], gather_tag, remaining_ms(),
+                                               std::as_writable_bytes(std::span(result).subspan(b, e - b))));
+    if (got != (e - b) * sizeof(float)) {
+      return DataLoss(ctx + ": rank " + std::to_string(view.members[src]) + " sent " + std::to_string(got) +
+                      " bytes for reduced chunk " + std::to_string(src) + ", expected " +
+                      std::to_string((e - b) * sizeof(float)));
     }
-    if (e > b) std::memcpy(result.data() + b, bytes.data(), bytes.size());
   }
   std::copy(result.begin(), result.end(), data.begin());
   return OkStatus();
@@ -191,14 +190,13 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
         inputs[s] = own;  // read only; `data` is not written before the end
         continue;
       }
-      LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
-                            transport_->Recv(view.members[s], scatter_tag(j), remaining_ms()));
-      if (bytes.size() != own.size_bytes()) {
+      copies[s].resize(own.size());
+      LOFT_ASSIGN_OR_RETURN(const size_t got,
+                            transport_->RecvInto(view.members[s], scatter_tag(j), remaining_ms(),
+                                                 std::as_writable_bytes(std::span(copies[s]))));
+      if (got != own.size_bytes()) {
         copies[s].assign(own.size(), std::numeric_limits<float>::quiet_NaN());
         if (report) report->malformed_from.push_back(view.members[s]);
-      } else {
-        copies[s].resize(own.size());
-        if (!own.empty()) std::memcpy(copies[s].data(), bytes.data(), bytes.size());
       }
       inputs[s] = copies[s];
     }
@@ -227,14 +225,11 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
         results[j] = owned[j];
         continue;
       }
-      LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
-                            transport_->Recv(view.members[owner], gather_tag(j), remaining_ms()));
-      if (bytes.size() != len * sizeof(float)) {
-        received[j].assign(len, std::numeric_limits<float>::quiet_NaN());
-      } else {
-        received[j].resize(len);
-        if (len > 0) std::memcpy(received[j].data(), bytes.data(), bytes.size());
-      }
+      received[j].resize(len);
+      LOFT_ASSIGN_OR_RETURN(const size_t got,
+                            transport_->RecvInto(view.members[owner], gather_tag(j), remaining_ms(),
+                                                 std::as_writable_bytes(std::span(received[j]))));
+      if (got != len * sizeof(float)) received[j].assign(len, std::numeric_limits<float>::quiet_NaN());
       results[j] = received[j];
     }
     std::span<float> out(result.data() + b, len);

@@ -289,10 +289,21 @@ TEST_CASE("median and trimmed mean are bitwise the std::sort reference, ties, si
   const std::vector<float> pool{-0.0f, 0.0f, 1.0f, -1.5f, 2.25f, 1e-30f, 3.0f, kNaN, kInf, 0.1f};
   for (int trial = 0; trial < 300; ++trial) {
     const size_t n = 1 + rng() % 20;  // both sides of the 16-input fast path
-    const size_t d = 64;
+    // 200 coordinates: three full blocks of the vectorised median and a
+    // partial one. Odd trials: finite values only, except one -0 or NaN in
+    // a random block now and then (that block takes the scalar path).
+    const size_t d = 200;
+    const size_t pool_size = trial % 2 == 1 ? 7 : pool.size();
     std::vector<std::vector<float>> in(n, std::vector<float>(d));
     for (auto& v : in) {
-      for (auto& x : v) x = pool[rng() % pool.size()];
+      for (auto& x : v) x = pool[2 + rng() % (pool_size - 2)];
+    }
+    if (trial % 2 == 0) {
+      for (auto& v : in) {
+        for (auto& x : v) x = pool[rng() % pool.size()];
+      }
+    } else if (trial % 3 == 0) {
+      in[rng() % n][rng() % d] = rng() % 2 ? -0.0f : kNaN;
     }
     for (size_t j = 0; j < d; ++j) in[rng() % n][j] = 7.0f;  // every coordinate has a finite input
     std::vector<double> w(n, 1.0);
