@@ -7,13 +7,19 @@
 // mode the median round and all-reduce time (slowest member per round),
 // the bytes each member sends per round, and the ratios.
 //
+// Each member's gradient runs on one OpenBLAS thread, as in the agents
+// (--blas-threads 0 keeps OpenBLAS's own default: its idle threads then
+// spin beside the ring and make the round time mostly scheduling noise).
+//
 //   ring_verify_bench [--members 6] [--tolerance 1] [--batch 64] [--rounds 40] [--block 5]
+//                     [--blas-threads 1]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <barrier>
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -23,6 +29,10 @@
 #include "models/model.h"
 #include "models/ring_allreduce.h"
 #include "models/sgd.h"
+
+// OpenBLAS: the agents use one BLAS thread each (edge_agent/model_trainer.cc).
+extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" int openblas_get_num_threads();
 
 using namespace loft;
 using SteadyClock = std::chrono::steady_clock;
@@ -50,23 +60,29 @@ double BytesPerMember(size_t d, int n, int f) {
 
 int main(int argc, char** argv) {
   CLI::App app{"verified-chunk ring vs plain ring, MLP round time"};
-  int n = 6, f = 1, batch = 64, rounds = 40, block = 5;
+  int n = 6, f = 1, batch = 64, rounds = 40, block = 5, blas_threads = 1;
   app.add_option("--members", n, "ring members (threads)")->check(CLI::Range(2, 32));
   app.add_option("--tolerance", f, "f of the verified ring")->check(CLI::Range(1, 15));
   app.add_option("--batch", batch, "samples per member per round")->check(CLI::Range(1, 4096));
   app.add_option("--rounds", rounds, "rounds per mode")->check(CLI::Range(1, 100000));
   app.add_option("--block", block, "rounds per block before switching mode")->check(CLI::Range(1, 1000));
+  app.add_option("--blas-threads", blas_threads, "OpenBLAS threads (1 = as the agents; 0 = OpenBLAS default)")
+      ->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
+  if (blas_threads > 0) openblas_set_num_threads(blas_threads);
   rounds = (rounds + block - 1) / block * block;
 
-  zmq::context_t ctx(1);
+  // One ZeroMQ context (one I/O thread) per member, as each agent process
+  // has its own.
+  std::vector<std::unique_ptr<zmq::context_t>> ctxs;
   std::vector<std::unique_ptr<agent::ZmqTransport>> ts;
   std::map<int, std::string> eps;
   for (int r = 0; r < n; ++r) {
     agent::ZmqTransportOptions o;
     o.rank = r;
     o.world_size = n;
-    auto t = agent::ZmqTransport::Create(&ctx, o);
+    ctxs.push_back(std::make_unique<zmq::context_t>(1));
+    auto t = agent::ZmqTransport::Create(ctxs.back().get(), o);
     if (!t.ok()) {
       std::cerr << t.status().ToString() << "\n";
       return 1;
@@ -155,6 +171,7 @@ int main(int argc, char** argv) {
   out["batch"] = batch;
   out["rounds_per_mode"] = rounds;
   out["params"] = params;
+  out["blas_threads"] = openblas_get_num_threads();
   const char* names[2] = {"plain", "verified"};
   double med_round[2], med_ar[2];
   for (int m = 0; m < 2; ++m) {

@@ -422,7 +422,7 @@ void ModelTrainer::Idle() {
       Offend(from, "out_of_window");
       continue;
     }
-    const std::vector<std::byte>* bytes = transport_->Peek(from, tag);
+    const std::optional<std::span<const std::byte>> bytes = transport_->Peek(from, tag);
     auto hello = bytes ? DecodeHello(*bytes) : StatusOr<MemberHello>(DataLoss("no payload"));
     if (!hello.ok()) {
       transport_->Discard(from, tag);

@@ -147,7 +147,6 @@ Status ZmqTransport::Pump(int64_t timeout_ms) {
         continue;
       }
       if (t < floor_) continue;
-      const auto* p = static_cast<const std::byte*>(frames[1].data());
       if (buffered_ >= options_.max_buffered_messages) {
         // Drop the lowest-tag message: the oldest view/round.
         auto oldest = inbox_.begin();
@@ -158,8 +157,7 @@ Status ZmqTransport::Pump(int64_t timeout_ms) {
           inbox_.erase(oldest);
         }
       }
-      inbox_[{from, t}].push_back(
-          Buffered1{std::vector<std::byte>(p, p + frames[1].size()), options_.link.enabled() ? NowUs() : 0});
+      inbox_[{from, t}].push_back(Buffered1{std::move(frames[1]), options_.link.enabled() ? NowUs() : 0});
       ++buffered_;
     }
   } catch (const zmq::error_t& e) {
@@ -169,6 +167,19 @@ Status ZmqTransport::Pump(int64_t timeout_ms) {
 }
 
 StatusOr<std::vector<std::byte>> ZmqTransport::Recv(int from_rank, uint64_t tag, int64_t timeout_ms) {
+  LOFT_ASSIGN_OR_RETURN(zmq::message_t m, Take(from_rank, tag, timeout_ms));
+  const auto* p = static_cast<const std::byte*>(m.data());
+  return std::vector<std::byte>(p, p + m.size());
+}
+
+StatusOr<size_t> ZmqTransport::RecvInto(int from_rank, uint64_t tag, int64_t timeout_ms,
+                                        std::span<std::byte> out) {
+  LOFT_ASSIGN_OR_RETURN(zmq::message_t m, Take(from_rank, tag, timeout_ms));
+  if (m.size() == out.size() && !out.empty()) std::memcpy(out.data(), m.data(), m.size());
+  return m.size();
+}
+
+StatusOr<zmq::message_t> ZmqTransport::Take(int from_rank, uint64_t tag, int64_t timeout_ms) {
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
   while (true) {
@@ -264,9 +275,11 @@ std::vector<std::pair<int, uint64_t>> ZmqTransport::Buffered() const {
   return out;
 }
 
-const std::vector<std::byte>* ZmqTransport::Peek(int from_rank, uint64_t tag) const {
+std::optional<std::span<const std::byte>> ZmqTransport::Peek(int from_rank, uint64_t tag) const {
   auto it = inbox_.find({from_rank, tag});
-  return it == inbox_.end() || it->second.empty() ? nullptr : &it->second.front().body;
+  if (it == inbox_.end() || it->second.empty()) return std::nullopt;
+  const zmq::message_t& m = it->second.front().body;
+  return std::span<const std::byte>(static_cast<const std::byte*>(m.data()), m.size());
 }
 
 void ZmqTransport::Discard(int from_rank, uint64_t tag) {

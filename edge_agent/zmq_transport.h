@@ -84,6 +84,9 @@ class ZmqTransport final : public models::Transport {
   int world_size() const override { return options_.world_size; }
   Status Send(int to_rank, uint64_t tag, std::span<const std::byte> payload) override;
   StatusOr<std::vector<std::byte>> Recv(int from_rank, uint64_t tag, int64_t timeout_ms) override;
+  // One copy, from the received ZeroMQ message into `out`.
+  StatusOr<size_t> RecvInto(int from_rank, uint64_t tag, int64_t timeout_ms,
+                            std::span<std::byte> out) override;
   void SetTagFloor(uint64_t floor) override;
 
   // Answers requests whose tag has `phase` (see above). The handler runs on
@@ -103,8 +106,9 @@ class ZmqTransport final : public models::Transport {
   void SetAbortCheck(std::function<Status()> check) { abort_check_ = std::move(check); }
   // (sender, tag) of every buffered message.
   std::vector<std::pair<int, uint64_t>> Buffered() const;
-  // The first buffered message of (sender, tag), or null.
-  const std::vector<std::byte>* Peek(int from_rank, uint64_t tag) const;
+  // The first buffered message of (sender, tag), or nullopt (valid until
+  // the next call that receives or discards).
+  std::optional<std::span<const std::byte>> Peek(int from_rank, uint64_t tag) const;
   // Drops the buffered messages of (sender, tag).
   void Discard(int from_rank, uint64_t tag);
   // Messages dropped because their CURVE identity did not match the rank they claimed.
@@ -114,6 +118,9 @@ class ZmqTransport final : public models::Transport {
   ZmqTransport(zmq::context_t* ctx, ZmqTransportOptions options) : ctx_(ctx), options_(std::move(options)) {}
   // Reads every message waiting on the ROUTER (waits up to timeout_ms for the first).
   Status Pump(int64_t timeout_ms);
+  // The first buffered message of (from_rank, tag), waiting up to timeout_ms
+  // (the emulated link's wait included): Recv and RecvInto.
+  StatusOr<zmq::message_t> Take(int from_rank, uint64_t tag, int64_t timeout_ms);
 
   struct Peer {
     std::string endpoint;
@@ -125,7 +132,7 @@ class ZmqTransport final : public models::Transport {
   std::string endpoint_;
   std::map<int, Peer> peers_;
   struct Buffered1 {
-    std::vector<std::byte> body;
+    zmq::message_t body;     // as received: no copy until Recv / RecvInto
     int64_t arrived_us = 0;  // link.clock's time (0 without link emulation)
   };
   int64_t NowUs() const { return options_.link.clock->NowMicros(); }

@@ -1,7 +1,10 @@
 #include "models/reducers.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -67,9 +70,14 @@ bool AllFinite(std::span<const float> v) {
   return true;
 }
 
-// Weighted median of (value, weight) pairs, weights > 0; sorts `vw`.
-double WeightedMedian(std::vector<std::pair<float, double>>& vw) {
+// Sorts (value, weight) pairs by value (more than 16 pairs; fewer are
+// sorted as they are gathered, by SortedFinite).
+void SortByValue(std::span<std::pair<float, double>> vw) {
   std::sort(vw.begin(), vw.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+// Weighted median of (value, weight) pairs sorted by value, weights > 0.
+double WeightedMedian(std::span<const std::pair<float, double>> vw) {
   double total = 0;
   for (const auto& p : vw) total += p.second;
   const double half = total / 2;
@@ -86,25 +94,145 @@ double WeightedMedian(std::vector<std::pair<float, double>>& vw) {
   return vw.back().first;
 }
 
+// The (value, weight) pairs of coordinate j with a finite value and a
+// positive weight, sorted by value (ties in input order), into `vw`
+// (capacity >= in.size()); returns how many.
+size_t SortedFinite(Inputs in, std::span<const double> w, size_t j, std::pair<float, double>* vw) {
+  size_t m = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float x = in[i][j];
+    if (!(std::isfinite(x) && w[i] > 0)) continue;
+    // Insert after every value <= x: a stable insertion sort. libstdc++'s
+    // std::sort sorts <= 16 elements by exactly this insertion sort, so the
+    // order (ties included) and every sum taken over it are the same as
+    // before this fast path (reducers_test checks it against std::sort).
+    size_t p = m;
+    while (p > 0 && x < vw[p - 1].first) {
+      vw[p] = vw[p - 1];
+      --p;
+    }
+    vw[p] = {x, w[i]};
+    ++m;
+  }
+  return m;
+}
+
+// The median of the finite values of every coordinate when all n <= 16
+// inputs have the same weight. Bitwise what WeightedMedian gives then: with
+// m equal weights the cumulative weight first reaches half the total at
+// the middle value (m odd) or exactly at half after m/2 values (m even,
+// where it averages the two middle values in double); the weight is normal
+// and m <= 16, so the sums' rounding (relative < 1e-14) stays far inside
+// WeightedMedian's 1e-12 tolerance. Ties (only -0 and +0 compare equal) are
+// kept in input order, as SortedFinite does.
+// The median of a sorted column of m finite values, as WeightedMedian
+// gives it for equal weights.
+float MiddleOf(const float* v, size_t m) {
+  return m % 2 == 1
+             ? v[m / 2]
+             : static_cast<float>(0.5 * (static_cast<double>(v[m / 2 - 1]) + static_cast<double>(v[m / 2])));
+}
+
+Status EqualWeightMedian(Inputs in, std::span<float> out) {
+  const size_t n = in.size();
+  // Blocks of kB coordinates whose inputs are all finite and none is -0 go
+  // through a sorting network applied to the whole block (min/max, which
+  // the compiler vectorises). Among such values equal means bitwise equal,
+  // so the sorted column is the one the insertion sort below produces. A
+  // block with a non-finite value or a -0 (equal to +0, other bits) takes
+  // the insertion sort, coordinate by coordinate.
+  constexpr size_t kB = 64;
+  std::array<std::array<float, kB>, 16> col{};
+  std::array<float, 16> v{};
+  for (size_t j0 = 0; j0 < out.size(); j0 += kB) {
+    const size_t bl = std::min(kB, out.size() - j0);
+    bool plain = bl == kB;
+    for (size_t i = 0; i < n && plain; ++i) {
+      uint32_t bad = 0;
+      for (size_t k = 0; k < kB; ++k) {
+        uint32_t bits;
+        std::memcpy(&bits, &in[i][j0 + k], sizeof bits);
+        bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u) |
+               static_cast<uint32_t>(bits == 0x80000000u);
+      }
+      plain = bad == 0;
+    }
+    if (plain) {
+      for (size_t i = 0; i < n; ++i) std::memcpy(col[i].data(), &in[i][j0], kB * sizeof(float));
+      // Odd-even transposition sort: n rounds sort n values.
+      for (size_t round = 0; round < n; ++round) {
+        for (size_t i = round % 2; i + 1 < n; i += 2) {
+          float* a = col[i].data();
+          float* b = col[i + 1].data();
+          for (size_t k = 0; k < kB; ++k) {
+            const float lo = std::min(a[k], b[k]), hi = std::max(a[k], b[k]);
+            a[k] = lo;
+            b[k] = hi;
+          }
+        }
+      }
+      for (size_t k = 0; k < kB; ++k) {
+        for (size_t i = 0; i < n; ++i) v[i] = col[i][k];
+        out[j0 + k] = MiddleOf(v.data(), n);
+      }
+      continue;
+    }
+    for (size_t j = j0; j < j0 + bl; ++j) {
+      size_t m = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const float x = in[i][j];
+        if (!std::isfinite(x)) continue;
+        size_t p = m;
+        while (p > 0 && x < v[p - 1]) {
+          v[p] = v[p - 1];
+          --p;
+        }
+        v[p] = x;
+        ++m;
+      }
+      if (m == 0) {
+        return DataLoss("median: coordinate " + std::to_string(j) +
+                        " has no finite input with positive weight");
+      }
+      out[j] = MiddleOf(v.data(), m);
+    }
+  }
+  return OkStatus();
+}
+
 Status CoordinateWise(const ReducerOptions& o, Inputs in, std::span<const double> w, std::span<float> out) {
   const size_t n = in.size();
+  if (o.kind == ReducerKind::kMedian && n > 0 && n <= 16 && w[0] >= 1e-300 && w[0] <= 1e300 &&
+      std::all_of(w.begin(), w.end(), [&](double x) { return x == w[0]; })) {
+    return EqualWeightMedian(in, out);
+  }
   const size_t k = o.trim_count >= 0
                        ? static_cast<size_t>(o.trim_count)
                        : static_cast<size_t>(std::floor(o.trim_fraction * static_cast<double>(n)));
-  std::vector<std::pair<float, double>> vw;
-  vw.reserve(n);
+  // Up to 16 inputs: pairs on the stack, sorted as they are gathered
+  // (identical order to std::sort, see SortedFinite); more: std::sort.
+  constexpr size_t kSmall = 16;
+  std::array<std::pair<float, double>, kSmall> small{};
+  std::vector<std::pair<float, double>> large;
+  if (n > kSmall) large.reserve(n);
   for (size_t j = 0; j < out.size(); ++j) {
-    vw.clear();
-    for (size_t i = 0; i < n; ++i) {
-      const float x = in[i][j];
-      if (std::isfinite(x) && w[i] > 0) vw.emplace_back(x, w[i]);
+    std::span<std::pair<float, double>> vw;
+    if (n <= kSmall) {
+      vw = std::span(small.data(), SortedFinite(in, w, j, small.data()));
+    } else {
+      large.clear();
+      for (size_t i = 0; i < n; ++i) {
+        const float x = in[i][j];
+        if (std::isfinite(x) && w[i] > 0) large.emplace_back(x, w[i]);
+      }
+      SortByValue(large);
+      vw = large;
     }
     if (vw.empty()) {
       return DataLoss(std::string(ReducerKindName(o.kind)) + ": coordinate " + std::to_string(j) +
                       " has no finite input with positive weight");
     }
     if (o.kind == ReducerKind::kTrimmedMean && vw.size() > 2 * k) {
-      std::sort(vw.begin(), vw.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       double s = 0, ws = 0;
       for (size_t i = k; i < vw.size() - k; ++i) {
         s += vw[i].second * vw[i].first;

@@ -79,14 +79,13 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
                      data.begin() + static_cast<std::ptrdiff_t>(me_end));
   for (int s = 1; s < n; ++s) {
     const int src = (pos - s + n) % n;
-    LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
-                          transport_->Recv(view.members[src], scatter_tag, remaining_ms()));
-    if (bytes.size() != len * sizeof(float)) {
+    copies[src].resize(len);
+    LOFT_ASSIGN_OR_RETURN(const size_t got,
+                          transport_->RecvInto(view.members[src], scatter_tag, remaining_ms(),
+                                               std::as_writable_bytes(std::span(copies[src]))));
+    if (got != len * sizeof(float)) {
       copies[src].assign(len, std::numeric_limits<float>::quiet_NaN());
       if (report) report->malformed_from.push_back(view.members[src]);
-    } else {
-      copies[src].resize(len);
-      if (len > 0) std::memcpy(copies[src].data(), bytes.data(), bytes.size());
     }
   }
   std::vector<std::span<const float>> inputs(copies.begin(), copies.end());
@@ -103,15 +102,15 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
   }
   for (int s = 1; s < n; ++s) {
     const int src = (pos - s + n) % n;
-    LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
-                          transport_->Recv(view.members[src], gather_tag, remaining_ms()));
     const auto [b, e] = ChunkRange(d, n, src);
-    if (bytes.size() != (e - b) * sizeof(float)) {
-      return DataLoss(ctx + ": rank " + std::to_string(view.members[src]) + " sent " +
-                      std::to_string(bytes.size()) + " bytes for reduced chunk " + std::to_string(src) +
-                      ", expected " + std::to_string((e - b) * sizeof(float)));
+    LOFT_ASSIGN_OR_RETURN(const size_t got,
+                          transport_->RecvInto(view.members[src], gather_tag, remaining_ms(),
+                                               std::as_writable_bytes(std::span(result).subspan(b, e - b))));
+    if (got != (e - b) * sizeof(float)) {
+      return DataLoss(ctx + ": rank " + std::to_string(view.members[src]) + " sent " + std::to_string(got) +
+                      " bytes for reduced chunk " + std::to_string(src) + ", expected " +
+                      std::to_string((e - b) * sizeof(float)));
     }
-    if (e > b) std::memcpy(result.data() + b, bytes.data(), bytes.size());
   }
   std::copy(result.begin(), result.end(), data.begin());
   return OkStatus();
@@ -131,6 +130,29 @@ bool SameBits(std::span<const float> a, std::span<const float> b) {
 }
 
 }  // namespace
+
+bool RingAllReduce::MedianOfReplicas(std::span<const std::span<const float>> results, std::span<float> out) {
+  const size_t r = results.size();
+  // Fast path (the honest case): every replica sent the same bits, so every
+  // coordinate's r values are identical and their median is that value.
+  // One differing bit anywhere, or a malformed (all-NaN) result, takes the
+  // coordinate-wise path below.
+  bool identical = true;
+  for (size_t j = 0; j < r && identical; ++j) identical = results[j].size() == out.size();
+  for (size_t j = 1; j < r && identical; ++j) identical = SameBits(results[j], results[0]);
+  if (identical) {
+    if (!out.empty()) std::memcpy(out.data(), results[0].data(), out.size_bytes());
+    return true;
+  }
+  std::vector<float> column(r);
+  for (size_t k = 0; k < out.size(); ++k) {
+    for (size_t j = 0; j < r; ++j) column[j] = results[j][k];
+    std::nth_element(column.begin(), column.begin() + static_cast<std::ptrdiff_t>(r / 2), column.end(),
+                     RankLess);
+    out[k] = column[r / 2];
+  }
+  return false;
+}
 
 Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round, std::span<float> data,
                                   std::span<const double> weights, int64_t deadline_us,
@@ -156,27 +178,28 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
     }
   }
   // 2. Reduce the r chunks this member replicates: as replica j, chunk pos - j.
+  // The n input buffers are reused for every chunk (no allocation per chunk).
   std::vector<std::vector<float>> owned(r);
+  std::vector<std::vector<float>> copies(n);
+  std::vector<std::span<const float>> inputs(n);
   for (int j = 0; j < r; ++j) {
     const int c = (pos - j + n) % n;
     const std::span<float> own = chunk_of(c);
-    std::vector<std::vector<float>> copies(n);
     for (int s = 0; s < n; ++s) {
       if (s == pos) {
-        copies[s].assign(own.begin(), own.end());
+        inputs[s] = own;  // read only; `data` is not written before the end
         continue;
       }
-      LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
-                            transport_->Recv(view.members[s], scatter_tag(j), remaining_ms()));
-      if (bytes.size() != own.size_bytes()) {
+      copies[s].resize(own.size());
+      LOFT_ASSIGN_OR_RETURN(const size_t got,
+                            transport_->RecvInto(view.members[s], scatter_tag(j), remaining_ms(),
+                                                 std::as_writable_bytes(std::span(copies[s]))));
+      if (got != own.size_bytes()) {
         copies[s].assign(own.size(), std::numeric_limits<float>::quiet_NaN());
         if (report) report->malformed_from.push_back(view.members[s]);
-      } else {
-        copies[s].resize(own.size());
-        if (!own.empty()) std::memcpy(copies[s].data(), bytes.data(), bytes.size());
       }
+      inputs[s] = copies[s];
     }
-    std::vector<std::span<const float>> inputs(copies.begin(), copies.end());
     owned[j].resize(own.size());
     LOFT_RETURN_IF_ERROR(
         Reduce(options_.reducer, inputs, weights, owned[j]).WithContext(ctx + " chunk " + std::to_string(c)));
@@ -191,8 +214,8 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
   // 3. Gather: r results per chunk; take the coordinate-wise median.
   std::vector<float> result(d);
   std::set<int> mismatched;
-  std::vector<std::vector<float>> results(r);
-  std::vector<float> column(r);
+  std::vector<std::vector<float>> received(r);
+  std::vector<std::span<const float>> results(r);
   for (int c = 0; c < n; ++c) {
     const auto [b, e] = ChunkRange(d, n, c);
     const size_t len = e - b;
@@ -202,21 +225,15 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
         results[j] = owned[j];
         continue;
       }
-      LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
-                            transport_->Recv(view.members[owner], gather_tag(j), remaining_ms()));
-      if (bytes.size() != len * sizeof(float)) {
-        results[j].assign(len, std::numeric_limits<float>::quiet_NaN());
-      } else {
-        results[j].resize(len);
-        if (len > 0) std::memcpy(results[j].data(), bytes.data(), bytes.size());
-      }
+      received[j].resize(len);
+      LOFT_ASSIGN_OR_RETURN(const size_t got,
+                            transport_->RecvInto(view.members[owner], gather_tag(j), remaining_ms(),
+                                                 std::as_writable_bytes(std::span(received[j]))));
+      if (got != len * sizeof(float)) received[j].assign(len, std::numeric_limits<float>::quiet_NaN());
+      results[j] = received[j];
     }
     std::span<float> out(result.data() + b, len);
-    for (size_t k = 0; k < len; ++k) {
-      for (int j = 0; j < r; ++j) column[j] = results[j][k];
-      std::nth_element(column.begin(), column.begin() + r / 2, column.end(), RankLess);
-      out[k] = column[r / 2];
-    }
+    MedianOfReplicas(results, out);
     int agree = 0;
     std::vector<int> differ;
     for (int j = 0; j < r; ++j) {

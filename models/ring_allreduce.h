@@ -104,6 +104,12 @@ class RingAllReduce {
   // [begin, end) of chunk c when d values are split into n chunks.
   static std::pair<size_t, size_t> ChunkRange(size_t d, int n, int c);
 
+  // Verified chunks: out[k] = the median of results[j][k] over the r
+  // replicas (non-finite values rank last). Each result must have
+  // out.size() values. Returns true when it took the fast path: all r
+  // results bitwise identical, copied instead of a median per coordinate.
+  static bool MedianOfReplicas(std::span<const std::span<const float>> results, std::span<float> out);
+
  private:
   // The f > 0 path: pos = this rank's ring position; deadline in clock micros.
   Status RunVerified(const RingView& view, int pos, uint32_t round, std::span<float> data,

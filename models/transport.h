@@ -14,6 +14,9 @@
 //    buffered and those arriving later (stale views / rounds). Floors only
 //    rise.
 //  - Message boundaries and per-(sender, tag) FIFO order are preserved.
+//  - RecvInto is Recv that copies the payload into the caller's buffer
+//    (the ring's chunk buffers) instead of returning a new vector; the
+//    default goes through Recv, an implementation may skip that copy.
 //
 // Tags used by RingAllReduce (MakeTag): bits 63..40 membership view (low 24
 // bits), 39..8 round (the caller's 32-bit iteration counter), 7..0 phase.
@@ -28,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -44,6 +48,15 @@ class Transport {
   virtual int world_size() const = 0;
   virtual Status Send(int to_rank, uint64_t tag, std::span<const std::byte> payload) = 0;
   virtual StatusOr<std::vector<std::byte>> Recv(int from_rank, uint64_t tag, int64_t timeout_ms) = 0;
+  // As Recv; returns the payload's size and copies the payload into `out`
+  // only when that size is out.size() (otherwise `out` is untouched; the
+  // message is consumed either way).
+  virtual StatusOr<size_t> RecvInto(int from_rank, uint64_t tag, int64_t timeout_ms,
+                                    std::span<std::byte> out) {
+    LOFT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, Recv(from_rank, tag, timeout_ms));
+    if (bytes.size() == out.size() && !bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+    return bytes.size();
+  }
   virtual void SetTagFloor(uint64_t floor) = 0;
 };
 

@@ -450,3 +450,64 @@ TEST_CASE("verified chunks: a malformed result counts as NaN and its owner is na
   bad_tol.tolerance = 32;
   CHECK(bad_tol.Validate().code() == StatusCode::kInvalidArgument);
 }
+
+TEST_CASE("verified chunks: the identical-results fast path is taken only when every bit agrees", "[ring]") {
+  const size_t len = 1000;
+  std::vector<float> a(len);
+  for (size_t k = 0; k < len; ++k) a[k] = std::sin(static_cast<float>(k)) * 3.0f;
+  std::vector<float> out(len);
+  {
+    std::vector<std::span<const float>> rs{a, a, a};
+    CHECK(RingAllReduce::MedianOfReplicas(rs, out));
+    CHECK(out == a);
+  }
+  // One replica one ulp off at one coordinate (the last): the coordinate-wise
+  // median runs and takes the value the other two agree on.
+  for (size_t at : {size_t{0}, len / 2, len - 1}) {
+    std::vector<float> b = a;
+    b[at] = std::nextafter(b[at], 1e9f);
+    for (int slot = 0; slot < 3; ++slot) {
+      std::vector<std::span<const float>> rs{a, a, a};
+      rs[static_cast<size_t>(slot)] = b;
+      std::fill(out.begin(), out.end(), 0.0f);
+      CHECK_FALSE(RingAllReduce::MedianOfReplicas(rs, out));
+      CHECK(std::memcmp(out.data(), a.data(), len * sizeof(float)) == 0);
+    }
+  }
+  // +0 and -0 compare equal but differ in bits: not the fast path.
+  std::vector<float> z(4, 0.0f), nz(4, -0.0f);
+  std::vector<float> o4(4);
+  std::vector<std::span<const float>> zs{z, nz, z};
+  CHECK_FALSE(RingAllReduce::MedianOfReplicas(zs, o4));
+  // A malformed (all-NaN) replica: the median of the other two's equal values.
+  std::vector<float> nan(len, std::numeric_limits<float>::quiet_NaN());
+  std::vector<std::span<const float>> rn{a, nan, a};
+  CHECK_FALSE(RingAllReduce::MedianOfReplicas(rn, out));
+  CHECK(out == a);
+}
+
+TEST_CASE("verified chunks: an owner that changes one bit of one coordinate is named", "[ring]") {
+  for (int n : {3, 6}) {
+    const size_t d = 5000;
+    auto in = RandomInputs(n, d, 21);
+    AllReduceOptions opt;
+    opt.reducer.kind = ReducerKind::kMedian;
+    InMemoryNetwork clean_net(n);
+    auto clean = RunRing(clean_net, {1, Iota(n)}, 0, in, {}, opt);
+    opt.tolerance = 1;
+    AllReduceOptions bad = opt;
+    bad.corrupt_owned_chunk = [](std::span<float> c) {
+      if (!c.empty()) c[c.size() / 2] = std::nextafter(c[c.size() / 2], 1e9f);
+    };
+    InMemoryNetwork net(n);
+    const int attacker = 1;
+    auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, opt, attacker, &bad);
+    for (int r = 0; r < n; ++r) {
+      INFO("n " << n << " rank " << r);
+      REQUIRE(res[r].status.ok());
+      if (r == attacker) continue;
+      CHECK(res[r].data == clean[r].data);
+      CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{attacker});
+    }
+  }
+}
