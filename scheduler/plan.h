@@ -75,6 +75,14 @@ struct PlanRequest {
   int64_t iteration = 0;                 // global iteration counter
   int64_t iterations_left_in_epoch = 1;  // including this one
   int64_t unconsumed_in_epoch = 0;       // samples not yet consumed this epoch
+  // Whether the iteration is planned while the previous one still runs, so
+  // that with `overlap` its reads can overlap that one's compute. False
+  // when planned with nothing in flight (SchedulerState: the job's first
+  // iteration, each epoch's first — an epoch starts only once the last is
+  // committed —, and every iteration without plan-ahead): its reads then
+  // precede its compute. Only loft-epoch reads it (to choose batch sizes);
+  // predicted_ms follows the cost model with `overlap` whatever it says.
+  bool pipelined = true;
 };
 
 struct WorkerPlan {

@@ -450,6 +450,7 @@ StatusOr<PlanRequest> SchedulerState::BuildPlanRequest() const {
   req.epoch = sampler_.epoch();
   req.iteration = next_iteration_;
   req.unconsumed_in_epoch = sampler_.pooled();
+  req.pipelined = ledger_.in_flight() > 0;
   req.iterations_left_in_epoch =
       std::max<int64_t>(1, (sampler_.pooled() + global_batch_ - 1) / global_batch_);
   const int64_t min_batch =

@@ -98,6 +98,19 @@ StatusOr<Plan> LoftEpochPolicy::PlanIteration(const PlanRequest& req) {
         "loft-epoch: live workers cache {} unconsumed samples in total, fewer than global_batch {}", pool,
         req.global_batch));
   }
+  if (req.overlap && !req.pipelined) {
+    // Planned with nothing in flight: the reads cannot overlap a previous
+    // compute, so the batch sizes are chosen without overlap (same drains;
+    // remote reads' latency is paid before the compute); predicted times
+    // stay the cost model's with overlap. No rollout (its later iterations
+    // would be pipelined).
+    PlanRequest sequential = req;
+    sequential.overlap = false;
+    LOFT_ASSIGN_OR_RETURN(Plan plan, PlanStationary(sequential, pool));
+    EvaluateLocalityPlan(req, plan);
+    plan.policy = std::string(name());
+    return plan;
+  }
   LOFT_ASSIGN_OR_RETURN(Plan plan, PlanStationary(req, pool));
   const bool replicated = Replicated(req, pool);
   const int64_t left = req.iterations_left_in_epoch;

@@ -19,6 +19,10 @@
 // ⌈h_j·(1 + slack)⌉ (ΣH replaced by min(ΣH, unconsumed_in_epoch)), and a
 // second plan with alt_slack when a serving uplink sets the first plan's
 // makespan, taken when `margin` faster.
+// An iteration planned with nothing in flight (req.pipelined false, with
+// overlap: the job's and each epoch's first) has its batch sizes chosen
+// under the cost model without overlap — its reads precede its compute —
+// and its predicted times under the cost model as asked.
 // Not responsible for: concrete sample ids (the Assigner), cost fitting.
 // Thread-safety: stateless between calls; not shared across threads by
 // contract.

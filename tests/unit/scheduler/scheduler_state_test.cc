@@ -157,6 +157,7 @@ TEST_CASE("SchedulerState: plan requests shrink at the end of an epoch", "[state
   CHECK(r0->global_batch == 24);
   CHECK(r0->iterations_left_in_epoch == 5);
   CHECK(r0->unconsumed_in_epoch == 120);
+  CHECK_FALSE(r0->pipelined);  // nothing in flight: its reads cannot overlap a previous compute
   int64_t sum = 0;
   for (const auto& w : r0->workers) sum += w.local_available;
   CHECK(sum == 120);
@@ -165,6 +166,7 @@ TEST_CASE("SchedulerState: plan requests shrink at the end of an epoch", "[state
   REQUIRE(r4.ok());
   CHECK(r4->global_batch == 24);
   CHECK(r4->iterations_left_in_epoch == 1);
+  CHECK(r4->pipelined);  // planned while earlier iterations run
   REQUIRE(s->Apply(*s->ProposeIteration(4)->update).ok());
   auto r5 = s->BuildPlanRequest();
   CHECK(r5.status().code() == StatusCode::kUnavailable);
