@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/clock.h"
+#include "edge_agent/exact_sleep.h"
 #include "edge_agent/link_emulator.h"
 #include "edge_agent/trainer.h"
 
@@ -49,6 +50,22 @@ TEST_CASE("Synthetic compute takes a late sleep off the next ones: the mean time
   SyntheticTrainer t2(&late, ComputeSpec{1.0, 0.0, 0.0}, 1);
   for (int i = 0; i < 10; ++i) REQUIRE(t2.Compute(b).ok());
   CHECK(late.NowMicros() == 10 * 5000 + 1000);  // only the first 1 ms was asked; the debt caps at 1 ms
+}
+
+TEST_CASE("ExactSleep: late sleeps are taken off the next ones, never below zero") {
+  LateClock clock(400);
+  ExactSleep sleep(&clock);
+  sleep.Sleep(1000);
+  CHECK(clock.NowMicros() == 1400);
+  CHECK(sleep.overrun_us() == 400);
+  sleep.Sleep(1000);  // asks 600, takes 1000
+  CHECK(clock.NowMicros() == 2400);
+  CHECK(sleep.overrun_us() == 400);
+  sleep.Sleep(0);  // nothing asked, nothing slept
+  CHECK(clock.NowMicros() == 2400);
+  sleep.Sleep(100);  // the debt it may take is this sleep's 100 µs
+  CHECK(clock.NowMicros() == 2800);
+  CHECK(sleep.overrun_us() == 100);
 }
 
 TEST_CASE("Synthetic jitter varies the time around the nominal value, seeded") {
