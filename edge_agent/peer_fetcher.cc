@@ -48,7 +48,7 @@ std::map<int32_t, PeerFetchResult> PeerFetcher::FetchAll(
   std::map<int32_t, int> open_chunks;
   int64_t t0 = clock_->NowMicros();
   int64_t deadline = t0 + int64_t{options_.timeout_ms} * 1000;
-  if (options_.latency_ms > 0) clock_->SleepForMicros(static_cast<int64_t>(options_.latency_ms * 1000));
+  if (options_.latency_ms > 0) latency_.Sleep(static_cast<int64_t>(options_.latency_ms * 1000));
 
   auto send = [&](uint64_t rid, Pending& pd) -> Status {
     v1::Envelope env;

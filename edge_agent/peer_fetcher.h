@@ -7,8 +7,9 @@
 // PartitionRunner verifies each (CRC) before use.
 //
 // Link EMULATION (optional): the spec's latency_ms is slept once per
-// partition's remote phase and every received record byte is paid for in
-// a down-link TokenBucket.
+// partition's remote phase (ExactSleep: what a sleep overran is taken off
+// the next one) and every received record byte is paid for in a down-link
+// TokenBucket.
 //
 // Not responsible for: deciding which peer serves which id (the
 // scheduler), verifying records.
@@ -26,6 +27,7 @@
 #include "core/clock.h"
 #include "core/curve.h"
 #include "edge_agent/agent_service.h"
+#include "edge_agent/exact_sleep.h"
 #include "edge_agent/link_emulator.h"
 
 namespace loft::agent {
@@ -58,7 +60,7 @@ class PeerFetcher final : public PeerClient {
  public:
   PeerFetcher(zmq::context_t* ctx, Clock* clock, PeerFetcherOptions options,
               std::function<std::optional<PeerInfo>(int32_t)> lookup)
-      : ctx_(ctx), clock_(clock), options_(std::move(options)), lookup_(std::move(lookup)) {}
+      : ctx_(ctx), clock_(clock), options_(std::move(options)), lookup_(std::move(lookup)), latency_(clock) {}
 
   std::map<int32_t, PeerFetchResult> FetchAll(
       uint64_t partition_id, int32_t requester,
@@ -77,6 +79,7 @@ class PeerFetcher final : public PeerClient {
   std::function<std::optional<PeerInfo>(int32_t)> lookup_;
   std::map<int32_t, Conn> conns_;
   uint64_t next_request_id_ = 1;
+  ExactSleep latency_;  // the emulated latency_ms
 };
 
 }  // namespace loft::agent

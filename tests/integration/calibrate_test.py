@@ -2,8 +2,8 @@
 calibrated spec loads, carries the scheduler's fitted compute constants
 (status.json workers[].profile) and keeps what the run did not observe."""
 import json
-import re
 import os
+import re
 import subprocess
 import tempfile
 
@@ -33,12 +33,10 @@ text = open(cal).read()
 assert "# Calibrated by `loftctl calibrate" in text
 for name, p in workers.items():
     block = text.split(f"- name: {name}\n")[1].split("- name:")[0]
-    # The written constants are the fitted ones, compared as numbers (a fit
-    # clamped at 0 prints as `0` in the spec and may read back as 0.0).
-    m = re.search(r"fixed_ms: ([^,]+), per_sample_ms: ([^,]+),", block)
-    assert m, (name, block)
-    assert float(m.group(1)) == float(p["compute_fixed_ms"]), (name, block, p)
-    assert float(m.group(2)) == float(p["compute_per_sample_ms"]), (name, block, p)
+    # Compared as numbers: a fit at exactly 0 is written "0", which Python's repr spells "0.0".
+    m = re.search(r"compute: \{fixed_ms: ([^,]+), per_sample_ms: ([^,]+),", block)
+    assert m and float(m.group(1)) == p["compute_fixed_ms"] and float(m.group(2)) == p["compute_per_sample_ms"], \
+        (name, block, p)
     assert p["compute_per_sample_ms"] != 0.5, "the fit never left the prior"
     # No agent reports its serving time here: the uplink stays the spec's.
     assert "up_mbps: 1000," in block, f"{name}: unobserved uplink must keep the spec's rate"

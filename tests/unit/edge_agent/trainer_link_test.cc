@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "core/clock.h"
+#include "edge_agent/exact_sleep.h"
 #include "edge_agent/link_emulator.h"
 #include "edge_agent/trainer.h"
 
@@ -15,6 +17,55 @@ TEST_CASE("Synthetic compute spends fixed_ms + per_sample_ms*b on the clock") {
   b.samples.resize(100);
   REQUIRE(t.Compute(b).ok());
   CHECK(clock.NowMicros() == 7000);
+}
+
+namespace {
+// A clock whose sleeps end `late_us` after the asked time, as a real
+// thread's do (timer slack, wake-up).
+class LateClock final : public Clock {
+ public:
+  explicit LateClock(int64_t late_us) : late_us_(late_us) {}
+  int64_t NowMicros() const override { return clock_.NowMicros(); }
+  int64_t WallMicros() const override { return clock_.NowMicros(); }
+  void SleepForMicros(int64_t micros) override { clock_.Advance(std::max<int64_t>(0, micros) + late_us_); }
+
+ private:
+  ManualClock clock_;
+  int64_t late_us_;
+};
+}  // namespace
+
+TEST_CASE("Synthetic compute takes a late sleep off the next ones: the mean time is the spec's") {
+  LateClock clock(300);  // every sleep 0.3 ms late
+  SyntheticTrainer t(&clock, ComputeSpec{1.0, 0.02, 0.0}, 1);
+  Batch b;
+  b.samples.resize(100);  // nominal 3 ms
+  const int64_t t0 = clock.NowMicros();
+  for (int i = 0; i < 100; ++i) REQUIRE(t.Compute(b).ok());
+  const double mean_us = static_cast<double>(clock.NowMicros() - t0) / 100.0;
+  // Without the correction every partition would take 3.3 ms.
+  CHECK(mean_us == Approx(3000.0).margin(5.0));
+  // A sleep shorter than its overrun is never negative: the first one is 3 ms asked, 3.3 taken.
+  LateClock late(5000);
+  SyntheticTrainer t2(&late, ComputeSpec{1.0, 0.0, 0.0}, 1);
+  for (int i = 0; i < 10; ++i) REQUIRE(t2.Compute(b).ok());
+  CHECK(late.NowMicros() == 10 * 5000 + 1000);  // only the first 1 ms was asked; the debt caps at 1 ms
+}
+
+TEST_CASE("ExactSleep: late sleeps are taken off the next ones, never below zero") {
+  LateClock clock(400);
+  ExactSleep sleep(&clock);
+  sleep.Sleep(1000);
+  CHECK(clock.NowMicros() == 1400);
+  CHECK(sleep.overrun_us() == 400);
+  sleep.Sleep(1000);  // asks 600, takes 1000
+  CHECK(clock.NowMicros() == 2400);
+  CHECK(sleep.overrun_us() == 400);
+  sleep.Sleep(0);  // nothing asked, nothing slept
+  CHECK(clock.NowMicros() == 2400);
+  sleep.Sleep(100);  // the debt it may take is this sleep's 100 µs
+  CHECK(clock.NowMicros() == 2800);
+  CHECK(sleep.overrun_us() == 100);
 }
 
 TEST_CASE("Synthetic jitter varies the time around the nominal value, seeded") {
