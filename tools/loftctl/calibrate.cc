@@ -61,7 +61,9 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       "{}}}\n",
       ar.parameters, Num(ar.step_latency_ms), Num(ar.reduce_ns_per_element), Num(ar.fixed_ms),
       ar.links ? "true" : "false");
-  y += fmt::format("scheduler: {{overhead_ms: {}}}\n", Num(spec.scheduler.overhead_ms));
+  y += fmt::format("scheduler: {{overhead_ms: {}, heartbeat_interval_ms: {}, heartbeat_timeout_ms: {}}}\n",
+                   Num(spec.scheduler.overhead_ms), Num(spec.scheduler.heartbeat_interval_ms),
+                   Num(spec.scheduler.heartbeat_timeout_ms));
   y += "nodes:\n";
   for (const auto& n : spec.nodes) {
     y += fmt::format("  - name: {}\n", n.name);

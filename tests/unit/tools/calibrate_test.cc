@@ -177,6 +177,8 @@ TEST_CASE("the run's iterations.csv gives the all-reduce and the scheduler overh
     auto back = ParseClusterSpec(ClusterSpecToYaml(s), "back.yaml");
     REQUIRE(back.ok());
     CHECK(back->scheduler.overhead_ms == Approx(s.scheduler.overhead_ms));
+    CHECK(back->scheduler.heartbeat_timeout_ms == s.scheduler.heartbeat_timeout_ms);
+    CHECK(back->scheduler.heartbeat_interval_ms == s.scheduler.heartbeat_interval_ms);
     CHECK(back->training.allreduce.reduce_ns_per_element ==
           Approx(s.training.allreduce.reduce_ns_per_element));
     CHECK(back->training.allreduce.links == s.training.allreduce.links);
