@@ -175,6 +175,33 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
   return cal;
 }
 
+void CalibrateComputeJitter(const std::map<int32_t, std::vector<std::pair<double, double>>>& computes,
+                            const std::string& policy, ClusterSpec* spec, std::vector<std::string>* notes) {
+  for (const auto& [node, xs] : computes) {
+    ComputeSpec& c = spec->nodes[static_cast<size_t>(node)].compute;
+    if (xs.size() < kMinJitterRows) continue;
+    // compute_ms / (fixed_ms + per_sample_ms·batch): its relative spread,
+    // robustly (1.4826·MAD / median, a normal's std-dev): the rare long
+    // stalls of a starved process would otherwise make the normal the
+    // simulator draws from far too wide.
+    std::vector<double> r;
+    for (const auto& [batch, ms] : xs) r.push_back(ms / std::max(1e-6, c.fixed_ms + c.per_sample_ms * batch));
+    auto median = [](std::vector<double> v) {
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      return v[v.size() / 2];
+    };
+    const double med = median(r);
+    if (!(med > 0)) continue;
+    std::vector<double> dev;
+    for (double x : r) dev.push_back(std::abs(x - med));
+    c.jitter = 1.4826 * median(dev) / med;
+    notes->push_back(fmt::format(
+        "{}: compute.jitter {:.3g} (robust relative std-dev of compute_ms around the fitted law, {} "
+        "rows of {})",
+        spec->nodes[static_cast<size_t>(node)].name, c.jitter, xs.size(), policy));
+  }
+}
+
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
                               std::vector<std::string>* notes) {
   std::istringstream in(csv_text);
@@ -199,6 +226,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     bool failed = false;
   };
   std::map<int64_t, It> its;
+  std::map<int32_t, std::vector<std::pair<double, double>>> computes;  // node -> (batch, compute_ms)
   std::string policy;
   int64_t lineno = 1;
   while (std::getline(in, line)) {
@@ -243,8 +271,11 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
       return InvalidArgument(
           fmt::format("{}:{}: worker '{}' is not a node of the spec", source, lineno, f[col["worker"]]));
     it.members.push_back(node);
+    if (f[col["failed"]] != "1" && std::stoll(f[col["iteration"]]) > 0)
+      computes[node].emplace_back(v[5], v[2]);
     if (v[4] > 0) it.ring = it.ring < 0 ? v[4] : std::min(it.ring, v[4]);
   }
+  CalibrateComputeJitter(computes, policy, spec, notes);
   double ring_sum = 0, over_sum = 0, members_sum = 0;
   int64_t n_ring = 0, n_over = 0;
   std::vector<int32_t> members;

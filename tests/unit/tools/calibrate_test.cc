@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "core/cluster_spec.h"
 #include "scheduler/plan.h"
@@ -196,4 +199,32 @@ TEST_CASE("a bad iterations.csv is named") {
   st = CalibrateIterationTail(bad, "run/iterations.csv", &s, &notes);
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find("fetch_local_ms") != std::string::npos);
+}
+
+TEST_CASE("compute.jitter is the robust relative spread of the run's compute times around the fitted law") {
+  ClusterSpec s = Spec(kFastSpec);
+  for (auto& n : s.nodes) {
+    n.compute.fixed_ms = 2.0;
+    n.compute.per_sample_ms = 0.25;  // 10 ms at a batch of 32
+    n.compute.jitter = 0.05;
+  }
+  std::map<int32_t, std::vector<std::pair<double, double>>> rows;
+  // Node 0: 8, 10 and 12 ms in equal parts (relative deviations 0, 0.2)
+  // and two stalls of 100 ms a starved process shows: 1.4826 · 0.2.
+  for (int k = 0; k < 30; ++k) rows[0].emplace_back(32, 8.0 + 2.0 * (k % 3));
+  rows[0].emplace_back(32, 100.0);
+  rows[0].emplace_back(32, 100.0);
+  // Node 1: too few rows, the spec's jitter stays.
+  for (int k = 0; k < 5; ++k) rows[1].emplace_back(32, 20.0);
+  std::vector<std::string> notes;
+  CalibrateComputeJitter(rows, "uniform", &s, &notes);
+  CHECK(s.nodes[0].compute.jitter == Approx(1.4826 * 0.2));
+  CHECK(s.nodes[1].compute.jitter == 0.05);
+  CHECK(s.nodes[2].compute.jitter == 0.05);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("n-0: compute.jitter") == 0);
+  // The spec written reads back with it.
+  auto back = ParseClusterSpec(ClusterSpecToYaml(s), "back.yaml");
+  REQUIRE(back.ok());
+  CHECK(back->nodes[0].compute.jitter == Approx(s.nodes[0].compute.jitter));
 }
