@@ -278,19 +278,21 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
   CalibrateComputeJitter(computes, policy, spec, notes);
   double ring_sum = 0, over_sum = 0, members_sum = 0;
   int64_t n_ring = 0, n_over = 0;
-  std::vector<int32_t> members;
+  // Each iteration's ring members: the nodes with a batch, once each (a
+  // node with two partitions of one iteration, e.g. a retried child, is
+  // one member), in node order.
+  std::vector<std::vector<int32_t>> rings;
   for (auto& [i, it] : its) {
     if (it.failed || it.members.empty()) continue;
     over_sum += it.sched;
     ++n_over;
     if (it.ring > 0) {
+      std::sort(it.members.begin(), it.members.end());
+      it.members.erase(std::unique(it.members.begin(), it.members.end()), it.members.end());
       ring_sum += it.ring;
       members_sum += static_cast<double>(it.members.size());
       ++n_ring;
-      if (it.members.size() > members.size()) {
-        members = it.members;
-        std::sort(members.begin(), members.end());
-      }
+      rings.push_back(it.members);
     }
   }
   if (n_over == 0) {
@@ -314,12 +316,23 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
   ar.links = true;
   ar.reduce_ns_per_element = 0;
   sim::AllreduceModel with_links(*spec);
-  const double moved = with_links.TransferMs(members) + with_links.LatencyMs(members);
-  const double elements = with_links.ReduceElements(members.size());
+  // Means over the iterations of what the model charges at each one's
+  // members (a run whose membership changed, e.g. a node down for a while,
+  // fits the per-element rest over rings of both sizes).
+  double moved = 0, latency = 0, elements = 0;
+  for (const auto& mem : rings) {
+    moved += with_links.TransferMs(mem) + with_links.LatencyMs(mem);
+    latency += with_links.LatencyMs(mem);
+    elements += with_links.ReduceElements(mem.size());
+  }
+  const double n_rings = static_cast<double>(rings.size());
+  moved /= n_rings;
+  latency /= n_rings;
+  elements /= n_rings;
   double rest = m - moved;
   if (rest < 0) {
     ar.links = false;
-    rest = m - with_links.LatencyMs(members);
+    rest = m - latency;
     notes->push_back(
         fmt::format("the ring ({:.4g} ms) ran faster than the spec's links allow ({:.4g} ms): "
                     "training.allreduce.links false",
@@ -333,7 +346,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     notes->push_back(
         fmt::format("the ring ({:.4g} ms) took less than its step latencies ({:.4g} ms): "
                     "training.allreduce.step_latency_ms 0",
-                    m, with_links.LatencyMs(members)));
+                    m, latency));
   }
   ar.reduce_ns_per_element = elements > 0 ? std::max(0.0, rest) / elements * 1e6 : 0.0;
   notes->push_back(fmt::format(

@@ -18,10 +18,12 @@
 // iterations with a failed row are left out):
 //  - the ring all-reduce: per iteration, the smallest allreduce_ms of its
 //    rows (the last member to join waits for nobody) = the ring's own
-//    time M at N members (rows with a batch). Its transfer + latency part
-//    is what sim/allreduce_model.h charges on the calibrated spec's links
-//    (parameter bytes over the slowest ring link); the rest goes into
-//    training.allreduce.reduce_ns_per_element, so the calibrated model
+//    time M at N members (the distinct nodes with a batch). Its transfer +
+//    latency part is what sim/allreduce_model.h charges on the calibrated
+//    spec's links at that iteration's members (parameter bytes over the
+//    slowest ring link); the rest, over all iterations, goes into
+//    training.allreduce.reduce_ns_per_element (Σ rest / Σ elements, so a
+//    run whose membership changed fits rings of every size it ran), so the calibrated model
 //    scales with the parameter bytes, the links and N. If the ring ran
 //    faster than the links allow, links: false and all of M is per element.
 //  - compute.jitter per node: the robust relative standard deviation
