@@ -228,3 +228,33 @@ TEST_CASE("compute.jitter is the robust relative spread of the run's compute tim
   REQUIRE(back.ok());
   CHECK(back->nodes[0].compute.jitter == Approx(s.nodes[0].compute.jitter));
 }
+
+TEST_CASE("the ring is fitted at each iteration's distinct members") {
+  // Iterations 0-1: three members, ring 20 ms; iteration 2: node n-2 has
+  // two rows (a retried child) and node n-1 none: two members, ring 12 ms.
+  std::string c = std::string(sched::kIterationsCsvHeader) + "\n";
+  auto row = [&](int it, int w, double ar) {
+    c += fmt::format("uniform,{},0,n-{},32,30,2,1,1,5,0,40,0.1,0.2,0.3,{},40,0,0.05\n", it, w, ar);
+  };
+  for (int it = 0; it < 2; ++it)
+    for (int w = 0; w < 3; ++w) row(it, w, 20.0);
+  row(2, 0, 12.0);
+  row(2, 2, 12.0);
+  row(2, 2, 12.0);
+  ClusterSpec s = Spec(kFastSpec);
+  std::vector<std::string> notes;
+  REQUIRE(CalibrateIterationTail(c, "iterations.csv", &s, &notes).ok());
+  sim::AllreduceModel m(s);
+  std::vector<int32_t> three{0, 1, 2}, two{0, 2};
+  // One per-element cost for both sizes: sum(ring - links) / sum(elements).
+  const double ns = s.training.allreduce.reduce_ns_per_element;
+  const double fit3 = m.RingMs(three), fit2 = m.RingMs(two);
+  const double moved3 = fit3 - m.ReduceElements(3) * ns * 1e-6;
+  const double moved2 = fit2 - m.ReduceElements(2) * ns * 1e-6;
+  CHECK(ns == Approx((2 * (20.0 - moved3) + (12.0 - moved2)) /
+                     (2 * m.ReduceElements(3) + m.ReduceElements(2)) * 1e6));
+  // The mean of the fitted rings over the run's iterations is the measured mean.
+  CHECK((2 * fit3 + fit2) / 3 == Approx((2 * 20.0 + 12.0) / 3));
+  // Duplicates would have made it a "four-member" ring: the note says 2.67 members.
+  CHECK(notes.back().find("at 2.67 members") != std::string::npos);
+}
