@@ -184,10 +184,16 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   }
   // scheduler
   if (YAML::Node sc = root["scheduler"]; sc.IsDefined() && !sc.IsNull()) {
-    RET(r.CheckKeys(sc, "scheduler", {"overhead_ms"}));
+    RET(r.CheckKeys(sc, "scheduler", {"overhead_ms", "heartbeat_interval_ms", "heartbeat_timeout_ms"}));
     RET(r.Get(sc, "overhead_ms", "scheduler", &spec.scheduler.overhead_ms));
     if (!(spec.scheduler.overhead_ms >= 0))
       return r.Error(sc["overhead_ms"], "scheduler.overhead_ms", "must be >= 0");
+    RET(r.Get(sc, "heartbeat_interval_ms", "scheduler", &spec.scheduler.heartbeat_interval_ms));
+    if (!(spec.scheduler.heartbeat_interval_ms > 0))
+      return r.Error(sc["heartbeat_interval_ms"], "scheduler.heartbeat_interval_ms", "must be > 0");
+    RET(r.Get(sc, "heartbeat_timeout_ms", "scheduler", &spec.scheduler.heartbeat_timeout_ms));
+    if (!(spec.scheduler.heartbeat_timeout_ms >= 0))
+      return r.Error(sc["heartbeat_timeout_ms"], "scheduler.heartbeat_timeout_ms", "must be >= 0");
   }
 
   // nodes

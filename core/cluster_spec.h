@@ -79,6 +79,13 @@ struct TrainingSpec {
 // scheduler: per-iteration costs of the real scheduler loft-sim charges.
 struct SchedulerSpec {
   double overhead_ms = 0;  // added to every iteration's makespan (plan, stream, acks), >= 0
+  // Failure detection as the daemon decides it (scheduler/liveness.h): a
+  // node is declared dead when it has been silent (no heartbeat, ack or
+  // grant) for more than heartbeat_timeout_ms; agents beat every
+  // heartbeat_interval_ms. Defaults: `loftctl cluster run`'s. 0 = the
+  // death is noticed at once.
+  double heartbeat_interval_ms = 250;  // > 0
+  double heartbeat_timeout_ms = 1500;  // >= 0
 };
 
 struct ComputeSpec {

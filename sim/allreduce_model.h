@@ -79,6 +79,9 @@ class AllreduceModel {
   double LinkLatencyMs(int32_t from, int32_t to) const;
   double ChunkBytes(size_t members) const;
   double TailMs(size_t members) const;
+  // The job's state a restarted member fetches before its first ring
+  // (models/checkpoint.h: float32 parameters and SGD velocity).
+  double StateBytes() const { return 8.0 * static_cast<double>(parameters_); }
   bool links() const { return use_links_; }
 
  private:

@@ -31,7 +31,12 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
             spec.num_nodes()),
       allreduce_(spec),
       agents_(spec.nodes.size()),
-      down_(spec.nodes.size(), false) {
+      down_(spec.nodes.size(), false),
+      crashed_(spec.nodes.size(), false),
+      stale_(spec.nodes.size(), false),
+      last_msg_ms_(spec.nodes.size(), 0.0),
+      registered_ms_(spec.nodes.size(), 0.0),
+      registrations_(spec.nodes.size(), 0) {
   result_.policy = options_.policy;
   result_.flow_interval_ms = FlowInterval(options_, spec);
   result_.plan_ahead = plan_ahead_;
@@ -148,7 +153,7 @@ bool Simulator::PlanIfReady() {
   if (planned_it == updates->end()) {
     // Blocked. With an iteration running, its acks will retry; with a node
     // down, its return will; otherwise the run cannot continue.
-    if (complete && std::find(down_.begin(), down_.end(), true) == down_.end()) {
+    if (complete && std::find(crashed_.begin(), crashed_.end(), true) == crashed_.end()) {
       result_.blocked_reason = driver_->BlockedReason();
       done_ = true;
     }
@@ -295,6 +300,7 @@ void Simulator::Acked(Part& p) {
   }
   Agent& ag = agents_[static_cast<size_t>(node)];
   if (ag.computing == p.id) ag.computing = kNone;
+  Seen(node);
   auto u = driver_->OnPartitionDone(done, clock_.NowMillis());
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} done", p.id)));
   // The daemon's row (server/service_loop.cc Observe), from the timings.
@@ -378,7 +384,39 @@ void Simulator::CloseIterations() {
   }
 }
 
-void Simulator::NodeDown(int node) {
+// The node crashes: its agent's process is gone (what it held is lost, its
+// flows stop); the scheduler still counts its partitions in flight, keeps
+// its send queue and credit window, and notices the death when the node
+// has been silent for heartbeat_timeout_ms (the daemon's Tick).
+void Simulator::Crash(int node) {
+  if (done_ || crashed_[static_cast<size_t>(node)]) return;
+  crashed_[static_cast<size_t>(node)] = true;
+  const double timeout = spec_.scheduler.heartbeat_timeout_ms;
+  if (timeout <= 0) return DeclareDead(node);
+  Agent& ag = agents_[static_cast<size_t>(node)];
+  ag.assigned.clear();
+  ag.reading = kNone;
+  ag.holding = false;
+  ag.ready = kNone;
+  ag.computing = kNone;
+  network_.CancelNode(node);  // reads from it, by it and ring flows stall (simulator_agent.cc)
+  // Its last message: a heartbeat (registration + k·interval, strictly
+  // before now) or its last ack/grant; dead once silent for more than the
+  // timeout (sched::HeartbeatExpired is strict: 1 µs later, the clock's unit).
+  const double now = queue_.now_ms();
+  const double iv = spec_.scheduler.heartbeat_interval_ms;
+  const double reg = registered_ms_[static_cast<size_t>(node)];
+  const double k = std::max(0.0, std::ceil((now - reg) / iv) - 1);
+  const double last = std::max(reg + k * iv, last_msg_ms_[static_cast<size_t>(node)]);
+  const double at = std::max(now, last + timeout + 1e-3);
+  queue_.At(at, [this, node, epoch = registrations_[static_cast<size_t>(node)]] {
+    if (registrations_[static_cast<size_t>(node)] == epoch) DeclareDead(node);
+  });
+}
+
+// The scheduler declares the node dead (as the daemon's Tick on a missed
+// heartbeat).
+void Simulator::DeclareDead(int node) {
   if (done_ || down_[node]) return;
   down_[node] = true;
   Sync();
@@ -421,23 +459,33 @@ void Simulator::NodeDown(int node) {
   // Each live agent that dropped a sent partition returns its credit.
   for (int32_t n : credit_back) {
     if (done_) return;
+    Seen(n);
     agents_[static_cast<size_t>(n)].flow.Grant(1);
     Log(SchedulerInput::kCredit, n);
     PlanLoop();
   }
   for (int64_t it : iterations) MaybeStartRing(it);
   for (int32_t n = 0; n < spec_.num_nodes(); ++n) {
-    if (down_[static_cast<size_t>(n)]) continue;
+    if (crashed_[static_cast<size_t>(n)]) continue;
     ReaderNext(n);
     ComputeNext(n);
   }
 }
 
 void Simulator::NodeUp(int node) {
-  if (done_ || !down_[node]) return;
+  if (done_ || !crashed_[node]) return;
   if (model_.IsDown(node, queue_.now_ms())) return;  // an overlapping outage continues
+  // Back before its death was noticed: its registration ends the old session.
+  if (!down_[node]) DeclareDead(node);
+  if (done_) return;
   down_[node] = false;
+  crashed_[node] = false;
+  stale_[node] = allreduce_.enabled();  // a restarted agent holds the seed's parameters
   Sync();
+  Seen(node);
+  registered_ms_[static_cast<size_t>(node)] = queue_.now_ms();
+  const int64_t epoch = ++registrations_[static_cast<size_t>(node)];
+  if (options_.record_inputs) Heartbeat(node, epoch, 1);
   Log(SchedulerInput::kAlive, node);
   auto u = driver_->OnWorkerAlive(node, clock_.NowMillis());
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("node {} up", node)));
@@ -452,8 +500,9 @@ StatusOr<SimResult> Simulator::Run() {
     agents_[static_cast<size_t>(n)].flow.Open(options_.credits);
   }
   for (int n = 0; n < spec_.num_nodes(); ++n) {
+    if (options_.record_inputs) Heartbeat(n, 0, 1);
     for (const auto& o : model_.outages(n)) {
-      queue_.At(o.start_ms, [this, n] { NodeDown(n); });
+      queue_.At(o.start_ms, [this, n] { Crash(n); });
       queue_.At(o.end_ms, [this, n] { NodeUp(n); });
       result_.spans.push_back({static_cast<int32_t>(n), "down", o.start_ms, o.end_ms - o.start_ms, -1});
     }
@@ -480,6 +529,22 @@ StatusOr<SimResult> Simulator::Run() {
   const double end_ms = r.summary.total_s * 1000.0;
   std::erase_if(r.spans, [&](const TraceSpan& s) { return s.start_ms >= end_ms && s.iteration < 0; });
   return r;
+}
+
+// Heartbeat k of the node's registration `epoch` (registration + k·interval),
+// kept as an input for tests that replay the run to the daemon.
+void Simulator::Heartbeat(int node, int64_t epoch, int64_t k) {
+  const double at = registered_ms_[static_cast<size_t>(node)] +
+                    static_cast<double>(k) * spec_.scheduler.heartbeat_interval_ms;
+  ++heartbeats_pending_;
+  queue_.At(at, [this, node, epoch, k] {
+    --heartbeats_pending_;
+    if (done_ || crashed_[static_cast<size_t>(node)] || registrations_[static_cast<size_t>(node)] != epoch)
+      return;
+    Log(SchedulerInput::kHeartbeat, node);
+    // Only heartbeats left: the run is over (or blocked); stop beating.
+    if (queue_.size() > heartbeats_pending_) Heartbeat(node, epoch, k + 1);
+  });
 }
 
 StatusOr<SimResult> RunPolicy(const ClusterSpec& spec, const SimOptions& options) {

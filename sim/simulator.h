@@ -36,15 +36,23 @@
 // scheduler.overhead_ms delays the sending of each planned iteration (the
 // daemon's planning, journal and streaming time).
 //
-// Failures: at a node's failure time the driver is told OnWorkerDead (the
-// partitions its death affects fail, scheduler/liveness.h: its own and
-// those reading from it, and their samples return to the pool through the
-// Ledger); they leave their agents' stages at once (a live reader's agent
-// returns the credit), a ring with the dead node restarts with the
-// survivors (the agents' retry on a newer view). While down the node
-// neither trains nor serves; at the end of the outage it registers again
-// (OnWorkerAlive, a full credit window). Failure detection is immediate
-// (no heartbeat delay) and partition timeouts are disabled.
+// Failures: at a node's failure time it crashes: it stops training,
+// serving and sending (its flows stop, reads from it and rings with it
+// stall, assignments sent to it are lost). The scheduler notices as the
+// daemon does (scheduler/liveness.h HeartbeatExpired): when the node has
+// been silent for more than scheduler.heartbeat_timeout_ms since its last
+// message (its last heartbeat, every heartbeat_interval_ms from its
+// registration, or its last ack or credit grant); 0 = at once. Then the
+// driver is told OnWorkerDead (the partitions the death affects fail:
+// its own and those reading from it, and their samples return to the
+// pool through the Ledger); they leave their agents' stages (a live
+// reader's agent returns the credit), a ring with the dead node restarts
+// with the survivors (the agents' retry on a newer view). At the end of
+// the outage it registers again (OnWorkerAlive, a full credit window);
+// with a model, the first ring it joins first sends it the job's state
+// (parameters + SGD velocity, 8·P bytes, from the first member holding
+// it, after the link's latency) and it recomputes its gradient
+// (edge_agent/model_trainer.h step 2). Partition timeouts are disabled.
 //
 // Not responsible for: writing files (sim/output.h), the CLI.
 // Thread-safety: not thread-safe; a Simulator runs on one thread.
@@ -123,7 +131,9 @@ struct TraceSpan {
 
 // One input the scheduler received, in order (SimOptions::record_inputs).
 struct SchedulerInput {
-  enum Kind { kDone, kDead, kAlive, kCredit };
+  // kHeartbeat: only with SimOptions::record_inputs (the simulator keeps
+  // no heartbeat events otherwise; a death's detection time is computed).
+  enum Kind { kDone, kDead, kAlive, kCredit, kHeartbeat };
   Kind kind = kDone;
   double at_ms = 0;
   int32_t node = 0;
@@ -217,7 +227,7 @@ class Simulator {
     uint64_t generation = 0;  // bumped when the ring restarts
     std::vector<int32_t> members;
     std::vector<uint64_t> parts;
-    int step = 0;
+    int step = 0;  // -2 hello, -1 state sync, 0.. the 2(N-1) steps
     double start_ms = 0;
     int flows_pending = 0;
     std::vector<uint64_t> flows;
@@ -251,8 +261,12 @@ class Simulator {
   void Acked(Part& p);  // PartitionDone + CreditGrant from the agent
   void ClosedRow(const Part& p, bool failed);
   void CloseIterations();
-  void NodeDown(int node);
+  void Crash(int node);        // the node stops (its outage starts)
+  void DeclareDead(int node);  // the scheduler notices (heartbeat timeout)
   void NodeUp(int node);
+  void Heartbeat(int node, int64_t registration, int64_t k);  // record_inputs only
+  // The node sent a message (ack, grant, registration) now.
+  void Seen(int node) { last_msg_ms_[static_cast<size_t>(node)] = queue_.now_ms(); }
   void Log(SchedulerInput::Kind kind, int32_t node, const Part* p = nullptr);
 
   // Agent side (simulator_agent.cc).
@@ -264,7 +278,9 @@ class Simulator {
   void Computed(Part& p);
   void MaybeStartRing(int64_t iteration);
   void RingStep(int64_t iteration, uint64_t generation);
+  void RingState(int64_t iteration, uint64_t generation);  // a rejoined member fetches the state
   void RingDone(int64_t iteration, uint64_t generation);
+  bool RingStalled(const Ring& ring) const;  // a member crashed: nothing moves until its death is noticed
   // Removes a failed partition from its agent's queue and stages.
   void DropPart(Part& p);
 
@@ -293,7 +309,13 @@ class Simulator {
   double send_wake_ms_ = -1;  // a PlanLoop is scheduled then (scheduler overhead)
   bool done_ = false;
   Status error_;
-  std::vector<bool> down_;
+  std::vector<bool> down_;              // declared dead by the scheduler
+  std::vector<bool> crashed_;           // physically down (from the crash to the return)
+  std::vector<bool> stale_;             // restarted agent: holds the seed's parameters until a ring syncs it
+  std::vector<double> last_msg_ms_;     // per node: its last ack/grant/registration
+  std::vector<double> registered_ms_;   // per node: its last registration (heartbeat phase)
+  std::vector<int64_t> registrations_;  // per node: registrations so far (heartbeat chains)
+  size_t heartbeats_pending_ = 0;       // heartbeat events in the queue (record_inputs)
   SimResult result_;
   sched::RunRecorder recorder_;  // every iteration's rows and the summary figures
   double bound_sum_ = 0;

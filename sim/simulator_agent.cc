@@ -11,12 +11,14 @@
 namespace loft::sim {
 
 void Simulator::Deliver(Part& p) {
+  if (crashed_[static_cast<size_t>(p.node)]) return;  // lost: its death will fail it
   agents_[static_cast<size_t>(p.node)].assigned.push_back(p.id);
   ReaderNext(p.node);
 }
 
 // The reader takes the next assigned partition when it holds none.
 void Simulator::ReaderNext(int32_t node) {
+  if (crashed_[static_cast<size_t>(node)]) return;
   Agent& ag = agents_[static_cast<size_t>(node)];
   while (ag.reading == kNone && !ag.assigned.empty()) {
     const uint64_t id = ag.assigned.front();
@@ -38,7 +40,7 @@ void Simulator::StartRead(Part& p) {
     p.local_done = false;
     queue_.After(model_.LocalReadMs(node, p.local), [this, id] {
       Part* x = FindPart(id);
-      if (x == nullptr) return;
+      if (x == nullptr || crashed_[static_cast<size_t>(x->node)]) return;
       x->local_done = true;
       x->local_end_ms = queue_.now_ms();
       if (x->remote_done) ReadDone(*x);
@@ -54,9 +56,13 @@ void Simulator::StartRead(Part& p) {
       const double bytes = static_cast<double>(count) * bytes_per_sample;
       queue_.After(latency, [this, id, server, node, bytes] {
         if (FindPart(id) == nullptr) return;
+        // A crashed end: the read stalls until the death is noticed.
+        if (crashed_[static_cast<size_t>(server)] || crashed_[static_cast<size_t>(node)]) return;
         const uint64_t f = network_.Start(server, node, bytes, [this, id, server](bool ok) {
           Part* x = FindPart(id);
           if (x == nullptr) return;
+          if (!ok && (crashed_[static_cast<size_t>(server)] || crashed_[static_cast<size_t>(x->node)]))
+            return;  // stalled until the death is noticed (then the partition fails)
           if (!ok) {
             // Flows are cut only when a node dies, and the liveness rule
             // already failed every partition reading from it.
@@ -81,6 +87,7 @@ void Simulator::StartRead(Part& p) {
 
 // The read is in: into the ready slot, or held until the slot is free.
 void Simulator::ReadDone(Part& p) {
+  if (crashed_[static_cast<size_t>(p.node)]) return;
   Agent& ag = agents_[static_cast<size_t>(p.node)];
   p.flows.clear();
   if (ag.ready != kNone) {
@@ -97,7 +104,7 @@ void Simulator::ReadDone(Part& p) {
 // The compute stage takes the ready partition when it is free (its last
 // partition computed and, with a model, all-reduced).
 void Simulator::ComputeNext(int32_t node) {
-  if (done_ || down_[static_cast<size_t>(node)]) return;
+  if (done_ || crashed_[static_cast<size_t>(node)]) return;
   Agent& ag = agents_[static_cast<size_t>(node)];
   if (ag.computing != kNone || ag.ready == kNone) return;
   const uint64_t id = ag.ready;
@@ -118,7 +125,7 @@ void Simulator::ComputeNext(int32_t node) {
   p->compute_ms = model_.ComputeMs(node, p->batch, p->compute_start_ms);
   queue_.After(p->compute_ms, [this, id] {
     Part* x = FindPart(id);
-    if (x != nullptr) Computed(*x);
+    if (x != nullptr && !crashed_[static_cast<size_t>(x->node)]) Computed(*x);
   });
 }
 
@@ -164,7 +171,7 @@ void Simulator::MaybeStartRing(int64_t iteration) {
   ring.running = true;
   ring.members = std::move(have);
   ring.parts = std::move(waiting);
-  ring.step = -1;  // the hello first
+  ring.step = -2;  // the hello first
   ring.start_ms = queue_.now_ms();
   RingStep(iteration, ring.generation);
 }
@@ -176,6 +183,7 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   auto r = rings_.find(iteration);
   if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
   Ring& ring = r->second;
+  if (RingStalled(ring)) return;  // restarted when the death is noticed
   const size_t n = ring.members.size();
   const int steps = n <= 1 ? 0 : 2 * static_cast<int>(n - 1);
   auto next = [this, iteration, generation] {
@@ -184,10 +192,11 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     ++r->second.step;
     RingStep(iteration, generation);
   };
-  if (ring.step < 0) {  // the hello exchange
+  if (ring.step == -2) {  // the hello exchange
     queue_.After(allreduce_.HelloMs(ring.members), next);
     return;
   }
+  if (ring.step == -1) return RingState(iteration, generation);
   if (ring.step >= steps) {
     const double tail = allreduce_.TailMs(n);
     if (tail <= 0) return RingDone(iteration, generation);
@@ -209,6 +218,7 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     queue_.After(allreduce_.LinkLatencyMs(from, to), [this, iteration, generation, from, to, bytes, next] {
       auto r = rings_.find(iteration);
       if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+      if (crashed_[static_cast<size_t>(from)] || crashed_[static_cast<size_t>(to)]) return;  // stalls
       const uint64_t f = network_.Start(from, to, bytes, [this, iteration, generation, next](bool ok) {
         auto r = rings_.find(iteration);
         if (!ok || r == rings_.end() || r->second.generation != generation) return;
@@ -222,10 +232,72 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   }
 }
 
+// The state check after the hello (edge_agent/model_trainer.h step 2):
+// each restarted member fetches the job's state (StateBytes) from the
+// first member holding it, after that link's latency, as one flow on the
+// network, then recomputes its gradient; the ring's steps follow.
+void Simulator::RingState(int64_t iteration, uint64_t generation) {
+  Ring& ring = rings_.find(iteration)->second;
+  std::vector<int32_t> stale;
+  int32_t source = -1;
+  for (int32_t m : ring.members) {
+    if (stale_[static_cast<size_t>(m)])
+      stale.push_back(m);
+    else if (source < 0)
+      source = m;
+  }
+  auto next = [this, iteration, generation] {
+    auto r = rings_.find(iteration);
+    if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+    if (RingStalled(r->second)) return;
+    ++r->second.step;
+    RingStep(iteration, generation);
+  };
+  if (stale.empty() || source < 0) return next();
+  // Then the restarted members' second compute (the slowest one).
+  auto recompute = [this, iteration, generation, next] {
+    auto r = rings_.find(iteration);
+    if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+    double ms = 0;
+    for (uint64_t id : r->second.parts) {
+      const Part* x = FindPart(id);
+      if (x != nullptr && stale_[static_cast<size_t>(x->node)])
+        ms = std::max(ms, model_.ComputeMs(x->node, x->batch, queue_.now_ms()));
+    }
+    queue_.After(ms, next);
+  };
+  ring.flows_pending = static_cast<int>(stale.size());
+  ring.flows.clear();
+  for (int32_t to : stale) {
+    queue_.After(allreduce_.LinkLatencyMs(source, to), [this, iteration, generation, source, to, recompute] {
+      auto r = rings_.find(iteration);
+      if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+      if (crashed_[static_cast<size_t>(source)] || crashed_[static_cast<size_t>(to)]) return;  // stalls
+      auto arrived = [this, iteration, generation, recompute](bool ok) {
+        auto r = rings_.find(iteration);
+        if (!ok || r == rings_.end() || r->second.generation != generation) return;
+        if (--r->second.flows_pending == 0) {
+          r->second.flows.clear();
+          recompute();
+        }
+      };
+      if (!allreduce_.links()) return arrived(true);
+      r->second.flows.push_back(network_.Start(source, to, allreduce_.StateBytes(), arrived));
+    });
+  }
+}
+
+bool Simulator::RingStalled(const Ring& ring) const {
+  return std::any_of(ring.members.begin(), ring.members.end(),
+                     [this](int32_t m) { return crashed_[static_cast<size_t>(m)]; });
+}
+
 void Simulator::RingDone(int64_t iteration, uint64_t generation) {
   auto r = rings_.find(iteration);
   if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
   Ring& ring = r->second;
+  if (RingStalled(ring)) return;
+  for (int32_t m : ring.members) stale_[static_cast<size_t>(m)] = false;  // synced by this ring
   ring.running = false;
   ring.done = true;
   const double now = queue_.now_ms();

@@ -34,7 +34,7 @@ assert "# Calibrated by `loftctl calibrate" in text
 for name, p in workers.items():
     block = text.split(f"- name: {name}\n")[1].split("- name:")[0]
     # Compared as numbers: a fit at exactly 0 is written "0", which Python's repr spells "0.0".
-    m = re.search(r"compute: \{fixed_ms: ([^,]+), per_sample_ms: ([^,]+),", block)
+    m = re.search(r"compute: \{fixed_ms: ([^,]+), per_sample_ms: ([^,}]+)[,}]", block)
     assert m, (name, block)
     fixed, per_sample = float(m.group(1)), float(m.group(2))
     # A negative fixed cost is written as 0.

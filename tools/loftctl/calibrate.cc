@@ -61,7 +61,9 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       "{}}}\n",
       ar.parameters, Num(ar.step_latency_ms), Num(ar.reduce_ns_per_element), Num(ar.fixed_ms),
       ar.links ? "true" : "false");
-  y += fmt::format("scheduler: {{overhead_ms: {}}}\n", Num(spec.scheduler.overhead_ms));
+  y += fmt::format("scheduler: {{overhead_ms: {}, heartbeat_interval_ms: {}, heartbeat_timeout_ms: {}}}\n",
+                   Num(spec.scheduler.overhead_ms), Num(spec.scheduler.heartbeat_interval_ms),
+                   Num(spec.scheduler.heartbeat_timeout_ms));
   y += "nodes:\n";
   for (const auto& n : spec.nodes) {
     y += fmt::format("  - name: {}\n", n.name);
@@ -173,6 +175,33 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
   return cal;
 }
 
+void CalibrateComputeJitter(const std::map<int32_t, std::vector<std::pair<double, double>>>& computes,
+                            const std::string& policy, ClusterSpec* spec, std::vector<std::string>* notes) {
+  for (const auto& [node, xs] : computes) {
+    ComputeSpec& c = spec->nodes[static_cast<size_t>(node)].compute;
+    if (xs.size() < kMinJitterRows) continue;
+    // compute_ms / (fixed_ms + per_sample_ms·batch): its relative spread,
+    // robustly (1.4826·MAD / median, a normal's std-dev): the rare long
+    // stalls of a starved process would otherwise make the normal the
+    // simulator draws from far too wide.
+    std::vector<double> r;
+    for (const auto& [batch, ms] : xs) r.push_back(ms / std::max(1e-6, c.fixed_ms + c.per_sample_ms * batch));
+    auto median = [](std::vector<double> v) {
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      return v[v.size() / 2];
+    };
+    const double med = median(r);
+    if (!(med > 0)) continue;
+    std::vector<double> dev;
+    for (double x : r) dev.push_back(std::abs(x - med));
+    c.jitter = 1.4826 * median(dev) / med;
+    notes->push_back(fmt::format(
+        "{}: compute.jitter {:.3g} (robust relative std-dev of compute_ms around the fitted law, {} "
+        "rows of {})",
+        spec->nodes[static_cast<size_t>(node)].name, c.jitter, xs.size(), policy));
+  }
+}
+
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
                               std::vector<std::string>* notes) {
   std::istringstream in(csv_text);
@@ -197,6 +226,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     bool failed = false;
   };
   std::map<int64_t, It> its;
+  std::map<int32_t, std::vector<std::pair<double, double>>> computes;  // node -> (batch, compute_ms)
   std::string policy;
   int64_t lineno = 1;
   while (std::getline(in, line)) {
@@ -241,23 +271,28 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
       return InvalidArgument(
           fmt::format("{}:{}: worker '{}' is not a node of the spec", source, lineno, f[col["worker"]]));
     it.members.push_back(node);
+    if (f[col["failed"]] != "1" && std::stoll(f[col["iteration"]]) > 0)
+      computes[node].emplace_back(v[5], v[2]);
     if (v[4] > 0) it.ring = it.ring < 0 ? v[4] : std::min(it.ring, v[4]);
   }
+  CalibrateComputeJitter(computes, policy, spec, notes);
   double ring_sum = 0, over_sum = 0, members_sum = 0;
   int64_t n_ring = 0, n_over = 0;
-  std::vector<int32_t> members;
+  // Each iteration's ring members: the nodes with a batch, once each (a
+  // node with two partitions of one iteration, e.g. a retried child, is
+  // one member), in node order.
+  std::vector<std::vector<int32_t>> rings;
   for (auto& [i, it] : its) {
     if (it.failed || it.members.empty()) continue;
     over_sum += it.sched;
     ++n_over;
     if (it.ring > 0) {
+      std::sort(it.members.begin(), it.members.end());
+      it.members.erase(std::unique(it.members.begin(), it.members.end()), it.members.end());
       ring_sum += it.ring;
       members_sum += static_cast<double>(it.members.size());
       ++n_ring;
-      if (it.members.size() > members.size()) {
-        members = it.members;
-        std::sort(members.begin(), members.end());
-      }
+      rings.push_back(it.members);
     }
   }
   if (n_over == 0) {
@@ -281,12 +316,23 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
   ar.links = true;
   ar.reduce_ns_per_element = 0;
   sim::AllreduceModel with_links(*spec);
-  const double moved = with_links.TransferMs(members) + with_links.LatencyMs(members);
-  const double elements = with_links.ReduceElements(members.size());
+  // Means over the iterations of what the model charges at each one's
+  // members (a run whose membership changed, e.g. a node down for a while,
+  // fits the per-element rest over rings of both sizes).
+  double moved = 0, latency = 0, elements = 0;
+  for (const auto& mem : rings) {
+    moved += with_links.TransferMs(mem) + with_links.LatencyMs(mem);
+    latency += with_links.LatencyMs(mem);
+    elements += with_links.ReduceElements(mem.size());
+  }
+  const double n_rings = static_cast<double>(rings.size());
+  moved /= n_rings;
+  latency /= n_rings;
+  elements /= n_rings;
   double rest = m - moved;
   if (rest < 0) {
     ar.links = false;
-    rest = m - with_links.LatencyMs(members);
+    rest = m - latency;
     notes->push_back(
         fmt::format("the ring ({:.4g} ms) ran faster than the spec's links allow ({:.4g} ms): "
                     "training.allreduce.links false",
@@ -300,7 +346,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     notes->push_back(
         fmt::format("the ring ({:.4g} ms) took less than its step latencies ({:.4g} ms): "
                     "training.allreduce.step_latency_ms 0",
-                    m, with_links.LatencyMs(members)));
+                    m, latency));
   }
   ar.reduce_ns_per_element = elements > 0 ? std::max(0.0, rest) / elements * 1e6 : 0.0;
   notes->push_back(fmt::format(

@@ -18,12 +18,21 @@
 // iterations with a failed row are left out):
 //  - the ring all-reduce: per iteration, the smallest allreduce_ms of its
 //    rows (the last member to join waits for nobody) = the ring's own
-//    time M at N members (rows with a batch). Its transfer + latency part
-//    is what sim/allreduce_model.h charges on the calibrated spec's links
-//    (parameter bytes over the slowest ring link); the rest goes into
-//    training.allreduce.reduce_ns_per_element, so the calibrated model
+//    time M at N members (the distinct nodes with a batch). Its transfer +
+//    latency part is what sim/allreduce_model.h charges on the calibrated
+//    spec's links at that iteration's members (parameter bytes over the
+//    slowest ring link); the rest, over all iterations, goes into
+//    training.allreduce.reduce_ns_per_element (Σ rest / Σ elements, so a
+//    run whose membership changed fits rings of every size it ran), so the calibrated model
 //    scales with the parameter bytes, the links and N. If the ring ran
 //    faster than the links allow, links: false and all of M is per element.
+//  - compute.jitter per node: the robust relative standard deviation
+//    (1.4826·MAD / median) of its compute_ms / (fixed_ms +
+//    per_sample_ms·batch) over the run's rows
+//    (iteration 0 and failed rows left out; at least kMinJitterRows rows,
+//    else the spec's): on a shared machine the compute of an agent varies
+//    far more than a spec's prior says, and the ring waits for the slowest
+//    member, so this spread is part of every iteration's time.
 //  - scheduler.overhead_ms: mean over iterations of plan_ms + journal_ms,
 //    the scheduler's time from "iteration t may be planned" to its
 //    partitions leaving (loft-sim delays every planned iteration's send by
@@ -32,8 +41,11 @@
 //    difference measures the pipeline, not the scheduler.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cluster_spec.h"
@@ -65,6 +77,13 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
 // appends notes. Policies other than the first in the file are ignored.
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
                               std::vector<std::string>* notes);
+
+// compute.jitter of every node with at least kMinJitterRows (batch,
+// compute_ms) rows: their relative spread around the node's compute law in
+// `spec` (calibrated). Appends a note per node.
+inline constexpr size_t kMinJitterRows = 10;
+void CalibrateComputeJitter(const std::map<int32_t, std::vector<std::pair<double, double>>>& computes,
+                            const std::string& policy, ClusterSpec* spec, std::vector<std::string>* notes);
 
 // The spec as YAML that ParseClusterSpec reads back to the same values
 // (nodes expanded).

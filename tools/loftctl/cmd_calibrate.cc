@@ -27,19 +27,48 @@ StatusOr<std::string> Slurp(const fs::path& p) {
   return ss.str();
 }
 
-// The cluster_spec line of the run's scheduler.yaml (written by cluster run).
-StatusOr<std::string> RunSpecPath(const fs::path& run_dir) {
+// A top-level `key: value` line of the run's scheduler.yaml (written by
+// cluster run); empty when absent.
+StatusOr<std::string> SchedulerYamlValue(const fs::path& run_dir, const std::string& key) {
   LOFT_ASSIGN_OR_RETURN(std::string text, Slurp(run_dir / "scheduler.yaml"));
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("cluster_spec:", 0) == 0) {
-      std::string v = line.substr(13);
+    if (line.rfind(key + ":", 0) == 0) {
+      std::string v = line.substr(key.size() + 1);
       v.erase(0, v.find_first_not_of(' '));
-      if (!v.empty()) return v;
+      return v;
     }
   }
+  return std::string();
+}
+
+// The cluster_spec line of the run's scheduler.yaml.
+StatusOr<std::string> RunSpecPath(const fs::path& run_dir) {
+  LOFT_ASSIGN_OR_RETURN(std::string v, SchedulerYamlValue(run_dir, "cluster_spec"));
+  if (!v.empty()) return v;
   return NotFound((run_dir / "scheduler.yaml").string() + " names no cluster_spec; pass --spec");
+}
+
+// The run's heartbeat settings (scheduler.yaml) into the calibrated spec:
+// loft-sim notices a death when the daemon would.
+Status CopyHeartbeat(const fs::path& run_dir, ClusterSpec* spec, std::vector<std::string>* notes) {
+  if (!fs::exists(run_dir / "scheduler.yaml")) return OkStatus();
+  for (const auto& [key, out] : {std::pair{"heartbeat_interval_ms", &spec->scheduler.heartbeat_interval_ms},
+                                 std::pair{"heartbeat_timeout_ms", &spec->scheduler.heartbeat_timeout_ms}}) {
+    LOFT_ASSIGN_OR_RETURN(std::string v, SchedulerYamlValue(run_dir, key));
+    if (v.empty()) continue;
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0' || !(x >= 0))
+      return InvalidArgument(
+          fmt::format("{}: {} is not a number >= 0: '{}'", (run_dir / "scheduler.yaml").string(), key, v));
+    *out = x;
+  }
+  notes->push_back(
+      fmt::format("scheduler.heartbeat_interval_ms {:.4g}, heartbeat_timeout_ms {:.4g} (the run's)",
+                  spec->scheduler.heartbeat_interval_ms, spec->scheduler.heartbeat_timeout_ms));
+  return OkStatus();
 }
 
 // Whether the run's agents enforced the spec's link rates: every agent
@@ -66,6 +95,8 @@ Status Calibrate(const std::string& run, const std::string& spec_arg, const std:
     LOFT_ASSIGN_OR_RETURN(spec_path, RunSpecPath(run_dir));
   }
   LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(spec_path));
+  std::vector<std::string> hb_notes;
+  LOFT_RETURN_IF_ERROR(CopyHeartbeat(run_dir, &spec, &hb_notes));
   fs::path status_path = run_dir / "status.json";
   LOFT_ASSIGN_OR_RETURN(std::string text, Slurp(status_path));
   auto status = nlohmann::json::parse(text, nullptr, false);
@@ -95,6 +126,7 @@ Status Calibrate(const std::string& run, const std::string& spec_arg, const std:
       "# Calibrated by `loftctl calibrate {}` from the scheduler's fitted cost models\n"
       "# (policy {}, {} iterations) of a run of {}.\n",
       run, status.value("policy", "?"), status.value("iteration", int64_t{-1}) + 1, spec_path);
+  cal.notes.insert(cal.notes.end(), hb_notes.begin(), hb_notes.end());
   for (const auto& n : cal.notes) head += "#   " + n + "\n";
   std::ofstream f(out, std::ios::trunc);
   f << head << cal.yaml;

@@ -150,3 +150,21 @@ TEST_CASE("training.byzantine_tolerance: default 0, needs 2f+1 nodes, clear erro
   CHECK(modes->nodes[0].byzantine == ByzantineKind::kChunkScale);
   CHECK(ByzantineKindName(ByzantineKind::kPhantomRound) == "phantom_round");
 }
+
+TEST_CASE("scheduler heartbeat settings: cluster run's by default, checked") {
+  auto plain = ParseClusterSpec(kGood, "c.yaml");
+  REQUIRE(plain.ok());
+  CHECK(plain->scheduler.heartbeat_interval_ms == 250);
+  CHECK(plain->scheduler.heartbeat_timeout_ms == 1500);
+  auto set = ParseClusterSpec(
+      std::string(kGood) + "scheduler: {heartbeat_interval_ms: 100, heartbeat_timeout_ms: 0}\n", "c.yaml");
+  REQUIRE(set.ok());
+  CHECK(set->scheduler.heartbeat_interval_ms == 100);
+  CHECK(set->scheduler.heartbeat_timeout_ms == 0);  // the death is noticed at once
+  auto bad = ParseClusterSpec(std::string(kGood) + "scheduler: {heartbeat_interval_ms: 0}\n", "c.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("scheduler.heartbeat_interval_ms must be > 0") != std::string::npos);
+  auto neg = ParseClusterSpec(std::string(kGood) + "scheduler: {heartbeat_timeout_ms: -1}\n", "c.yaml");
+  REQUIRE_FALSE(neg.ok());
+  CHECK(neg.status().message().find("scheduler.heartbeat_timeout_ms must be >= 0") != std::string::npos);
+}

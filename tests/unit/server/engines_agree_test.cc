@@ -4,9 +4,12 @@
 // deaths, registrations); then SchedulerService is driven in-process (fake
 // transport, temp journal, plan_ahead auto, the agents' credit window of
 // 2) with the same inputs at the same virtual times, one Tick after each,
-// as the daemon's loop does. A node that fails in the spec stops
-// heartbeating at its failure time (heartbeat timeout 0: the next tick
-// declares it dead) and registers again when it comes back. The daemon
+// as the daemon's loop does. Heartbeats are inputs too (the simulator's,
+// every heartbeat_interval_ms of the spec from each registration): a node
+// that fails in the spec stops sending at its failure time, and both
+// engines declare it dead when it has been silent for the spec's
+// heartbeat_timeout_ms (the daemon's Tick, the simulator's detection
+// time), then it registers again when it comes back. The daemon
 // must then make the same plans (sched::FoldPlanDigest over every
 // partition, planned ahead or not) and report the simulator's iteration
 // times, rows and straggler_wait_ms (one definition: the mean over
@@ -57,7 +60,10 @@ constexpr const char* kSpec =
     "    compute: {fixed_ms: 1.5, per_sample_ms: 0.1, jitter: 0.0}\n"
     "    disk: {read_mbps: 200}\n"
     "    link: {up_mbps: 30, down_mbps: 30, latency_ms: 3}\n"
-    "    failures: [FAILURES]\n";
+    "    failures: [FAILURES]\n"
+    "scheduler: {heartbeat_interval_ms: 4, heartbeat_timeout_ms: 10}\n";
+constexpr int64_t kHeartbeatIntervalMs = 4;
+constexpr int64_t kHeartbeatTimeoutMs = 10;
 
 }  // namespace
 
@@ -94,8 +100,9 @@ void RunBoth(const std::string& policy, const std::string& failures, bool overla
   opts.insecure = true;
   opts.journal_sync = false;
   opts.policy = policy;
-  opts.plan_ahead = -1;           // auto, as loft-sim: the spec's overlap
-  opts.heartbeat_timeout_ms = 0;  // silent at a tick = dead (the simulator's immediate detection)
+  opts.plan_ahead = -1;                               // auto, as loft-sim: the spec's overlap
+  opts.heartbeat_interval_ms = kHeartbeatIntervalMs;  // the spec's, as loft-sim reads them
+  opts.heartbeat_timeout_ms = kHeartbeatTimeoutMs;
   opts.partition_timeout_ms = 1000000000;
   RecordingTransport transport;
   loft::metrics::Registry registry;
@@ -115,25 +122,31 @@ void RunBoth(const std::string& policy, const std::string& failures, bool overla
     e.mutable_register_request()->set_credits(so.credits);  // the agents' window, as in the simulator
     send(e, now);
   };
-  std::vector<char> down(static_cast<size_t>(spec->num_nodes()), 0);
-  auto tick = [&](double now) {
-    for (int32_t n = 0; n < spec->num_nodes(); ++n) {
-      if (down[static_cast<size_t>(n)]) continue;
-      loft::v1::Envelope hb;
-      hb.mutable_heartbeat()->set_node(n);
-      send(hb, now);
-    }
-    REQUIRE(s.Tick(now).ok());
-  };
+  auto tick = [&](double now) { REQUIRE(s.Tick(now).ok()); };
   for (int32_t n = 0; n < spec->num_nodes(); ++n) reg(n, 0);
   tick(0);
   using Input = loft::sim::SchedulerInput;
+  const double crash_ms =
+      failures.empty() ? -1 : std::stod(failures.substr(failures.find("at_s:") + 5)) * 1000;
+  int deaths = 0;
   for (const Input& e : sim->inputs) {
     INFO("input at " << e.at_ms << " kind " << e.kind << " node " << e.node);
     if (e.kind == Input::kDead) {
-      down[static_cast<size_t>(e.node)] = 1;
+      // Noticed a heartbeat timeout after the node's last message (a
+      // heartbeat at most one interval before the crash, or a later ack).
+      ++deaths;
+      CHECK(e.at_ms > crash_ms + kHeartbeatTimeoutMs - kHeartbeatIntervalMs);
+      CHECK(e.at_ms <= crash_ms + kHeartbeatTimeoutMs + 0.01);
+      // The daemon's own heartbeat expiry drops it at this tick, not before.
+      CHECK(s.driver().state().alive(e.node));
+      tick(e.at_ms);
+      CHECK_FALSE(s.driver().state().alive(e.node));
+      continue;
+    } else if (e.kind == Input::kHeartbeat) {
+      loft::v1::Envelope hb;
+      hb.mutable_heartbeat()->set_node(e.node);
+      send(hb, e.at_ms);
     } else if (e.kind == Input::kAlive) {
-      down[static_cast<size_t>(e.node)] = 0;
       reg(e.node, e.at_ms);
     } else if (e.kind == Input::kCredit) {
       loft::v1::Envelope credit;
@@ -157,6 +170,7 @@ void RunBoth(const std::string& policy, const std::string& failures, bool overla
     tick(e.at_ms);
   }
   REQUIRE(s.finished());
+  CHECK(deaths == (failures.empty() ? 0 : 1));
 
   // The same decisions: every partition, in plan order.
   std::vector<loft::v1::Partition> parts = transport.assignments;

@@ -1,5 +1,6 @@
 #include "sim/simulator.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <sstream>
 #include <string>
@@ -240,6 +241,81 @@ nodes:
   CHECK(r.summary.epochs_completed >= 2);
   // The first epoch could only end after the node came back at 2 s.
   CHECK(r.summary.total_s > 2.0);
+}
+
+// A crash is noticed as the daemon notices it: when the node has been
+// silent for heartbeat_timeout_ms since its last message (a heartbeat
+// every heartbeat_interval_ms, or an ack). Meanwhile the ring of its
+// iteration waits for it; the survivors' iteration takes the timeout.
+// Back, its first ring first sends it the job's state (8·P bytes).
+TEST_CASE("a crashed node is declared dead after the heartbeat timeout; the rejoin fetches the state",
+          "[sim][failure]") {
+  const std::string base = R"(
+dataset: {name: fashion-mnist, samples: 3000, sample_bytes: 784}
+placement: {kind: shards, replication: 2}
+training: {global_batch: 120, min_batch: 1, iterations: 60, overlap: false, seed: 9, model: softmax}
+nodes:
+  - name: steady
+    count: 2
+    compute: {fixed_ms: 2.0, per_sample_ms: 0.05}
+    disk: {read_mbps: 800}
+    link: {up_mbps: 10, down_mbps: 10, latency_ms: 2}
+  - name: flaky
+    compute: {fixed_ms: 2.0, per_sample_ms: 0.05}
+    disk: {read_mbps: 800}
+    link: {up_mbps: 10, down_mbps: 10, latency_ms: 2}
+    failures: [{at_s: 0.1005, down_s: 0.5}]
+)";
+  auto run = [&](const std::string& scheduler) {
+    const ClusterSpec spec = Spec(base + scheduler);
+    SimOptions o;
+    o.policy = "uniform";
+    o.record_inputs = true;
+    auto r = RunPolicy(spec, o);
+    INFO(r.status().ToString());
+    REQUIRE(r.ok());
+    return std::move(*r);
+  };
+  auto longest = [](const SimResult& r) {
+    double m = 0;
+    for (const auto& it : r.iterations) m = std::max(m, it.makespan_ms);
+    return m;
+  };
+  auto death_at = [](const SimResult& r) {
+    for (const auto& in : r.inputs)
+      if (in.kind == SchedulerInput::kDead) return in.at_ms;
+    return -1.0;
+  };
+  const SimResult now = run("scheduler: {heartbeat_timeout_ms: 0}\n");
+  const SimResult late = run("scheduler: {heartbeat_interval_ms: 50, heartbeat_timeout_ms: 200}\n");
+  CHECK(death_at(now) == Approx(100.5));
+  // Last message: a heartbeat (every 50 ms, the last one at 100 ms) or a later ack.
+  CHECK(death_at(late) >= 100.0 + 200.0);
+  CHECK(death_at(late) <= 100.5 + 200.0 + 0.01);
+  // The iteration in flight waits for the death to be noticed.
+  CHECK(longest(late) >= 200.0 - 50.0);
+  CHECK(longest(late) > longest(now) + 100.0);
+  CHECK(late.summary.total_s > now.summary.total_s + 0.15);
+  // The rejoin: the first iteration with the node back holds its state
+  // transfer, 8·P bytes over its 10 Mbit/s downlink.
+  const double state_ms = 8.0 * 7850 * 8 / (10 * 1000.0);
+  double alive_at = -1;
+  for (const auto& in : late.inputs)
+    if (in.kind == SchedulerInput::kAlive) alive_at = in.at_ms;
+  REQUIRE(alive_at > 0);
+  std::vector<double> normal;
+  double rejoin = -1;
+  for (const auto& it : late.iterations) {
+    const bool with_flaky = std::any_of(it.workers.begin(), it.workers.end(),
+                                        [](const WorkerIteration& w) { return w.node == 2 && !w.failed; });
+    if (it.start_ms >= alive_at && with_flaky && rejoin < 0)
+      rejoin = it.makespan_ms;
+    else if (with_flaky)
+      normal.push_back(it.makespan_ms);
+  }
+  REQUIRE(rejoin > 0);
+  std::sort(normal.begin(), normal.end());
+  CHECK(rejoin >= normal[normal.size() / 2] + state_ms);
 }
 
 TEST_CASE("same spec and seed give byte-identical outputs", "[sim][determinism]") {

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "core/cluster_spec.h"
 #include "scheduler/plan.h"
@@ -177,6 +180,8 @@ TEST_CASE("the run's iterations.csv gives the all-reduce and the scheduler overh
     auto back = ParseClusterSpec(ClusterSpecToYaml(s), "back.yaml");
     REQUIRE(back.ok());
     CHECK(back->scheduler.overhead_ms == Approx(s.scheduler.overhead_ms));
+    CHECK(back->scheduler.heartbeat_timeout_ms == s.scheduler.heartbeat_timeout_ms);
+    CHECK(back->scheduler.heartbeat_interval_ms == s.scheduler.heartbeat_interval_ms);
     CHECK(back->training.allreduce.reduce_ns_per_element ==
           Approx(s.training.allreduce.reduce_ns_per_element));
     CHECK(back->training.allreduce.links == s.training.allreduce.links);
@@ -194,4 +199,62 @@ TEST_CASE("a bad iterations.csv is named") {
   st = CalibrateIterationTail(bad, "run/iterations.csv", &s, &notes);
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find("fetch_local_ms") != std::string::npos);
+}
+
+TEST_CASE("compute.jitter is the robust relative spread of the run's compute times around the fitted law") {
+  ClusterSpec s = Spec(kFastSpec);
+  for (auto& n : s.nodes) {
+    n.compute.fixed_ms = 2.0;
+    n.compute.per_sample_ms = 0.25;  // 10 ms at a batch of 32
+    n.compute.jitter = 0.05;
+  }
+  std::map<int32_t, std::vector<std::pair<double, double>>> rows;
+  // Node 0: 8, 10 and 12 ms in equal parts (relative deviations 0, 0.2)
+  // and two stalls of 100 ms a starved process shows: 1.4826 · 0.2.
+  for (int k = 0; k < 30; ++k) rows[0].emplace_back(32, 8.0 + 2.0 * (k % 3));
+  rows[0].emplace_back(32, 100.0);
+  rows[0].emplace_back(32, 100.0);
+  // Node 1: too few rows, the spec's jitter stays.
+  for (int k = 0; k < 5; ++k) rows[1].emplace_back(32, 20.0);
+  std::vector<std::string> notes;
+  CalibrateComputeJitter(rows, "uniform", &s, &notes);
+  CHECK(s.nodes[0].compute.jitter == Approx(1.4826 * 0.2));
+  CHECK(s.nodes[1].compute.jitter == 0.05);
+  CHECK(s.nodes[2].compute.jitter == 0.05);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("n-0: compute.jitter") == 0);
+  // The spec written reads back with it.
+  auto back = ParseClusterSpec(ClusterSpecToYaml(s), "back.yaml");
+  REQUIRE(back.ok());
+  CHECK(back->nodes[0].compute.jitter == Approx(s.nodes[0].compute.jitter));
+}
+
+TEST_CASE("the ring is fitted at each iteration's distinct members") {
+  // Iterations 0-1: three members, ring 20 ms; iteration 2: node n-2 has
+  // two rows (a retried child) and node n-1 none: two members, ring 12 ms.
+  std::string c = std::string(sched::kIterationsCsvHeader) + "\n";
+  auto row = [&](int it, int w, double ar) {
+    c += fmt::format("uniform,{},0,n-{},32,30,2,1,1,5,0,40,0.1,0.2,0.3,{},40,0,0.05\n", it, w, ar);
+  };
+  for (int it = 0; it < 2; ++it)
+    for (int w = 0; w < 3; ++w) row(it, w, 20.0);
+  row(2, 0, 12.0);
+  row(2, 2, 12.0);
+  row(2, 2, 12.0);
+  ClusterSpec s = Spec(kFastSpec);
+  std::vector<std::string> notes;
+  REQUIRE(CalibrateIterationTail(c, "iterations.csv", &s, &notes).ok());
+  sim::AllreduceModel m(s);
+  std::vector<int32_t> three{0, 1, 2}, two{0, 2};
+  // One per-element cost for both sizes: sum(ring - links) / sum(elements).
+  const double ns = s.training.allreduce.reduce_ns_per_element;
+  const double fit3 = m.RingMs(three), fit2 = m.RingMs(two);
+  const double moved3 = fit3 - m.ReduceElements(3) * ns * 1e-6;
+  const double moved2 = fit2 - m.ReduceElements(2) * ns * 1e-6;
+  CHECK(ns == Approx((2 * (20.0 - moved3) + (12.0 - moved2)) /
+                     (2 * m.ReduceElements(3) + m.ReduceElements(2)) * 1e6));
+  // The mean of the fitted rings over the run's iterations is the measured mean.
+  CHECK((2 * fit3 + fit2) / 3 == Approx((2 * 20.0 + 12.0) / 3));
+  // Duplicates would have made it a "four-member" ring: the note says 2.67 members.
+  CHECK(notes.back().find("at 2.67 members") != std::string::npos);
 }
