@@ -24,30 +24,17 @@ concept LeField = (std::is_integral_v<T> || std::is_floating_point_v<T>)&&!std::
                   (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
 
 namespace le_detail {
+// The unsigned integer of N bytes (N in 1, 2, 4, 8).
 template <size_t N>
-struct UintOf;
-template <>
-struct UintOf<1> {
-  using type = uint8_t;
-};
-template <>
-struct UintOf<2> {
-  using type = uint16_t;
-};
-template <>
-struct UintOf<4> {
-  using type = uint32_t;
-};
-template <>
-struct UintOf<8> {
-  using type = uint64_t;
-};
+using UintOf =
+    std::conditional_t<N == 1, uint8_t,
+                       std::conditional_t<N == 2, uint16_t, std::conditional_t<N == 4, uint32_t, uint64_t>>>;
 }  // namespace le_detail
 
 // Writes v's sizeof(T) bytes at p, least significant first.
 template <LeField T>
 void StoreLe(void* p, T v) {
-  using U = typename le_detail::UintOf<sizeof(T)>::type;
+  using U = le_detail::UintOf<sizeof(T)>;
   const U u = std::bit_cast<U>(v);
   auto* out = static_cast<unsigned char*>(p);
   for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<unsigned char>((u >> (8 * i)) & 0xff);
@@ -56,7 +43,7 @@ void StoreLe(void* p, T v) {
 // Reads the sizeof(T) bytes at p written by StoreLe.
 template <LeField T>
 T LoadLe(const void* p) {
-  using U = typename le_detail::UintOf<sizeof(T)>::type;
+  using U = le_detail::UintOf<sizeof(T)>;
   const auto* in = static_cast<const unsigned char*>(p);
   U u = 0;
   for (size_t i = sizeof(T); i-- > 0;) u = static_cast<U>((u << 8) | in[i]);
