@@ -10,20 +10,13 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/le_bytes.h"
+
 namespace loft::cache {
 namespace {
 
 constexpr char kMagic[8] = {'L', 'O', 'F', 'T', 'M', 'A', 'N', '1'};
 constexpr size_t kRootBytes = 32;
-
-void PutU64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint64_t GetU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
 
 std::string Blake2b256(std::string_view bytes) {
   std::string out(kRootBytes, '\0');
@@ -49,7 +42,7 @@ std::string SampleDigest(uint64_t id, uint16_t label, std::span<const uint8_t> p
   static const bool sodium_ready = sodium_init() >= 0;
   (void)sodium_ready;
   char head[10];
-  PutU64(head, id);
+  StoreLe<uint64_t>(head, id);
   head[8] = static_cast<char>(label & 0xff);
   head[9] = static_cast<char>(label >> 8);
   crypto_generichash_state st;
@@ -103,7 +96,7 @@ ManifestCheck Manifest::Check(uint64_t id, uint16_t label, std::span<const uint8
 Status WriteManifestFile(const std::string& path, const Manifest& m) {
   std::string bytes(kMagic, sizeof kMagic);
   char n[8];
-  PutU64(n, static_cast<uint64_t>(m.size()));
+  StoreLe<uint64_t>(n, static_cast<uint64_t>(m.size()));
   bytes.append(n, 8);
   bytes += m.digests();
   bytes += Blake2b256(bytes);
@@ -134,7 +127,7 @@ StatusOr<Manifest> ReadManifestFile(const std::string& path) {
   const std::string what = "dataset manifest " + path + ": ";
   if (bytes.size() < 16 + kRootBytes || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     return DataLoss(what + "not a manifest file (bad magic or shorter than its header)");
-  const uint64_t n = GetU64(bytes.data() + 8);
+  const uint64_t n = LoadLe<uint64_t>(bytes.data() + 8);
   if (n > (bytes.size() - 16 - kRootBytes) / kSampleDigestBytes ||
       16 + n * kSampleDigestBytes + kRootBytes != bytes.size()) {
     return DataLoss(what + "header names " + std::to_string(n) + " samples but the file has " +

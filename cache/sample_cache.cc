@@ -14,33 +14,10 @@
 #include <filesystem>
 
 #include "cache/crc32c.h"
+#include "core/le_bytes.h"
 
 namespace loft::cache {
 namespace {
-
-void PutU16(char* p, uint16_t v) {
-  p[0] = static_cast<char>(v & 0xff);
-  p[1] = static_cast<char>(v >> 8);
-}
-void PutU32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-void PutU64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint64_t GetU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint16_t GetU16(const char* p) {
-  return static_cast<uint16_t>(static_cast<uint8_t>(p[0]) | (static_cast<uint8_t>(p[1]) << 8));
-}
-uint32_t GetU32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
 
 std::string SampleName(uint64_t id) {
   return "sample " + std::to_string(id);
@@ -96,7 +73,7 @@ StatusOr<std::string_view> CheckRecord(uint64_t id, std::string_view bytes, uint
     return DataLoss(SampleName(id) + ": bad record header (reserved byte is " +
                     std::to_string(static_cast<uint8_t>(bytes[1])) + ", expected 0)");
   }
-  const uint32_t len = GetU32(bytes.data() + 4);
+  const uint32_t len = LoadLe<uint32_t>(bytes.data() + 4);
   const size_t expected = kRecordHeaderBytes + static_cast<size_t>(len) + kRecordTrailerBytes;
   if (expected != bytes.size()) {
     return DataLoss(SampleName(id) + ": record length mismatch (header says " + std::to_string(len) +
@@ -104,19 +81,19 @@ StatusOr<std::string_view> CheckRecord(uint64_t id, std::string_view bytes, uint
                     std::to_string(bytes.size()) + ")");
   }
   const size_t body = kRecordHeaderBytes + len;
-  const uint32_t stored = GetU32(bytes.data() + body);
+  const uint32_t stored = LoadLe<uint32_t>(bytes.data() + body);
   const uint32_t actual = Crc32c(bytes.data(), body);
   if (stored != actual) {
     char buf[96];
     std::snprintf(buf, sizeof buf, ": CRC32C mismatch (stored %08x, computed %08x)", stored, actual);
     return DataLoss(SampleName(id) + buf);
   }
-  const uint64_t held = GetU64(bytes.data() + 8);
+  const uint64_t held = LoadLe<uint64_t>(bytes.data() + 8);
   if (held != id) {
     return DataLoss(SampleName(id) + ": record holds sample " + std::to_string(held) +
                     " (a record served or stored under the wrong id)");
   }
-  if (label != nullptr) *label = GetU16(bytes.data() + 2);
+  if (label != nullptr) *label = LoadLe<uint16_t>(bytes.data() + 2);
   return bytes.substr(kRecordHeaderBytes, len);
 }
 
@@ -184,12 +161,12 @@ void EncodeRecordTo(uint64_t id, uint16_t label, std::span<const uint8_t> payloa
   out.resize(kRecordHeaderBytes + payload.size() + kRecordTrailerBytes);
   out[0] = static_cast<char>(kRecordVersion);
   out[1] = 0;
-  PutU16(out.data() + 2, label);
-  PutU32(out.data() + 4, static_cast<uint32_t>(payload.size()));
-  PutU64(out.data() + 8, id);
+  StoreLe<uint16_t>(out.data() + 2, label);
+  StoreLe<uint32_t>(out.data() + 4, static_cast<uint32_t>(payload.size()));
+  StoreLe<uint64_t>(out.data() + 8, id);
   if (!payload.empty()) std::memcpy(out.data() + kRecordHeaderBytes, payload.data(), payload.size());
   const size_t body = kRecordHeaderBytes + payload.size();
-  PutU32(out.data() + body, Crc32c(out.data(), body));
+  StoreLe<uint32_t>(out.data() + body, Crc32c(out.data(), body));
 }
 
 StatusOr<Sample> DecodeRecord(uint64_t id, std::string_view bytes) {

@@ -52,16 +52,8 @@ StatusOr<std::unique_ptr<ExternalRing>> ExternalRing::Create(const ClusterSpec& 
   auto red = ReducerFor(spec.training.aggregation);
   if (!red.ok()) return red.status().WithContext("training.aggregation");
   r->reducer_ = *red;
-  ZmqTransportOptions to;
-  to.rank = options.node;
-  to.world_size = spec.num_nodes();
-  to.bind = options.ring_bind;
-  to.max_message_bytes = options.max_message_bytes;
-  to.curve_own = options.curve_own;
-  to.public_keys = options.public_keys;
-  to.rank_names = options.rank_names;
-  to.link = options.link;
-  LOFT_ASSIGN_OR_RETURN(r->transport_, ZmqTransport::Create(options.context, to));
+  LOFT_ASSIGN_OR_RETURN(
+      r->transport_, ZmqTransport::Create(options.context, RingTransportOptions(options, spec.num_nodes())));
   ExternalRing* self = r.get();
   r->transport_->SetRequestHandler(
       kStatePhase, [self](int, uint64_t, std::span<const std::byte>) { return self->ServeState(); });
@@ -82,8 +74,8 @@ StatusOr<ExternalRing::Members> ExternalRing::ViewMembers(int64_t v) {
 
 std::vector<std::byte> ExternalRing::ServeState() {
   std::vector<std::byte> out;
-  PutLe(&out, blob_round_);
-  PutLe(&out, blob_hash_);
+  AppendLe(&out, blob_round_);
+  AppendLe(&out, blob_hash_);
   const auto* p = reinterpret_cast<const std::byte*>(blob_.data());
   out.insert(out.end(), p, p + blob_.size());
   return out;
@@ -120,8 +112,8 @@ StatusOr<std::string> ExternalRing::FetchFrom(const Members& m, uint32_t round, 
       last = DataLoss("state from node " + std::to_string(h) + ": " + std::to_string(ans->size()) + " bytes");
       continue;
     }
-    const auto r = GetLe<int64_t>(*ans, 0);
-    const auto hash = GetLe<uint64_t>(*ans, 8);
+    const auto r = LoadLe<int64_t>(*ans, 0);
+    const auto hash = LoadLe<uint64_t>(*ans, 8);
     std::span<const std::byte> blob(ans->data() + 16, ans->size() - 16);
     if (r != want_round || hash != want_hash || StateHash(blob) != want_hash) {
       last = FailedPrecondition("node " + std::to_string(h) + " holds round " + std::to_string(r) + " hash " +
@@ -154,8 +146,8 @@ StatusOr<ExternalRing::State> ExternalRing::FetchState() {
       a = std::move(*ans);
     }
     if (a.size() < 16) continue;
-    rounds.push_back(GetLe<int64_t>(a, 0));
-    hashes.push_back(GetLe<uint64_t>(a, 8));
+    rounds.push_back(LoadLe<int64_t>(a, 0));
+    hashes.push_back(LoadLe<uint64_t>(a, 8));
     who.push_back(n);
     answers[n] = std::move(a);
   }
@@ -230,11 +222,11 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
     Status st = [&]() -> Status {
       const uint64_t tag = models::MakeTag(m.view, round, kWeightsPhase);
       std::vector<std::byte> buf;
-      PutLe(&buf, b);
-      PutLe(&buf, my_round);
-      PutLe(&buf, my_hash);
-      PutLe(&buf, n > 0 ? partition : uint64_t{0});
-      PutLe(&buf, d_mine);
+      AppendLe(&buf, b);
+      AppendLe(&buf, my_round);
+      AppendLe(&buf, my_hash);
+      AppendLe(&buf, n > 0 ? partition : uint64_t{0});
+      AppendLe(&buf, d_mine);
       for (int node : m.nodes) {
         if (node != options_.node) LOFT_RETURN_IF_ERROR(transport_->Send(node, tag, buf));
       }
@@ -259,12 +251,12 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
           ds.push_back(0);
           continue;
         }
-        double x = GetLe<double>(bytes, 0);
+        double x = LoadLe<double>(bytes, 0);
         bs.push_back(std::isfinite(x) && x >= 0 ? x : 0);
-        rounds.push_back(GetLe<int64_t>(bytes, 8));
-        hashes.push_back(GetLe<uint64_t>(bytes, 16));
-        parts.push_back(GetLe<uint64_t>(bytes, 24));
-        ds.push_back(GetLe<uint64_t>(bytes, 32));
+        rounds.push_back(LoadLe<int64_t>(bytes, 8));
+        hashes.push_back(LoadLe<uint64_t>(bytes, 16));
+        parts.push_back(LoadLe<uint64_t>(bytes, 24));
+        ds.push_back(LoadLe<uint64_t>(bytes, 32));
       }
       // The state most members' consumers hold, and the gradient length most members with samples sent.
       target = AgreedState(rounds, hashes);

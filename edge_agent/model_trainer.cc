@@ -74,16 +74,8 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
     t->ctx_ = std::make_unique<zmq::context_t>(1);
     ctx = t->ctx_.get();
   }
-  ZmqTransportOptions to;
-  to.rank = options.node;
-  to.world_size = spec.num_nodes();
-  to.bind = options.ring_bind;
-  to.max_message_bytes = options.max_message_bytes;
-  to.curve_own = options.curve_own;
-  to.public_keys = options.public_keys;
-  to.rank_names = options.rank_names;
-  to.link = options.link;
-  LOFT_ASSIGN_OR_RETURN(t->transport_, ZmqTransport::Create(ctx, to));
+  LOFT_ASSIGN_OR_RETURN(t->transport_,
+                        ZmqTransport::Create(ctx, RingTransportOptions(options, spec.num_nodes())));
   ModelTrainer* self = t.get();
   t->transport_->SetRequestHandler(kStatePhase, [self](int from, uint64_t tag, std::span<const std::byte>) {
     return self->ServeState(from, tag);
@@ -152,8 +144,8 @@ std::vector<std::byte> ModelTrainer::ServeState(int from, uint64_t tag) {
     spdlog::warn("cannot serve state to node {}: {}", from, enc.status().ToString());
     return out;  // an empty answer: the requester tries another holder
   }
-  PutLe(&out, last_round_);
-  PutLe(&out, models::ParameterHash(model_->params()));
+  AppendLe(&out, last_round_);
+  AppendLe(&out, models::ParameterHash(model_->params()));
   const auto* p = reinterpret_cast<const std::byte*>(enc->data());
   out.insert(out.end(), p, p + enc->size());
   spdlog::info("served state (round {}, {} bytes) to node {} for round {}", last_round_, out.size(), from,
@@ -165,7 +157,7 @@ Status ModelTrainer::SyncState(const RingMembers& m, uint32_t round, int64_t wan
                                const std::vector<int>& holders) {
   const uint64_t tag = models::MakeTag(m.view, round, kStatePhase);
   std::vector<std::byte> req;
-  PutLe(&req, want_round);
+  AppendLe(&req, want_round);
   Status last = Unavailable("no member holds the state");
   for (int h : holders) {
     auto ans = transport_->Request(h, tag, req, options_.state_timeout_ms);

@@ -12,8 +12,8 @@ Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_
                   const std::string& source, models::Model* model, models::Sgd* sgd) {
   if (answer.size() < 16)
     return DataLoss("state from " + source + ": " + std::to_string(answer.size()) + " bytes");
-  const int64_t lr = GetLe<int64_t>(answer, 0);
-  const uint64_t hash = GetLe<uint64_t>(answer, 8);
+  const int64_t lr = LoadLe<int64_t>(answer, 0);
+  const uint64_t hash = LoadLe<uint64_t>(answer, 8);
   if (lr != want_round || hash != want_hash) {
     return FailedPrecondition(source + " now holds round " + std::to_string(lr) + ", not the agreed round " +
                               std::to_string(want_round));

@@ -3,13 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
-#include <map>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <zmq.hpp>
 
 #include "cache/sample_cache.h"
@@ -22,7 +17,9 @@
 #include "edge_agent/external_trainer.h"
 #include "edge_agent/link_emulator.h"
 #include "edge_agent/model_trainer.h"
+#include "edge_agent/partition_pipeline.h"
 #include "edge_agent/peer_fetcher.h"
+#include "edge_agent/ring_member.h"
 #include "edge_agent/trainer.h"
 
 namespace loft::agent {
@@ -44,10 +41,6 @@ struct ZmqAgentServer::Impl {
   std::optional<CurveKeyPair> own;
   zmq::socket_t peer_sock;
   zmq::socket_t sched_sock;
-  // The compute thread wakes the main loop through this inproc pair when
-  // it queues a report, so a report leaves at once instead of at the next
-  // poll timeout (wake_tx: compute thread only; wake_rx: main loop only).
-  zmq::socket_t wake_rx, wake_tx;
   bool has_scheduler = false;
   std::string advertised;
 
@@ -59,134 +52,17 @@ struct ZmqAgentServer::Impl {
   std::unique_ptr<Trainer> trainer;
   std::unique_ptr<MetricsHttpServer> http;
 
-  std::mutex mu;
-  std::map<std::pair<int32_t, std::string>, int64_t> offence_counts;  // (offender, reason) -> seen (under mu)
-  std::condition_variable cv;
-  std::deque<v1::Partition> assigned;
-  std::optional<ReadPartition> ready;
-  bool reading = false;  // the reader thread holds a partition
-  std::deque<v1::Envelope> outbox;
-  bool threads_stop = false;
-  std::thread reader, computer;
   std::atomic<bool> stop{false};
   Status fatal;                           // set by ServeScheduler when the agent must stop (a new job)
   std::atomic<bool> trainer_stop{false};  // ends a trainer's ring waits early at shutdown
+  // Declared last: its threads use the members above and stop first.
+  std::unique_ptr<PartitionPipeline> pipeline;
 
   ~Impl() { StopThreads(); }
 
   void StopThreads() {
     trainer_stop = true;
-    {
-      std::lock_guard lock(mu);
-      threads_stop = true;
-    }
-    cv.notify_all();
-    if (reader.joinable()) reader.join();
-    if (computer.joinable()) computer.join();
-  }
-
-  void ReaderLoop() {
-    while (true) {
-      v1::Partition p;
-      {
-        std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return threads_stop || !assigned.empty(); });
-        if (threads_stop) return;
-        p = std::move(assigned.front());
-        assigned.pop_front();
-        reading = true;
-      }
-      ReadPartition r = runner->Read(p, service->node());
-      std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return threads_stop || !ready.has_value(); });  // prefetch depth 1
-      if (threads_stop) return;
-      reading = false;
-      ready = std::move(r);
-      cv.notify_all();
-    }
-  }
-
-  void ComputeLoop() {
-    while (true) {
-      ReadPartition r;
-      {
-        std::unique_lock lock(mu);
-        // While nothing is pending, let the trainer serve its ring (state
-        // requests, weight-0 joins of rounds it has no partition for).
-        while (!threads_stop && !ready.has_value()) {
-          if (cv.wait_for(lock, std::chrono::milliseconds(10),
-                          [&] { return threads_stop || ready.has_value(); }))
-            break;
-          if (assigned.empty() && !reading) {
-            lock.unlock();
-            trainer->Idle();
-            lock.lock();
-            TakeOffences();
-          }
-        }
-        if (threads_stop) return;
-        r = std::move(*ready);
-        ready.reset();
-        cv.notify_all();
-      }
-      v1::Envelope report = runner->Finish(std::move(r), trainer.get(), service->node());
-      {
-        std::lock_guard lock(mu);
-        TakeOffences();
-        AttachOffenceCounts(report);
-        outbox.push_back(std::move(report));
-      }
-      WakeMainLoop();
-    }
-  }
-
-  // Compute thread: a report is queued (a full pipe means a wake is pending).
-  void WakeMainLoop() {
-    try {
-      (void)wake_tx.send(zmq::const_buffer("", 0), zmq::send_flags::dontwait);
-    } catch (const zmq::error_t&) {
-      // the context is terminating
-    }
-  }
-  // Main loop: consumes pending wakes.
-  void DrainWakes() {
-    zmq::message_t msg;
-    while (wake_rx.recv(msg, zmq::recv_flags::dontwait)) {
-    }
-  }
-
-  // Counts and logs the trainer's ring offences; queues the reports (under mu).
-  void TakeOffences() {
-    for (const RingOffence& o : trainer->TakeOffences()) {
-      metrics.ring_offences->WithLabels({std::to_string(o.node), o.reason}).Increment();
-      ++offence_counts[{o.node, o.reason}];
-      if (!o.report) continue;
-      spdlog::warn("ring: node {} sent {} {} time(s): reporting it to the scheduler", o.node, o.reason,
-                   o.count);
-      v1::Envelope env;
-      env.set_protocol_version(kProtocolVersion);
-      auto* pr = env.mutable_peer_report();
-      pr->set_node(service->node());
-      pr->set_accused(o.node);
-      pr->set_reason(o.reason);
-      pr->set_count(o.count);
-      outbox.push_back(std::move(env));
-    }
-  }
-
-  // The job's offences so far, per (offender, reason), on a partition's
-  // training report (TrainingReport.ring_offences; under mu).
-  void AttachOffenceCounts(v1::Envelope& report) {
-    if (offence_counts.empty() || !report.has_partition_done() ||
-        !report.partition_done().timings().has_training())
-      return;
-    auto* tr = report.mutable_partition_done()->mutable_timings()->mutable_training();
-    for (const auto& [key, n] : offence_counts) {
-      auto* o = tr->add_ring_offences();
-      o->set_node(key.first);
-      o->set_reason(key.second);
-      o->set_count(n);
-    }
+    if (pipeline) pipeline->Stop();
   }
 
   void SendToScheduler(const v1::Envelope& env) {
@@ -270,11 +146,7 @@ struct ZmqAgentServer::Impl {
       // peer fetches from this node before it knows the view.
       if (fx.registered && fx.new_job.empty() && service->node() >= 0)
         SendToScheduler(service->MakeHeartbeat());
-      if (!fx.run.empty()) {
-        std::lock_guard lock(mu);
-        for (auto& p : fx.run) assigned.push_back(std::move(p));
-        cv.notify_all();
-      }
+      pipeline->Enqueue(std::move(fx.run));
       shutdown = shutdown || fx.shutdown;
       if (!fx.new_job.empty()) {
         fatal = FailedPrecondition(fx.new_job);
@@ -285,12 +157,7 @@ struct ZmqAgentServer::Impl {
   }
 
   void FlushReports() {
-    std::deque<v1::Envelope> reports;
-    {
-      std::lock_guard lock(mu);
-      reports.swap(outbox);
-    }
-    for (const auto& r : reports) {
+    for (const auto& r : pipeline->TakeReports()) {
       SendToScheduler(r);
       service->PartitionFinished();
       SendToScheduler(service->MakeCreditGrant(1));
@@ -357,19 +224,6 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
                                                     stats.samples + stats.corrupt));
   }
 
-  // Report wake-ups (compute thread -> main loop).
-  try {
-    const std::string wake_ep = fmt::format("inproc://loft-agent-wake-{}", static_cast<const void*>(&m));
-    m.wake_rx = zmq::socket_t(m.ctx, zmq::socket_type::pair);
-    m.wake_rx.bind(wake_ep);
-    m.wake_tx = zmq::socket_t(m.ctx, zmq::socket_type::pair);
-    m.wake_tx.set(zmq::sockopt::linger, 0);
-    m.wake_rx.set(zmq::sockopt::linger, 0);
-    m.wake_tx.connect(wake_ep);
-  } catch (const zmq::error_t& e) {
-    return ZmqError(e, "report wake-up socket");
-  }
-
   // Peer ROUTER.
   SocketOptions po;
   // It accepts only FetchRequests of at most 4,096 ids (~40 KB encoded):
@@ -406,15 +260,6 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     m.has_scheduler = true;
   }
 
-  // Real training when the spec names a model (README "Training").
-  ModelTrainer* model_trainer = nullptr;
-  std::unique_ptr<ExternalRing> external_ring;  // training.model external: the consumer's model
-  if (spec.training.model == "external" && cfg.compute_mode != "external")
-    return InvalidArgument("training.model external needs compute_mode external (a consumer computes)");
-  if (spec.training.model != "none" && spec.training.model != "external" && cfg.compute_mode == "external")
-    return InvalidArgument(
-        "compute_mode external trains the consumer's model: set training.model external (got '" +
-        spec.training.model + "')");
   // The node's link emulation: one up and one down bucket for everything
   // the node sends and receives (peer records, ring messages).
   RingLinkEmulation ring_link;
@@ -432,54 +277,12 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
       ring_link.latency_ms.push_back(n.link.latency_ms);
     }
   }
-  if (spec.training.model != "none") {
-    ModelTrainerOptions mo;
-    mo.link = ring_link;
-    if (cfg.insecure) {
-      std::vector<std::string> ring_eps{cfg.ring_bind};
-      if (!cfg.ring_advertise.empty()) ring_eps.push_back(cfg.ring_advertise);
-      LOFT_RETURN_IF_ERROR(CheckInsecureAllowed(ring_eps).WithContext("ring_bind (insecure: no CURVE)"));
-    } else {
-      // CURVE on the ring with the same keys and allow-list as peer fetch.
-      mo.curve_own = m.own;
-      for (const NodeSpec& n : spec.nodes) {
-        auto pub = ReadCurvePublicKey((fs::path(cfg.keys_dir) / (n.name + ".pub")).string());
-        if (!pub.ok())
-          spdlog::warn("ring: no public key for node {} ({}); it cannot join the ring", n.name,
-                       pub.status().ToString());
-        mo.public_keys.push_back(pub.ok() ? *pub : std::string());
-        mo.rank_names.push_back(n.name);
-      }
-    }
-    mo.context = &m.ctx;
-    mo.stop = &m.trainer_stop;
-    mo.node = idx;
-    mo.num_nodes = spec.num_nodes();
-    mo.ring_bind = cfg.ring_bind;
-    mo.test_data_dir = cfg.test_data_dir;
-    mo.eval_every = cfg.eval_every;
-    mo.last_iteration = cfg.last_iteration;
-    mo.ring_timeout_ms = cfg.ring_timeout_ms;
-    mo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
-    if (spec.training.model == "external") {
-      ExternalRingOptions ro;
-      ro.node = idx;
-      ro.ring_bind = cfg.ring_bind;
-      ro.ring_timeout_ms = cfg.ring_timeout_ms;
-      ro.max_message_bytes = mo.max_message_bytes;
-      ro.context = &m.ctx;
-      ro.curve_own = mo.curve_own;
-      ro.public_keys = mo.public_keys;
-      ro.rank_names = mo.rank_names;
-      ro.stop = &m.trainer_stop;
-      ro.link = ring_link;
-      LOFT_ASSIGN_OR_RETURN(external_ring, ExternalRing::Create(spec, ro));
-    } else {
-      LOFT_ASSIGN_OR_RETURN(auto mt, ModelTrainer::Create(spec, mo));
-      model_trainer = mt.get();
-      m.trainer = std::move(mt);
-    }
-  }
+  // Real training when the spec names a model (README "Training").
+  LOFT_ASSIGN_OR_RETURN(RingMember member,
+                        MakeRingMember(spec, idx, cfg, &m.ctx, m.own, ring_link, &m.trainer_stop));
+  ModelTrainer* model_trainer = member.model.get();
+  std::unique_ptr<ExternalRing> external_ring = std::move(member.external);  // the consumer's model
+  if (member.model) m.trainer = std::move(member.model);
 
   AgentServiceOptions so;
   so.node_name = cfg.node_name;
@@ -552,6 +355,8 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   } else if (!cfg.consumer_endpoint.empty()) {
     spdlog::warn("consumer_endpoint {} is only served with compute_mode external", cfg.consumer_endpoint);
   }
+  LOFT_ASSIGN_OR_RETURN(m.pipeline, PartitionPipeline::Create(&m.ctx, m.runner.get(), m.trainer.get(),
+                                                              m.service.get(), &m.metrics));
   spdlog::info("agent {} serving peers on {} ({} samples cached, {})", cfg.node_name, m.advertised,
                stats.samples, m.own ? "CURVE" : "INSECURE");
   return std::unique_ptr<ZmqAgentServer>(new ZmqAgentServer(std::move(impl)));
@@ -569,8 +374,7 @@ void ZmqAgentServer::Stop() {
 
 Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
   Impl& m = *impl_;
-  m.reader = std::thread([&m] { m.ReaderLoop(); });
-  m.computer = std::thread([&m] { m.ComputeLoop(); });
+  m.pipeline->Start();
   // The scheduler's period once it sent one (RegisterReply), capped so that
   // the agent still hears a reply before its own scheduler timeout.
   auto heartbeat_us = [&m] {
@@ -587,7 +391,7 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
   Status result;
   while (!m.stop && !(interrupt && interrupt->load())) {
     std::vector<zmq::pollitem_t> items{{m.peer_sock.handle(), 0, ZMQ_POLLIN, 0},
-                                       {m.wake_rx.handle(), 0, ZMQ_POLLIN, 0}};
+                                       {m.pipeline->wake_socket().handle(), 0, ZMQ_POLLIN, 0}};
     if (m.has_scheduler) items.push_back({m.sched_sock.handle(), 0, ZMQ_POLLIN, 0});
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(2));
@@ -597,7 +401,7 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
       break;
     }
     if (items[0].revents & ZMQ_POLLIN) m.ServePeer();
-    if (items[1].revents & ZMQ_POLLIN) m.DrainWakes();
+    if (items[1].revents & ZMQ_POLLIN) m.pipeline->DrainWakes();
     if (m.has_scheduler && (items[2].revents & ZMQ_POLLIN))
       draining = m.ServeScheduler(&last_heard) || draining;
     if (!m.fatal.ok()) {

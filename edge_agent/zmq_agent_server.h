@@ -1,13 +1,14 @@
 // ZmqAgentServer: the socket layer of loft-agent. Owns the ZeroMQ
 // context, the ZAP authenticator (CURVE), the peer-fetch ROUTER, the
-// scheduler DEALER, the metrics HTTP server and two partition threads:
-//   poll thread (Run): peer requests → AgentService::HandlePeer → reply;
-//     scheduler messages → AgentService::HandleScheduler; heartbeats;
-//     re-registration; sends partition reports + CreditGrants.
-//   reader thread: reads the next partition (local + peer fetch) while
-//   compute thread: computes the previous one (prefetch depth 1).
+// scheduler DEALER, the metrics HTTP server, and runs the poll thread
+// (Run): peer requests → AgentService::HandlePeer → reply; scheduler
+// messages → AgentService::HandleScheduler; heartbeats; re-registration;
+// sends partition reports + CreditGrants. Accepted partitions go to its
+// PartitionPipeline (partition_pipeline.h: the reader and compute
+// threads), the ring member is made by MakeRingMember (ring_member.h).
 //
-// Not responsible for: what a message means (AgentService), planning.
+// Not responsible for: what a message means (AgentService), reading or
+// computing partitions (PartitionPipeline), planning.
 // Thread-safety: Create, then Run on one thread; Stop() and the accessors
 // are thread-safe.
 #pragma once

@@ -64,6 +64,23 @@ struct ZmqTransportOptions {
   RingLinkEmulation link;
 };
 
+// The transport of a ring member of `world_size` ranks, from its options
+// (ModelTrainerOptions, ExternalRingOptions: node = rank, ring_bind,
+// max_message_bytes, curve_own, public_keys, rank_names, link).
+template <typename RingMemberOptions>
+ZmqTransportOptions RingTransportOptions(const RingMemberOptions& options, int world_size) {
+  ZmqTransportOptions to;
+  to.rank = options.node;
+  to.world_size = world_size;
+  to.bind = options.ring_bind;
+  to.max_message_bytes = options.max_message_bytes;
+  to.curve_own = options.curve_own;
+  to.public_keys = options.public_keys;
+  to.rank_names = options.rank_names;
+  to.link = options.link;
+  return to;
+}
+
 // The rank of a DEALER routing id "<rank>/<nonce>" (or a bare "<rank>");
 // -1 if malformed.
 int RankOfRoutingId(std::string_view id);

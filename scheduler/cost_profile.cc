@@ -1,5 +1,10 @@
 #include "scheduler/cost_profile.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
+#include <cstdlib>
+
 namespace loft::sched {
 
 std::array<double, kCostFields.size()> CostToArray(const CostParams& c) {
@@ -28,6 +33,39 @@ StatusOr<CostParams> CostFromJson(const nlohmann::json& j, std::string_view wher
       return InvalidArgument(std::string(where) + "." + key + " is missing");
     c.*f.member = j[key].get<double>();
   }
+  return c;
+}
+
+namespace {
+// v1::CostProfile's field for each entry of kCostFields, by name. A
+// mismatch between the two lists is a build mistake (cost_profile_test
+// names it); here it aborts instead of dropping a field.
+const std::array<const google::protobuf::FieldDescriptor*, kCostFields.size()>& ProtoFields() {
+  static const auto fields = [] {
+    std::array<const google::protobuf::FieldDescriptor*, kCostFields.size()> f{};
+    const google::protobuf::Descriptor* d = v1::CostProfile::descriptor();
+    for (size_t i = 0; i < kCostFields.size(); ++i) {
+      f[i] = d->FindFieldByName(std::string(kCostFields[i].name));
+      if (f[i] == nullptr || f[i]->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE)
+        std::abort();
+    }
+    return f;
+  }();
+  return fields;
+}
+}  // namespace
+
+void CostToProto(const CostParams& c, v1::CostProfile* out) {
+  const auto* refl = out->GetReflection();
+  for (size_t i = 0; i < kCostFields.size(); ++i)
+    refl->SetDouble(out, ProtoFields()[i], c.*kCostFields[i].member);
+}
+
+CostParams CostFromProto(const v1::CostProfile& p) {
+  CostParams c;
+  const auto* refl = p.GetReflection();
+  for (size_t i = 0; i < kCostFields.size(); ++i)
+    c.*kCostFields[i].member = refl->GetDouble(p, ProtoFields()[i]);
   return c;
 }
 

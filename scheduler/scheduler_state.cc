@@ -9,6 +9,7 @@
 #include <string>
 
 #include "scheduler/cost_model.h"
+#include "scheduler/cost_profile.h"
 
 namespace loft::sched {
 
@@ -671,15 +672,12 @@ std::string SchedulerState::ToJson() const {
   j["alive"] = std::vector<bool>(alive_.begin(), alive_.end());
   nlohmann::json costs = nlohmann::json::array();
   for (int i = 0; i < spec_.num_nodes(); ++i) {
+    // The profile's fields under their short digest keys (cost_profile.h).
     const CostParams c = cost(i);
-    costs.push_back({{"c0", c.compute_fixed_ms},
-                     {"c1", c.compute_per_sample_ms},
-                     {"l0", c.local_fixed_ms},
-                     {"l1", c.local_per_sample_ms},
-                     {"a", c.remote_fixed_ms},
-                     {"r", c.remote_per_sample_ms},
-                     {"u", c.uplink_per_sample_ms},
-                     {"observations", observations_[i]}});
+    nlohmann::json e = nlohmann::json::object();
+    for (const CostField& f : kCostFields) e[std::string(f.digest_key)] = c.*f.member;
+    e["observations"] = observations_[i];
+    costs.push_back(std::move(e));
   }
   j["costs"] = std::move(costs);
   j["rejected_observations"] = rejected_observations_;

@@ -44,5 +44,7 @@ inline constexpr int kRecvHwm = 100;
 Status CheckFieldSizes(const v1::Envelope& env, const ClusterSpec& spec);
 size_t InboundMessageLimit(const ClusterSpec& spec, size_t max_message_bytes);
 bool WouldApply(const sched::Ledger& ledger, uint64_t partition_id, int32_t attempt, int32_t node);
+// The same for a record the caller already looked up (null = unknown).
+bool WouldApply(const sched::PartitionRecord* record, int32_t attempt, int32_t node);
 
 }  // namespace loft::server

@@ -305,11 +305,12 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       if (d.timings().has_training()) {
         ring_detection_.RecordOffences(node, d.timings().training(), spec_.num_nodes());
       }
-      if (!WouldApply(driver_->state().ledger(), d.partition_id(), d.attempt(), node)) {
+      // Looked up once; valid until the ack is applied below.
+      const sched::PartitionRecord* r = driver_->state().ledger().Find(d.partition_id());
+      if (!WouldApply(r, d.attempt(), node)) {
         // Changes no state: counted, not journaled. Its training report
         // still votes (the partition may have been committed by the ring).
-        if (const auto* r = driver_->state().ledger().Find(d.partition_id());
-            r != nullptr && r->partition.worker() == node && d.timings().has_training()) {
+        if (r != nullptr && r->partition.worker() == node && d.timings().has_training()) {
           ring_.RecordVotes(driver_->state().ledger(), r->partition.iteration(), node,
                             d.timings().training());
         }
@@ -317,23 +318,21 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
         return OkStatus();
       }
       if (d.timings().has_training()) pending_training_[d.partition_id()] = d.timings().training();
-      AckedPartition acked;
-      if (const auto* r = driver_->state().ledger().Find(d.partition_id()); r != nullptr) {
-        acked = {r->partition.id(), r->partition.iteration(), r->partition.worker(), r->sent_ms};
-        // The worker's word on what the ring applied, recorded before the
-        // ack is applied (an epoch's last ack prunes the records the
-        // votes are checked against) and also when the ledger ignores the
-        // ack (its partition was already committed, e.g. by the ring).
-        if (r->partition.worker() == node && d.timings().has_training()) {
-          const int dropped = ring_.RecordVotes(driver_->state().ledger(), r->partition.iteration(), node,
-                                                d.timings().training());
-          if (dropped > 0) {
-            spdlog::debug(
-                "training report of {} for iteration {}: {} of {} applied partitions are not that "
-                "iteration's as named by their worker; ignored",
-                spec_.nodes[node].name, r->partition.iteration(), dropped,
-                d.timings().training().applied_partitions_size());
-          }
+      // WouldApply: r is this worker's open partition.
+      const AckedPartition acked = {r->partition.id(), r->partition.iteration(), r->partition.worker(),
+                                    r->sent_ms};
+      // The worker's word on what the ring applied, recorded before the
+      // ack is applied (an epoch's last ack prunes the records the votes
+      // are checked against).
+      if (d.timings().has_training()) {
+        const int dropped = ring_.RecordVotes(driver_->state().ledger(), r->partition.iteration(), node,
+                                              d.timings().training());
+        if (dropped > 0) {
+          spdlog::debug(
+              "training report of {} for iteration {}: {} of {} applied partitions are not that "
+              "iteration's as named by their worker; ignored",
+              spec_.nodes[node].name, r->partition.iteration(), dropped,
+              d.timings().training().applied_partitions_size());
         }
       }
       auto u = driver_->OnPartitionDone(d, now_ms);
@@ -352,7 +351,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       *sender_node = node;
       nodes_[node].last_seen_ms = now_ms;
       LOFT_RETURN_IF_ERROR(OnPoisonReport(node, f, now_ms));
-      if (!WouldApply(driver_->state().ledger(), f.partition_id(), f.attempt(), node)) {
+      if (!WouldApply(driver_->state().ledger().Find(f.partition_id()), f.attempt(), node)) {
         CountIgnored("partition_failed");  // changes no state: not journaled
         spdlog::debug("ignored failure report of partition {} attempt {} from {}", f.partition_id(),
                       f.attempt(), spec_.nodes[node].name);
@@ -360,11 +359,9 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       }
       spdlog::info("partition {} attempt {} failed on {}: {}", f.partition_id(), f.attempt(),
                    spec_.nodes[node].name, f.reason());
-      if (const auto* r = driver_->state().ledger().Find(f.partition_id());
-          r != nullptr && r->partition.worker() == node && r->partition.attempt() == f.attempt()) {
-        LOFT_ASSIGN_OR_RETURN(bool committed, CommitIfApplied(f.partition_id(), now_ms));
-        if (committed) return OkStatus();
-      }
+      // WouldApply: the partition is this worker's open attempt.
+      LOFT_ASSIGN_OR_RETURN(bool committed, CommitIfApplied(f.partition_id(), now_ms));
+      if (committed) return OkStatus();
       const size_t quarantined = driver_->state().quarantine().samples().size();
       LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionFailed(f, now_ms));
       if (driver_->state().quarantine().samples().size() != quarantined)
@@ -386,6 +383,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
     case v1::Envelope::kStatusRequest:
       reply->mutable_status_reply()->set_json(StatusJson(now_ms));
       *reply->mutable_status_reply()->mutable_run() = RunSummary(in.status_request().include_rows());
+      WorkerProfiles(reply->mutable_status_reply()->mutable_workers());
       return OkStatus();
     default:
       return Unimplemented("the scheduler does not accept '" + std::string(BodyName(in)) + "' messages");

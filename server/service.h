@@ -90,6 +90,8 @@ class SchedulerService {
   // The run's figures (sched::RunRecorder), with every kept row when
   // `include_rows`.
   v1::RunSummary RunSummary(bool include_rows) const;
+  // Every node's current cost profile (StatusReply.workers), in node order.
+  void WorkerProfiles(google::protobuf::RepeatedPtrField<v1::WorkerCostProfile>* out) const;
   // True once the configured number of iterations has completed.
   bool finished() const { return finished_; }
   const sched::JobDriver& driver() const { return *driver_; }

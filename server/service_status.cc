@@ -161,6 +161,17 @@ std::string SchedulerService::StatusJson(double now_ms) const {
   return j.dump();
 }
 
+void SchedulerService::WorkerProfiles(google::protobuf::RepeatedPtrField<v1::WorkerCostProfile>* out) const {
+  const auto& st = driver_->state();
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    v1::WorkerCostProfile* w = out->Add();
+    w->set_node(node);
+    w->set_name(spec_.nodes[node].name);
+    w->set_observations(st.observations(node));
+    sched::CostToProto(st.cost(node), w->mutable_profile());
+  }
+}
+
 v1::RunSummary SchedulerService::RunSummary(bool include_rows) const {
   v1::RunSummary out;
   sched::ToProto(recorder_.Figures(driver_->state().ledger().counters().epochs_completed), &out);

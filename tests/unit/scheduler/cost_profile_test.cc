@@ -1,6 +1,9 @@
 #include "scheduler/cost_profile.h"
 
+#include <google/protobuf/descriptor.h>
+
 #include <catch2/catch.hpp>
+#include <map>
 #include <set>
 #include <string>
 
@@ -73,4 +76,32 @@ TEST_CASE("cost profile: a missing or non-numeric field is named") {
   j["remote_fixed_ms"] = "3";
   CHECK(CostFromJson(j, "x").status().message() == "x.remote_fixed_ms is missing");
   CHECK_FALSE(CostFromJson(nlohmann::json::array(), "x").ok());
+}
+
+TEST_CASE("cost profile: v1::CostProfile has kCostFields' names in their order, and round-trips") {
+  const auto* d = loft::v1::CostProfile::descriptor();
+  REQUIRE(static_cast<size_t>(d->field_count()) == kCostFields.size());
+  for (size_t i = 0; i < kCostFields.size(); ++i) {
+    CHECK(d->field(static_cast<int>(i))->name() == std::string(kCostFields[i].name));
+    CHECK(d->field(static_cast<int>(i))->number() == static_cast<int>(i) + 1);
+  }
+  const CostParams c = Distinct();
+  loft::v1::CostProfile p;
+  loft::sched::CostToProto(c, &p);
+  CHECK(p.compute_fixed_ms() == 1.5);
+  CHECK(p.local_fixed_ms() == 0.125);
+  CHECK(p.remote_per_sample_ms() == 0.5);
+  CHECK(p.uplink_per_sample_ms() == 0.75);
+  CHECK(Same(loft::sched::CostFromProto(p), c));
+}
+
+TEST_CASE("cost profile: the state dump's short keys are the ones the golden digests hash") {
+  // SchedulerState::ToJson writes these keys; renaming one changes every
+  // golden state digest.
+  const std::map<std::string, std::string> want = {
+      {"compute_fixed_ms", "c0"},    {"compute_per_sample_ms", "c1"}, {"local_fixed_ms", "l0"},
+      {"local_per_sample_ms", "l1"}, {"remote_fixed_ms", "a"},        {"remote_per_sample_ms", "r"},
+      {"uplink_per_sample_ms", "u"}};
+  REQUIRE(want.size() == kCostFields.size());
+  for (const auto& f : kCostFields) CHECK(want.at(std::string(f.name)) == f.digest_key);
 }

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <vector>
 
+#include "scheduler/cost_profile.h"
+
 namespace {
 namespace fs = std::filesystem;
 using loft::server::SchedulerOptions;
@@ -738,4 +740,33 @@ TEST_CASE(
   CHECK(Send(*s, Register("edge-2", 2), 60).code() == loft::StatusCode::kPermissionDenied);
   REQUIRE(s->Tick(70).ok());
   CHECK(Status(*s, 70)["live_nodes"] == nlohmann::json::array({0, 1}));
+}
+
+TEST_CASE("the status reply carries every worker's cost profile typed, equal to the document's") {
+  Fixture f;
+  auto s = StartBoth(f);
+  std::set<uint64_t> acked;
+  AckAll(*s, f.transport, acked, 2);
+  REQUIRE(s->Tick(3).ok());
+  loft::v1::Envelope req, reply;
+  req.mutable_status_request();
+  REQUIRE(Send(*s, req, 4, &reply).ok());
+  REQUIRE(reply.has_status_reply());
+  const auto& r = reply.status_reply();
+  const auto doc = nlohmann::json::parse(r.json());
+  REQUIRE(r.workers_size() == 2);
+  for (int node = 0; node < 2; ++node) {
+    const auto& w = r.workers(node);
+    CHECK(w.node() == node);
+    CHECK(w.name() == f.spec.nodes[node].name);
+    CHECK(w.observations() == s->driver().state().observations(node));
+    CHECK(w.observations() == doc["workers"][node]["observations"]);
+    const loft::sched::CostParams want = s->driver().state().cost(node);
+    const loft::sched::CostParams got = loft::sched::CostFromProto(w.profile());
+    for (const auto& field : loft::sched::kCostFields) {
+      CHECK(got.*field.member == want.*field.member);
+      CHECK(doc["workers"][node]["profile"][std::string(field.name)] == want.*field.member);
+    }
+  }
+  CHECK(r.workers(0).profile().compute_per_sample_ms() > 0);  // a profile, not an empty message
 }

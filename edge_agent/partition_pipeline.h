@@ -1,0 +1,95 @@
+// PartitionPipeline: the agent's two partition threads and the queues
+// between them and the poll loop (ZmqAgentServer).
+//   reader thread: reads the next assigned partition (local reads + peer
+//     fetch, PartitionRunner::Read) while
+//   compute thread: computes the previous one (PartitionRunner::Finish
+//     with the Trainer) and queues its report (prefetch depth 1). While
+//     nothing is pending it lets the trainer serve its ring
+//     (Trainer::Idle).
+// The trainer's ring offences are counted here (loft_agent_ring_offences)
+// and queued as PeerReports; the job's offence counts so far are attached
+// to every training report. Queuing a report wakes the poll loop through
+// an inproc PAIR (wake_socket), so a report leaves at once instead of at
+// the next poll timeout.
+//
+// Not responsible for: sockets other than the wake pair, sending reports
+// or CreditGrants (the poll loop takes them with TakeReports), what a
+// partition or a report means (AgentService, PartitionRunner).
+// Thread-safety: Enqueue, TakeReports and Stop may be called from any
+// thread; wake_socket/DrainWakes from the poll loop only. Start once.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+#include <zmq.hpp>
+
+#include "core/proto/loft.pb.h"
+#include "core/status.h"
+#include "edge_agent/agent_service.h"
+#include "edge_agent/trainer.h"
+
+namespace loft::agent {
+
+class PartitionPipeline {
+ public:
+  // Borrowed, must outlive the pipeline: ctx (the wake pair's context),
+  // runner, trainer, service (node()), metrics (ring_offences).
+  static StatusOr<std::unique_ptr<PartitionPipeline>> Create(zmq::context_t* ctx, PartitionRunner* runner,
+                                                             Trainer* trainer, const AgentService* service,
+                                                             AgentMetrics* metrics);
+  ~PartitionPipeline();  // Stop()
+
+  // Starts the reader and compute threads.
+  void Start();
+  // Ends both threads (a partition being read or computed finishes first)
+  // and joins them. Idempotent. Reports already queued stay queued.
+  void Stop();
+
+  // Partitions to run, in order (accepted assignments).
+  void Enqueue(std::vector<v1::Partition> partitions);
+  // The queued reports (PartitionDone/Failed and PeerReports), oldest first.
+  std::deque<v1::Envelope> TakeReports();
+
+  // Readable when a report was queued; the poll loop polls it and then
+  // calls DrainWakes.
+  zmq::socket_t& wake_socket() { return wake_rx_; }
+  void DrainWakes();
+
+ private:
+  PartitionPipeline(PartitionRunner* runner, Trainer* trainer, const AgentService* service,
+                    AgentMetrics* metrics)
+      : runner_(runner), trainer_(trainer), service_(service), metrics_(metrics) {}
+  void ReaderLoop();
+  void ComputeLoop();
+  void WakeMainLoop();
+  void TakeOffences();                             // under mu_
+  void AttachOffenceCounts(v1::Envelope& report);  // under mu_
+
+  PartitionRunner* runner_;
+  Trainer* trainer_;
+  const AgentService* service_;
+  AgentMetrics* metrics_;
+  // wake_tx_: compute thread only; wake_rx_: poll loop only.
+  zmq::socket_t wake_rx_, wake_tx_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::Partition> assigned_;
+  std::optional<ReadPartition> ready_;
+  bool reading_ = false;  // the reader thread holds a partition
+  std::deque<v1::Envelope> outbox_;
+  std::map<std::pair<int32_t, std::string>, int64_t> offence_counts_;  // (offender, reason) -> seen
+  bool stop_ = false;
+  std::thread reader_, computer_;
+};
+
+}  // namespace loft::agent
