@@ -166,8 +166,12 @@ int main(int argc, char** argv) {
     Check(sched.status(), "scheduler socket");
     Check(Bind(*sched, "tcp://127.0.0.1:*"), "bind scheduler");
     std::string spec_path = (root / "cluster.yaml").string();
-    std::ofstream(spec_path) << "dataset: {name: bench, samples: " << n
-                             << ", sample_bytes: 784}\nnodes:\n  - name: a\n  - name: b\n";
+    // Node b serves every sample: replication 2 on two nodes gives it all
+    // n, as ingested above (the agent refuses a cache that does not match
+    // its placement).
+    std::ofstream(spec_path)
+        << "dataset: {name: bench, samples: " << n
+        << ", sample_bytes: 784}\nplacement: {replication: 2}\nnodes:\n  - name: a\n  - name: b\n";
     agent::AgentConfig cfg;
     cfg.node_name = "b";
     cfg.cluster_spec = spec_path;

@@ -119,7 +119,22 @@ PeerReply AgentService::HandlePeer(std::string_view frame, size_t extra_frames, 
     return deny(auth.code() == StatusCode::kUnavailable ? "no_grant" : "denied", auth);
   }
   if (Status st = cache_->MultiGetRecordsInto(ids, &out.records); !st.ok()) {
-    return deny(st.code() == StatusCode::kNotFound ? "not_found" : "data_loss", st);
+    if (st.code() != StatusCode::kDataLoss)
+      return deny(st.code() == StatusCode::kNotFound ? "not_found" : "data_loss", st);
+    // A stored record failed its check: name every such id of the request
+    // (decoded once more, only on this rare path) so the requester can
+    // report them and the scheduler quarantine them.
+    std::vector<uint64_t> bad;
+    const auto recs = cache_->MultiGet(ids);
+    for (size_t i = 0; i < recs.size(); ++i)
+      if (!recs[i].ok() && recs[i].status().code() == StatusCode::kDataLoss) bad.push_back(ids[i]);
+    (void)deny("data_loss", st);
+    for (uint64_t id : bad) out.header.mutable_error()->add_bad_samples(id);
+    if (!bad.empty())
+      spdlog::error(
+          "fetch by node {} (partition {}): {} stored records failed their check (first: sample {})",
+          req.requester(), req.partition_id(), bad.size(), bad.front());
+    return out;
   }
   if (options_.poison_serve) {
     if (Status st = PoisonRecords(ids, &out.records); !st.ok()) return deny("data_loss", st);
@@ -389,6 +404,10 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
       PeerFetchResult& r = it->second;
       (*t->mutable_remote_read_ms_by_peer())[peer] = r.ms;
       if (!r.status.ok()) {
+        // Records the peer found corrupt in its own cache (ids of this
+        // group only): reported like a local corrupt record.
+        for (uint64_t id : r.bad_samples)
+          if (std::find(ids.begin(), ids.end(), id) != ids.end()) out.bad_samples.push_back(id);
         if (first_error.ok()) first_error = r.status.WithContext(fmt::format("fetch from peer {}", peer));
         continue;
       }

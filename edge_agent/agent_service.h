@@ -149,7 +149,10 @@ class AgentService {
 struct PeerFetchResult {
   Status status;
   std::vector<std::string> records;  // one per requested id, in order
-  double ms = 0;                     // time until this peer's last reply
+  // With a DataLoss status: requested ids whose record failed its check
+  // on the serving peer (Error.bad_samples; only ids this request named).
+  std::vector<uint64_t> bad_samples;
+  double ms = 0;  // time until this peer's last reply
   int64_t bytes = 0;
 };
 

@@ -174,6 +174,16 @@ std::map<int32_t, PeerFetchResult> PeerFetcher::FetchAll(
             pd.resend_at_us = clock_->NowMicros() + options_.retry_backoff_ms * 1000;
             continue;
           }
+          if (st.code() == StatusCode::kDataLoss) {
+            // The peer names the ids whose stored record failed its check;
+            // keep only ids this request asked for (a peer cannot get others
+            // quarantined).
+            std::vector<uint64_t>& bad = out[peer].bad_samples;
+            for (uint64_t id : env->error().bad_samples())
+              if (std::find(pd.ids.begin(), pd.ids.end(), id) != pd.ids.end() &&
+                  std::find(bad.begin(), bad.end(), id) == bad.end())
+                bad.push_back(id);
+          }
           fail(peer, st.WithContext(fmt::format("peer {}", peer)));
           break;
         }

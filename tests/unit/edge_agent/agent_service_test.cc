@@ -104,6 +104,11 @@ class FakePeers : public PeerClient {
       }
       if (corrupt_first && !r.records.empty()) r.records[0][10] ^= 0x1;
       if (fail_peer == peer) r.status = Unavailable("peer gone");
+      if (bad_on_peer == peer) {  // the peer's own record failed its check (Error.bad_samples)
+        r.status = DataLoss("record failed its check");
+        r.records.clear();
+        r.bad_samples = bad_named;
+      }
       out[peer] = std::move(r);
     }
     return out;
@@ -116,6 +121,8 @@ class FakePeers : public PeerClient {
   std::vector<Call> calls;
   bool corrupt_first = false;
   int32_t fail_peer = -1;
+  int32_t bad_on_peer = -1;
+  std::vector<uint64_t> bad_named;
   int32_t poison_peer = -1;  // serves label-flipped records (valid CRC)
 };
 
@@ -375,6 +382,30 @@ TEST_CASE("A local record corrupted underneath the cache fails the partition") {
   PeerReply pr = svc.HandlePeer(Frame(Fetch(5, 1, {5})), 0, "");
   REQUIRE(pr.header.has_error());
   CHECK(pr.header.error().code() == static_cast<int>(StatusCode::kDataLoss));
+  // The refusal names the corrupt sample (not its good neighbour), so the
+  // requester can report it and the scheduler quarantine it.
+  (void)svc.HandleScheduler(Frame(GrantEnv(6, 1, {4, 5})), 0);
+  PeerReply pr2 = svc.HandlePeer(Frame(Fetch(6, 1, {4, 5})), 0, "");
+  REQUIRE(pr2.header.has_error());
+  CHECK(std::vector<uint64_t>(pr2.header.error().bad_samples().begin(),
+                              pr2.header.error().bad_samples().end()) == std::vector<uint64_t>{5});
+}
+
+TEST_CASE("A record corrupt on the serving peer is reported in bad_samples with its id") {
+  Fixture fx;
+  ManualClock clock;
+  FakePeers peers;
+  peers.bad_on_peer = 1;
+  peers.bad_named = {201, 999};  // 999 was not asked of that peer: never reported
+  PartitionRunner runner(&clock, fx.cache.get(), &peers, &fx.metrics);
+  SyntheticTrainer trainer(&clock, ComputeSpec{2.0, 0.1, 0.0}, 1);
+  ReadPartition r = runner.Read(MakePartition(9, 0, {{1, 0}, {200, 1}, {201, 1}, {300, 2}}), 0);
+  CHECK(r.status.code() == StatusCode::kDataLoss);
+  CHECK(r.bad_samples == std::vector<uint64_t>{201});
+  v1::Envelope failed = runner.Finish(std::move(r), &trainer, 0);
+  REQUIRE(failed.has_partition_failed());
+  const auto& f = failed.partition_failed();
+  CHECK(std::vector<uint64_t>(f.bad_samples().begin(), f.bad_samples().end()) == std::vector<uint64_t>{201});
 }
 
 TEST_CASE("A registration reply for a different job asks the agent to restart") {
