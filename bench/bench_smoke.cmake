@@ -25,8 +25,14 @@ set(LOFT_BENCH_SMOKE_sim_bench ${CMAKE_SOURCE_DIR}/examples/clusters/homogeneous
 set(LOFT_BENCH_SMOKE_state_bench --reps 1 --max-nodes 16 --epoch-factor 1)
 set(LOFT_BENCH_SMOKE_train_bench --skip-train --skip-allreduce)
 # Python benchmarks: name -> smoke_check options, then -- and the command.
+# The torch bench runs on Debian's python3 (python3-torch), as the torch
+# integration tests do (tests/integration/torch.cmake).
+set(_loft_torch_py ${Python3_EXECUTABLE})
+if(EXISTS /usr/bin/python3)
+  set(_loft_torch_py /usr/bin/python3)
+endif()
 set(LOFT_BENCH_SMOKE_PY_torch_consumer_bench
-    --needs-module torch -- ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/torch_consumer_bench.py
+    --needs-module torch -- ${_loft_torch_py} ${CMAKE_CURRENT_LIST_DIR}/torch_consumer_bench.py
     --build ${CMAKE_BINARY_DIR} --batch 512 --iterations 2 --trials 1 --skip-allreduce)
 # Not smoke-tested, with the reason.
 set(LOFT_BENCH_SMOKE_EXCLUDED

@@ -7,12 +7,23 @@ not looked at.
   smoke_check.py [--needs-module M] -- COMMAND [ARGS...]
 
 --needs-module M: exit 77 (ctest: skipped) when Python module M is not
-importable (the torch bench without PyTorch installed).
+importable by the benchmark's interpreter (the command's first word when it
+is a python): the torch bench without PyTorch installed.
 """
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+
+
+def has_module(name, cmd):
+    """Whether the benchmark's interpreter (the command's first word when it
+    is a python, this one otherwise) can import module `name`."""
+    if os.path.basename(cmd[0]).startswith("python"):
+        return subprocess.run([cmd[0], "-c", f"import {name}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0
+    return importlib.util.find_spec(name) is not None
 
 
 def main():
@@ -26,8 +37,8 @@ def main():
     i = 0
     while i < len(opts):
         if opts[i] == "--needs-module" and i + 1 < len(opts):
-            if importlib.util.find_spec(opts[i + 1]) is None:
-                print(f"skipped: Python module {opts[i + 1]} is not installed")
+            if not has_module(opts[i + 1], cmd):
+                print(f"skipped: Python module {opts[i + 1]} is not installed for {cmd[0]}")
                 sys.exit(77)
             i += 2
         else:
