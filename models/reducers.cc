@@ -117,14 +117,6 @@ size_t SortedFinite(Inputs in, std::span<const double> w, size_t j, std::pair<fl
   return m;
 }
 
-// The median of the finite values of every coordinate when all n <= 16
-// inputs have the same weight. Bitwise what WeightedMedian gives then: with
-// m equal weights the cumulative weight first reaches half the total at
-// the middle value (m odd) or exactly at half after m/2 values (m even,
-// where it averages the two middle values in double); the weight is normal
-// and m <= 16, so the sums' rounding (relative < 1e-14) stays far inside
-// WeightedMedian's 1e-12 tolerance. Ties (only -0 and +0 compare equal) are
-// kept in input order, as SortedFinite does.
 // The median of a sorted column of m finite values, as WeightedMedian
 // gives it for equal weights.
 float MiddleOf(const float* v, size_t m) {
@@ -133,6 +125,14 @@ float MiddleOf(const float* v, size_t m) {
              : static_cast<float>(0.5 * (static_cast<double>(v[m / 2 - 1]) + static_cast<double>(v[m / 2])));
 }
 
+// The median of the finite values of every coordinate when all n <= 16
+// inputs have the same weight. Bitwise what WeightedMedian gives then: with
+// m equal weights the cumulative weight first reaches half the total at
+// the middle value (m odd) or exactly at half after m/2 values (m even,
+// where it averages the two middle values in double); the weight is normal
+// and m <= 16, so the sums' rounding (relative < 1e-14) stays far inside
+// WeightedMedian's 1e-12 tolerance. Ties (only -0 and +0 compare equal) are
+// kept in input order, as SortedFinite does.
 Status EqualWeightMedian(Inputs in, std::span<float> out) {
   const size_t n = in.size();
   // Blocks of kB coordinates whose inputs are all finite and none is -0 go
