@@ -12,7 +12,7 @@ void FineTimerSlack() {
 
 void ExactSleep::Sleep(int64_t micros) {
   if (micros <= 0) return;
-  FineTimerSlack();  // per thread and cheap to set: the sleeping thread's
+  FineTimerSlack();  // timer slack is per thread and cheap to set: set it on the sleeping thread
   const int64_t credit = std::min(overrun_us_, micros);
   const int64_t target = micros - credit;
   const int64_t t0 = clock_->NowMicros();
