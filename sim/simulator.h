@@ -281,6 +281,15 @@ class Simulator {
   void RingState(int64_t iteration, uint64_t generation);  // a rejoined member fetches the state
   void RingDone(int64_t iteration, uint64_t generation);
   bool RingStalled(const Ring& ring) const;  // a member crashed: nothing moves until its death is noticed
+  // The ring of `iteration` if it is still `generation` (not restarted
+  // since); RunningRing: and still running. Null otherwise.
+  Ring* RingOfGeneration(int64_t iteration, uint64_t generation);
+  Ring* RunningRing(int64_t iteration, uint64_t generation);
+  // One flow of that ring, `bytes` from → to after the link's latency
+  // (stalled while either end is crashed); the last of the ring's
+  // flows_pending to arrive calls `then`.
+  void RingFlow(int64_t iteration, uint64_t generation, int32_t from, int32_t to, double bytes,
+                std::function<void()> then);
   // Removes a failed partition from its agent's queue and stages.
   void DropPart(Part& p);
 

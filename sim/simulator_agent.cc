@@ -180,16 +180,16 @@ void Simulator::MaybeStartRing(int64_t iteration) {
 // parameters to the next over the flow network, each flow after its
 // link's latency, the step ending with the last; then the reducer.
 void Simulator::RingStep(int64_t iteration, uint64_t generation) {
-  auto r = rings_.find(iteration);
-  if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
-  Ring& ring = r->second;
+  Ring* live = RunningRing(iteration, generation);
+  if (live == nullptr) return;
+  Ring& ring = *live;
   if (RingStalled(ring)) return;  // restarted when the death is noticed
   const size_t n = ring.members.size();
   const int steps = n <= 1 ? 0 : 2 * static_cast<int>(n - 1);
   auto next = [this, iteration, generation] {
-    auto r = rings_.find(iteration);
-    if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
-    ++r->second.step;
+    Ring* r = RunningRing(iteration, generation);
+    if (r == nullptr) return;
+    ++r->step;
     RingStep(iteration, generation);
   };
   if (ring.step == -2) {  // the hello exchange
@@ -213,23 +213,8 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   ring.flows_pending = static_cast<int>(n);
   ring.flows.clear();
   const double bytes = allreduce_.ChunkBytes(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int32_t from = ring.members[i], to = ring.members[(i + 1) % n];
-    queue_.After(allreduce_.LinkLatencyMs(from, to), [this, iteration, generation, from, to, bytes, next] {
-      auto r = rings_.find(iteration);
-      if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
-      if (crashed_[static_cast<size_t>(from)] || crashed_[static_cast<size_t>(to)]) return;  // stalls
-      const uint64_t f = network_.Start(from, to, bytes, [this, iteration, generation, next](bool ok) {
-        auto r = rings_.find(iteration);
-        if (!ok || r == rings_.end() || r->second.generation != generation) return;
-        if (--r->second.flows_pending == 0) {
-          r->second.flows.clear();
-          next();
-        }
-      });
-      r->second.flows.push_back(f);
-    });
-  }
+  for (size_t i = 0; i < n; ++i)
+    RingFlow(iteration, generation, ring.members[i], ring.members[(i + 1) % n], bytes, next);
 }
 
 // The state check after the hello (edge_agent/model_trainer.h step 2):
@@ -247,19 +232,18 @@ void Simulator::RingState(int64_t iteration, uint64_t generation) {
       source = m;
   }
   auto next = [this, iteration, generation] {
-    auto r = rings_.find(iteration);
-    if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
-    if (RingStalled(r->second)) return;
-    ++r->second.step;
+    Ring* r = RunningRing(iteration, generation);
+    if (r == nullptr || RingStalled(*r)) return;
+    ++r->step;
     RingStep(iteration, generation);
   };
   if (stale.empty() || source < 0) return next();
   // Then the restarted members' second compute (the slowest one).
   auto recompute = [this, iteration, generation, next] {
-    auto r = rings_.find(iteration);
-    if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
+    const Ring* r = RunningRing(iteration, generation);
+    if (r == nullptr) return;
     double ms = 0;
-    for (uint64_t id : r->second.parts) {
+    for (uint64_t id : r->parts) {
       const Part* x = FindPart(id);
       if (x != nullptr && stale_[static_cast<size_t>(x->node)])
         ms = std::max(ms, model_.ComputeMs(x->node, x->batch, queue_.now_ms()));
@@ -268,23 +252,38 @@ void Simulator::RingState(int64_t iteration, uint64_t generation) {
   };
   ring.flows_pending = static_cast<int>(stale.size());
   ring.flows.clear();
-  for (int32_t to : stale) {
-    queue_.After(allreduce_.LinkLatencyMs(source, to), [this, iteration, generation, source, to, recompute] {
-      auto r = rings_.find(iteration);
-      if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
-      if (crashed_[static_cast<size_t>(source)] || crashed_[static_cast<size_t>(to)]) return;  // stalls
-      auto arrived = [this, iteration, generation, recompute](bool ok) {
-        auto r = rings_.find(iteration);
-        if (!ok || r == rings_.end() || r->second.generation != generation) return;
-        if (--r->second.flows_pending == 0) {
-          r->second.flows.clear();
-          recompute();
-        }
-      };
-      if (!allreduce_.links()) return arrived(true);
-      r->second.flows.push_back(network_.Start(source, to, allreduce_.StateBytes(), arrived));
-    });
-  }
+  for (int32_t to : stale) RingFlow(iteration, generation, source, to, allreduce_.StateBytes(), recompute);
+}
+
+void Simulator::RingFlow(int64_t iteration, uint64_t generation, int32_t from, int32_t to, double bytes,
+                         std::function<void()> then) {
+  queue_.After(allreduce_.LinkLatencyMs(from, to), [this, iteration, generation, from, to, bytes, then] {
+    Ring* ring = RunningRing(iteration, generation);
+    if (ring == nullptr) return;
+    if (crashed_[static_cast<size_t>(from)] || crashed_[static_cast<size_t>(to)]) return;  // stalls
+    auto arrived = [this, iteration, generation, then](bool ok) {
+      Ring* r = RingOfGeneration(iteration, generation);
+      if (!ok || r == nullptr) return;
+      if (--r->flows_pending == 0) {
+        r->flows.clear();
+        then();
+      }
+    };
+    if (!allreduce_.links()) return arrived(true);
+    const uint64_t f = network_.Start(from, to, bytes, arrived);
+    // `arrived` may have restarted or erased the ring: look it up again.
+    if (Ring* r = RingOfGeneration(iteration, generation); r != nullptr) r->flows.push_back(f);
+  });
+}
+
+Simulator::Ring* Simulator::RingOfGeneration(int64_t iteration, uint64_t generation) {
+  auto r = rings_.find(iteration);
+  return r == rings_.end() || r->second.generation != generation ? nullptr : &r->second;
+}
+
+Simulator::Ring* Simulator::RunningRing(int64_t iteration, uint64_t generation) {
+  Ring* ring = RingOfGeneration(iteration, generation);
+  return ring != nullptr && ring->running ? ring : nullptr;
 }
 
 bool Simulator::RingStalled(const Ring& ring) const {
@@ -293,9 +292,9 @@ bool Simulator::RingStalled(const Ring& ring) const {
 }
 
 void Simulator::RingDone(int64_t iteration, uint64_t generation) {
-  auto r = rings_.find(iteration);
-  if (r == rings_.end() || r->second.generation != generation || !r->second.running) return;
-  Ring& ring = r->second;
+  Ring* live = RunningRing(iteration, generation);
+  if (live == nullptr) return;
+  Ring& ring = *live;
   if (RingStalled(ring)) return;
   for (int32_t m : ring.members) stale_[static_cast<size_t>(m)] = false;  // synced by this ring
   ring.running = false;
