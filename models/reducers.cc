@@ -132,18 +132,20 @@ float MiddleOf(const float* v, size_t m) {
 // where it averages the two middle values in double); the weight is normal
 // and m <= 16, so the sums' rounding (relative < 1e-14) stays far inside
 // WeightedMedian's 1e-12 tolerance. Ties (only -0 and +0 compare equal) are
-// kept in input order, as SortedFinite does.
-Status EqualWeightMedian(Inputs in, std::span<float> out) {
+// kept in input order: blocks with a -0 or a non-finite value go through
+// SortedFinite.
+Status EqualWeightMedian(Inputs in, std::span<const double> w, std::span<float> out) {
   const size_t n = in.size();
   // Blocks of kB coordinates whose inputs are all finite and none is -0 go
   // through a sorting network applied to the whole block (min/max, which
   // the compiler vectorises). Among such values equal means bitwise equal,
-  // so the sorted column is the one the insertion sort below produces. A
+  // so the sorted column is the one SortedFinite produces. A
   // block with a non-finite value or a -0 (equal to +0, other bits) takes
-  // the insertion sort, coordinate by coordinate.
+  // SortedFinite, coordinate by coordinate.
   constexpr size_t kB = 64;
   std::array<std::array<float, kB>, 16> col{};
   std::array<float, 16> v{};
+  std::array<std::pair<float, double>, 16> pairs{};
   for (size_t j0 = 0; j0 < out.size(); j0 += kB) {
     const size_t bl = std::min(kB, out.size() - j0);
     bool plain = bl == kB;
@@ -178,18 +180,8 @@ Status EqualWeightMedian(Inputs in, std::span<float> out) {
       continue;
     }
     for (size_t j = j0; j < j0 + bl; ++j) {
-      size_t m = 0;
-      for (size_t i = 0; i < n; ++i) {
-        const float x = in[i][j];
-        if (!std::isfinite(x)) continue;
-        size_t p = m;
-        while (p > 0 && x < v[p - 1]) {
-          v[p] = v[p - 1];
-          --p;
-        }
-        v[p] = x;
-        ++m;
-      }
+      const size_t m = SortedFinite(in, w, j, pairs.data());
+      for (size_t i = 0; i < m; ++i) v[i] = pairs[i].first;
       if (m == 0) {
         return DataLoss("median: coordinate " + std::to_string(j) +
                         " has no finite input with positive weight");
@@ -204,7 +196,7 @@ Status CoordinateWise(const ReducerOptions& o, Inputs in, std::span<const double
   const size_t n = in.size();
   if (o.kind == ReducerKind::kMedian && n > 0 && n <= 16 && w[0] >= 1e-300 && w[0] <= 1e300 &&
       std::all_of(w.begin(), w.end(), [&](double x) { return x == w[0]; })) {
-    return EqualWeightMedian(in, out);
+    return EqualWeightMedian(in, w, out);
   }
   const size_t k = o.trim_count >= 0
                        ? static_cast<size_t>(o.trim_count)
