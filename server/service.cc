@@ -351,7 +351,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       *sender_node = node;
       nodes_[node].last_seen_ms = now_ms;
       LOFT_RETURN_IF_ERROR(OnPoisonReport(node, f, now_ms));
-      if (!WouldApply(driver_->state().ledger().Find(f.partition_id()), f.attempt(), node)) {
+      if (!WouldApply(driver_->state().ledger(), f.partition_id(), f.attempt(), node)) {
         CountIgnored("partition_failed");  // changes no state: not journaled
         spdlog::debug("ignored failure report of partition {} attempt {} from {}", f.partition_id(),
                       f.attempt(), spec_.nodes[node].name);

@@ -3,6 +3,7 @@
 // (tools/loftctl/calibrate.h, docs/testbed.md "Calibration").
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "core/cluster_spec.h"
+#include "server/options.h"
 #include "tools/loftctl/calibrate.h"
 #include "tools/loftctl/commands.h"
 
@@ -27,26 +29,19 @@ StatusOr<std::string> Slurp(const fs::path& p) {
   return ss.str();
 }
 
-// A top-level `key: value` line of the run's scheduler.yaml (written by
-// cluster run); empty when absent.
-StatusOr<std::string> SchedulerYamlValue(const fs::path& run_dir, const std::string& key) {
-  LOFT_ASSIGN_OR_RETURN(std::string text, Slurp(run_dir / "scheduler.yaml"));
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) == 0) {
-      std::string v = line.substr(key.size() + 1);
-      v.erase(0, v.find_first_not_of(' '));
-      return v;
-    }
-  }
-  return std::string();
+// The run's scheduler.yaml (written by cluster run), read by the
+// scheduler's own loader over `base` (keys absent from the file keep
+// base's values).
+StatusOr<server::SchedulerOptions> RunSchedulerOptions(const fs::path& run_dir,
+                                                       server::SchedulerOptions base = {}) {
+  LOFT_RETURN_IF_ERROR(server::LoadSchedulerOptionsFile((run_dir / "scheduler.yaml").string(), &base));
+  return base;
 }
 
-// The cluster_spec line of the run's scheduler.yaml.
+// The cluster_spec of the run's scheduler.yaml.
 StatusOr<std::string> RunSpecPath(const fs::path& run_dir) {
-  LOFT_ASSIGN_OR_RETURN(std::string v, SchedulerYamlValue(run_dir, "cluster_spec"));
-  if (!v.empty()) return v;
+  LOFT_ASSIGN_OR_RETURN(const server::SchedulerOptions so, RunSchedulerOptions(run_dir));
+  if (!so.cluster_spec.empty()) return so.cluster_spec;
   return NotFound((run_dir / "scheduler.yaml").string() + " names no cluster_spec; pass --spec");
 }
 
@@ -54,17 +49,18 @@ StatusOr<std::string> RunSpecPath(const fs::path& run_dir) {
 // loft-sim notices a death when the daemon would.
 Status CopyHeartbeat(const fs::path& run_dir, ClusterSpec* spec, std::vector<std::string>* notes) {
   if (!fs::exists(run_dir / "scheduler.yaml")) return OkStatus();
-  for (const auto& [key, out] : {std::pair{"heartbeat_interval_ms", &spec->scheduler.heartbeat_interval_ms},
-                                 std::pair{"heartbeat_timeout_ms", &spec->scheduler.heartbeat_timeout_ms}}) {
-    LOFT_ASSIGN_OR_RETURN(std::string v, SchedulerYamlValue(run_dir, key));
-    if (v.empty()) continue;
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (end == v.c_str() || *end != '\0' || !(x >= 0))
+  server::SchedulerOptions base;  // keys absent from the file keep the spec's values
+  base.heartbeat_interval_ms = std::llround(spec->scheduler.heartbeat_interval_ms);
+  base.heartbeat_timeout_ms = std::llround(spec->scheduler.heartbeat_timeout_ms);
+  LOFT_ASSIGN_OR_RETURN(const server::SchedulerOptions so, RunSchedulerOptions(run_dir, base));
+  for (const auto& [key, x] : {std::pair{"heartbeat_interval_ms", so.heartbeat_interval_ms},
+                               std::pair{"heartbeat_timeout_ms", so.heartbeat_timeout_ms}}) {
+    if (x < 0)
       return InvalidArgument(
-          fmt::format("{}: {} is not a number >= 0: '{}'", (run_dir / "scheduler.yaml").string(), key, v));
-    *out = x;
+          fmt::format("{}: {} is not a number >= 0: '{}'", (run_dir / "scheduler.yaml").string(), key, x));
   }
+  spec->scheduler.heartbeat_interval_ms = static_cast<double>(so.heartbeat_interval_ms);
+  spec->scheduler.heartbeat_timeout_ms = static_cast<double>(so.heartbeat_timeout_ms);
   notes->push_back(
       fmt::format("scheduler.heartbeat_interval_ms {:.4g}, heartbeat_timeout_ms {:.4g} (the run's)",
                   spec->scheduler.heartbeat_interval_ms, spec->scheduler.heartbeat_timeout_ms));
