@@ -86,6 +86,17 @@ void BecomeSubreaper() {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
+void KillNow(Child& c) {
+  Signal(c, SIGKILL);
+  if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
+  c.pid = -1;
+  if (c.pgid > 0) {
+    while (::waitpid(-c.pgid, nullptr, WNOHANG) > 0) {
+    }
+  }
+  c.pgid = -1;
+}
+
 void StopAll(const std::vector<Child*>& children, int grace_ms) {
   std::vector<Child*> left;
   for (Child* c : children) {
@@ -98,31 +109,11 @@ void StopAll(const std::vector<Child*>& children, int grace_ms) {
     std::erase_if(left, [](Child* c) { return Gone(*c); });
     if (!left.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  for (Child* c : left) {
-    Signal(*c, SIGKILL);
-    if (c->pid > 0) ::waitpid(c->pid, nullptr, 0);
-    c->pid = -1;
-    if (c->pgid > 0) {
-      while (::waitpid(-c->pgid, nullptr, WNOHANG) > 0) {
-      }
-    }
-    c->pgid = -1;
-  }
+  for (Child* c : left) KillNow(*c);
 }
 
 void Stop(Child& c, int grace_ms) {
   StopAll({&c}, grace_ms);
-}
-
-void KillNow(Child& c) {
-  Signal(c, SIGKILL);
-  if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
-  c.pid = -1;
-  if (c.pgid > 0) {
-    while (::waitpid(-c.pgid, nullptr, WNOHANG) > 0) {
-    }
-  }
-  c.pgid = -1;
 }
 
 std::string DescribeWaitStatus(int wait_status) {
