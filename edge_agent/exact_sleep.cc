@@ -7,12 +7,17 @@
 namespace loft::agent {
 
 void FineTimerSlack() {
-  (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  // Once per thread (the slack is a per-thread setting).
+  thread_local const bool set = [] {
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    return true;
+  }();
+  (void)set;
 }
 
 void ExactSleep::Sleep(int64_t micros) {
   if (micros <= 0) return;
-  FineTimerSlack();  // timer slack is per thread and cheap to set: set it on the sleeping thread
+  FineTimerSlack();  // on the sleeping thread (once per thread)
   const int64_t credit = std::min(overrun_us_, micros);
   const int64_t target = micros - credit;
   const int64_t t0 = clock_->NowMicros();

@@ -16,8 +16,8 @@
 
 namespace loft::agent {
 
-// Sets the calling thread's timer slack to 1 µs (default 50 µs): its
-// sleeps and poll timeouts end when asked, not up to 50 µs later.
+// Sets the calling thread's timer slack to 1 µs (default 50 µs), once per
+// thread: its sleeps and poll timeouts end when asked, not up to 50 µs later.
 void FineTimerSlack();
 
 class ExactSleep {

@@ -57,7 +57,7 @@ void RingLinkEmulation::AfterReceive(int from, int64_t bytes, int64_t arrived_us
   const int64_t ready = delivered_us + static_cast<int64_t>(lat * 1000.0);
   const int64_t now = clock->NowMicros();
   if (ready > now) {
-    FineTimerSlack();  // a hold per ring step: not 50 µs of timer slack each
+    FineTimerSlack();  // a hold per ring step: not 50 µs of timer slack each (set once per thread)
     clock->SleepForMicros(ready - now);
   }
 }
