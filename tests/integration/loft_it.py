@@ -212,3 +212,37 @@ def check_ledger(st, epochs):
     assert l["duplicates"] == 0, f"duplicates {l}"
     assert l["lost"] == 0, f"lost {l}"
     assert l["epochs_completed"] >= epochs, f"epochs {l}"
+
+
+def run_with_corrupt_sample(c, node, samples, *run_args):
+    """Ingests every node's cache under c.tmp, damages one record in `node`'s
+    cache (cache_corrupt: its CRC no longer matches) and runs the job
+    (`cluster run ... --insecure`, 40 iterations, run_args appended). Checks
+    the ledger of a run that quarantined that one sample: at least 2 epochs
+    completed without it, it is the only `unavailable` one, left out of every
+    completed epoch, nothing lost or duplicated, and every other sample
+    committed once per epoch. Returns (sample id, ledger, out dir)."""
+    caches = os.path.join(c.tmp, "caches")
+    c.loftctl("ingest", "--cluster", c.spec, "--all", "--root", caches, timeout=300)
+    r = subprocess.run([exe("cache_corrupt"), os.path.join(caches, node)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    bad = int(r.stdout.strip())
+    log(f"damaged the record of sample {bad} in {node}'s cache")
+    out = os.path.join(c.tmp, "out")
+    run = c.loftctl("cluster", "run", c.spec, "--out", out, "--cache-root", caches, "--insecure", *run_args,
+                    "--iterations", "40", "--partition-timeout-ms", "3000", "--timeout-s", "240",
+                    check=False, timeout=400)
+    sys.stderr.write(run.stderr[-3000:])
+    assert run.returncode == 0, f"cluster run failed ({run.returncode})"
+    with open(os.path.join(out, "summary.json")) as f:
+        l = json.load(f)["ledger"]
+    log(f"ledger: {l}")
+    E = l["epochs_completed"]
+    assert E >= 2, f"epochs did not complete: {l}"
+    assert l["unavailable_samples"] == [bad], l
+    assert l["unavailable"] >= E, l  # left out of every completed epoch
+    assert l["duplicates"] == 0 and l["lost"] == 0, l
+    current = l["samples_committed"] - E * (samples - 1)
+    assert 0 <= current < samples - 1, \
+        f"committed {l['samples_committed']} is not {E} x {samples - 1} + a partial epoch"
+    return bad, l, out

@@ -18,8 +18,6 @@ import glob
 import json
 import os
 import re
-import subprocess
-import sys
 
 import loft_it
 
@@ -40,28 +38,7 @@ nodes:
     link: {{up_mbps: 1000, down_mbps: 1000, latency_ms: 1}}
 """
 c = loft_it.Cluster(SPEC, secure=False)
-caches = os.path.join(c.tmp, "caches")
-c.loftctl("ingest", "--cluster", c.spec, "--all", "--root", caches, timeout=300)
-r = subprocess.run([loft_it.exe("cache_corrupt"), os.path.join(caches, "holder")], capture_output=True, text=True)
-assert r.returncode == 0, r.stderr
-bad = int(r.stdout.strip())
-loft_it.log(f"damaged the record of sample {bad} in holder's cache")
-out = os.path.join(c.tmp, "out")
-run = c.loftctl("cluster", "run", c.spec, "--out", out, "--cache-root", caches, "--insecure", "--policy", "uniform",
-                "--iterations", "40", "--partition-timeout-ms", "3000", "--timeout-s", "240",
-                check=False, timeout=400)
-sys.stderr.write(run.stderr[-3000:])
-assert run.returncode == 0, f"cluster run failed ({run.returncode})"
-with open(os.path.join(out, "summary.json")) as f:
-    l = json.load(f)["ledger"]
-loft_it.log(f"ledger: {l}")
-E = l["epochs_completed"]
-assert E >= 2, f"epochs did not complete: {l}"
-assert l["unavailable_samples"] == [bad], l
-assert l["unavailable"] >= E, l
-assert l["duplicates"] == 0 and l["lost"] == 0, l
-current = l["samples_committed"] - E * (N - 1)
-assert 0 <= current < N - 1, f"committed {l['samples_committed']} is not {E} x {N - 1} + a partial epoch"
+bad, l, out = loft_it.run_with_corrupt_sample(c, "holder", N, "--policy", "uniform")
 logs = {p: open(p, errors="replace").read() for p in glob.glob(os.path.join(out, "**", "*.log"), recursive=True)}
 assert any("QUARANTINE:" in t for t in logs.values()), "the scheduler did not log the quarantine"
 # holder refused the fetch naming the sample; another node reported it.
