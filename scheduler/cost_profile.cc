@@ -3,6 +3,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace loft::sched {
@@ -46,8 +47,12 @@ const std::array<const google::protobuf::FieldDescriptor*, kCostFields.size()>& 
     const google::protobuf::Descriptor* d = v1::CostProfile::descriptor();
     for (size_t i = 0; i < kCostFields.size(); ++i) {
       f[i] = d->FindFieldByName(std::string(kCostFields[i].name));
-      if (f[i] == nullptr || f[i]->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE)
+      if (f[i] == nullptr || f[i]->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
+        std::fprintf(stderr,
+                     "loft: v1::CostProfile has no double field '%.*s' (kCostFields and the proto differ)\n",
+                     static_cast<int>(kCostFields[i].name.size()), kCostFields[i].name.data());
         std::abort();
+      }
     }
     return f;
   }();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -248,7 +249,15 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
       if (end == x.c_str() || !std::isfinite(v[k]))
         return InvalidArgument(fmt::format("{}:{}: {} '{}' is not a number", source, lineno, names[k], x));
     }
-    It& it = its[std::stoll(f[col["iteration"]])];
+    int64_t iteration = -1;
+    {
+      const std::string& x = f[col["iteration"]];
+      const auto [end, ec] = std::from_chars(x.data(), x.data() + x.size(), iteration);
+      if (ec != std::errc() || end != x.data() + x.size() || iteration < 0)
+        return InvalidArgument(
+            fmt::format("{}:{}: iteration '{}' is not an integer >= 0", source, lineno, x));
+    }
+    It& it = its[iteration];
     it.makespan = v[3];
     // The scheduler's own time before the iteration's partitions leave:
     // planning and the journal append (the same for every row).
@@ -271,8 +280,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
       return InvalidArgument(
           fmt::format("{}:{}: worker '{}' is not a node of the spec", source, lineno, f[col["worker"]]));
     it.members.push_back(node);
-    if (f[col["failed"]] != "1" && std::stoll(f[col["iteration"]]) > 0)
-      computes[node].emplace_back(v[5], v[2]);
+    if (f[col["failed"]] != "1" && iteration > 0) computes[node].emplace_back(v[5], v[2]);
     if (v[4] > 0) it.ring = it.ring < 0 ? v[4] : std::min(it.ring, v[4]);
   }
   CalibrateComputeJitter(computes, policy, spec, notes);

@@ -18,19 +18,27 @@ namespace loft::ctl {
 
 Status Spawn(Child& c) {
   if (c.argv.empty()) return InvalidArgument("no command for " + c.name);
+  // Built before fork: the child only makes async-signal-safe calls.
+  std::vector<char*> args;
+  for (auto& a : c.argv) args.push_back(a.data());
+  args.push_back(nullptr);
   pid_t pid = ::fork();
   if (pid < 0) return IOError("fork failed for " + c.name);
   if (pid == 0) {
     if (c.own_group) ::setpgid(0, 0);
+    // stdin from /dev/null: a child in a background process group that read
+    // the terminal would be stopped (SIGTTIN) instead of failing.
+    int in = ::open("/dev/null", O_RDONLY);
+    if (in >= 0) {
+      ::dup2(in, 0);
+      if (in != 0) ::close(in);
+    }
     int fd = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
       ::close(fd);
     }
-    std::vector<char*> args;
-    for (auto& a : c.argv) args.push_back(a.data());
-    args.push_back(nullptr);
     ::execv(args[0], args.data());
     std::fprintf(stderr, "exec %s failed: %s\n", args[0], std::strerror(errno));
     ::_exit(127);
@@ -73,17 +81,25 @@ bool Gone(Child& c) {
     if (r == c.pid || (r < 0 && errno == ECHILD)) c.pid = -1;
   }
   if (c.pgid > 0) {
-    while (::waitpid(-c.pgid, nullptr, WNOHANG) > 0) {
+    pid_t r = 0;
+    while ((r = ::waitpid(-c.pgid, nullptr, WNOHANG)) > 0) {
     }
-    if (::kill(-c.pgid, 0) != 0 && errno == ESRCH) c.pgid = -1;
+    // ECHILD: no process of ours is left in the group. What a trainer
+    // starts is our descendant (this process is a subreaper), so the group
+    // is over; a later kill(-pgid) could reach an unrelated group that got
+    // the same number, so the group is forgotten here.
+    if ((r < 0 && errno == ECHILD) || (::kill(-c.pgid, 0) != 0 && errno == ESRCH)) c.pgid = -1;
   }
   return c.pid <= 0 && c.pgid <= 0;
 }
 
 }  // namespace
 
-void BecomeSubreaper() {
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+Status BecomeSubreaper() {
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+    return IOError(std::string("prctl(PR_SET_CHILD_SUBREAPER): ") + std::strerror(errno) +
+                   " (what a trainer starts in the background may outlive the run)");
+  return OkStatus();
 }
 
 void KillNow(Child& c) {
@@ -91,7 +107,14 @@ void KillNow(Child& c) {
   if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
   c.pid = -1;
   if (c.pgid > 0) {
-    while (::waitpid(-c.pgid, nullptr, WNOHANG) > 0) {
+    // Reap the group's other members (SIGKILLed above, dying now) so they
+    // do not stay zombies until loftctl exits; at most ~2 s.
+    for (int waited_ms = 0; waited_ms < 2000; waited_ms += 10) {
+      pid_t r = 0;
+      while ((r = ::waitpid(-c.pgid, nullptr, WNOHANG)) > 0) {
+      }
+      if (r < 0) break;  // ECHILD: none left
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
   c.pgid = -1;

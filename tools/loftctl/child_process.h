@@ -40,9 +40,11 @@ void StopAll(const std::vector<Child*>& children, int grace_ms);
 void Stop(Child& c, int grace_ms);
 // Orphans of the children (what a trainer command started in the
 // background) are reparented to this process, so StopAll can reap them and
-// see a group gone at once (prctl PR_SET_CHILD_SUBREAPER).
-void BecomeSubreaper();
-// SIGKILL (failure injection). Reaps the child; nothing recorded.
+// see a group gone at once (prctl PR_SET_CHILD_SUBREAPER). An error names
+// the prctl failure (the caller logs it and goes on).
+Status BecomeSubreaper();
+// SIGKILL (failure injection). Reaps the child and, for up to ~2 s, the
+// rest of its group; nothing recorded.
 void KillNow(Child& c);
 
 // "status 3", "status 0", "signal 9 (Killed)".

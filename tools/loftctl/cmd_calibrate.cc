@@ -53,12 +53,13 @@ Status CopyHeartbeat(const fs::path& run_dir, ClusterSpec* spec, std::vector<std
   base.heartbeat_interval_ms = std::llround(spec->scheduler.heartbeat_interval_ms);
   base.heartbeat_timeout_ms = std::llround(spec->scheduler.heartbeat_timeout_ms);
   LOFT_ASSIGN_OR_RETURN(const server::SchedulerOptions so, RunSchedulerOptions(run_dir, base));
-  for (const auto& [key, x] : {std::pair{"heartbeat_interval_ms", so.heartbeat_interval_ms},
-                               std::pair{"heartbeat_timeout_ms", so.heartbeat_timeout_ms}}) {
-    if (x < 0)
-      return InvalidArgument(
-          fmt::format("{}: {} is not a number >= 0: '{}'", (run_dir / "scheduler.yaml").string(), key, x));
-  }
+  // The cluster spec's own rules: interval > 0, timeout >= 0.
+  if (so.heartbeat_interval_ms <= 0)
+    return InvalidArgument(fmt::format("{}: heartbeat_interval_ms must be > 0, got {}",
+                                       (run_dir / "scheduler.yaml").string(), so.heartbeat_interval_ms));
+  if (so.heartbeat_timeout_ms < 0)
+    return InvalidArgument(fmt::format("{}: heartbeat_timeout_ms must be >= 0, got {}",
+                                       (run_dir / "scheduler.yaml").string(), so.heartbeat_timeout_ms));
   spec->scheduler.heartbeat_interval_ms = static_cast<double>(so.heartbeat_interval_ms);
   spec->scheduler.heartbeat_timeout_ms = static_cast<double>(so.heartbeat_timeout_ms);
   notes->push_back(
@@ -97,6 +98,12 @@ Status Calibrate(const std::string& run, const std::string& spec_arg, const std:
   LOFT_ASSIGN_OR_RETURN(std::string text, Slurp(status_path));
   auto status = nlohmann::json::parse(text, nullptr, false);
   if (status.is_discarded()) return DataLoss(status_path.string() + " is not valid JSON");
+  // A failed run (cluster run marks it and removes its results) is cut
+  // short: its profiles and rows would calibrate on what the job never did.
+  if (status.is_object() && status.value("failed", false))
+    return FailedPrecondition(fmt::format("{}: the run failed ({}); calibrate from a run that completed",
+                                          status_path.string(),
+                                          status.value("error", std::string("no error given"))));
   // iterations.csv: the all-reduce and the scheduler overhead (optional:
   // a run dir without it keeps the spec's values, with a note).
   const fs::path csv_path = run_dir / "iterations.csv";

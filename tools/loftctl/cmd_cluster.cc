@@ -5,10 +5,14 @@
 //     writes summary.json, iterations.csv (one row per worker per
 //     iteration: the simulator's header, sched::RunRecorder), training.csv
 //     (training runs: loss and accuracy over wall time) and status.json.
-//     A scheduler, agent or --trainer process that exits on its own before
-//     the job ends (a trainer: with status 0 once the job ended is its normal
-//     end) fails the run at once: everything is stopped, status.json gets
-//     "failed": true and "error", no summary.json, exit status 1.
+//     A scheduler or agent process that exits on its own (before the
+//     launcher stops it, also after the job's last iteration) fails the run
+//     at once; so does a --trainer process, except that status 0 is its
+//     normal end once the job ended, and is given up to 30 s for the job to
+//     end when the trainer exits in the job's last iteration (the scheduler
+//     may still be committing it). A failed run: everything is stopped,
+//     status.json gets "failed": true and "error", no summary.json, exit
+//     status 1.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -273,8 +277,10 @@ Status ClusterRun(const RunOptions& ro) {
   fs::create_directories(out / "logs", ec);
   if (ec) return IOError("cannot create " + out.string() + ": " + ec.message());
   // A previous run's results in OUT must not pass for this run's if it fails.
-  for (const char* f : {"summary.json", "iterations.csv", "training.csv", "status.json"})
+  for (const char* f : {"summary.json", "iterations.csv", "training.csv", "status.json"}) {
     fs::remove(out / f, ec);
+    if (ec) return IOError("cannot remove the previous run's " + (out / f).string() + ": " + ec.message());
+  }
   fs::path bindir = fs::read_symlink("/proc/self/exe", ec).parent_path();
   if (ec) return Internal("cannot find this executable's directory");
   for (const char* exe : {"loft-scheduler", "loft-agent"}) {
@@ -403,7 +409,7 @@ Status ClusterRun(const RunOptions& ro) {
   for (const auto& c : agents) fs::remove(c.log, ec);
   for (const auto& c : trainers) fs::remove(c.log, ec);
 
-  BecomeSubreaper();
+  if (Status s = BecomeSubreaper(); !s.ok()) std::fprintf(stderr, "cluster run: %s\n", s.ToString().c_str());
   LOFT_RETURN_IF_ERROR(Spawn(sched));
   for (auto& a : agents) {
     Status s = Spawn(a);
@@ -444,6 +450,7 @@ Status ClusterRun(const RunOptions& ro) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   nlohmann::json last;
+  bool last_fresh = false;  // `last` is this poll's status reply (not an older one)
   double last_print = -1;
   std::string keys_arg = ro.insecure ? "" : keys.string();
   auto progress = [&] {
@@ -473,8 +480,14 @@ Status ClusterRun(const RunOptions& ro) {
       if (!t.wait_status) continue;
       const ExitVerdict v =
           JudgeTrainerExit(*t.wait_status, progress(), now - t.exited_at_s, kTrainerEndGraceS);
-      if (v == ExitVerdict::kFail)
+      if (v == ExitVerdict::kFail) {
+        // A status-0 exit is judged against a fresh status reply only: on
+        // an older one a trainer that ended after its last batch would look
+        // early.
+        const bool clean = WIFEXITED(*t.wait_status) && WEXITSTATUS(*t.wait_status) == 0;
+        if (clean && !last_fresh) continue;
         return ChildExitError(t, "the trainer of node " + spec.nodes[i].name, /*trainer=*/true, progress());
+      }
     }
     return OkStatus();
   };
@@ -493,9 +506,13 @@ Status ClusterRun(const RunOptions& ro) {
       break;
     }
     auto reply = QueryStatusReply(endpoint, keys_arg, ro.insecure, 1000, /*include_rows=*/false);
+    last_fresh = false;
     if (reply.ok()) {
       auto j = nlohmann::json::parse(reply->json(), nullptr, false);
-      if (!j.is_discarded()) last = j;
+      if (!j.is_discarded()) {
+        last = j;
+        last_fresh = true;
+      }
     }
     if (!last.is_null()) {
       if (!job_start && last.value("iteration", int64_t{-1}) >= 0)
@@ -559,7 +576,7 @@ Status ClusterRun(const RunOptions& ro) {
   }
   // Trainers end on their own after the last round (they evaluate first):
   // give them a minute; one that fails there fails the run.
-  for (int waited = 0; result.ok() && waited < 60000; waited += 100) {
+  for (int waited = 0; result.ok() && !g_interrupted && waited < 60000; waited += 100) {
     if (std::all_of(trainers.begin(), trainers.end(), [&](Child& t) {
           Poll(t, since(t0));
           return t.pid <= 0;
@@ -698,7 +715,8 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--trainer", ro->trainer,
                   "run this command once per agent as its consumer (spec training.model external; "
                   "env LOFT_CONSUMER_ENDPOINT, LOFT_NODE, LOFT_ITERATIONS). A trainer that exits before "
-                  "the job ends fails the run at once (exit status 1)");
+                  "the job's last iteration, or with a non-zero status, fails the run at once (exit "
+                  "status 1); status 0 in the last iteration waits up to 30 s for the job to end");
   run->add_option("--eval-every", ro->eval_every, "training: evaluate on the test set every N iterations")
       ->capture_default_str();
   run->callback([=] {

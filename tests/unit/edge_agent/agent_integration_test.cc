@@ -480,7 +480,9 @@ TEST_CASE("A peer fetch fails at once when the serving node leaves the view or r
     INFO(change << ": " << res[1].status.ToString());
     CHECK(res[1].status.code() == StatusCode::kUnavailable);
     CHECK(res[1].status.message().find(change) != std::string::npos);
-    CHECK(took < std::chrono::seconds(5));  // not the 20 s deadline
+    // Not the 20 s deadline (~0.2 s when the process gets the CPU; 10 s
+    // leaves room for a loaded machine).
+    CHECK(took < std::chrono::seconds(10));
   }
 }
 

@@ -45,7 +45,7 @@ TEST_CASE("Synthetic compute takes a late sleep off the next ones: the mean time
   const double mean_us = static_cast<double>(clock.NowMicros() - t0) / 100.0;
   // Without the correction every partition would take 3.3 ms.
   CHECK(mean_us == Approx(3000.0).margin(5.0));
-  // A sleep shorter than its overrun is never negative: the first one is 3 ms asked, 3.3 taken.
+  // A sleep shorter than its overrun is never negative: each asks 1 ms and takes 6 (5 ms late).
   LateClock late(5000);
   SyntheticTrainer t2(&late, ComputeSpec{1.0, 0.0, 0.0}, 1);
   for (int i = 0; i < 10; ++i) REQUIRE(t2.Compute(b).ok());

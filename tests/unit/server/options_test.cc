@@ -92,6 +92,8 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
   o.journal_sync = false;
   o.log_level = "warn";
   o.max_message_bytes = 1 << 20;
+  o.metrics_address = "0.0.0.0";
+  o.manifest = "/m/MANIFEST.loft";
   // Every field: each one the YAML writer or the parser forgets fails here.
 #define CHECK_SAME(field) CHECK(back.field == o.field)
   for (int plan_ahead : {-1, 0, 1}) {
@@ -116,6 +118,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
     CHECK_SAME(plan_ahead);
     CHECK_SAME(log_level);
     CHECK_SAME(max_message_bytes);
+    CHECK_SAME(manifest);
   }
 }
 #undef CHECK_SAME

@@ -199,6 +199,16 @@ TEST_CASE("a bad iterations.csv is named") {
   st = CalibrateIterationTail(bad, "run/iterations.csv", &s, &notes);
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find("fetch_local_ms") != std::string::npos);
+  // A bad iteration number is an error naming the file, line and value,
+  // not an exception out of the parser.
+  for (const char* it : {"x", "1.5", "-2", ""}) {
+    std::string row = std::string(sched::kIterationsCsvHeader) + "\nuniform," + it +
+                      ",0,n-0,32,30,2,1,1,5,0,40,0,0,0,3,40,0,0\n";
+    st = CalibrateIterationTail(row, "run/iterations.csv", &s, &notes);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message().find("run/iterations.csv:2: iteration '" + std::string(it) + "'") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("compute.jitter is the robust relative spread of the run's compute times around the fitted law") {

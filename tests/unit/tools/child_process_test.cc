@@ -82,7 +82,7 @@ TEST_CASE("Spawn records an exit Poll sees and StopAll ends a group with its bac
   CHECK(DescribeWaitStatus(*quick.wait_status) == "status 4");
   CHECK(quick.exited_at_s == 1.5);
 
-  BecomeSubreaper();
+  REQUIRE(BecomeSubreaper().ok());
   Child group{"group", {"/bin/sh", "-c", "sleep 30 & sleep 31"}, "/dev/null"};
   group.own_group = true;
   REQUIRE(Spawn(group).ok());
@@ -93,4 +93,33 @@ TEST_CASE("Spawn records an exit Poll sees and StopAll ends a group with its bac
   CHECK_FALSE(group.wait_status);  // stopped by us: not an exit of its own
   CHECK(group.pid == -1);
   CHECK((::kill(-pgid, 0) != 0 && errno == ESRCH));  // the background sleep went too
+}
+
+TEST_CASE("a child reads /dev/null as stdin and KillNow reaps its whole group") {
+  const auto log =
+      std::filesystem::temp_directory_path() / ("child_process_stdin_" + std::to_string(::getpid()));
+  std::filesystem::remove(log);
+  // `read` on /dev/null ends at once (EOF, status 1); on a terminal it would
+  // wait or, in a background group, stop the child.
+  Child reader{"reader", {"/bin/sh", "-c", "read x; echo read-status $?"}, log.string()};
+  reader.own_group = true;
+  REQUIRE(Spawn(reader).ok());
+  for (int i = 0; i < 500 && !Poll(reader, 1.0); ++i) ::usleep(10000);
+  REQUIRE(reader.wait_status);
+  CHECK(LogTail(log.string(), 1) == "read-status 1");
+  std::filesystem::remove(log);
+
+  REQUIRE(BecomeSubreaper().ok());
+  Child group{"group", {"/bin/sh", "-c", "sleep 30 & sleep 30 & sleep 31"}, "/dev/null"};
+  group.own_group = true;
+  REQUIRE(Spawn(group).ok());
+  ::usleep(200000);
+  const pid_t pgid = group.pgid;
+  REQUIRE(pgid > 0);
+  KillNow(group);
+  CHECK(group.pid == -1);
+  CHECK(group.pgid == -1);
+  // Nothing of the group is left, not even a zombie (a zombie still answers kill(-pgid, 0)).
+  CHECK((::kill(-pgid, 0) != 0 && errno == ESRCH));
+  CHECK((::waitpid(-pgid, nullptr, WNOHANG) < 0 && errno == ECHILD));
 }
