@@ -5,7 +5,8 @@
 // plain ring (tolerance 0) and with verified chunks (tolerance f)
 // alternate in one run so machine load hits both alike. Prints JSON: per
 // mode the median round and all-reduce time (slowest member per round),
-// the bytes each member sends per round, and the ratios.
+// the bytes each member sends per round, the full copies fetched on
+// disagreement (0 without an attacker), and the ratios.
 //
 // Each member's gradient runs on one OpenBLAS thread, as in the agents
 // (--blas-threads 0 keeps OpenBLAS's own default: its idle threads then
@@ -21,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <vector>
@@ -49,11 +51,16 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Bytes one member sends per round: (n-1) chunk sends per phase in the
-// plain ring, r(n-1) with r = min(2f+1, n) replicas (d/n floats a chunk).
+// Bytes one member sends per round (d/n floats a chunk): the plain ring
+// sends n-1 chunks per phase; the verified one (r = min(2f+1, n) replicas)
+// r(n-1) chunks in the scatter, n-1 full chunks plus (r-1)(n-1) digests of
+// 32 bytes in the all-gather and n-1 fetch requests of 8 bytes (none of the
+// fetched copies, which only disagreement causes).
 double BytesPerMember(size_t d, int n, int f) {
-  const int r = f > 0 ? std::min(2 * f + 1, n) : 1;
-  return 2.0 * r * (n - 1) * (static_cast<double>(d) / n) * sizeof(float);
+  const double chunk = (static_cast<double>(d) / n) * sizeof(float);
+  if (f == 0) return 2.0 * (n - 1) * chunk;
+  const int r = std::min(2 * f + 1, n);
+  return (r + 1.0) * (n - 1) * chunk + (r - 1.0) * (n - 1) * 32 + (n - 1) * 8.0;
 }
 
 }  // namespace
@@ -109,6 +116,7 @@ int main(int argc, char** argv) {
       ar_ms[m][i].assign(n, 0);
     }
   }
+  std::vector<std::vector<int64_t>> fetched(2, std::vector<int64_t>(n, 0));  // [mode][rank]
   std::barrier sync(n);
   std::vector<std::string> errors(n);
   size_t params = 0;
@@ -147,8 +155,11 @@ int main(int argc, char** argv) {
         const auto t0 = SteadyClock::now();
         auto loss = (*model)->LossAndGradient(models::BatchView{images, labels}, grad);
         const auto t1 = SteadyClock::now();
-        Status st = loss.ok() ? ring.Run(models::RingView{1, members}, static_cast<uint32_t>(k), grad, {})
-                              : loss.status();
+        models::AllReduceReport report;
+        Status st = loss.ok()
+                        ? ring.Run(models::RingView{1, members}, static_cast<uint32_t>(k), grad, {}, &report)
+                        : loss.status();
+        fetched[mode][r] += report.fetched_copies;
         const auto t2 = SteadyClock::now();
         if (st.ok()) st = sgd->Step((*model)->params(), grad);
         const auto t3 = SteadyClock::now();
@@ -184,7 +195,8 @@ int main(int argc, char** argv) {
     med_ar[m] = Median(as);
     out[names[m]] = {{"median_round_ms", med_round[m]},
                      {"median_allreduce_ms", med_ar[m]},
-                     {"bytes_sent_per_member", BytesPerMember(params, n, m == 1 ? f : 0)}};
+                     {"bytes_sent_per_member", BytesPerMember(params, n, m == 1 ? f : 0)},
+                     {"fetched_copies", std::accumulate(fetched[m].begin(), fetched[m].end(), int64_t{0})}};
   }
   out["round_time_ratio"] = med_round[1] / med_round[0];
   out["allreduce_time_ratio"] = med_ar[1] / med_ar[0];

@@ -7,6 +7,9 @@
 #include <set>
 #include <string>
 
+#include "core/le_bytes.h"
+#include "models/replica_vote.h"
+
 namespace loft::models {
 
 Status AllReduceOptions::Validate() const {
@@ -52,10 +55,7 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
     return InvalidArgument(ctx + ": " + std::to_string(weights.size()) + " weights for " + std::to_string(n) +
                            " members");
   }
-  if (report) {
-    report->malformed_from.clear();
-    report->chunk_mismatch_from.clear();
-  }
+  if (report) *report = AllReduceReport{};
 
   const uint64_t scatter_tag = MakeTag(view.view, round, 1);
   const uint64_t gather_tag = MakeTag(view.view, round, 2);
@@ -116,56 +116,32 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
   return OkStatus();
 }
 
-namespace {
-
-// Orders floats with every non-finite value last (NaN has no order).
-bool RankLess(float a, float b) {
-  const bool fa = std::isfinite(a), fb = std::isfinite(b);
-  if (fa != fb) return fa;
-  return fa ? a < b : false;
-}
-
-bool SameBits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
-}
-
-}  // namespace
-
-bool RingAllReduce::MedianOfReplicas(std::span<const std::span<const float>> results, std::span<float> out) {
-  const size_t r = results.size();
-  // Fast path (the honest case): every replica sent the same bits, so every
-  // coordinate's r values are identical and their median is that value.
-  // One differing bit anywhere, or a malformed (all-NaN) result, takes the
-  // coordinate-wise path below.
-  bool identical = true;
-  for (size_t j = 0; j < r && identical; ++j) identical = results[j].size() == out.size();
-  for (size_t j = 1; j < r && identical; ++j) identical = SameBits(results[j], results[0]);
-  if (identical) {
-    if (!out.empty()) std::memcpy(out.data(), results[0].data(), out.size_bytes());
-    return true;
-  }
-  std::vector<float> column(r);
-  for (size_t k = 0; k < out.size(); ++k) {
-    for (size_t j = 0; j < r; ++j) column[j] = results[j][k];
-    std::nth_element(column.begin(), column.begin() + static_cast<std::ptrdiff_t>(r / 2), column.end(),
-                     RankLess);
-    out[k] = column[r / 2];
-  }
-  return false;
-}
-
 Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round, std::span<float> data,
                                   std::span<const double> weights, int64_t deadline_us,
                                   const std::string& ctx, AllReduceReport* report) {
   const int n = static_cast<int>(view.members.size());
-  const int r = std::min(2 * options_.tolerance + 1, n);
+  const int f = options_.tolerance;
+  const int r = std::min(2 * f + 1, n);
   const size_t d = data.size();
   auto remaining_ms = [&] { return std::max<int64_t>(0, (deadline_us - clock_->NowMicros() + 999) / 1000); };
   auto scatter_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(16 + j)); };
-  auto gather_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(80 + j)); };
+  auto copy_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(80 + j)); };
+  auto digest_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(144 + j)); };
+  const uint64_t fetch_tag = MakeTag(view.view, round, 208);
   auto chunk_of = [&](int c) {
     const auto [b, e] = ChunkRange(d, n, c);
     return data.subspan(b, e - b);
+  };
+  // Replica `full` of every chunk sends the full result this round (rotating
+  // with the round, so each member sends N-1 full chunks); the others send
+  // its digest.
+  const int full = static_cast<int>(round % static_cast<uint32_t>(r));
+  auto send = [&](GatherPayload kind, int to_pos, uint64_t tag, std::span<const std::byte> bytes) -> Status {
+    const int to = view.members[to_pos];
+    if (!options_.tamper_gather) return transport_->Send(to, tag, bytes).WithContext(ctx);
+    std::vector<std::byte> b(bytes.begin(), bytes.end());
+    if (!options_.tamper_gather(kind, to, b)) return OkStatus();
+    return transport_->Send(to, tag, b).WithContext(ctx);
   };
 
   // 1. Scatter: chunk c to each of its r replicas (positions c .. c+r-1).
@@ -177,9 +153,11 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
           transport_->Send(view.members[owner], scatter_tag(j), std::as_bytes(chunk_of(c))).WithContext(ctx));
     }
   }
-  // 2. Reduce the r chunks this member replicates: as replica j, chunk pos - j.
-  // The n input buffers are reused for every chunk (no allocation per chunk).
+  // 2. Reduce the r chunks this member replicates (as replica j, chunk
+  // pos - j); send the full result or its digest. The n input buffers are
+  // reused for every chunk (no allocation per chunk).
   std::vector<std::vector<float>> owned(r);
+  std::vector<ChunkDigest> owned_digest(r);
   std::vector<std::vector<float>> copies(n);
   std::vector<std::span<const float>> inputs(n);
   for (int j = 0; j < r; ++j) {
@@ -204,45 +182,129 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
     LOFT_RETURN_IF_ERROR(
         Reduce(options_.reducer, inputs, weights, owned[j]).WithContext(ctx + " chunk " + std::to_string(c)));
     if (options_.corrupt_owned_chunk) options_.corrupt_owned_chunk(owned[j]);
-    for (int s = 1; s < n; ++s) {
-      LOFT_RETURN_IF_ERROR(transport_
-                               ->Send(view.members[(pos + s) % n], gather_tag(j),
-                                      std::as_bytes(std::span<const float>(owned[j])))
-                               .WithContext(ctx));
+    const auto bytes = std::as_bytes(std::span<const float>(owned[j]));
+    if (j == full) {
+      for (int s = 1; s < n; ++s)
+        LOFT_RETURN_IF_ERROR(send(GatherPayload::kFullCopy, (pos + s) % n, copy_tag(j), bytes));
+      owned_digest[j] = DigestOf(owned[j]);
+    } else {
+      owned_digest[j] = DigestOf(owned[j]);
+      for (int s = 1; s < n; ++s) {
+        LOFT_RETURN_IF_ERROR(send(GatherPayload::kDigest, (pos + s) % n, digest_tag(j),
+                                  std::as_bytes(std::span(owned_digest[j]))));
+      }
     }
   }
-  // 3. Gather: r results per chunk; take the coordinate-wise median.
+  // 3. Gather: per chunk the full copy of replica `full` (straight into the
+  // result) and the others' digests; take a held copy whose digest carries.
   std::vector<float> result(d);
   std::set<int> mismatched;
-  std::vector<std::vector<float>> received(r);
-  std::vector<std::span<const float>> results(r);
+  auto note_dissent = [&](int c, const std::vector<int>& js) {
+    for (int j : js) mismatched.insert(view.members[(c + j) % n]);
+  };
+  struct Pending {
+    int c = 0;
+    std::vector<ReplicaClaim> claims;
+    std::vector<std::vector<float>> bufs;  // the copies this member did not reduce itself
+  };
+  std::vector<Pending> pending;
+  std::vector<uint64_t> want(n, 0);  // per ring position: replica indices whose copy to fetch from it
+  std::vector<ReplicaClaim> claims(r);
   for (int c = 0; c < n; ++c) {
     const auto [b, e] = ChunkRange(d, n, c);
     const size_t len = e - b;
+    const std::span<float> out(result.data() + b, len);
+    const int mine = (pos - c + n) % n;  // this member is replica `mine` of chunk c if mine < r
     for (int j = 0; j < r; ++j) {
       const int owner = (c + j) % n;
+      claims[j] = ReplicaClaim{};
       if (owner == pos) {
-        results[j] = owned[j];
-        continue;
+        claims[j] = {owned_digest[j], true, owned[j]};
+      } else if (j == full) {
+        LOFT_ASSIGN_OR_RETURN(const size_t got,
+                              transport_->RecvInto(view.members[owner], copy_tag(j), remaining_ms(),
+                                                   std::as_writable_bytes(out)));
+        claims[j].held = true;
+        claims[j].copy = out;
+        if (got != out.size_bytes()) {
+          std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+        } else if (mine < r && SameBits(out, owned[mine])) {
+          claims[j].digest = owned_digest[mine];  // the same bits as this member's own result
+        } else {
+          claims[j].digest = DigestOf(out);
+        }
+      } else {
+        ChunkDigest dg;
+        LOFT_ASSIGN_OR_RETURN(const size_t got,
+                              transport_->RecvInto(view.members[owner], digest_tag(j), remaining_ms(),
+                                                   std::as_writable_bytes(std::span(dg))));
+        if (got == dg.size()) claims[j].digest = dg;
       }
-      received[j].resize(len);
-      LOFT_ASSIGN_OR_RETURN(const size_t got,
-                            transport_->RecvInto(view.members[owner], gather_tag(j), remaining_ms(),
-                                                 std::as_writable_bytes(std::span(received[j]))));
-      if (got != len * sizeof(float)) received[j].assign(len, std::numeric_limits<float>::quiet_NaN());
-      results[j] = received[j];
     }
-    std::span<float> out(result.data() + b, len);
-    MedianOfReplicas(results, out);
-    int agree = 0;
-    std::vector<int> differ;
+    const ChunkPlan plan = PlanChunk(claims, f);
+    if (plan.take >= 0) {
+      const std::span<const float> taken = claims[plan.take].copy;
+      note_dissent(c, Dissenters(claims, *claims[plan.take].digest, taken, f));
+      if (taken.data() != out.data() && !out.empty()) std::memcpy(out.data(), taken.data(), out.size_bytes());
+      continue;
+    }
+    // Disagreement: keep the claims (the received full copy moves out of the
+    // result) and ask for the copies this member lacks.
+    Pending p;
+    p.c = c;
+    p.claims = claims;
+    p.bufs.resize(r);
     for (int j = 0; j < r; ++j) {
-      if (SameBits(results[j], out))
-        ++agree;
-      else
-        differ.push_back(view.members[(c + j) % n]);
+      if (!p.claims[j].held || (c + j) % n == pos) continue;
+      p.bufs[j].assign(out.begin(), out.end());
+      p.claims[j].copy = p.bufs[j];
     }
-    if (agree >= options_.tolerance + 1) mismatched.insert(differ.begin(), differ.end());
+    for (int j : plan.fetch) want[(c + j) % n] |= uint64_t{1} << j;
+    pending.push_back(std::move(p));
+  }
+  // 4. Fetch requests: one to every member (0 = nothing), then answer the
+  // requests of every member, then read the copies asked for.
+  for (int s = 1; s < n; ++s) {
+    const int to = (pos + s) % n;
+    unsigned char mask[8];
+    StoreLe<uint64_t>(mask, want[to]);
+    LOFT_RETURN_IF_ERROR(
+        transport_->Send(view.members[to], fetch_tag, std::as_bytes(std::span(mask))).WithContext(ctx));
+  }
+  for (int s = 1; s < n; ++s) {
+    const int from = (pos - s + n) % n;
+    unsigned char mask[8];
+    LOFT_ASSIGN_OR_RETURN(const size_t got,
+                          transport_->RecvInto(view.members[from], fetch_tag, remaining_ms(),
+                                               std::as_writable_bytes(std::span(mask))));
+    if (got != sizeof mask) {
+      if (report) report->malformed_from.push_back(view.members[from]);
+      continue;
+    }
+    const uint64_t asked = LoadLe<uint64_t>(mask);
+    for (int j = 0; j < r; ++j) {
+      if (j == full || ((asked >> j) & 1) == 0) continue;  // replica `full` sent its copy already
+      LOFT_RETURN_IF_ERROR(
+          send(GatherPayload::kFetched, from, copy_tag(j), std::as_bytes(std::span<const float>(owned[j]))));
+    }
+  }
+  for (Pending& p : pending) {
+    const auto [b, e] = ChunkRange(d, n, p.c);
+    const std::span<float> out(result.data() + b, e - b);
+    for (int j = 0; j < r; ++j) {
+      if (p.claims[j].held) continue;
+      std::vector<float>& buf = p.bufs[j];
+      buf.resize(out.size());
+      LOFT_ASSIGN_OR_RETURN(const size_t got,
+                            transport_->RecvInto(view.members[(p.c + j) % n], copy_tag(j), remaining_ms(),
+                                                 std::as_writable_bytes(std::span(buf))));
+      if (got != out.size_bytes()) buf.assign(out.size(), std::numeric_limits<float>::quiet_NaN());
+      p.claims[j].held = true;
+      p.claims[j].copy = buf;
+      if (report) ++report->fetched_copies;
+    }
+    SettleChunk(p.claims, f, out);
+    note_dissent(p.c, Dissenters(p.claims, DigestOf(out), out, f));
   }
   if (report) report->chunk_mismatch_from.assign(mismatched.begin(), mismatched.end());
   std::copy(result.begin(), result.end(), data.begin());

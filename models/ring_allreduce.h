@@ -16,17 +16,30 @@
 // Verified chunks (tolerance f > 0): a plain owner can set 1/N of the model
 // to anything (every member applies the same values, so parameter hashes
 // still agree). With f > 0 chunk c is reduced by the r = min(2f+1, N)
-// members at ring positions c, c+1, ..., c+r-1; every member sends chunk c
-// to each of them (scatter phase 16+j to replica j) and each replica sends
-// its result to every member (gather phase 80+j). A member takes the
-// coordinate-wise median of the r results (non-finite values rank last):
+// members at ring positions c, c+1, ..., c+r-1 (replicas 0..r-1); every
+// member sends chunk c to each of them (scatter phase 16+j to replica j).
+// All-gather: in round t replica k = t mod r of every chunk sends its full
+// result to every member (phase 80+k; each member is replica k of exactly
+// one chunk, so each sends N-1 full chunks, as in the plain ring), and the
+// other replicas send only its BLAKE2b-256 digest (phase 144+j, 32 bytes).
+// A member takes a full copy it holds (received, or reduced itself) whose
+// digest at least min(f+1, r) replicas claim (models/replica_vote.h):
 // honest replicas reduce the same inputs deterministically, so with at most
-// f Byzantine replicas f+1 identical honest values straddle the median and
-// the taken value is exactly the honest one. A replica whose chunk differs
-// from the median while at least f+1 replicas match it exactly is listed in
-// chunk_mismatch_from (a malformed result counts as all-NaN and is listed
-// too). Cost versus the plain ring: r times the traffic of both phases and
-// r times the reduce work, plus a median of r values per coordinate
+// f Byzantine replicas that is bitwise the honest result, and BLAKE2b's
+// collision resistance keeps a Byzantine full sender from matching the
+// honest digest with other bits. On disagreement without such a copy the
+// member fetches the full copies it lacks: every member sends each other
+// member one fetch request (phase 208, a little-endian u64 mask of replica
+// indices, 0 = nothing), answers the requests it gets with its full results
+// (phase 80+j) and then reads the copies it asked for; it takes a copy with
+// the carrying digest or, if no digest carries, the coordinate-wise median
+// of the r copies (non-finite values rank last). A replica whose digest or
+// copy differs from the taken result while at least f+1 replicas match it is
+// listed in chunk_mismatch_from (a malformed digest or copy matches
+// nothing). Cost versus the plain ring: r times the scatter traffic, the
+// all-gather's full chunks plus (r-1)(N-1) digests and N-1 fetch requests
+// of 8 bytes per member (about (r+1)/2 times the plain traffic), r times the
+// reduce work and BLAKE2b over about d floats per member
 // (bench/ring_verify_bench.cc). Not protected: a Byzantine *sender* that
 // gives different inputs to different replicas makes honest replicas
 // disagree; the median then lies between honest results, and nobody is
@@ -42,8 +55,9 @@
 // (views < 2^24) and rounds must not decrease within a view: the tag floor
 // drops everything below (view, round). A scatter payload of the wrong size counts
 // as a Byzantine input: it becomes a NaN vector (robust reducers discard it)
-// and the sender is listed in the report; a malformed all-gather payload
-// fails the attempt with DataLoss.
+// and the sender is listed in the report, as is the sender of a fetch request
+// of the wrong size (it is not answered); a malformed all-gather payload
+// fails the plain attempt with DataLoss (verified: see above).
 //
 // Not responsible for: deciding membership (the scheduler issues views),
 // validating that all members pass the same weights, retrying.
@@ -69,6 +83,13 @@ struct RingView {
   std::vector<int> members;  // transport ranks in ring order; must include this rank
 };
 
+// What a verified all-gather message carries (AllReduceOptions::tamper_gather).
+enum class GatherPayload {
+  kFullCopy,  // the round's full result of a chunk, sent to every member
+  kDigest,    // BLAKE2b-256 of a result, sent instead of the full copy
+  kFetched,   // a full result sent because a member asked for it
+};
+
 struct AllReduceOptions {
   ReducerOptions reducer;
   int64_t timeout_ms = 10000;  // per attempt, > 0
@@ -80,14 +101,24 @@ struct AllReduceOptions {
   // Attack hook (byzantine: chunk_garbage / chunk_scale, and tests): called
   // on each chunk this member reduced, before it is sent. Empty = honest.
   std::function<void(std::span<float> reduced_chunk)> corrupt_owned_chunk;
+  // Test hook (verified chunks): called on each all-gather payload this
+  // member is about to send to `to_rank`, after corrupt_owned_chunk; it may
+  // change the bytes (not the size) and returns false to withhold the
+  // message. Empty = honest.
+  std::function<bool(GatherPayload kind, int to_rank, std::span<std::byte> payload)> tamper_gather;
   Status Validate() const;
 };
 
 struct AllReduceReport {
-  std::vector<int> malformed_from;  // transport ranks whose scatter payload had the wrong size
-  // Verified chunks (tolerance > 0): owners whose reduced chunk (or its
-  // size) differed from the one at least f+1 owners of that chunk agreed on.
+  // Transport ranks whose scatter payload (or verified fetch request) had the wrong size.
+  std::vector<int> malformed_from;
+  // Verified chunks (tolerance > 0): replicas whose digest or full copy (or
+  // its size) differed from the result at least f+1 replicas of that chunk
+  // agreed on.
   std::vector<int> chunk_mismatch_from;
+  // Verified chunks: full copies this member fetched because the digests
+  // disagreed (0 when every replica agreed).
+  int64_t fetched_copies = 0;
 };
 
 class RingAllReduce {
@@ -103,12 +134,6 @@ class RingAllReduce {
 
   // [begin, end) of chunk c when d values are split into n chunks.
   static std::pair<size_t, size_t> ChunkRange(size_t d, int n, int c);
-
-  // Verified chunks: out[k] = the median of results[j][k] over the r
-  // replicas (non-finite values rank last). Each result must have
-  // out.size() values. Returns true when it took the fast path: all r
-  // results bitwise identical, copied instead of a median per coordinate.
-  static bool MedianOfReplicas(std::span<const std::span<const float>> results, std::span<float> out);
 
  private:
   // The f > 0 path: pos = this rank's ring position; deadline in clock micros.
