@@ -5,6 +5,8 @@
 // plain ring (tolerance 0) and with verified chunks (tolerance f)
 // alternate in one run so machine load hits both alike. Prints JSON: per
 // mode the median round and all-reduce time (slowest member per round),
+// the median process CPU time per round (all threads: a measure of the
+// work that machine load does not stretch),
 // the bytes each member sends per round, the full copies fetched on
 // disagreement (0 without an attacker), and the ratios.
 //
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <ctime>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -43,6 +46,13 @@ namespace {
 
 double Ms(SteadyClock::time_point a, SteadyClock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// CPU time of the whole process (member threads and ZeroMQ I/O threads).
+double ProcessCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 double Median(std::vector<double> v) {
@@ -117,6 +127,7 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<std::vector<int64_t>> fetched(2, std::vector<int64_t>(n, 0));  // [mode][rank]
+  std::vector<double> cpu_at(static_cast<size_t>(total) + 1, 0);  // process CPU at each round's start
   std::barrier sync(n);
   std::vector<std::string> errors(n);
   size_t params = 0;
@@ -152,6 +163,7 @@ int main(int argc, char** argv) {
         ao.tolerance = mode == 1 ? f : 0;
         models::RingAllReduce ring(ts[r].get(), ao);
         sync.arrive_and_wait();
+        if (r == 0) cpu_at[static_cast<size_t>(k)] = ProcessCpuMs();
         const auto t0 = SteadyClock::now();
         auto loss = (*model)->LossAndGradient(models::BatchView{images, labels}, grad);
         const auto t1 = SteadyClock::now();
@@ -170,6 +182,7 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& t : threads) t.join();
+  cpu_at[static_cast<size_t>(total)] = ProcessCpuMs();
   for (int r = 0; r < n; ++r) {
     if (!errors[r].empty()) {
       std::cerr << "rank " << r << ": " << errors[r] << "\n";
@@ -184,7 +197,7 @@ int main(int argc, char** argv) {
   out["params"] = params;
   out["blas_threads"] = openblas_get_num_threads();
   const char* names[2] = {"plain", "verified"};
-  double med_round[2], med_ar[2];
+  double med_round[2], med_ar[2], med_cpu[2];
   for (int m = 0; m < 2; ++m) {
     std::vector<double> rs, as;  // the slowest member of each round
     for (int i = 0; i < rounds; ++i) {
@@ -192,14 +205,22 @@ int main(int argc, char** argv) {
       as.push_back(*std::max_element(ar_ms[m][i].begin(), ar_ms[m][i].end()));
     }
     med_round[m] = Median(rs);
+    std::vector<double> cpu;  // process CPU from this round's start to the next's
+    for (int k = 0; k < total; ++k) {
+      if ((k / block) % 2 == m)
+        cpu.push_back(cpu_at[static_cast<size_t>(k) + 1] - cpu_at[static_cast<size_t>(k)]);
+    }
+    med_cpu[m] = Median(cpu);
     med_ar[m] = Median(as);
     out[names[m]] = {{"median_round_ms", med_round[m]},
                      {"median_allreduce_ms", med_ar[m]},
+                     {"median_process_cpu_ms", med_cpu[m]},
                      {"bytes_sent_per_member", BytesPerMember(params, n, m == 1 ? f : 0)},
                      {"fetched_copies", std::accumulate(fetched[m].begin(), fetched[m].end(), int64_t{0})}};
   }
   out["round_time_ratio"] = med_round[1] / med_round[0];
   out["allreduce_time_ratio"] = med_ar[1] / med_ar[0];
+  out["process_cpu_ratio"] = med_cpu[1] / med_cpu[0];
   out["traffic_ratio"] = BytesPerMember(params, n, f) / BytesPerMember(params, n, 0);
   out["target_round_time_ratio"] = 2.0;
   std::cout << out.dump(2) << "\n";
