@@ -7,8 +7,8 @@
 // mode the median round and all-reduce time (slowest member per round),
 // the median process CPU time per round (all threads: a measure of the
 // work that machine load does not stretch),
-// the bytes each member sends per round, the full copies fetched on
-// disagreement (0 without an attacker), and the ratios.
+// the bytes each member sends per round, the full copies fetched on a
+// dispute (0 without an attacker), and the ratios.
 //
 // Each member's gradient runs on one OpenBLAS thread, as in the agents
 // (--blas-threads 0 keeps OpenBLAS's own default: its idle threads then
@@ -61,16 +61,16 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Bytes one member sends per round (d/n floats a chunk): the plain ring
-// sends n-1 chunks per phase; the verified one (r = min(2f+1, n) replicas)
-// r(n-1) chunks in the scatter, n-1 full chunks plus (r-1)(n-1) digests of
-// 32 bytes in the all-gather and n-1 fetch requests of 8 bytes (none of the
-// fetched copies, which only disagreement causes).
+// Bytes one member sends per round (d/n floats a chunk) when all replicas
+// agree: the plain ring sends n-1 chunks per phase; the verified one (r1 =
+// min(f+1, n) primaries) r1(n-1) chunks in the scatter, n-1 full chunks plus
+// (r1-1)(n-1) digests of 32 bytes in the all-gather and n-1 dispute bitmaps
+// of ceil(n/8) bytes (nothing to the backups: only a dispute escalates).
 double BytesPerMember(size_t d, int n, int f) {
   const double chunk = (static_cast<double>(d) / n) * sizeof(float);
   if (f == 0) return 2.0 * (n - 1) * chunk;
-  const int r = std::min(2 * f + 1, n);
-  return (r + 1.0) * (n - 1) * chunk + (r - 1.0) * (n - 1) * 32 + (n - 1) * 8.0;
+  const int r1 = std::min(f + 1, n);
+  return (r1 + 1.0) * (n - 1) * chunk + (r1 - 1.0) * (n - 1) * 32 + (n - 1) * ((n + 7) / 8);
 }
 
 }  // namespace

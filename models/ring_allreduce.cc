@@ -121,21 +121,23 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
                                   const std::string& ctx, AllReduceReport* report) {
   const int n = static_cast<int>(view.members.size());
   const int f = options_.tolerance;
-  const int r = std::min(2 * f + 1, n);
+  const int r1 = std::min(f + 1, n);      // primary replicas: reduce every round
+  const int r2 = std::min(2 * f + 1, n);  // with the backups: reduce a disputed chunk
   const size_t d = data.size();
   auto remaining_ms = [&] { return std::max<int64_t>(0, (deadline_us - clock_->NowMicros() + 999) / 1000); };
   auto scatter_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(16 + j)); };
   auto copy_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(80 + j)); };
   auto digest_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(144 + j)); };
-  const uint64_t fetch_tag = MakeTag(view.view, round, 208);
+  const uint64_t dispute_tag = MakeTag(view.view, round, 208);
   auto chunk_of = [&](int c) {
     const auto [b, e] = ChunkRange(d, n, c);
     return data.subspan(b, e - b);
   };
-  // Replica `full` of every chunk sends the full result this round (rotating
-  // with the round, so each member sends N-1 full chunks); the others send
-  // its digest.
-  const int full = static_cast<int>(round % static_cast<uint32_t>(r));
+  auto replica_index = [&](int c) { return (pos - c + n) % n; };  // this member is replica j of chunk c
+  // Primary `full` of every chunk sends the full result this round (rotating
+  // with the round, so each member sends N-1 full chunks); the other
+  // primaries send its digest.
+  const int full = static_cast<int>(round % static_cast<uint32_t>(r1));
   auto send = [&](GatherPayload kind, int to_pos, uint64_t tag, std::span<const std::byte> bytes) -> Status {
     const int to = view.members[to_pos];
     if (!options_.tamper_gather) return transport_->Send(to, tag, bytes).WithContext(ctx);
@@ -143,25 +145,11 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
     if (!options_.tamper_gather(kind, to, b)) return OkStatus();
     return transport_->Send(to, tag, b).WithContext(ctx);
   };
-
-  // 1. Scatter: chunk c to each of its r replicas (positions c .. c+r-1).
-  for (int j = 0; j < r; ++j) {
-    for (int c = 0; c < n; ++c) {
-      const int owner = (c + j) % n;
-      if (owner == pos) continue;
-      LOFT_RETURN_IF_ERROR(
-          transport_->Send(view.members[owner], scatter_tag(j), std::as_bytes(chunk_of(c))).WithContext(ctx));
-    }
-  }
-  // 2. Reduce the r chunks this member replicates (as replica j, chunk
-  // pos - j); send the full result or its digest. The n input buffers are
-  // reused for every chunk (no allocation per chunk).
-  std::vector<std::vector<float>> owned(r);
-  std::vector<ChunkDigest> owned_digest(r);
+  // Reduces chunk c as its replica j from every member's copy (scatter phase
+  // 16+j). The n input buffers are reused for every chunk.
   std::vector<std::vector<float>> copies(n);
   std::vector<std::span<const float>> inputs(n);
-  for (int j = 0; j < r; ++j) {
-    const int c = (pos - j + n) % n;
+  auto reduce_chunk = [&](int j, int c, std::vector<float>* out) -> Status {
     const std::span<float> own = chunk_of(c);
     for (int s = 0; s < n; ++s) {
       if (s == pos) {
@@ -178,10 +166,28 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
       }
       inputs[s] = copies[s];
     }
-    owned[j].resize(own.size());
+    out->resize(own.size());
     LOFT_RETURN_IF_ERROR(
-        Reduce(options_.reducer, inputs, weights, owned[j]).WithContext(ctx + " chunk " + std::to_string(c)));
-    if (options_.corrupt_owned_chunk) options_.corrupt_owned_chunk(owned[j]);
+        Reduce(options_.reducer, inputs, weights, *out).WithContext(ctx + " chunk " + std::to_string(c)));
+    if (options_.corrupt_owned_chunk) options_.corrupt_owned_chunk(*out);
+    return OkStatus();
+  };
+
+  // 1. Scatter: chunk c to each of its r1 primaries (positions c .. c+r1-1).
+  for (int j = 0; j < r1; ++j) {
+    for (int c = 0; c < n; ++c) {
+      const int owner = (c + j) % n;
+      if (owner == pos) continue;
+      LOFT_RETURN_IF_ERROR(
+          transport_->Send(view.members[owner], scatter_tag(j), std::as_bytes(chunk_of(c))).WithContext(ctx));
+    }
+  }
+  // 2. Reduce the r1 chunks this member is a primary of (as replica j, chunk
+  // pos - j); send the full result or its digest to every member.
+  std::vector<std::vector<float>> owned(r2);  // [r1, r2): backup results, only for disputed chunks
+  std::vector<ChunkDigest> owned_digest(r1);
+  for (int j = 0; j < r1; ++j) {
+    LOFT_RETURN_IF_ERROR(reduce_chunk(j, (pos - j + n) % n, &owned[j]));
     const auto bytes = std::as_bytes(std::span<const float>(owned[j]));
     if (j == full) {
       for (int s = 1; s < n; ++s)
@@ -195,27 +201,21 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
       }
     }
   }
-  // 3. Gather: per chunk the full copy of replica `full` (straight into the
-  // result) and the others' digests; take a held copy whose digest carries.
+  // 3. Gather: per chunk the full copy of primary `full` (straight into the
+  // result) and the other primaries' digests. All r1 agreeing: take it.
   std::vector<float> result(d);
-  std::set<int> mismatched;
-  auto note_dissent = [&](int c, const std::vector<int>& js) {
-    for (int j : js) mismatched.insert(view.members[(c + j) % n]);
-  };
-  struct Pending {
+  struct Disputed {
     int c = 0;
-    std::vector<ReplicaClaim> claims;
-    std::vector<std::vector<float>> bufs;  // the copies this member did not reduce itself
+    std::vector<ReplicaClaim> claims;      // r2: primaries, then backups
+    std::vector<std::vector<float>> bufs;  // copies this member did not reduce itself
   };
-  std::vector<Pending> pending;
-  std::vector<uint64_t> want(n, 0);  // per ring position: replica indices whose copy to fetch from it
-  std::vector<ReplicaClaim> claims(r);
+  std::vector<Disputed> disputed;
+  std::vector<ReplicaClaim> claims(r1);
   for (int c = 0; c < n; ++c) {
-    const auto [b, e] = ChunkRange(d, n, c);
-    const size_t len = e - b;
-    const std::span<float> out(result.data() + b, len);
-    const int mine = (pos - c + n) % n;  // this member is replica `mine` of chunk c if mine < r
-    for (int j = 0; j < r; ++j) {
+    const std::span<float> out =
+        std::span(result).subspan(chunk_of(c).data() - data.data(), chunk_of(c).size());
+    const int mine = replica_index(c);
+    for (int j = 0; j < r1; ++j) {
       const int owner = (c + j) % n;
       claims[j] = ReplicaClaim{};
       if (owner == pos) {
@@ -228,7 +228,7 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
         claims[j].copy = out;
         if (got != out.size_bytes()) {
           std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
-        } else if (mine < r && SameBits(out, owned[mine])) {
+        } else if (mine < r1 && SameBits(out, owned[mine])) {
           claims[j].digest = owned_digest[mine];  // the same bits as this member's own result
         } else {
           claims[j].digest = DigestOf(out);
@@ -241,70 +241,117 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
         if (got == dg.size()) claims[j].digest = dg;
       }
     }
+    // min(f+1, r1) = r1: a digest carries only when every primary claims it.
     const ChunkPlan plan = PlanChunk(claims, f);
     if (plan.take >= 0) {
       const std::span<const float> taken = claims[plan.take].copy;
-      note_dissent(c, Dissenters(claims, *claims[plan.take].digest, taken, f));
       if (taken.data() != out.data() && !out.empty()) std::memcpy(out.data(), taken.data(), out.size_bytes());
       continue;
     }
-    // Disagreement: keep the claims (the received full copy moves out of the
-    // result) and ask for the copies this member lacks.
-    Pending p;
-    p.c = c;
-    p.claims = claims;
-    p.bufs.resize(r);
-    for (int j = 0; j < r; ++j) {
-      if (!p.claims[j].held || (c + j) % n == pos) continue;
-      p.bufs[j].assign(out.begin(), out.end());
-      p.claims[j].copy = p.bufs[j];
+    // Disputed: keep the claims (a received full copy moves out of the
+    // result); the backups' results and the primaries' full copies follow.
+    Disputed x;
+    x.c = c;
+    x.claims = claims;
+    x.claims.resize(r2);
+    x.bufs.resize(r2);
+    for (int j = 0; j < r1; ++j) {
+      if (!x.claims[j].held || (c + j) % n == pos) continue;
+      x.bufs[j].assign(out.begin(), out.end());
+      x.claims[j].copy = x.bufs[j];
     }
-    for (int j : plan.fetch) want[(c + j) % n] |= uint64_t{1} << j;
-    pending.push_back(std::move(p));
+    disputed.push_back(std::move(x));
   }
-  // 4. Fetch requests: one to every member (0 = nothing), then answer the
-  // requests of every member, then read the copies asked for.
+  // 4. Disputes: every member tells every other which chunks it disputes (a
+  // bitmap of n bits; empty when all agreed). A chunk anyone disputes is
+  // escalated: every member sends its copy to the chunk's backups.
+  const size_t map_bytes = (static_cast<size_t>(n) + 7) / 8;
+  std::vector<unsigned char> bitmap(map_bytes, 0);
+  for (const Disputed& x : disputed)
+    bitmap[static_cast<size_t>(x.c) / 8] |= static_cast<unsigned char>(1u << (x.c % 8));
   for (int s = 1; s < n; ++s) {
-    const int to = (pos + s) % n;
-    unsigned char mask[8];
-    StoreLe<uint64_t>(mask, want[to]);
     LOFT_RETURN_IF_ERROR(
-        transport_->Send(view.members[to], fetch_tag, std::as_bytes(std::span(mask))).WithContext(ctx));
+        transport_->Send(view.members[(pos + s) % n], dispute_tag, std::as_bytes(std::span(bitmap)))
+            .WithContext(ctx));
   }
+  std::vector<std::vector<int>> disputers(n);  // positions, per chunk
+  for (const Disputed& x : disputed) disputers[x.c].push_back(pos);
+  std::vector<unsigned char> theirs(map_bytes);
   for (int s = 1; s < n; ++s) {
     const int from = (pos - s + n) % n;
-    unsigned char mask[8];
     LOFT_ASSIGN_OR_RETURN(const size_t got,
-                          transport_->RecvInto(view.members[from], fetch_tag, remaining_ms(),
-                                               std::as_writable_bytes(std::span(mask))));
-    if (got != sizeof mask) {
+                          transport_->RecvInto(view.members[from], dispute_tag, remaining_ms(),
+                                               std::as_writable_bytes(std::span(theirs))));
+    if (got != map_bytes) {
       if (report) report->malformed_from.push_back(view.members[from]);
-      continue;
+      continue;  // its disputes are not served
     }
-    const uint64_t asked = LoadLe<uint64_t>(mask);
-    for (int j = 0; j < r; ++j) {
-      if (j == full || ((asked >> j) & 1) == 0) continue;  // replica `full` sent its copy already
-      LOFT_RETURN_IF_ERROR(
-          send(GatherPayload::kFetched, from, copy_tag(j), std::as_bytes(std::span<const float>(owned[j]))));
+    for (int c = 0; c < n; ++c) {
+      if ((theirs[static_cast<size_t>(c) / 8] >> (c % 8)) & 1) disputers[c].push_back(from);
     }
   }
-  for (Pending& p : pending) {
-    const auto [b, e] = ChunkRange(d, n, p.c);
-    const std::span<float> out(result.data() + b, e - b);
-    for (int j = 0; j < r; ++j) {
-      if (p.claims[j].held) continue;
-      std::vector<float>& buf = p.bufs[j];
+  // 5. Escalation: this member's copy of each disputed chunk to its backups
+  // (positions c+r1 .. c+r2-1); as a primary that sent a digest, its full
+  // result to each member that disputes the chunk.
+  for (int c = 0; c < n; ++c) {
+    if (disputers[c].empty()) continue;
+    for (int j = r1; j < r2; ++j) {
+      const int backup = (c + j) % n;
+      if (backup == pos) continue;
+      LOFT_RETURN_IF_ERROR(transport_->Send(view.members[backup], scatter_tag(j), std::as_bytes(chunk_of(c)))
+                               .WithContext(ctx));
+    }
+    const int j = replica_index(c);
+    if (j >= r1 || j == full) continue;  // not a primary, or its full copy went to everyone
+    for (int to : disputers[c]) {
+      if (to == pos) continue;
+      LOFT_RETURN_IF_ERROR(
+          send(GatherPayload::kFetched, to, copy_tag(j), std::as_bytes(std::span<const float>(owned[j]))));
+    }
+  }
+  // 6. As a backup of a disputed chunk: reduce it and send the result to the
+  // members that dispute it.
+  for (int j = r1; j < r2; ++j) {
+    const int c = (pos - j + n) % n;
+    if (disputers[c].empty()) continue;
+    LOFT_RETURN_IF_ERROR(reduce_chunk(j, c, &owned[j]));
+    for (int to : disputers[c]) {
+      if (to == pos) continue;
+      LOFT_RETURN_IF_ERROR(
+          send(GatherPayload::kFetched, to, copy_tag(j), std::as_bytes(std::span<const float>(owned[j]))));
+    }
+  }
+  // 7. Settle each disputed chunk over the r2 replicas: a copy whose digest
+  // at least f+1 claim, or the coordinate-wise median.
+  std::set<int> mismatched;
+  for (Disputed& x : disputed) {
+    const std::span<float> out =
+        std::span(result).subspan(chunk_of(x.c).data() - data.data(), chunk_of(x.c).size());
+    for (int j = 0; j < r2; ++j) {
+      ReplicaClaim& claim = x.claims[j];
+      if (claim.held) continue;
+      const int owner = (x.c + j) % n;
+      if (owner == pos) {  // this member is a backup of x.c
+        claim = {DigestOf(owned[j]), true, owned[j]};
+        continue;
+      }
+      std::vector<float>& buf = x.bufs[j];
       buf.resize(out.size());
       LOFT_ASSIGN_OR_RETURN(const size_t got,
-                            transport_->RecvInto(view.members[(p.c + j) % n], copy_tag(j), remaining_ms(),
+                            transport_->RecvInto(view.members[owner], copy_tag(j), remaining_ms(),
                                                  std::as_writable_bytes(std::span(buf))));
-      if (got != out.size_bytes()) buf.assign(out.size(), std::numeric_limits<float>::quiet_NaN());
-      p.claims[j].held = true;
-      p.claims[j].copy = buf;
       if (report) ++report->fetched_copies;
+      claim.held = true;
+      claim.copy = buf;
+      if (got != out.size_bytes()) {
+        buf.assign(out.size(), std::numeric_limits<float>::quiet_NaN());
+        if (j >= r1) claim.digest.reset();
+      } else if (j >= r1) {
+        claim.digest = DigestOf(buf);  // a backup's claim is its copy
+      }
     }
-    SettleChunk(p.claims, f, out);
-    note_dissent(p.c, Dissenters(p.claims, DigestOf(out), out, f));
+    SettleChunk(x.claims, f, out);
+    for (int j : Dissenters(x.claims, DigestOf(out), out, f)) mismatched.insert(view.members[(x.c + j) % n]);
   }
   if (report) report->chunk_mismatch_from.assign(mismatched.begin(), mismatched.end());
   std::copy(result.begin(), result.end(), data.begin());

@@ -557,7 +557,7 @@ std::vector<float> CleanResult(int n, const std::vector<std::vector<float>>& in)
 
 }  // namespace
 
-TEST_CASE("verified ring: one full copy per chunk plus digests, about (r+1)/2 times the plain traffic",
+TEST_CASE("verified ring: f+1 primaries, one full copy per chunk plus digests, 1.5 times the plain traffic",
           "[ring]") {
   const int n = 6;
   const size_t d = 6000;
@@ -572,13 +572,13 @@ TEST_CASE("verified ring: one full copy per chunk plus digests, about (r+1)/2 ti
     CHECK(v[r].data == p[r].data);
     CHECK(v[r].report.fetched_copies == 0);
   }
-  // Plain: 2(n-1) chunks of d/n floats per member. Verified (r = 3): 3(n-1)
-  // scatter chunks, n-1 full chunks, 2(n-1) digests of 32 bytes, n-1 fetch
-  // requests of 8 bytes.
+  // Plain: 2(n-1) chunks of d/n floats per member. Verified (f = 1, two
+  // primaries): 2(n-1) scatter chunks, n-1 full chunks, n-1 digests of 32
+  // bytes, n-1 dispute bitmaps of 1 byte; nothing to the backups.
   const int64_t chunk = static_cast<int64_t>(d / n * sizeof(float));
   CHECK(a.sent_bytes() == n * 2 * (n - 1) * chunk);
-  CHECK(b.sent_bytes() == n * ((3 + 1) * (n - 1) * chunk + 2 * (n - 1) * 32 + (n - 1) * 8));
-  CHECK(static_cast<double>(b.sent_bytes()) / static_cast<double>(a.sent_bytes()) < 2.01);
+  CHECK(b.sent_bytes() == n * (3 * (n - 1) * chunk + (n - 1) * 32 + (n - 1) * 1));
+  CHECK(static_cast<double>(b.sent_bytes()) / static_cast<double>(a.sent_bytes()) < 1.51);
 }
 
 TEST_CASE("verified ring: the full copy rotates with the round, so every member sends N-1 full chunks",
@@ -608,14 +608,15 @@ TEST_CASE("verified ring: the full copy rotates with the round, so every member 
   }
 }
 
-TEST_CASE("verified ring: a Byzantine full-copy sender is outvoted by digests; its chunk is fetched",
+TEST_CASE("verified ring: a Byzantine full-copy sender is outvoted once its chunk is escalated to the backup",
           "[ring]") {
   const int n = 6;
   const size_t d = 600;
   auto in = RandomInputs(n, d, 11);
   const std::vector<float> clean = CleanResult(n, in);
-  // Round 4: replica 4 mod 3 = 1 of every chunk sends the full copy, so
-  // rank 2 sends chunk 1 (replicas 1, 2, 3) in full.
+  // Round 4: primary 0 of every chunk sends the full copy, so rank 2 sends
+  // chunk 2 (primaries 2, 3; backup 4) in full, as garbage. Every other
+  // member disputes chunk 2 and fetches the copies of ranks 3 and 4.
   const int attacker = 2;
   InMemoryNetwork net(n);
   auto res = RunRing(net, {1, Iota(n)}, 4, in, {}, Verified(1),
@@ -626,17 +627,16 @@ TEST_CASE("verified ring: a Byzantine full-copy sender is outvoted by digests; i
     if (r == attacker) continue;
     CHECK(res[r].data == clean);  // bitwise the honest result
     CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{attacker});
-    // Replicas 1 and 3 hold the honest chunk 1 themselves; the others fetch
-    // it from the two replicas that sent digests.
-    CHECK(res[r].report.fetched_copies == (r == 1 || r == 3 ? 0 : 2));
+    CHECK(res[r].report.fetched_copies == (r == 3 || r == 4 ? 1 : 2));  // 3 and 4 hold their own
   }
 }
 
-TEST_CASE("verified ring: a replica that sends a wrong digest is named; nothing is fetched", "[ring]") {
+TEST_CASE("verified ring: a replica that sends a wrong digest is named; its chunk is escalated", "[ring]") {
   for (int n : {3, 4, 6, 7}) {
     const size_t d = 301;
     auto in = RandomInputs(n, d, 12 + n);
     const std::vector<float> clean = CleanResult(n, in);
+    // Round 2: rank 1 is the digest-sending primary of chunk 0 (primaries 0, 1; backup 2).
     const int attacker = 1;
     InMemoryNetwork net(n);
     auto res = RunRing(net, {1, Iota(n)}, 2, in, {}, Verified(1),
@@ -647,43 +647,39 @@ TEST_CASE("verified ring: a replica that sends a wrong digest is named; nothing 
       if (r == attacker) continue;
       CHECK(res[r].data == clean);
       CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{attacker});
-      CHECK(res[r].report.fetched_copies == 0);  // the honest full copy carries
+      CHECK(res[r].report.fetched_copies == (r == 2 ? 1 : 2));
     }
   }
 }
 
 TEST_CASE("verified ring (f = 2): a right digest with a garbage fetched copy is caught by its hash",
           "[ring]") {
-  // N = 6, r = 5, round 5: replica 0 of every chunk sends the full copy.
-  // Rank 1 sends chunk 1 as garbage; rank 0, the only non-replica of chunk
-  // 1, fetches it from ranks 2..5, and rank 3 answers with garbage under
-  // its correct digest.
+  // N = 6, f = 2: primaries c, c+1, c+2, backups c+3, c+4. Round 3: primary
+  // 0 sends the full copy, so rank 1 sends chunk 1 in full, as garbage;
+  // every other member disputes chunk 1, and rank 3 (a primary that sent
+  // its correct digest) answers with a garbage full copy.
   const int n = 6;
   const size_t d = 120;
   auto in = RandomInputs(n, d, 13);
   const std::vector<float> clean = CleanResult(n, in);
   InMemoryNetwork net(n);
-  auto res = RunRing(net, {1, Iota(n)}, 5, in, {}, Verified(2),
+  auto res = RunRing(net, {1, Iota(n)}, 3, in, {}, Verified(2),
                      {{1, Tampering(Verified(2), GatherPayload::kFullCopy)},
                       {3, Tampering(Verified(2), GatherPayload::kFetched)}});
   for (int r : {0, 2, 4, 5}) {
     INFO("rank " << r << ": " << res[r].status);
     REQUIRE(res[r].status.ok());
     CHECK(res[r].data == clean);
-  }
-  CHECK(res[0].report.fetched_copies == 4);
-  CHECK(res[0].report.chunk_mismatch_from == std::vector<int>{1, 3});
-  for (int r : {2, 4, 5}) {
-    CHECK(res[r].report.fetched_copies == 0);  // replicas of chunk 1 hold it
-    CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{1});
+    CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{1, 3});
+    CHECK(res[r].report.fetched_copies == (r == 0 ? 4 : 3));
   }
 }
 
 TEST_CASE("verified ring: with no carrying digest every copy is fetched and the median taken", "[ring]") {
-  // Two Byzantine replicas (more than f = 1) with different results: in
-  // chunks 0 and 1 (replicas 0,1,2 and 1,2,3) no digest has 2 claims, so
-  // each member fetches the copies it lacks and takes the coordinate-wise
-  // median, as the ring did before digests.
+  // Two Byzantine members (more than f = 1) with different results: in
+  // chunks 0 and 1 (primaries 0,1 and 1,2; backups 2 and 3) no digest has
+  // 2 claims, so each member takes the coordinate-wise median of the three
+  // copies, as the ring did before digests.
   const int n = 5;
   const size_t d = 100;
   auto in = RandomInputs(n, d, 14);
@@ -706,8 +702,8 @@ TEST_CASE("verified ring: with no carrying digest every copy is fetched and the 
     REQUIRE(res[r].status.ok());
     CHECK(res[r].data == want);
     CHECK(res[r].report.fetched_copies > 0);
-    // Named where f+1 replicas still agreed (chunks 4 and 2).
-    CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{1, 2});
+    // Named only where f+1 replicas still agreed (chunk 2: 3 and backup 4 against 2).
+    CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{2});
   }
 }
 
@@ -728,18 +724,19 @@ TEST_CASE("verified ring: a silent replica ends the attempt with a timeout, neve
       CHECK(res[r].data == in[r]);  // untouched on failure
     }
   }
-  SECTION("a fetched copy withheld") {
-    // As in the f = 2 case above, rank 0 must fetch chunk 1; rank 3 does not answer.
+  SECTION("a full copy withheld from a member that disputes") {
+    // As in the f = 2 case above, chunk 1 is disputed; rank 3 does not answer.
     InMemoryNetwork net(n);
     const auto t0 = std::chrono::steady_clock::now();
-    auto res = RunRing(net, {1, Iota(n)}, 5, in, {}, Verified(2, 300),
+    auto res = RunRing(net, {1, Iota(n)}, 3, in, {}, Verified(2, 300),
                        {{1, Tampering(Verified(2, 300), GatherPayload::kFullCopy)},
                         {3, Tampering(Verified(2, 300), GatherPayload::kFetched, /*withhold=*/true)}});
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
-    INFO(res[0].status);
-    CHECK(res[0].status.code() == StatusCode::kDeadlineExceeded);
-    CHECK(res[0].data == in[0]);
-    for (int r : {2, 4, 5}) CHECK(res[r].status.ok());  // they needed nothing from rank 3
+    for (int r : {0, 2, 4, 5}) {
+      INFO("rank " << r << ": " << res[r].status);
+      CHECK(res[r].status.code() == StatusCode::kDeadlineExceeded);
+      CHECK(res[r].data == in[r]);
+    }
   }
   SECTION("a member absent from the ring") {
     std::vector<RankResult> part(n);
@@ -769,7 +766,8 @@ TEST_CASE("verified ring: a silent replica ends the attempt with a timeout, neve
   }
 }
 
-TEST_CASE("verified ring: wrong-size digests and fetch requests; stale verified messages dropped", "[ring]") {
+TEST_CASE("verified ring: wrong-size digests and dispute bitmaps; stale verified messages dropped",
+          "[ring]") {
   const int n = 4;
   const size_t d = 40;
   auto in = RandomInputs(n, d, 16);
@@ -780,14 +778,15 @@ TEST_CASE("verified ring: wrong-size digests and fetch requests; stale verified 
   for (int from = 0; from < n; ++from) {
     for (int to = 0; to < n; ++to) {
       if (from == to) continue;
-      for (uint8_t phase : {uint8_t{16}, uint8_t{80}, uint8_t{81}, uint8_t{145}, uint8_t{146}, uint8_t{208}})
+      for (uint8_t phase : {uint8_t{16}, uint8_t{18}, uint8_t{80}, uint8_t{81}, uint8_t{144}, uint8_t{208}})
         REQUIRE(net.endpoint(from)->Send(to, MakeTag(1, 3, phase), junk).ok());
     }
   }
-  // View 2, round 3 (replica 0 sends full copies): rank 3 is replica 1 of
-  // chunk 2 and its first digest message to rank 0 is 5 bytes; rank 1's
-  // first fetch request to rank 2 is 5 bytes.
-  REQUIRE(net.endpoint(3)->Send(0, MakeTag(2, 3, 145), junk).ok());
+  // View 2, round 3 (primary 1 sends full copies): rank 3, the
+  // digest-sending primary of chunk 3 (primaries 3, 0; backup 1), first
+  // sends rank 0 a 5-byte digest; rank 1 first sends rank 2 a 5-byte
+  // dispute bitmap.
+  REQUIRE(net.endpoint(3)->Send(0, MakeTag(2, 3, 144), junk).ok());
   REQUIRE(net.endpoint(1)->Send(2, MakeTag(2, 3, 208), junk).ok());
   auto res = RunRing(net, {2, Iota(n)}, 3, in, {}, Verified(1));
   for (int r = 0; r < n; ++r) {
@@ -795,8 +794,12 @@ TEST_CASE("verified ring: wrong-size digests and fetch requests; stale verified 
     REQUIRE(res[r].status.ok());
     CHECK(res[r].data == clean);
   }
-  CHECK(res[0].report.chunk_mismatch_from == std::vector<int>{3});  // its digest matched nothing
-  CHECK(res[0].report.fetched_copies == 0);
+  // Rank 0 disputes chunk 3 and takes it after escalation; rank 3 is named.
+  CHECK(res[0].report.chunk_mismatch_from == std::vector<int>{3});
+  CHECK(res[0].report.fetched_copies == 2);
   CHECK(res[2].report.malformed_from == std::vector<int>{1});
-  for (int r : {1, 2, 3}) CHECK(res[r].report.chunk_mismatch_from.empty());
+  for (int r : {1, 2, 3}) {
+    CHECK(res[r].report.chunk_mismatch_from.empty());
+    CHECK(res[r].report.fetched_copies == 0);
+  }
 }
