@@ -2,22 +2,22 @@
 // decision of RingAllReduce's verified path, ring_allreduce.h), from the
 // replicas' digests. Pure: no transport, no clock.
 //
-// Chunk c is reduced by r replicas. In the all-gather one replica sends the
-// full result and the others only its BLAKE2b-256 digest, so a member holds,
-// per replica j, a claim: the digest j sent, or the digest of the full copy
-// it received from j or reduced itself (empty when the payload had the
-// wrong size). Honest replicas reduce the same inputs to the same bits, so
-// with at most f Byzantine replicas the honest digest has at least f+1
-// claims. A digest "carries" when at least q = min(f+1, r) claims share it;
-// q > r/2, so at most one digest carries.
+// A member holds, per replica j of a chunk, a claim: the BLAKE2b-256 digest
+// j sent, or the digest of the full copy it received from j or reduced
+// itself (empty when the payload had the wrong size). Honest replicas
+// reduce the same inputs to the same bits, so with at most f Byzantine
+// replicas among r the honest digest has at least r - f claims. A digest
+// "carries" when at least q = min(f+1, r) claims share it; q > r/2, so at
+// most one digest carries.
 //  - PlanChunk: when a copy this member holds has the carrying digest, take
 //    it (BLAKE2b is collision-resistant: a Byzantine replica cannot make a
-//    different chunk with the honest digest). Otherwise fetch the full
-//    copies it lacks.
-//  - SettleChunk (every copy held): take a copy with the carrying digest;
-//    when no digest carries (more than f Byzantine replicas, or a sender
-//    that gave replicas different inputs) take the coordinate-wise median
-//    of the r copies (MedianOfReplicas), as the ring did before digests.
+//    different chunk with the honest digest). Otherwise the copies it lacks
+//    are needed. With the f+1 primaries alone, q = f+1: all must agree.
+//  - SettleChunk (every copy held): take a copy that hashes to the carrying
+//    digest; when no digest carries (more than f Byzantine replicas, or a
+//    sender that gave replicas different inputs) take the coordinate-wise
+//    median of the copies (MedianOfReplicas), as the ring did before
+//    digests.
 //  - Dissenters: the replicas whose claim (digest, and full copy when held)
 //    differs from the taken result, listed only when at least f+1 replicas
 //    match it.

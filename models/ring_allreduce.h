@@ -15,33 +15,45 @@
 //
 // Verified chunks (tolerance f > 0): a plain owner can set 1/N of the model
 // to anything (every member applies the same values, so parameter hashes
-// still agree). With f > 0 chunk c is reduced by the r = min(2f+1, N)
-// members at ring positions c, c+1, ..., c+r-1 (replicas 0..r-1); every
-// member sends chunk c to each of them (scatter phase 16+j to replica j).
-// All-gather: in round t replica k = t mod r of every chunk sends its full
-// result to every member (phase 80+k; each member is replica k of exactly
-// one chunk, so each sends N-1 full chunks, as in the plain ring), and the
-// other replicas send only its BLAKE2b-256 digest (phase 144+j, 32 bytes).
-// A member takes a full copy it holds (received, or reduced itself) whose
-// digest at least min(f+1, r) replicas claim (models/replica_vote.h):
-// honest replicas reduce the same inputs deterministically, so with at most
-// f Byzantine replicas that is bitwise the honest result, and BLAKE2b's
-// collision resistance keeps a Byzantine full sender from matching the
-// honest digest with other bits. On disagreement without such a copy the
-// member fetches the full copies it lacks: every member sends each other
-// member one fetch request (phase 208, a little-endian u64 mask of replica
-// indices, 0 = nothing), answers the requests it gets with its full results
-// (phase 80+j) and then reads the copies it asked for; it takes a copy with
-// the carrying digest or, if no digest carries, the coordinate-wise median
-// of the r copies (non-finite values rank last). A replica whose digest or
-// copy differs from the taken result while at least f+1 replicas match it is
-// listed in chunk_mismatch_from (a malformed digest or copy matches
-// nothing). Cost versus the plain ring: r times the scatter traffic, the
-// all-gather's full chunks plus (r-1)(N-1) digests and N-1 fetch requests
-// of 8 bytes per member (about (r+1)/2 times the plain traffic), r times the
-// reduce work and BLAKE2b over about d floats per member
-// (bench/ring_verify_bench.cc). Not protected: a Byzantine *sender* that
-// gives different inputs to different replicas makes honest replicas
+// still agree). With f > 0 chunk c has r2 = min(2f+1, N) replicas, the
+// members at ring positions c, c+1, ..., c+r2-1 (replica j at c+j): the
+// first r1 = min(f+1, N) are its primaries, the others its backups.
+//  1. Scatter: every member sends chunk c to its r1 primaries (phase 16+j).
+//  2. Each primary reduces; in round t primary k = t mod r1 of every chunk
+//     sends its full result to every member (phase 80+k; each member is
+//     primary k of exactly one chunk, so it sends N-1 full chunks, as in the
+//     plain ring) and the other primaries send only its BLAKE2b-256 digest
+//     (phase 144+j, 32 bytes).
+//  3. A member takes the full copy when every primary claims its digest
+//     (for a copy it reduced itself or received, the digest it computed):
+//     at least one of the f+1 primaries is honest, honest replicas reduce
+//     the same inputs to the same bits, and BLAKE2b's collision resistance
+//     keeps a Byzantine full sender from matching the honest digest with
+//     other bits. Otherwise it disputes the chunk.
+//  4. Every member sends every other one a bitmap of the chunks it disputes
+//     (phase 208, ceil(N/8) bytes; all zero in the honest case).
+//  5. A chunk anyone disputes is escalated: every member sends its copy of
+//     the chunk to the backups (phase 16+j), the backups reduce it and, with
+//     the primaries that sent digests, send their full results to each
+//     member that disputes it (phase 80+j). That member now has r2 claims
+//     and takes, as models/replica_vote.h decides, a copy whose digest at
+//     least f+1 replicas claim (with at most f Byzantine replicas, bitwise
+//     the honest result), or if none does, the coordinate-wise median of the
+//     r2 copies (non-finite values rank last).
+// A replica whose digest or copy differs from the taken result while at
+// least f+1 replicas match it is listed in chunk_mismatch_from (a malformed
+// digest or copy matches nothing). A backup waits for every member's copy of
+// the escalated chunk: a member that withholds it (or a Byzantine member
+// that disputes a chunk towards some members only) ends the attempt with
+// DeadlineExceeded for those waiting, as a silent member does. Cost versus
+// the plain ring when all primaries agree: r1 times the scatter traffic, the
+// same full chunks in the all-gather plus (r1-1)(N-1) digests and N-1
+// bitmaps per member ((r1+1)/2 times the plain traffic: 1.5x for f = 1), r1
+// times the reduce work, BLAKE2b over about d floats per member, and one
+// exchange of bitmaps before a member may return; an escalated chunk costs
+// its scatter to the backups and up to r2-1 full copies per disputing
+// member (bench/ring_verify_bench.cc). Not protected: a Byzantine *sender*
+// that gives different inputs to different replicas makes honest replicas
 // disagree; the median then lies between honest results, and nobody is
 // listed unless f+1 replicas still agree.
 //
@@ -55,9 +67,10 @@
 // (views < 2^24) and rounds must not decrease within a view: the tag floor
 // drops everything below (view, round). A scatter payload of the wrong size counts
 // as a Byzantine input: it becomes a NaN vector (robust reducers discard it)
-// and the sender is listed in the report, as is the sender of a fetch request
-// of the wrong size (it is not answered); a malformed all-gather payload
-// fails the plain attempt with DataLoss (verified: see above).
+// and the sender is listed in the report, as is the sender of a dispute
+// bitmap of the wrong size (its disputes are not served); a malformed
+// all-gather payload fails the plain attempt with DataLoss (verified: see
+// above).
 //
 // Not responsible for: deciding membership (the scheduler issues views),
 // validating that all members pass the same weights, retrying.
@@ -87,7 +100,7 @@ struct RingView {
 enum class GatherPayload {
   kFullCopy,  // the round's full result of a chunk, sent to every member
   kDigest,    // BLAKE2b-256 of a result, sent instead of the full copy
-  kFetched,   // a full result sent because a member asked for it
+  kFetched,   // a full result (primary or backup) sent to a member that disputes the chunk
 };
 
 struct AllReduceOptions {
@@ -95,8 +108,8 @@ struct AllReduceOptions {
   int64_t timeout_ms = 10000;  // per attempt, > 0
   // f: Byzantine members tolerated (training.byzantine_tolerance). 0 = the
   // plain ring (one owner per chunk, trusted). f > 0: each chunk is reduced
-  // by min(2f+1, N) owners and every member takes the coordinate-wise
-  // median of their results (see "Verified chunks" above). In [0, 31].
+  // by min(f+1, N) primaries, and by min(2f+1, N) replicas when they
+  // disagree (see "Verified chunks" above). In [0, 31].
   int tolerance = 0;
   // Attack hook (byzantine: chunk_garbage / chunk_scale, and tests): called
   // on each chunk this member reduced, before it is sent. Empty = honest.
@@ -113,11 +126,11 @@ struct AllReduceReport {
   // Transport ranks whose scatter payload (or verified fetch request) had the wrong size.
   std::vector<int> malformed_from;
   // Verified chunks (tolerance > 0): replicas whose digest or full copy (or
-  // its size) differed from the result at least f+1 replicas of that chunk
-  // agreed on.
+  // its size) differed from the result at least f+1 replicas of a disputed
+  // chunk agreed on.
   std::vector<int> chunk_mismatch_from;
-  // Verified chunks: full copies this member fetched because the digests
-  // disagreed (0 when every replica agreed).
+  // Verified chunks: full copies this member received for chunks it
+  // disputed (0 when every primary agreed).
   int64_t fetched_copies = 0;
 };
 
