@@ -134,6 +134,11 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
     return data.subspan(b, e - b);
   };
   auto replica_index = [&](int c) { return (pos - c + n) % n; };  // this member is replica j of chunk c
+  std::vector<float> result(d);                                   // staged: `data` is written only on success
+  auto result_of = [&](int c) {
+    const auto [b, e] = ChunkRange(d, n, c);
+    return std::span(result).subspan(b, e - b);
+  };
   // Primary `full` of every chunk sends the full result this round (rotating
   // with the round, so each member sends N-1 full chunks); the other
   // primaries send its digest.
@@ -203,7 +208,6 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
   }
   // 3. Gather: per chunk the full copy of primary `full` (straight into the
   // result) and the other primaries' digests. All r1 agreeing: take it.
-  std::vector<float> result(d);
   struct Disputed {
     int c = 0;
     std::vector<ReplicaClaim> claims;      // r2: primaries, then backups
@@ -212,8 +216,7 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
   std::vector<Disputed> disputed;
   std::vector<ReplicaClaim> claims(r1);
   for (int c = 0; c < n; ++c) {
-    const std::span<float> out =
-        std::span(result).subspan(chunk_of(c).data() - data.data(), chunk_of(c).size());
+    const std::span<float> out = result_of(c);
     const int mine = replica_index(c);
     for (int j = 0; j < r1; ++j) {
       const int owner = (c + j) % n;
@@ -325,8 +328,7 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
   // at least f+1 claim, or the coordinate-wise median.
   std::set<int> mismatched;
   for (Disputed& x : disputed) {
-    const std::span<float> out =
-        std::span(result).subspan(chunk_of(x.c).data() - data.data(), chunk_of(x.c).size());
+    const std::span<float> out = result_of(x.c);
     for (int j = 0; j < r2; ++j) {
       ReplicaClaim& claim = x.claims[j];
       if (claim.held) continue;
