@@ -1,7 +1,7 @@
 #include "models/replica_vote.h"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <vector>
