@@ -130,7 +130,7 @@ TEST_CASE("vector-level reducers are applied per chunk", "[ring]") {
   }
 }
 
-TEST_CASE("a silent rank ends the attempt with a timeout; survivors restart in a new view", "[ring]") {
+TEST_CASE("a silent rank ends the attempt with a timeout, survivors restart in a new view", "[ring]") {
   const int n = 4;
   const size_t d = 10;
   auto in = RandomInputs(n, d, 5);
@@ -631,7 +631,7 @@ TEST_CASE("verified ring: a Byzantine full-copy sender is outvoted once its chun
   }
 }
 
-TEST_CASE("verified ring: a replica that sends a wrong digest is named; its chunk is escalated", "[ring]") {
+TEST_CASE("verified ring: a replica that sends a wrong digest is named and its chunk escalated", "[ring]") {
   for (int n : {3, 4, 6, 7}) {
     const size_t d = 301;
     auto in = RandomInputs(n, d, 12 + n);
@@ -766,7 +766,7 @@ TEST_CASE("verified ring: a silent replica ends the attempt with a timeout, neve
   }
 }
 
-TEST_CASE("verified ring: wrong-size digests and dispute bitmaps; stale verified messages dropped",
+TEST_CASE("verified ring: wrong-size digests and dispute bitmaps, stale verified messages dropped",
           "[ring]") {
   const int n = 4;
   const size_t d = 40;
