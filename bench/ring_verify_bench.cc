@@ -5,7 +5,10 @@
 // plain ring (tolerance 0) and with verified chunks (tolerance f)
 // alternate in one run so machine load hits both alike. Prints JSON: per
 // mode the median round and all-reduce time (slowest member per round),
-// the bytes each member sends per round, and the ratios.
+// the median process CPU time per round (all threads: a measure of the
+// work that machine load does not stretch),
+// the bytes each member sends per round, the full copies fetched on a
+// dispute (0 without an attacker), and the ratios.
 //
 // Each member's gradient runs on one OpenBLAS thread, as in the agents
 // (--blas-threads 0 keeps OpenBLAS's own default: its idle threads then
@@ -17,10 +20,12 @@
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <ctime>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <vector>
@@ -43,17 +48,29 @@ double Ms(SteadyClock::time_point a, SteadyClock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// CPU time of the whole process (member threads and ZeroMQ I/O threads).
+double ProcessCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
-// Bytes one member sends per round: (n-1) chunk sends per phase in the
-// plain ring, r(n-1) with r = min(2f+1, n) replicas (d/n floats a chunk).
+// Bytes one member sends per round (d/n floats a chunk) when all replicas
+// agree: the plain ring sends n-1 chunks per phase; the verified one (r1 =
+// min(f+1, n) primaries) r1(n-1) chunks in the scatter, n-1 full chunks plus
+// (r1-1)(n-1) digests of 32 bytes in the all-gather and n-1 dispute bitmaps
+// of ceil(n/8) bytes (nothing to the backups: only a dispute escalates).
 double BytesPerMember(size_t d, int n, int f) {
-  const int r = f > 0 ? std::min(2 * f + 1, n) : 1;
-  return 2.0 * r * (n - 1) * (static_cast<double>(d) / n) * sizeof(float);
+  const double chunk = (static_cast<double>(d) / n) * sizeof(float);
+  if (f == 0) return 2.0 * (n - 1) * chunk;
+  const int r1 = std::min(f + 1, n);
+  return (r1 + 1.0) * (n - 1) * chunk + (r1 - 1.0) * (n - 1) * 32 + (n - 1) * ((n + 7) / 8);
 }
 
 }  // namespace
@@ -109,6 +126,8 @@ int main(int argc, char** argv) {
       ar_ms[m][i].assign(n, 0);
     }
   }
+  std::vector<std::vector<int64_t>> fetched(2, std::vector<int64_t>(n, 0));  // [mode][rank]
+  std::vector<double> cpu_at(static_cast<size_t>(total) + 1, 0);  // process CPU at each round's start
   std::barrier sync(n);
   std::vector<std::string> errors(n);
   size_t params = 0;
@@ -144,11 +163,15 @@ int main(int argc, char** argv) {
         ao.tolerance = mode == 1 ? f : 0;
         models::RingAllReduce ring(ts[r].get(), ao);
         sync.arrive_and_wait();
+        if (r == 0) cpu_at[static_cast<size_t>(k)] = ProcessCpuMs();
         const auto t0 = SteadyClock::now();
         auto loss = (*model)->LossAndGradient(models::BatchView{images, labels}, grad);
         const auto t1 = SteadyClock::now();
-        Status st = loss.ok() ? ring.Run(models::RingView{1, members}, static_cast<uint32_t>(k), grad, {})
-                              : loss.status();
+        models::AllReduceReport report;
+        Status st = loss.ok()
+                        ? ring.Run(models::RingView{1, members}, static_cast<uint32_t>(k), grad, {}, &report)
+                        : loss.status();
+        fetched[mode][r] += report.fetched_copies;
         const auto t2 = SteadyClock::now();
         if (st.ok()) st = sgd->Step((*model)->params(), grad);
         const auto t3 = SteadyClock::now();
@@ -159,6 +182,7 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& t : threads) t.join();
+  cpu_at[static_cast<size_t>(total)] = ProcessCpuMs();
   for (int r = 0; r < n; ++r) {
     if (!errors[r].empty()) {
       std::cerr << "rank " << r << ": " << errors[r] << "\n";
@@ -173,7 +197,7 @@ int main(int argc, char** argv) {
   out["params"] = params;
   out["blas_threads"] = openblas_get_num_threads();
   const char* names[2] = {"plain", "verified"};
-  double med_round[2], med_ar[2];
+  double med_round[2], med_ar[2], med_cpu[2];
   for (int m = 0; m < 2; ++m) {
     std::vector<double> rs, as;  // the slowest member of each round
     for (int i = 0; i < rounds; ++i) {
@@ -181,13 +205,22 @@ int main(int argc, char** argv) {
       as.push_back(*std::max_element(ar_ms[m][i].begin(), ar_ms[m][i].end()));
     }
     med_round[m] = Median(rs);
+    std::vector<double> cpu;  // process CPU from this round's start to the next's
+    for (int k = 0; k < total; ++k) {
+      if ((k / block) % 2 == m)
+        cpu.push_back(cpu_at[static_cast<size_t>(k) + 1] - cpu_at[static_cast<size_t>(k)]);
+    }
+    med_cpu[m] = Median(cpu);
     med_ar[m] = Median(as);
     out[names[m]] = {{"median_round_ms", med_round[m]},
                      {"median_allreduce_ms", med_ar[m]},
-                     {"bytes_sent_per_member", BytesPerMember(params, n, m == 1 ? f : 0)}};
+                     {"median_process_cpu_ms", med_cpu[m]},
+                     {"bytes_sent_per_member", BytesPerMember(params, n, m == 1 ? f : 0)},
+                     {"fetched_copies", std::accumulate(fetched[m].begin(), fetched[m].end(), int64_t{0})}};
   }
   out["round_time_ratio"] = med_round[1] / med_round[0];
   out["allreduce_time_ratio"] = med_ar[1] / med_ar[0];
+  out["process_cpu_ratio"] = med_cpu[1] / med_cpu[0];
   out["traffic_ratio"] = BytesPerMember(params, n, f) / BytesPerMember(params, n, 0);
   out["target_round_time_ratio"] = 2.0;
   std::cout << out.dump(2) << "\n";

@@ -28,6 +28,7 @@ class InMemoryEndpoint final : public Transport {
       box.queue.push_back({rank_, tag, std::vector<std::byte>(payload.begin(), payload.end())});
     }
     net_->sent_.fetch_add(1);
+    net_->sent_bytes_.fetch_add(static_cast<int64_t>(payload.size()));
     box.cv.notify_all();
     return OkStatus();
   }

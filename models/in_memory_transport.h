@@ -3,8 +3,8 @@
 // of RingAllReduce: one thread per rank, each using its own endpoint.
 //
 // Test hooks: Kill(rank) makes sends to that rank fail with Unavailable and
-// its own sends fail too (a crashed process); `sent_messages()` counts
-// deliveries.
+// its own sends fail too (a crashed process); `sent_messages()` and
+// `sent_bytes()` count deliveries and their payload bytes.
 //
 // Not responsible for: real time injection (timeouts use the steady clock),
 // byte limits.
@@ -34,6 +34,7 @@ class InMemoryNetwork {
   Transport* endpoint(int rank) { return endpoints_[rank].get(); }
   void Kill(int rank);
   int64_t sent_messages() const { return sent_.load(); }
+  int64_t sent_bytes() const { return sent_bytes_.load(); }
 
  private:
   friend class InMemoryEndpoint;
@@ -52,6 +53,7 @@ class InMemoryNetwork {
   std::vector<std::unique_ptr<Mailbox>> boxes_;
   std::vector<std::unique_ptr<Transport>> endpoints_;
   std::atomic<int64_t> sent_{0};
+  std::atomic<int64_t> sent_bytes_{0};
 };
 
 }  // namespace loft::models

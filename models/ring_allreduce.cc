@@ -7,6 +7,9 @@
 #include <set>
 #include <string>
 
+#include "core/le_bytes.h"
+#include "models/replica_vote.h"
+
 namespace loft::models {
 
 Status AllReduceOptions::Validate() const {
@@ -52,10 +55,7 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
     return InvalidArgument(ctx + ": " + std::to_string(weights.size()) + " weights for " + std::to_string(n) +
                            " members");
   }
-  if (report) {
-    report->malformed_from.clear();
-    report->chunk_mismatch_from.clear();
-  }
+  if (report) *report = AllReduceReport{};
 
   const uint64_t scatter_tag = MakeTag(view.view, round, 1);
   const uint64_t gather_tag = MakeTag(view.view, round, 2);
@@ -116,74 +116,45 @@ Status RingAllReduce::Run(const RingView& view, uint32_t round, std::span<float>
   return OkStatus();
 }
 
-namespace {
-
-// Orders floats with every non-finite value last (NaN has no order).
-bool RankLess(float a, float b) {
-  const bool fa = std::isfinite(a), fb = std::isfinite(b);
-  if (fa != fb) return fa;
-  return fa ? a < b : false;
-}
-
-bool SameBits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
-}
-
-}  // namespace
-
-bool RingAllReduce::MedianOfReplicas(std::span<const std::span<const float>> results, std::span<float> out) {
-  const size_t r = results.size();
-  // Fast path (the honest case): every replica sent the same bits, so every
-  // coordinate's r values are identical and their median is that value.
-  // One differing bit anywhere, or a malformed (all-NaN) result, takes the
-  // coordinate-wise path below.
-  bool identical = true;
-  for (size_t j = 0; j < r && identical; ++j) identical = results[j].size() == out.size();
-  for (size_t j = 1; j < r && identical; ++j) identical = SameBits(results[j], results[0]);
-  if (identical) {
-    if (!out.empty()) std::memcpy(out.data(), results[0].data(), out.size_bytes());
-    return true;
-  }
-  std::vector<float> column(r);
-  for (size_t k = 0; k < out.size(); ++k) {
-    for (size_t j = 0; j < r; ++j) column[j] = results[j][k];
-    std::nth_element(column.begin(), column.begin() + static_cast<std::ptrdiff_t>(r / 2), column.end(),
-                     RankLess);
-    out[k] = column[r / 2];
-  }
-  return false;
-}
-
 Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round, std::span<float> data,
                                   std::span<const double> weights, int64_t deadline_us,
                                   const std::string& ctx, AllReduceReport* report) {
   const int n = static_cast<int>(view.members.size());
-  const int r = std::min(2 * options_.tolerance + 1, n);
+  const int f = options_.tolerance;
+  const int r1 = std::min(f + 1, n);      // primary replicas: reduce every round
+  const int r2 = std::min(2 * f + 1, n);  // with the backups: reduce a disputed chunk
   const size_t d = data.size();
   auto remaining_ms = [&] { return std::max<int64_t>(0, (deadline_us - clock_->NowMicros() + 999) / 1000); };
   auto scatter_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(16 + j)); };
-  auto gather_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(80 + j)); };
+  auto copy_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(80 + j)); };
+  auto digest_tag = [&](int j) { return MakeTag(view.view, round, static_cast<uint8_t>(144 + j)); };
+  const uint64_t dispute_tag = MakeTag(view.view, round, 208);
   auto chunk_of = [&](int c) {
     const auto [b, e] = ChunkRange(d, n, c);
     return data.subspan(b, e - b);
   };
-
-  // 1. Scatter: chunk c to each of its r replicas (positions c .. c+r-1).
-  for (int j = 0; j < r; ++j) {
-    for (int c = 0; c < n; ++c) {
-      const int owner = (c + j) % n;
-      if (owner == pos) continue;
-      LOFT_RETURN_IF_ERROR(
-          transport_->Send(view.members[owner], scatter_tag(j), std::as_bytes(chunk_of(c))).WithContext(ctx));
-    }
-  }
-  // 2. Reduce the r chunks this member replicates: as replica j, chunk pos - j.
-  // The n input buffers are reused for every chunk (no allocation per chunk).
-  std::vector<std::vector<float>> owned(r);
+  auto replica_index = [&](int c) { return (pos - c + n) % n; };  // this member is replica j of chunk c
+  std::vector<float> result(d);                                   // staged: `data` is written only on success
+  auto result_of = [&](int c) {
+    const auto [b, e] = ChunkRange(d, n, c);
+    return std::span(result).subspan(b, e - b);
+  };
+  // Primary `full` of every chunk sends the full result this round (rotating
+  // with the round, so each member sends N-1 full chunks); the other
+  // primaries send its digest.
+  const int full = static_cast<int>(round % static_cast<uint32_t>(r1));
+  auto send = [&](GatherPayload kind, int to_pos, uint64_t tag, std::span<const std::byte> bytes) -> Status {
+    const int to = view.members[to_pos];
+    if (!options_.tamper_gather) return transport_->Send(to, tag, bytes).WithContext(ctx);
+    std::vector<std::byte> b(bytes.begin(), bytes.end());
+    if (!options_.tamper_gather(kind, to, b)) return OkStatus();
+    return transport_->Send(to, tag, b).WithContext(ctx);
+  };
+  // Reduces chunk c as its replica j from every member's copy (scatter phase
+  // 16+j). The n input buffers are reused for every chunk.
   std::vector<std::vector<float>> copies(n);
   std::vector<std::span<const float>> inputs(n);
-  for (int j = 0; j < r; ++j) {
-    const int c = (pos - j + n) % n;
+  auto reduce_chunk = [&](int j, int c, std::vector<float>* out) -> Status {
     const std::span<float> own = chunk_of(c);
     for (int s = 0; s < n; ++s) {
       if (s == pos) {
@@ -200,49 +171,189 @@ Status RingAllReduce::RunVerified(const RingView& view, int pos, uint32_t round,
       }
       inputs[s] = copies[s];
     }
-    owned[j].resize(own.size());
+    out->resize(own.size());
     LOFT_RETURN_IF_ERROR(
-        Reduce(options_.reducer, inputs, weights, owned[j]).WithContext(ctx + " chunk " + std::to_string(c)));
-    if (options_.corrupt_owned_chunk) options_.corrupt_owned_chunk(owned[j]);
-    for (int s = 1; s < n; ++s) {
-      LOFT_RETURN_IF_ERROR(transport_
-                               ->Send(view.members[(pos + s) % n], gather_tag(j),
-                                      std::as_bytes(std::span<const float>(owned[j])))
-                               .WithContext(ctx));
+        Reduce(options_.reducer, inputs, weights, *out).WithContext(ctx + " chunk " + std::to_string(c)));
+    if (options_.corrupt_owned_chunk) options_.corrupt_owned_chunk(*out);
+    return OkStatus();
+  };
+
+  // 1. Scatter: chunk c to each of its r1 primaries (positions c .. c+r1-1).
+  for (int j = 0; j < r1; ++j) {
+    for (int c = 0; c < n; ++c) {
+      const int owner = (c + j) % n;
+      if (owner == pos) continue;
+      LOFT_RETURN_IF_ERROR(
+          transport_->Send(view.members[owner], scatter_tag(j), std::as_bytes(chunk_of(c))).WithContext(ctx));
     }
   }
-  // 3. Gather: r results per chunk; take the coordinate-wise median.
-  std::vector<float> result(d);
-  std::set<int> mismatched;
-  std::vector<std::vector<float>> received(r);
-  std::vector<std::span<const float>> results(r);
+  // 2. Reduce the r1 chunks this member is a primary of (as replica j, chunk
+  // pos - j); send the full result or its digest to every member.
+  std::vector<std::vector<float>> owned(r2);  // [r1, r2): backup results, only for disputed chunks
+  std::vector<ChunkDigest> owned_digest(r1);
+  for (int j = 0; j < r1; ++j) {
+    LOFT_RETURN_IF_ERROR(reduce_chunk(j, (pos - j + n) % n, &owned[j]));
+    const auto bytes = std::as_bytes(std::span<const float>(owned[j]));
+    if (j == full) {
+      for (int s = 1; s < n; ++s)
+        LOFT_RETURN_IF_ERROR(send(GatherPayload::kFullCopy, (pos + s) % n, copy_tag(j), bytes));
+      owned_digest[j] = DigestOf(owned[j]);
+    } else {
+      owned_digest[j] = DigestOf(owned[j]);
+      for (int s = 1; s < n; ++s) {
+        LOFT_RETURN_IF_ERROR(send(GatherPayload::kDigest, (pos + s) % n, digest_tag(j),
+                                  std::as_bytes(std::span(owned_digest[j]))));
+      }
+    }
+  }
+  // 3. Gather: per chunk the full copy of primary `full` (straight into the
+  // result) and the other primaries' digests. All r1 agreeing: take it.
+  struct Disputed {
+    int c = 0;
+    std::vector<ReplicaClaim> claims;      // r2: primaries, then backups
+    std::vector<std::vector<float>> bufs;  // copies this member did not reduce itself
+  };
+  std::vector<Disputed> disputed;
+  std::vector<ReplicaClaim> claims(r1);
   for (int c = 0; c < n; ++c) {
-    const auto [b, e] = ChunkRange(d, n, c);
-    const size_t len = e - b;
-    for (int j = 0; j < r; ++j) {
+    const std::span<float> out = result_of(c);
+    const int mine = replica_index(c);
+    for (int j = 0; j < r1; ++j) {
       const int owner = (c + j) % n;
+      claims[j] = ReplicaClaim{};
       if (owner == pos) {
-        results[j] = owned[j];
+        claims[j] = {owned_digest[j], true, owned[j]};
+      } else if (j == full) {
+        LOFT_ASSIGN_OR_RETURN(const size_t got,
+                              transport_->RecvInto(view.members[owner], copy_tag(j), remaining_ms(),
+                                                   std::as_writable_bytes(out)));
+        claims[j].held = true;
+        claims[j].copy = out;
+        if (got != out.size_bytes()) {
+          std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+        } else if (mine < r1 && SameBits(out, owned[mine])) {
+          claims[j].digest = owned_digest[mine];  // the same bits as this member's own result
+        } else {
+          claims[j].digest = DigestOf(out);
+        }
+      } else {
+        ChunkDigest dg;
+        LOFT_ASSIGN_OR_RETURN(const size_t got,
+                              transport_->RecvInto(view.members[owner], digest_tag(j), remaining_ms(),
+                                                   std::as_writable_bytes(std::span(dg))));
+        if (got == dg.size()) claims[j].digest = dg;
+      }
+    }
+    // min(f+1, r1) = r1: a digest carries only when every primary claims it.
+    const ChunkPlan plan = PlanChunk(claims, f);
+    if (plan.take >= 0) {
+      const std::span<const float> taken = claims[plan.take].copy;
+      if (taken.data() != out.data() && !out.empty()) std::memcpy(out.data(), taken.data(), out.size_bytes());
+      continue;
+    }
+    // Disputed: keep the claims (a received full copy moves out of the
+    // result); the backups' results and the primaries' full copies follow.
+    Disputed x;
+    x.c = c;
+    x.claims = claims;
+    x.claims.resize(r2);
+    x.bufs.resize(r2);
+    for (int j = 0; j < r1; ++j) {
+      if (!x.claims[j].held || (c + j) % n == pos) continue;
+      x.bufs[j].assign(out.begin(), out.end());
+      x.claims[j].copy = x.bufs[j];
+    }
+    disputed.push_back(std::move(x));
+  }
+  // 4. Disputes: every member tells every other which chunks it disputes (a
+  // bitmap of n bits; empty when all agreed). A chunk anyone disputes is
+  // escalated: every member sends its copy to the chunk's backups.
+  const size_t map_bytes = (static_cast<size_t>(n) + 7) / 8;
+  std::vector<unsigned char> bitmap(map_bytes, 0);
+  for (const Disputed& x : disputed)
+    bitmap[static_cast<size_t>(x.c) / 8] |= static_cast<unsigned char>(1u << (x.c % 8));
+  for (int s = 1; s < n; ++s) {
+    LOFT_RETURN_IF_ERROR(
+        transport_->Send(view.members[(pos + s) % n], dispute_tag, std::as_bytes(std::span(bitmap)))
+            .WithContext(ctx));
+  }
+  std::vector<std::vector<int>> disputers(n);  // positions, per chunk
+  for (const Disputed& x : disputed) disputers[x.c].push_back(pos);
+  std::vector<unsigned char> theirs(map_bytes);
+  for (int s = 1; s < n; ++s) {
+    const int from = (pos - s + n) % n;
+    LOFT_ASSIGN_OR_RETURN(const size_t got,
+                          transport_->RecvInto(view.members[from], dispute_tag, remaining_ms(),
+                                               std::as_writable_bytes(std::span(theirs))));
+    if (got != map_bytes) {
+      if (report) report->malformed_from.push_back(view.members[from]);
+      continue;  // its disputes are not served
+    }
+    for (int c = 0; c < n; ++c) {
+      if ((theirs[static_cast<size_t>(c) / 8] >> (c % 8)) & 1) disputers[c].push_back(from);
+    }
+  }
+  // 5. Escalation: this member's copy of each disputed chunk to its backups
+  // (positions c+r1 .. c+r2-1); as a primary that sent a digest, its full
+  // result to each member that disputes the chunk.
+  for (int c = 0; c < n; ++c) {
+    if (disputers[c].empty()) continue;
+    for (int j = r1; j < r2; ++j) {
+      const int backup = (c + j) % n;
+      if (backup == pos) continue;
+      LOFT_RETURN_IF_ERROR(transport_->Send(view.members[backup], scatter_tag(j), std::as_bytes(chunk_of(c)))
+                               .WithContext(ctx));
+    }
+    const int j = replica_index(c);
+    if (j >= r1 || j == full) continue;  // not a primary, or its full copy went to everyone
+    for (int to : disputers[c]) {
+      if (to == pos) continue;
+      LOFT_RETURN_IF_ERROR(
+          send(GatherPayload::kFetched, to, copy_tag(j), std::as_bytes(std::span<const float>(owned[j]))));
+    }
+  }
+  // 6. As a backup of a disputed chunk: reduce it and send the result to the
+  // members that dispute it.
+  for (int j = r1; j < r2; ++j) {
+    const int c = (pos - j + n) % n;
+    if (disputers[c].empty()) continue;
+    LOFT_RETURN_IF_ERROR(reduce_chunk(j, c, &owned[j]));
+    for (int to : disputers[c]) {
+      if (to == pos) continue;
+      LOFT_RETURN_IF_ERROR(
+          send(GatherPayload::kFetched, to, copy_tag(j), std::as_bytes(std::span<const float>(owned[j]))));
+    }
+  }
+  // 7. Settle each disputed chunk over the r2 replicas: a copy whose digest
+  // at least f+1 claim, or the coordinate-wise median.
+  std::set<int> mismatched;
+  for (Disputed& x : disputed) {
+    const std::span<float> out = result_of(x.c);
+    for (int j = 0; j < r2; ++j) {
+      ReplicaClaim& claim = x.claims[j];
+      if (claim.held) continue;
+      const int owner = (x.c + j) % n;
+      if (owner == pos) {  // this member is a backup of x.c
+        claim = {DigestOf(owned[j]), true, owned[j]};
         continue;
       }
-      received[j].resize(len);
+      std::vector<float>& buf = x.bufs[j];
+      buf.resize(out.size());
       LOFT_ASSIGN_OR_RETURN(const size_t got,
-                            transport_->RecvInto(view.members[owner], gather_tag(j), remaining_ms(),
-                                                 std::as_writable_bytes(std::span(received[j]))));
-      if (got != len * sizeof(float)) received[j].assign(len, std::numeric_limits<float>::quiet_NaN());
-      results[j] = received[j];
+                            transport_->RecvInto(view.members[owner], copy_tag(j), remaining_ms(),
+                                                 std::as_writable_bytes(std::span(buf))));
+      if (report) ++report->fetched_copies;
+      claim.held = true;
+      claim.copy = buf;
+      if (got != out.size_bytes()) {
+        buf.assign(out.size(), std::numeric_limits<float>::quiet_NaN());
+        if (j >= r1) claim.digest.reset();
+      } else if (j >= r1) {
+        claim.digest = DigestOf(buf);  // a backup's claim is its copy
+      }
     }
-    std::span<float> out(result.data() + b, len);
-    MedianOfReplicas(results, out);
-    int agree = 0;
-    std::vector<int> differ;
-    for (int j = 0; j < r; ++j) {
-      if (SameBits(results[j], out))
-        ++agree;
-      else
-        differ.push_back(view.members[(c + j) % n]);
-    }
-    if (agree >= options_.tolerance + 1) mismatched.insert(differ.begin(), differ.end());
+    SettleChunk(x.claims, f, out);
+    for (int j : Dissenters(x.claims, DigestOf(out), out, f)) mismatched.insert(view.members[(x.c + j) % n]);
   }
   if (report) report->chunk_mismatch_from.assign(mismatched.begin(), mismatched.end());
   std::copy(result.begin(), result.end(), data.begin());

@@ -15,20 +15,45 @@
 //
 // Verified chunks (tolerance f > 0): a plain owner can set 1/N of the model
 // to anything (every member applies the same values, so parameter hashes
-// still agree). With f > 0 chunk c is reduced by the r = min(2f+1, N)
-// members at ring positions c, c+1, ..., c+r-1; every member sends chunk c
-// to each of them (scatter phase 16+j to replica j) and each replica sends
-// its result to every member (gather phase 80+j). A member takes the
-// coordinate-wise median of the r results (non-finite values rank last):
-// honest replicas reduce the same inputs deterministically, so with at most
-// f Byzantine replicas f+1 identical honest values straddle the median and
-// the taken value is exactly the honest one. A replica whose chunk differs
-// from the median while at least f+1 replicas match it exactly is listed in
-// chunk_mismatch_from (a malformed result counts as all-NaN and is listed
-// too). Cost versus the plain ring: r times the traffic of both phases and
-// r times the reduce work, plus a median of r values per coordinate
-// (bench/ring_verify_bench.cc). Not protected: a Byzantine *sender* that
-// gives different inputs to different replicas makes honest replicas
+// still agree). With f > 0 chunk c has r2 = min(2f+1, N) replicas, the
+// members at ring positions c, c+1, ..., c+r2-1 (replica j at c+j): the
+// first r1 = min(f+1, N) are its primaries, the others its backups.
+//  1. Scatter: every member sends chunk c to its r1 primaries (phase 16+j).
+//  2. Each primary reduces; in round t primary k = t mod r1 of every chunk
+//     sends its full result to every member (phase 80+k; each member is
+//     primary k of exactly one chunk, so it sends N-1 full chunks, as in the
+//     plain ring) and the other primaries send only its BLAKE2b-256 digest
+//     (phase 144+j, 32 bytes).
+//  3. A member takes the full copy when every primary claims its digest
+//     (for a copy it reduced itself or received, the digest it computed):
+//     at least one of the f+1 primaries is honest, honest replicas reduce
+//     the same inputs to the same bits, and BLAKE2b's collision resistance
+//     keeps a Byzantine full sender from matching the honest digest with
+//     other bits. Otherwise it disputes the chunk.
+//  4. Every member sends every other one a bitmap of the chunks it disputes
+//     (phase 208, ceil(N/8) bytes; all zero in the honest case).
+//  5. A chunk anyone disputes is escalated: every member sends its copy of
+//     the chunk to the backups (phase 16+j), the backups reduce it and, with
+//     the primaries that sent digests, send their full results to each
+//     member that disputes it (phase 80+j). That member now has r2 claims
+//     and takes, as models/replica_vote.h decides, a copy whose digest at
+//     least f+1 replicas claim (with at most f Byzantine replicas, bitwise
+//     the honest result), or if none does, the coordinate-wise median of the
+//     r2 copies (non-finite values rank last).
+// A replica whose digest or copy differs from the taken result while at
+// least f+1 replicas match it is listed in chunk_mismatch_from (a malformed
+// digest or copy matches nothing). A backup waits for every member's copy of
+// the escalated chunk: a member that withholds it (or a Byzantine member
+// that disputes a chunk towards some members only) ends the attempt with
+// DeadlineExceeded for those waiting, as a silent member does. Cost versus
+// the plain ring when all primaries agree: r1 times the scatter traffic, the
+// same full chunks in the all-gather plus (r1-1)(N-1) digests and N-1
+// bitmaps per member ((r1+1)/2 times the plain traffic: 1.5x for f = 1), r1
+// times the reduce work, BLAKE2b over about d floats per member, and one
+// exchange of bitmaps before a member may return; an escalated chunk costs
+// its scatter to the backups and up to r2-1 full copies per disputing
+// member (bench/ring_verify_bench.cc). Not protected: a Byzantine *sender*
+// that gives different inputs to different replicas makes honest replicas
 // disagree; the median then lies between honest results, and nobody is
 // listed unless f+1 replicas still agree.
 //
@@ -42,8 +67,10 @@
 // (views < 2^24) and rounds must not decrease within a view: the tag floor
 // drops everything below (view, round). A scatter payload of the wrong size counts
 // as a Byzantine input: it becomes a NaN vector (robust reducers discard it)
-// and the sender is listed in the report; a malformed all-gather payload
-// fails the attempt with DataLoss.
+// and the sender is listed in the report, as is the sender of a dispute
+// bitmap of the wrong size (its disputes are not served); a malformed
+// all-gather payload fails the plain attempt with DataLoss (verified: see
+// above).
 //
 // Not responsible for: deciding membership (the scheduler issues views),
 // validating that all members pass the same weights, retrying.
@@ -69,25 +96,42 @@ struct RingView {
   std::vector<int> members;  // transport ranks in ring order; must include this rank
 };
 
+// What a verified all-gather message carries (AllReduceOptions::tamper_gather).
+enum class GatherPayload {
+  kFullCopy,  // the round's full result of a chunk, sent to every member
+  kDigest,    // BLAKE2b-256 of a result, sent instead of the full copy
+  kFetched,   // a full result (primary or backup) sent to a member that disputes the chunk
+};
+
 struct AllReduceOptions {
   ReducerOptions reducer;
   int64_t timeout_ms = 10000;  // per attempt, > 0
   // f: Byzantine members tolerated (training.byzantine_tolerance). 0 = the
   // plain ring (one owner per chunk, trusted). f > 0: each chunk is reduced
-  // by min(2f+1, N) owners and every member takes the coordinate-wise
-  // median of their results (see "Verified chunks" above). In [0, 31].
+  // by min(f+1, N) primaries, and by min(2f+1, N) replicas when they
+  // disagree (see "Verified chunks" above). In [0, 31].
   int tolerance = 0;
   // Attack hook (byzantine: chunk_garbage / chunk_scale, and tests): called
   // on each chunk this member reduced, before it is sent. Empty = honest.
   std::function<void(std::span<float> reduced_chunk)> corrupt_owned_chunk;
+  // Test hook (verified chunks): called on each all-gather payload this
+  // member is about to send to `to_rank`, after corrupt_owned_chunk; it may
+  // change the bytes (not the size) and returns false to withhold the
+  // message. Empty = honest.
+  std::function<bool(GatherPayload kind, int to_rank, std::span<std::byte> payload)> tamper_gather;
   Status Validate() const;
 };
 
 struct AllReduceReport {
-  std::vector<int> malformed_from;  // transport ranks whose scatter payload had the wrong size
-  // Verified chunks (tolerance > 0): owners whose reduced chunk (or its
-  // size) differed from the one at least f+1 owners of that chunk agreed on.
+  // Transport ranks whose scatter payload (or verified fetch request) had the wrong size.
+  std::vector<int> malformed_from;
+  // Verified chunks (tolerance > 0): replicas whose digest or full copy (or
+  // its size) differed from the result at least f+1 replicas of a disputed
+  // chunk agreed on.
   std::vector<int> chunk_mismatch_from;
+  // Verified chunks: full copies this member received for chunks it
+  // disputed (0 when every primary agreed).
+  int64_t fetched_copies = 0;
 };
 
 class RingAllReduce {
@@ -103,12 +147,6 @@ class RingAllReduce {
 
   // [begin, end) of chunk c when d values are split into n chunks.
   static std::pair<size_t, size_t> ChunkRange(size_t d, int n, int c);
-
-  // Verified chunks: out[k] = the median of results[j][k] over the r
-  // replicas (non-finite values rank last). Each result must have
-  // out.size() values. Returns true when it took the fast path: all r
-  // results bitwise identical, copied instead of a median per coordinate.
-  static bool MedianOfReplicas(std::span<const std::span<const float>> results, std::span<float> out);
 
  private:
   // The f > 0 path: pos = this rank's ring position; deadline in clock micros.

@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "models/in_memory_transport.h"
+#include "models/replica_vote.h"
 
 using namespace loft;
 using namespace loft::models;
@@ -23,17 +26,19 @@ struct RankResult {
 };
 
 // Runs RingAllReduce on every rank in `view.members`, one thread each;
-// ranks not in the view do nothing (a dead or absent worker).
+// ranks not in the view do nothing (a dead or absent worker). Ranks in
+// `byzantine` use the options given there.
 std::vector<RankResult> RunRing(InMemoryNetwork& net, const RingView& view, uint32_t round,
                                 const std::vector<std::vector<float>>& inputs,
                                 const std::vector<double>& weights, const AllReduceOptions& opt,
-                                int byzantine = -1, const AllReduceOptions* byzantine_opt = nullptr) {
+                                const std::map<int, AllReduceOptions>& byzantine = {}) {
   std::vector<RankResult> res(net.world_size());
   std::vector<std::thread> threads;
   for (int r : view.members) {
     res[r].data = inputs[r];
     threads.emplace_back([&, r] {
-      RingAllReduce ar(net.endpoint(r), r == byzantine ? *byzantine_opt : opt);
+      auto it = byzantine.find(r);
+      RingAllReduce ar(net.endpoint(r), it == byzantine.end() ? opt : it->second);
       res[r].status = ar.Run(view, round, res[r].data, weights, &res[r].report);
     });
   }
@@ -125,7 +130,7 @@ TEST_CASE("vector-level reducers are applied per chunk", "[ring]") {
   }
 }
 
-TEST_CASE("a silent rank ends the attempt with a timeout; survivors restart in a new view", "[ring]") {
+TEST_CASE("a silent rank ends the attempt with a timeout, survivors restart in a new view", "[ring]") {
   const int n = 4;
   const size_t d = 10;
   auto in = RandomInputs(n, d, 5);
@@ -368,7 +373,7 @@ TEST_CASE("plain ring: a malicious chunk owner sets its 1/N of everyone's result
   opt.reducer.kind = ReducerKind::kMedian;
   InMemoryNetwork net(n);
   AllReduceOptions bad = Corrupting(opt, /*garbage=*/true);
-  auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, opt, /*byzantine=*/2, &bad);
+  auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, opt, {{2, bad}});
   const auto [b, e] = RingAllReduce::ChunkRange(d, n, 2);
   for (int r = 0; r < n; ++r) {
     REQUIRE(res[r].status.ok());
@@ -394,7 +399,7 @@ TEST_CASE("verified chunks (f = 1): the honest result is taken and the owner nam
         AllReduceOptions bad = Corrupting(opt, garbage);
         InMemoryNetwork net(n);
         const int attacker = n / 2;
-        auto res = RunRing(net, {1, Iota(n)}, 3, in, {}, opt, attacker, &bad);
+        auto res = RunRing(net, {1, Iota(n)}, 3, in, {}, opt, {{attacker, bad}});
         for (int r = 0; r < n; ++r) {
           INFO("n " << n << " garbage " << garbage << " " << ReducerKindName(kind) << " rank " << r);
           REQUIRE(res[r].status.ok());
@@ -424,6 +429,7 @@ TEST_CASE("verified chunks without an attacker equal the plain ring and name nob
       REQUIRE(v[r].status.ok());
       CHECK(v[r].data == p[r].data);
       CHECK(v[r].report.chunk_mismatch_from.empty());
+      CHECK(v[r].report.fetched_copies == 0);  // digests agree: nothing fetched
     }
   }
 }
@@ -440,7 +446,7 @@ TEST_CASE("verified chunks: a malformed result counts as NaN and its owner is na
     std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
   };
   InMemoryNetwork net(n);
-  auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, opt, 1, &bad);
+  auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, opt, {{1, bad}});
   for (int r : {0, 2, 3}) {
     REQUIRE(res[r].status.ok());
     for (float x : res[r].data) CHECK(std::isfinite(x));
@@ -458,7 +464,7 @@ TEST_CASE("verified chunks: the identical-results fast path is taken only when e
   std::vector<float> out(len);
   {
     std::vector<std::span<const float>> rs{a, a, a};
-    CHECK(RingAllReduce::MedianOfReplicas(rs, out));
+    CHECK(MedianOfReplicas(rs, out));
     CHECK(out == a);
   }
   // One replica one ulp off at one coordinate (the last): the coordinate-wise
@@ -470,7 +476,7 @@ TEST_CASE("verified chunks: the identical-results fast path is taken only when e
       std::vector<std::span<const float>> rs{a, a, a};
       rs[static_cast<size_t>(slot)] = b;
       std::fill(out.begin(), out.end(), 0.0f);
-      CHECK_FALSE(RingAllReduce::MedianOfReplicas(rs, out));
+      CHECK_FALSE(MedianOfReplicas(rs, out));
       CHECK(std::memcmp(out.data(), a.data(), len * sizeof(float)) == 0);
     }
   }
@@ -478,11 +484,11 @@ TEST_CASE("verified chunks: the identical-results fast path is taken only when e
   std::vector<float> z(4, 0.0f), nz(4, -0.0f);
   std::vector<float> o4(4);
   std::vector<std::span<const float>> zs{z, nz, z};
-  CHECK_FALSE(RingAllReduce::MedianOfReplicas(zs, o4));
+  CHECK_FALSE(MedianOfReplicas(zs, o4));
   // A malformed (all-NaN) replica: the median of the other two's equal values.
   std::vector<float> nan(len, std::numeric_limits<float>::quiet_NaN());
   std::vector<std::span<const float>> rn{a, nan, a};
-  CHECK_FALSE(RingAllReduce::MedianOfReplicas(rn, out));
+  CHECK_FALSE(MedianOfReplicas(rn, out));
   CHECK(out == a);
 }
 
@@ -501,7 +507,7 @@ TEST_CASE("verified chunks: an owner that changes one bit of one coordinate is n
     };
     InMemoryNetwork net(n);
     const int attacker = 1;
-    auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, opt, attacker, &bad);
+    auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, opt, {{attacker, bad}});
     for (int r = 0; r < n; ++r) {
       INFO("n " << n << " rank " << r);
       REQUIRE(res[r].status.ok());
@@ -509,5 +515,291 @@ TEST_CASE("verified chunks: an owner that changes one bit of one coordinate is n
       CHECK(res[r].data == clean[r].data);
       CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{attacker});
     }
+  }
+}
+
+namespace {
+
+// Verified-ring options whose all-gather payloads of `kind` are changed
+// (every float set to 12345, or one digest byte flipped) or withheld.
+AllReduceOptions Tampering(AllReduceOptions o, GatherPayload kind, bool withhold = false) {
+  o.tamper_gather = [kind, withhold](GatherPayload k, int, std::span<std::byte> bytes) {
+    if (k != kind) return true;
+    if (withhold) return false;
+    if (k == GatherPayload::kDigest) {
+      bytes[0] ^= std::byte{1};
+    } else {
+      const float g = 12345.0f;
+      for (size_t i = 0; i + sizeof g <= bytes.size(); i += sizeof g) std::memcpy(&bytes[i], &g, sizeof g);
+    }
+    return true;
+  };
+  return o;
+}
+
+AllReduceOptions Verified(int f, int64_t timeout_ms = 10000) {
+  AllReduceOptions o;
+  o.reducer.kind = ReducerKind::kMedian;
+  o.tolerance = f;
+  o.timeout_ms = timeout_ms;
+  return o;
+}
+
+// The plain ring's result (every rank's), the honest reference.
+std::vector<float> CleanResult(int n, const std::vector<std::vector<float>>& in) {
+  AllReduceOptions plain;
+  plain.reducer.kind = ReducerKind::kMedian;
+  InMemoryNetwork net(n);
+  auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, plain);
+  for (const auto& r : res) REQUIRE(r.status.ok());
+  return res[0].data;
+}
+
+}  // namespace
+
+TEST_CASE("verified ring: f+1 primaries, one full copy per chunk plus digests, 1.5 times the plain traffic",
+          "[ring]") {
+  const int n = 6;
+  const size_t d = 6000;
+  auto in = RandomInputs(n, d, 31);
+  AllReduceOptions plain;
+  plain.reducer.kind = ReducerKind::kMedian;
+  InMemoryNetwork a(n), b(n);
+  auto p = RunRing(a, {1, Iota(n)}, 0, in, {}, plain);
+  auto v = RunRing(b, {1, Iota(n)}, 0, in, {}, Verified(1));
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(v[r].status.ok());
+    CHECK(v[r].data == p[r].data);
+    CHECK(v[r].report.fetched_copies == 0);
+  }
+  // Plain: 2(n-1) chunks of d/n floats per member. Verified (f = 1, two
+  // primaries): 2(n-1) scatter chunks, n-1 full chunks, n-1 digests of 32
+  // bytes, n-1 dispute bitmaps of 1 byte; nothing to the backups.
+  const int64_t chunk = static_cast<int64_t>(d / n * sizeof(float));
+  CHECK(a.sent_bytes() == n * 2 * (n - 1) * chunk);
+  CHECK(b.sent_bytes() == n * (3 * (n - 1) * chunk + (n - 1) * 32 + (n - 1) * 1));
+  CHECK(static_cast<double>(b.sent_bytes()) / static_cast<double>(a.sent_bytes()) < 1.51);
+}
+
+TEST_CASE("verified ring: the full copy rotates with the round, so every member sends N-1 full chunks",
+          "[ring]") {
+  const int n = 5;
+  const size_t d = 50;
+  auto in = RandomInputs(n, d, 4);
+  for (uint32_t round : {0u, 1u, 2u, 3u}) {
+    std::vector<std::vector<int>> full_to(n);  // full copies each rank sent, by recipient
+    std::mutex mu;
+    std::map<int, AllReduceOptions> spies;
+    for (int r = 0; r < n; ++r) {
+      AllReduceOptions o = Verified(1);
+      o.tamper_gather = [&, r](GatherPayload k, int to, std::span<std::byte>) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (k == GatherPayload::kFullCopy) full_to[r].push_back(to);
+        return true;
+      };
+      spies[r] = o;
+    }
+    InMemoryNetwork net(n);
+    auto res = RunRing(net, {1, Iota(n)}, round, in, {}, Verified(1), spies);
+    for (int r = 0; r < n; ++r) {
+      REQUIRE(res[r].status.ok());
+      CHECK(full_to[r].size() == static_cast<size_t>(n - 1));
+    }
+  }
+}
+
+TEST_CASE("verified ring: a Byzantine full-copy sender is outvoted once its chunk is escalated to the backup",
+          "[ring]") {
+  const int n = 6;
+  const size_t d = 600;
+  auto in = RandomInputs(n, d, 11);
+  const std::vector<float> clean = CleanResult(n, in);
+  // Round 4: primary 0 of every chunk sends the full copy, so rank 2 sends
+  // chunk 2 (primaries 2, 3; backup 4) in full, as garbage. Every other
+  // member disputes chunk 2 and fetches the copies of ranks 3 and 4.
+  const int attacker = 2;
+  InMemoryNetwork net(n);
+  auto res = RunRing(net, {1, Iota(n)}, 4, in, {}, Verified(1),
+                     {{attacker, Tampering(Verified(1), GatherPayload::kFullCopy)}});
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << res[r].status);
+    REQUIRE(res[r].status.ok());
+    if (r == attacker) continue;
+    CHECK(res[r].data == clean);  // bitwise the honest result
+    CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{attacker});
+    CHECK(res[r].report.fetched_copies == (r == 3 || r == 4 ? 1 : 2));  // 3 and 4 hold their own
+  }
+}
+
+TEST_CASE("verified ring: a replica that sends a wrong digest is named and its chunk escalated", "[ring]") {
+  for (int n : {3, 4, 6, 7}) {
+    const size_t d = 301;
+    auto in = RandomInputs(n, d, 12 + n);
+    const std::vector<float> clean = CleanResult(n, in);
+    // Round 2: rank 1 is the digest-sending primary of chunk 0 (primaries 0, 1; backup 2).
+    const int attacker = 1;
+    InMemoryNetwork net(n);
+    auto res = RunRing(net, {1, Iota(n)}, 2, in, {}, Verified(1),
+                       {{attacker, Tampering(Verified(1), GatherPayload::kDigest)}});
+    for (int r = 0; r < n; ++r) {
+      INFO("n " << n << " rank " << r << ": " << res[r].status);
+      REQUIRE(res[r].status.ok());
+      if (r == attacker) continue;
+      CHECK(res[r].data == clean);
+      CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{attacker});
+      CHECK(res[r].report.fetched_copies == (r == 2 ? 1 : 2));
+    }
+  }
+}
+
+TEST_CASE("verified ring (f = 2): a right digest with a garbage fetched copy is caught by its hash",
+          "[ring]") {
+  // N = 6, f = 2: primaries c, c+1, c+2, backups c+3, c+4. Round 3: primary
+  // 0 sends the full copy, so rank 1 sends chunk 1 in full, as garbage;
+  // every other member disputes chunk 1, and rank 3 (a primary that sent
+  // its correct digest) answers with a garbage full copy.
+  const int n = 6;
+  const size_t d = 120;
+  auto in = RandomInputs(n, d, 13);
+  const std::vector<float> clean = CleanResult(n, in);
+  InMemoryNetwork net(n);
+  auto res = RunRing(net, {1, Iota(n)}, 3, in, {}, Verified(2),
+                     {{1, Tampering(Verified(2), GatherPayload::kFullCopy)},
+                      {3, Tampering(Verified(2), GatherPayload::kFetched)}});
+  for (int r : {0, 2, 4, 5}) {
+    INFO("rank " << r << ": " << res[r].status);
+    REQUIRE(res[r].status.ok());
+    CHECK(res[r].data == clean);
+    CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{1, 3});
+    CHECK(res[r].report.fetched_copies == (r == 0 ? 4 : 3));
+  }
+}
+
+TEST_CASE("verified ring: with no carrying digest every copy is fetched and the median taken", "[ring]") {
+  // Two Byzantine members (more than f = 1) with different results: in
+  // chunks 0 and 1 (primaries 0,1 and 1,2; backups 2 and 3) no digest has
+  // 2 claims, so each member takes the coordinate-wise median of the three
+  // copies, as the ring did before digests.
+  const int n = 5;
+  const size_t d = 100;
+  auto in = RandomInputs(n, d, 14);
+  const std::vector<float> clean = CleanResult(n, in);
+  std::map<int, AllReduceOptions> byz{{1, Corrupting(Verified(1), /*garbage=*/true)},
+                                      {2, Corrupting(Verified(1), /*garbage=*/false)}};
+  InMemoryNetwork net(n);
+  auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, Verified(1), byz);
+  std::vector<float> want = clean;
+  for (int c : {0, 1}) {
+    const auto [b, e] = RingAllReduce::ChunkRange(d, n, c);
+    std::vector<float> h(clean.begin() + b, clean.begin() + e), g(e - b, 12345.0f), s(e - b);
+    for (size_t k = 0; k < s.size(); ++k) s[k] = 25.0f * h[k];
+    std::vector<std::span<const float>> copies{h, g, s};
+    CHECK_FALSE(MedianOfReplicas(copies, std::span(want).subspan(b, e - b)));
+  }
+  CHECK(want != clean);
+  for (int r : {0, 3, 4}) {
+    INFO("rank " << r << ": " << res[r].status);
+    REQUIRE(res[r].status.ok());
+    CHECK(res[r].data == want);
+    CHECK(res[r].report.fetched_copies > 0);
+    // Named only where f+1 replicas still agreed (chunk 2: 3 and backup 4 against 2).
+    CHECK(res[r].report.chunk_mismatch_from == std::vector<int>{2});
+  }
+}
+
+TEST_CASE("verified ring: a silent replica ends the attempt with a timeout, never a hang", "[ring]") {
+  const int n = 6;
+  const size_t d = 60;
+  auto in = RandomInputs(n, d, 15);
+  SECTION("digests withheld") {
+    InMemoryNetwork net(n);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto res = RunRing(net, {1, Iota(n)}, 0, in, {}, Verified(1, 300),
+                       {{2, Tampering(Verified(1, 300), GatherPayload::kDigest, /*withhold=*/true)}});
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
+    for (int r = 0; r < n; ++r) {
+      if (r == 2) continue;
+      INFO("rank " << r << ": " << res[r].status);
+      CHECK(res[r].status.code() == StatusCode::kDeadlineExceeded);
+      CHECK(res[r].data == in[r]);  // untouched on failure
+    }
+  }
+  SECTION("a full copy withheld from a member that disputes") {
+    // As in the f = 2 case above, chunk 1 is disputed; rank 3 does not answer.
+    InMemoryNetwork net(n);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto res = RunRing(net, {1, Iota(n)}, 3, in, {}, Verified(2, 300),
+                       {{1, Tampering(Verified(2, 300), GatherPayload::kFullCopy)},
+                        {3, Tampering(Verified(2, 300), GatherPayload::kFetched, /*withhold=*/true)}});
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
+    for (int r : {0, 2, 4, 5}) {
+      INFO("rank " << r << ": " << res[r].status);
+      CHECK(res[r].status.code() == StatusCode::kDeadlineExceeded);
+      CHECK(res[r].data == in[r]);
+    }
+  }
+  SECTION("a member absent from the ring") {
+    std::vector<RankResult> part(n);
+    std::vector<std::thread> threads;
+    InMemoryNetwork net(n);
+    for (int r = 0; r < n - 1; ++r) {
+      part[r].data = in[r];
+      threads.emplace_back([&, r] {
+        RingAllReduce ar(net.endpoint(r), Verified(1, 200));
+        part[r].status = ar.Run({1, Iota(n)}, 0, part[r].data, {});
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n - 1; ++r) {
+      CHECK(part[r].status.code() == StatusCode::kDeadlineExceeded);
+      CHECK(part[r].data == in[r]);
+    }
+  }
+  SECTION("a killed member") {
+    InMemoryNetwork net(3);
+    net.Kill(2);
+    std::vector<float> v = {1, 2, 3};
+    RingAllReduce ar(net.endpoint(0), Verified(1, 5000));
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(ar.Run({1, {0, 1, 2}}, 0, v, {}).code() == StatusCode::kUnavailable);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  }
+}
+
+TEST_CASE("verified ring: wrong-size digests and dispute bitmaps, stale verified messages dropped",
+          "[ring]") {
+  const int n = 4;
+  const size_t d = 40;
+  auto in = RandomInputs(n, d, 16);
+  const std::vector<float> clean = CleanResult(n, in);
+  InMemoryNetwork net(n);
+  const std::vector<std::byte> junk(5, std::byte{7});
+  // Leftovers of view 1 on every verified phase: dropped by view 2's floor.
+  for (int from = 0; from < n; ++from) {
+    for (int to = 0; to < n; ++to) {
+      if (from == to) continue;
+      for (uint8_t phase : {uint8_t{16}, uint8_t{18}, uint8_t{80}, uint8_t{81}, uint8_t{144}, uint8_t{208}})
+        REQUIRE(net.endpoint(from)->Send(to, MakeTag(1, 3, phase), junk).ok());
+    }
+  }
+  // View 2, round 3 (primary 1 sends full copies): rank 3, the
+  // digest-sending primary of chunk 3 (primaries 3, 0; backup 1), first
+  // sends rank 0 a 5-byte digest; rank 1 first sends rank 2 a 5-byte
+  // dispute bitmap.
+  REQUIRE(net.endpoint(3)->Send(0, MakeTag(2, 3, 144), junk).ok());
+  REQUIRE(net.endpoint(1)->Send(2, MakeTag(2, 3, 208), junk).ok());
+  auto res = RunRing(net, {2, Iota(n)}, 3, in, {}, Verified(1));
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << res[r].status);
+    REQUIRE(res[r].status.ok());
+    CHECK(res[r].data == clean);
+  }
+  // Rank 0 disputes chunk 3 and takes it after escalation; rank 3 is named.
+  CHECK(res[0].report.chunk_mismatch_from == std::vector<int>{3});
+  CHECK(res[0].report.fetched_copies == 2);
+  CHECK(res[2].report.malformed_from == std::vector<int>{1});
+  for (int r : {1, 2, 3}) {
+    CHECK(res[r].report.chunk_mismatch_from.empty());
+    CHECK(res[r].report.fetched_copies == 0);
   }
 }
