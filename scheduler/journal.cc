@@ -214,13 +214,29 @@ Status Journal::WriteSnapshot(const loft::v1::StateSnapshot& snapshot) {
   LOFT_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "journal: write snapshot to " + path_));
   snapshot_seq_ = seq;
   ++snapshots_written_;
+  RequestFlush();
+  return OkStatus();
+}
+
+void Journal::RequestFlush() {
   // The WAL still holds the deleted entries until the memtables are
-  // flushed: ask for a flush in the background (not waited for) so the
-  // WAL files can be dropped and compaction reclaims the entries' space.
+  // flushed: ask for a background flush (not waited for) so the WAL files
+  // can be dropped and flush / compaction drop the deleted entries. Only
+  // when no earlier flush is still pending: another immutable memtable
+  // could then stop writes (max_write_buffer_number). Best effort: when it
+  // is skipped or refused, RocksDB flushes once a memtable is full and the
+  // next snapshot asks again.
+  for (rocksdb::ColumnFamilyHandle* h : handles_) {
+    uint64_t immutable = 0;
+    if (!db_->GetIntProperty(h, rocksdb::DB::Properties::kNumImmutableMemTable, &immutable) ||
+        immutable > 0) {
+      return;
+    }
+  }
   rocksdb::FlushOptions fo;
   fo.wait = false;
-  fo.allow_write_stall = true;
-  return FromRocks(db_->Flush(fo, handles_), "journal: flush after snapshot " + path_);
+  fo.allow_write_stall = true;  // checked above: this flush cannot stall writes
+  db_->Flush(fo, handles_).PermitUncheckedError();
 }
 
 StatusOr<std::optional<loft::v1::StateSnapshot>> Journal::ReadSnapshot() const {

@@ -97,7 +97,9 @@ class Journal {
   // one WriteBatch (synced as JournalOptions::sync). The caller guarantees
   // the snapshot is of exactly that state (the daemon: nothing applied
   // that is not yet journaled). FailedPrecondition on an empty journal,
-  // IOError on a RocksDB failure (then the journal is unchanged).
+  // IOError on a RocksDB failure (then the journal is unchanged). Then
+  // requests a background flush (not waited for) so the write-ahead log of
+  // the deleted entries can be dropped.
   Status WriteSnapshot(const loft::v1::StateSnapshot& snapshot);
   // The newest snapshot, or nullopt when there is none. DataLoss naming it
   // when it is corrupt or of an unknown format version.
@@ -126,6 +128,9 @@ class Journal {
   Journal(std::string path, JournalOptions options, rocksdb::DB* db,
           std::vector<rocksdb::ColumnFamilyHandle*> handles, uint64_t next_seq, uint64_t snapshot_seq);
   Status Write(std::span<const loft::v1::StateUpdate> updates, bool sync);
+  // After a snapshot: a background flush of the memtables, so the WAL
+  // files holding the deleted entries can go (best effort, never blocks).
+  void RequestFlush();
   // EncodeValue into `value`, reusing its buffer.
   static void EncodeValueTo(const loft::v1::StateUpdate& update, std::string& value);
 

@@ -242,13 +242,12 @@ void SchedulerService::MaybeSnapshotJournal() {
   Status st = journal_->WriteSnapshot(driver_->state().ToSnapshot());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   h_snapshot_->Get().Observe(ms);
-  if (!st.ok() && journal_->snapshot_seq() != journal_->next_seq()) {
+  if (!st.ok()) {
     snapshot_retry_seq_ = journal_->next_seq() + every;
     spdlog::warn("journal snapshot failed (the journal is unchanged; next try after entry {}): {}",
                  snapshot_retry_seq_, st.ToString());
     return;
   }
-  if (!st.ok()) spdlog::warn("journal snapshot written, but {}", st.ToString());
   spdlog::info("journal snapshot at entry {}: {} entries compacted in {:.1f} ms", journal_->snapshot_seq(),
                covered, ms);
 }
