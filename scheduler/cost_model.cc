@@ -66,6 +66,53 @@ bool RobustLinearRls::Update(double x, double y) {
   return true;
 }
 
+RlsState RobustLinearRls::state() const {
+  RlsState s;
+  s.theta[0] = theta_[0];
+  s.theta[1] = theta_[1];
+  for (int a = 0; a < 2; ++a) {
+    for (int b = 0; b < 2; ++b) s.p[a][b] = p_[a][b];
+  }
+  s.residuals.assign(residuals_.begin(), residuals_.end());
+  s.consecutive_rejections = consecutive_rejections_;
+  s.accepted = accepted_;
+  s.rejected = rejected_;
+  return s;
+}
+
+namespace {
+Status CheckRls(const RlsState& s, const CostModelOptions& opts) {
+  bool finite = std::isfinite(s.theta[0]) && std::isfinite(s.theta[1]);
+  for (const auto& row : s.p) {
+    for (double v : row) finite = finite && std::isfinite(v);
+  }
+  for (double r : s.residuals) finite = finite && std::isfinite(r) && r >= 0;
+  if (!finite) return InvalidArgument("cost model state: a parameter, covariance or residual is not finite");
+  if (static_cast<int>(s.residuals.size()) > opts.residual_window) {
+    return InvalidArgument(fmt::format("cost model state: {} residuals, the window holds {}",
+                                       s.residuals.size(), opts.residual_window));
+  }
+  if (s.consecutive_rejections < 0 || s.accepted < 0 || s.rejected < 0) {
+    return InvalidArgument("cost model state: negative count");
+  }
+  return OkStatus();
+}
+}  // namespace
+
+Status RobustLinearRls::Restore(const RlsState& s) {
+  LOFT_RETURN_IF_ERROR(CheckRls(s, opts_));
+  theta_[0] = s.theta[0];
+  theta_[1] = s.theta[1];
+  for (int a = 0; a < 2; ++a) {
+    for (int b = 0; b < 2; ++b) p_[a][b] = s.p[a][b];
+  }
+  residuals_.assign(s.residuals.begin(), s.residuals.end());
+  consecutive_rejections_ = s.consecutive_rejections;
+  accepted_ = s.accepted;
+  rejected_ = s.rejected;
+  return OkStatus();
+}
+
 CostModel::CostModel(const CostParams& prior, const CostModelOptions& opts)
     : opts_(opts),
       compute_(prior.compute_fixed_ms, prior.compute_per_sample_ms, opts),
@@ -90,6 +137,33 @@ void CostModel::ObserveUplink(int64_t samples, double ms) {
   }
   uplink_rejections_ = 0;
   uplink_per_sample_ms_ = cur > 0 ? opts_.uplink_alpha * v + (1 - opts_.uplink_alpha) * cur : v;
+}
+
+CostModelState CostModel::state() const {
+  CostModelState s;
+  s.compute = compute_.state();
+  s.local = local_.state();
+  s.remote = remote_.state();
+  s.uplink_per_sample_ms = uplink_per_sample_ms_;
+  s.uplink_rejections = uplink_rejections_;
+  s.observations = observations_;
+  return s;
+}
+
+Status CostModel::Restore(const CostModelState& s) {
+  LOFT_RETURN_IF_ERROR(CheckRls(s.compute, opts_).WithContext("compute"));
+  LOFT_RETURN_IF_ERROR(CheckRls(s.local, opts_).WithContext("local read"));
+  LOFT_RETURN_IF_ERROR(CheckRls(s.remote, opts_).WithContext("remote read"));
+  if (!std::isfinite(s.uplink_per_sample_ms) || s.uplink_rejections < 0 || s.observations < 0) {
+    return InvalidArgument("cost model state: uplink or observation count out of range");
+  }
+  LOFT_RETURN_IF_ERROR(compute_.Restore(s.compute));
+  LOFT_RETURN_IF_ERROR(local_.Restore(s.local));
+  LOFT_RETURN_IF_ERROR(remote_.Restore(s.remote));
+  uplink_per_sample_ms_ = s.uplink_per_sample_ms;
+  uplink_rejections_ = s.uplink_rejections;
+  observations_ = s.observations;
+  return OkStatus();
 }
 
 CostParams CostModel::params() const {

@@ -36,6 +36,7 @@
 #include <deque>
 #include <span>
 #include <unordered_map>
+#include <vector>
 
 #include "core/status.h"
 #include "scheduler/plan.h"
@@ -53,6 +54,17 @@ struct CostModelOptions {
   Status Validate() const;
 };
 
+// Everything a RobustLinearRls has learnt (a scheduler-state snapshot
+// stores it; RobustLinearRls::Restore rebuilds the same estimator).
+struct RlsState {
+  double theta[2] = {0, 0};
+  double p[2][2] = {{0, 0}, {0, 0}};
+  std::vector<double> residuals;  // oldest first
+  int consecutive_rejections = 0;
+  int64_t accepted = 0;
+  int64_t rejected = 0;
+};
+
 // y = θ0 + θ1·x by RLS with forgetting, a prior and MAD outlier rejection.
 class RobustLinearRls {
  public:
@@ -64,6 +76,11 @@ class RobustLinearRls {
   double Predict(double x) const { return theta_[0] + theta_[1] * x; }
   int64_t accepted() const { return accepted_; }
   int64_t rejected() const { return rejected_; }
+  RlsState state() const;
+  // Replaces what was learnt (the prior's trace cap stays). InvalidArgument,
+  // and nothing changed, when a value is not finite, a count is negative
+  // or there are more residuals than the window holds.
+  Status Restore(const RlsState& s);
 
  private:
   CostModelOptions opts_;
@@ -76,6 +93,14 @@ class RobustLinearRls {
   int64_t rejected_ = 0;
 };
 
+// Everything a CostModel has learnt.
+struct CostModelState {
+  RlsState compute, local, remote;
+  double uplink_per_sample_ms = 0;
+  int uplink_rejections = 0;
+  int64_t observations = 0;
+};
+
 class CostModel {
  public:
   explicit CostModel(const CostParams& prior, const CostModelOptions& opts = {});
@@ -85,6 +110,10 @@ class CostModel {
   int64_t observations() const { return observations_; }
   // Observations rejected as outliers, over all three laws.
   int64_t rejected() const { return compute_.rejected() + local_.rejected() + remote_.rejected(); }
+  CostModelState state() const;
+  // As RobustLinearRls::Restore, for the three laws and the uplink; on an
+  // error nothing changed.
+  Status Restore(const CostModelState& s);
 
  private:
   CostModelOptions opts_;

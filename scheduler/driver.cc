@@ -26,6 +26,10 @@ Status JobDriver::Replay(std::span<const loft::v1::StateUpdate> journal) {
   return state_->Replay(journal);
 }
 
+Status JobDriver::Restore(const loft::v1::StateSnapshot& snapshot) {
+  return state_->RestoreSnapshot(snapshot);
+}
+
 Status JobDriver::ApplyAndAppend(loft::v1::StateUpdate u, Updates& out) {
   LOFT_RETURN_IF_ERROR(state_->Apply(u));
   out.push_back(std::move(u));

@@ -64,6 +64,12 @@ class JobDriver {
   // Create, then Replay each chunk of Journal::ReadInChunks in order; the
   // result equals Recover over the whole journal).
   Status Replay(std::span<const loft::v1::StateUpdate> journal);
+  // Recovery from a compacted journal: Create, Restore the journal's
+  // snapshot (Journal::ReadSnapshot), then Replay the entries after it; the
+  // result equals replaying every entry the snapshot stands for and those
+  // after it. Only on a driver that has done nothing yet
+  // (SchedulerState::RestoreSnapshot has the errors).
+  Status Restore(const loft::v1::StateSnapshot& snapshot);
 
   // Membership. Each bumps the view number by one. Registering a live
   // node again is a re-registration (restart): its in-flight partitions

@@ -482,6 +482,60 @@ Status EpochSampler::Commit(std::span<const uint64_t> ids, int64_t* duplicates) 
   return OkStatus();
 }
 
+Status EpochSampler::Restore(int64_t epoch, std::span<const uint8_t> states,
+                             std::span<const std::pair<uint64_t, uint64_t>> origins) {
+  if (trial_) return FailedPrecondition("sampler: restore inside a trial");
+  const uint64_t n = state_.size();
+  if (epoch < 0) return InvalidArgument("sampler: epoch " + std::to_string(epoch) + " < 0");
+  if (states.size() != n) {
+    return InvalidArgument("sampler: " + std::to_string(states.size()) + " sample states for " +
+                           std::to_string(n) + " samples");
+  }
+  for (uint64_t id = 0; id < n; ++id) {
+    if (states[id] > kCommitted) {
+      return InvalidArgument("sampler: sample " + std::to_string(id) + " has state " +
+                             std::to_string(states[id]));
+    }
+  }
+  for (size_t k = 0; k < origins.size(); ++k) {
+    const auto [id, from] = origins[k];
+    if (id >= n || from == 0 || (k > 0 && id <= origins[k - 1].first) || states[id] == kCommitted) {
+      return InvalidArgument("sampler: origin of sample " + std::to_string(id) + " (partition " +
+                             std::to_string(from) +
+                             ") is out of range, 0, not ascending or on a committed sample");
+    }
+  }
+  // Replays the calls that led there: samples with an origin are taken and
+  // returned from their partition, then every sample not pooled is taken
+  // and the committed ones committed. Validated above, so none fails.
+  StartEpoch(epoch);
+  std::vector<uint64_t> ids;
+  ids.reserve(origins.size());
+  for (const auto& [id, from] : origins) ids.push_back(id);
+  LOFT_RETURN_IF_ERROR(MarkTaken(ids));
+  std::vector<std::pair<uint64_t, uint64_t>> by_partition;
+  by_partition.reserve(origins.size());
+  for (const auto& [id, from] : origins) by_partition.emplace_back(from, id);
+  std::sort(by_partition.begin(), by_partition.end());
+  for (size_t k = 0; k < by_partition.size();) {
+    const uint64_t from = by_partition[k].first;
+    ids.clear();
+    for (; k < by_partition.size() && by_partition[k].first == from; ++k)
+      ids.push_back(by_partition[k].second);
+    LOFT_RETURN_IF_ERROR(Return(ids, from));
+  }
+  ids.clear();
+  std::vector<uint64_t> committed;
+  for (uint64_t id = 0; id < n; ++id) {
+    if (states[id] != kPooled) ids.push_back(id);
+    if (states[id] == kCommitted) committed.push_back(id);
+  }
+  LOFT_RETURN_IF_ERROR(MarkTaken(ids));
+  int64_t dups = 0;
+  LOFT_RETURN_IF_ERROR(Commit(committed, &dups));
+  return OkStatus();
+}
+
 uint64_t EpochSampler::Digest() const {
   uint64_t h = 1469598103934665603ULL;
   Fnv(h, static_cast<uint64_t>(epoch_));

@@ -29,6 +29,7 @@
 #include <functional>
 #include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/placement.h"
@@ -133,6 +134,19 @@ class EpochSampler {
 
   // Deterministic 64-bit digest of (epoch, per-sample state, origins).
   uint64_t Digest() const;
+
+  uint64_t seed() const { return seed_; }
+  // Sets the sampler to `epoch` with the given per-sample states (one
+  // SampleState byte per sample id) and origins ((sample, partition) pairs,
+  // ascending sample; absent samples have origin 0): what a snapshot of
+  // (epoch, state(id), origin(id)) for every id stored. Digest() and every
+  // later pick equal the saved sampler's (the cursors are rebuilt, and are
+  // never observable). InvalidArgument, and nothing changed, when the
+  // sizes do not match the placement, a state is out of range, or an
+  // origin is 0, repeated, out of range or on a committed sample. Not
+  // inside a trial.
+  Status Restore(int64_t epoch, std::span<const uint8_t> states,
+                 std::span<const std::pair<uint64_t, uint64_t>> origins);
 
  private:
   static constexpr uint8_t kPooledByte = 0;

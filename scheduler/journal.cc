@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace loft::sched {
 
@@ -40,6 +41,34 @@ uint64_t DecodeKey(std::string_view key) {
   uint64_t seq = 0;
   for (unsigned char c : key.substr(0, 8)) seq = (seq << 8) | c;
   return seq;
+}
+
+uint32_t GetLE32(std::string_view bytes) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  return v;
+}
+
+void PutLE32(char* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+constexpr char kSnapshotsColumnFamily[] = "snapshots";
+
+// The last key of `cf` as a sequence number (-1: empty). DataLoss when a
+// key is not 8 bytes.
+StatusOr<int64_t> LastSeq(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, const std::string& what) {
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf));
+  it->SeekToLast();
+  int64_t last = -1;
+  if (it->Valid()) {
+    if (it->key().size() != 8) {
+      return DataLoss(what + ": last key is " + std::to_string(it->key().size()) + " bytes, expected 8");
+    }
+    last = static_cast<int64_t>(DecodeKey(it->key().ToStringView()));
+  }
+  LOFT_RETURN_IF_ERROR(FromRocks(it->status(), what + ": scan"));
+  return last;
 }
 }  // namespace
 
@@ -73,9 +102,7 @@ StatusOr<loft::v1::StateUpdate> Journal::DecodeValue(uint64_t seq, std::string_v
   if (value.size() < 4) {
     return DataLoss(where + ": " + std::to_string(value.size()) + " bytes, shorter than its CRC");
   }
-  uint32_t stored = 0;
-  for (int i = 0; i < 4; ++i)
-    stored |= static_cast<uint32_t>(static_cast<unsigned char>(value[i])) << (8 * i);
+  const uint32_t stored = GetLE32(value);
   const std::string_view payload = value.substr(4);
   if (Crc32(payload) != stored) return DataLoss(where + ": CRC mismatch (truncated or corrupt)");
   loft::v1::StateUpdate u;
@@ -86,15 +113,50 @@ StatusOr<loft::v1::StateUpdate> Journal::DecodeValue(uint64_t seq, std::string_v
   return u;
 }
 
-Journal::Journal(std::string path, JournalOptions options, rocksdb::DB* db, uint64_t next_seq)
+std::string Journal::EncodeSnapshotValue(const loft::v1::StateSnapshot& snapshot) {
+  const size_t size = snapshot.ByteSizeLong();
+  std::string value(8 + size, '\0');
+  PutLE32(value.data() + 4, kSnapshotFormatVersion);
+  snapshot.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(value.data() + 8));
+  PutLE32(value.data(), Crc32(std::string_view(value).substr(4)));
+  return value;
+}
+
+StatusOr<loft::v1::StateSnapshot> Journal::DecodeSnapshotValue(uint64_t seq, std::string_view value) {
+  const std::string where = "journal snapshot at entry " + std::to_string(seq);
+  if (value.size() < 8) {
+    return DataLoss(where + ": " + std::to_string(value.size()) +
+                    " bytes, shorter than its header (CRC and format version)");
+  }
+  if (Crc32(value.substr(4)) != GetLE32(value))
+    return DataLoss(where + ": CRC mismatch (truncated or corrupt)");
+  const uint32_t version = GetLE32(value.substr(4));
+  if (version != kSnapshotFormatVersion) {
+    return DataLoss(where + ": unknown snapshot format version " + std::to_string(version) +
+                    " (this scheduler reads version " + std::to_string(kSnapshotFormatVersion) +
+                    "); it was written by another scheduler release");
+  }
+  const std::string_view payload = value.substr(8);
+  loft::v1::StateSnapshot snapshot;
+  if (!snapshot.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return DataLoss(where + ": payload is not a StateSnapshot");
+  }
+  return snapshot;
+}
+
+Journal::Journal(std::string path, JournalOptions options, rocksdb::DB* db,
+                 std::vector<rocksdb::ColumnFamilyHandle*> handles, uint64_t next_seq, uint64_t snapshot_seq)
     : path_(std::move(path)),
       options_(options),
       db_(db),
+      handles_(std::move(handles)),
       next_seq_(next_seq),
+      snapshot_seq_(snapshot_seq),
       batch_(std::make_unique<rocksdb::WriteBatch>()) {}
 
 Journal::~Journal() {
   if (db_ != nullptr) {
+    for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
     db_->Close().PermitUncheckedError();
     delete db_;
   }
@@ -106,6 +168,9 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& path, Journa
   o.create_if_missing = options.create_if_missing;
   o.error_if_exists = options.error_if_exists;
   o.paranoid_checks = true;
+  // Journals written before snapshots existed have the default column
+  // family only; the snapshots family is added on first open.
+  o.create_missing_column_families = true;
   // The journal only appends (one writer, growing keys) and reads back
   // only at recovery: an append-only vector memtable (sorted when read or
   // flushed) inserts an entry in O(1) instead of a skiplist insert. It does
@@ -113,26 +178,79 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& path, Journa
   // Neither option changes what is stored (WAL and table files are the same).
   o.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
   o.allow_concurrent_memtable_write = false;
+  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(o)},
+      {kSnapshotsColumnFamily, rocksdb::ColumnFamilyOptions()}};
   rocksdb::DB* db = nullptr;
-  LOFT_RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(o, path, &db), "journal: open " + path));
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
-  it->SeekToLast();
-  uint64_t next = 0;
-  if (it->Valid()) {
-    if (it->key().size() != 8) {
-      delete db;
-      return DataLoss("journal " + path + ": last key is " + std::to_string(it->key().size()) +
-                      " bytes, expected 8");
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  LOFT_RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(rocksdb::DBOptions(o), path, families, &handles, &db),
+                                 "journal: open " + path));
+  // Owns db and handles from here on (the destructor closes them).
+  std::unique_ptr<Journal> j(new Journal(path, options, db, std::move(handles), 0, 0));
+  LOFT_ASSIGN_OR_RETURN(const int64_t last_entry, LastSeq(db, j->handles_[0], "journal " + path));
+  LOFT_ASSIGN_OR_RETURN(const int64_t snapshot,
+                        LastSeq(db, j->handles_[1], "journal " + path + " snapshots"));
+  j->snapshot_seq_ = snapshot >= 0 ? static_cast<uint64_t>(snapshot) : 0;
+  // After a snapshot the next entry continues at its sequence number even
+  // when no entry was written after it.
+  j->next_seq_ = std::max(j->snapshot_seq_, static_cast<uint64_t>(last_entry + 1));
+  return j;
+}
+
+Status Journal::WriteSnapshot(const loft::v1::StateSnapshot& snapshot) {
+  const uint64_t seq = next_seq_;
+  if (seq == 0) return FailedPrecondition("journal " + path_ + ": no entries to snapshot");
+  const std::string value = EncodeSnapshotValue(snapshot);
+  // One batch: the snapshot at `seq`, and the deletion of every entry and
+  // every older snapshot below it. A crash leaves either all of it or none.
+  rocksdb::WriteBatch batch;
+  LOFT_RETURN_IF_ERROR(FromRocks(batch.Put(handles_[1], EncodeKey(seq), value), "journal: snapshot batch"));
+  LOFT_RETURN_IF_ERROR(
+      FromRocks(batch.DeleteRange(handles_[1], EncodeKey(0), EncodeKey(seq)), "journal: snapshot batch"));
+  LOFT_RETURN_IF_ERROR(
+      FromRocks(batch.DeleteRange(handles_[0], EncodeKey(0), EncodeKey(seq)), "journal: snapshot batch"));
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  LOFT_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "journal: write snapshot to " + path_));
+  snapshot_seq_ = seq;
+  ++snapshots_written_;
+  RequestFlush();
+  return OkStatus();
+}
+
+void Journal::RequestFlush() {
+  // The WAL still holds the deleted entries until the memtables are
+  // flushed: ask for a background flush (not waited for) so the WAL files
+  // can be dropped and flush / compaction drop the deleted entries. Only
+  // when no earlier flush is still pending: another immutable memtable
+  // could then stop writes (max_write_buffer_number). Best effort: when it
+  // is skipped or refused, RocksDB flushes once a memtable is full and the
+  // next snapshot asks again.
+  for (rocksdb::ColumnFamilyHandle* h : handles_) {
+    uint64_t immutable = 0;
+    if (!db_->GetIntProperty(h, rocksdb::DB::Properties::kNumImmutableMemTable, &immutable) ||
+        immutable > 0) {
+      return;
     }
-    next = DecodeKey(it->key().ToStringView()) + 1;
   }
-  const rocksdb::Status st = it->status();
-  it.reset();
-  if (!st.ok()) {
-    delete db;
-    return FromRocks(st, "journal: scan " + path);
+  rocksdb::FlushOptions fo;
+  fo.wait = false;
+  fo.allow_write_stall = true;  // checked above: this flush cannot stall writes
+  db_->Flush(fo, handles_).PermitUncheckedError();
+}
+
+StatusOr<std::optional<loft::v1::StateSnapshot>> Journal::ReadSnapshot() const {
+  if (snapshot_seq_ == 0) return std::optional<loft::v1::StateSnapshot>();
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  std::string value;
+  const rocksdb::Status s = db_->Get(ro, handles_[1], EncodeKey(snapshot_seq_), &value);
+  if (s.IsNotFound()) {
+    return DataLoss("journal snapshot at entry " + std::to_string(snapshot_seq_) + " vanished while open");
   }
-  return std::unique_ptr<Journal>(new Journal(path, options, db, next));
+  LOFT_RETURN_IF_ERROR(FromRocks(s, "journal: read snapshot " + path_));
+  LOFT_ASSIGN_OR_RETURN(loft::v1::StateSnapshot snapshot, DecodeSnapshotValue(snapshot_seq_, value));
+  return std::optional<loft::v1::StateSnapshot>(std::move(snapshot));
 }
 
 Status Journal::Append(const loft::v1::StateUpdate& update) {
@@ -159,7 +277,7 @@ Status Journal::Write(std::span<const loft::v1::StateUpdate> updates, bool sync)
       return InvalidArgument("journal: update " + std::to_string(seq) + " has no kind");
     }
     EncodeValueTo(u, value_);
-    LOFT_RETURN_IF_ERROR(FromRocks(batch.Put(EncodeKey(seq), value_), "journal: batch"));
+    LOFT_RETURN_IF_ERROR(FromRocks(batch.Put(handles_[0], EncodeKey(seq), value_), "journal: batch"));
     ++seq;
   }
   rocksdb::WriteOptions wo;
@@ -186,9 +304,10 @@ StatusOr<uint64_t> Journal::ReadInChunks(
   out.reserve(std::min<size_t>(max_updates, 4096));
   rocksdb::ReadOptions ro;
   ro.verify_checksums = true;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
-  uint64_t expected = 0;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[0]));
+  // Entries below the newest snapshot were deleted with its write.
+  uint64_t expected = snapshot_seq_;
+  for (it->Seek(EncodeKey(snapshot_seq_)); it->Valid(); it->Next()) {
     if (it->key().size() != 8) {
       return DataLoss("journal entry after " + std::to_string(expected) + ": key is " +
                       std::to_string(it->key().size()) + " bytes, expected 8");
@@ -208,7 +327,7 @@ StatusOr<uint64_t> Journal::ReadInChunks(
   }
   LOFT_RETURN_IF_ERROR(FromRocks(it->status(), "journal: read " + path_));
   if (!out.empty()) LOFT_RETURN_IF_ERROR(fn(out));
-  return expected;
+  return expected - snapshot_seq_;
 }
 
 }  // namespace loft::sched

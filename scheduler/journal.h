@@ -1,28 +1,48 @@
 // Journal: an append-only log of StateUpdates in RocksDB, the durable
-// half of SchedulerState's Apply contract. A restarted scheduler opens the
-// journal, ReadAll()s it and replays it (JobDriver::Recover).
+// half of SchedulerState's Apply contract, plus at most one snapshot of the
+// state that stands for every entry before it. A restarted scheduler opens
+// the journal, restores the snapshot (ReadSnapshot, SchedulerState::
+// RestoreSnapshot) and replays the entries after it (ReadInChunks).
 //
-// Format: key = 8-byte big-endian sequence number (0, 1, 2, ... with no
-// gaps), value = 4-byte little-endian CRC-32 (the zlib / ISO-HDLC CRC,
-// identical to boost::crc_32_type; computed with zlib's crc32) of the
-// payload, then the serialized loft.v1.StateUpdate. A value that is too
-// short, fails its CRC or does not parse, or a gap in the sequence, is a
-// DataLoss error naming the sequence number.
+// Entries (the default column family): key = 8-byte big-endian sequence
+// number (0, 1, 2, ... with no gaps from the snapshot on), value = 4-byte
+// little-endian CRC-32 (the zlib / ISO-HDLC CRC, identical to
+// boost::crc_32_type; computed with zlib's crc32) of the payload, then the
+// serialized loft.v1.StateUpdate. A value that is too short, fails its CRC
+// or does not parse, or a gap in the sequence, is a DataLoss error naming
+// the sequence number.
+//
+// Snapshots (column family "snapshots"): key = 8-byte big-endian sequence
+// number S, the first entry NOT covered (the snapshot is the state after
+// entries 0 .. S-1); value = 4-byte LE CRC-32 of what follows, 4-byte LE
+// format version (kSnapshotFormatVersion), then the serialized
+// loft.v1.StateSnapshot. WriteSnapshot puts it and deletes every entry and
+// every older snapshot below S in ONE WriteBatch, so a crash leaves either
+// the old journal or the compacted one, never a snapshot without its
+// deletions or deletions without their snapshot. Entries continue at S:
+// sequence numbers stay monotonic with no gaps after the snapshot. A
+// snapshot that is too short, fails its CRC, has another format version or
+// does not parse is a DataLoss error naming it (never skipped: the entries
+// it covers are gone). A journal written before snapshots existed opens
+// as one without a snapshot; a scheduler from before then refuses to open
+// a journal with the snapshots family (RocksDB names the unknown family).
 //
 // Writes use the WAL and, by default, sync (fsync) before Append returns:
 // when Append returns OK the update survives a crash. AppendAll writes one
 // atomic WriteBatch.
 //
-// Not responsible for: applying updates (SchedulerState), compaction of
-// old entries / snapshots (not implemented: the journal grows with the job's
-// state changes; the scheduler journals nothing for reports that change no
-// state, and recovery reads it in chunks, ReadInChunks).
+// Not responsible for: applying updates (SchedulerState), deciding when
+// to snapshot (the daemon's journal_snapshot_every, server/options.h),
+// building the snapshot (SchedulerState::ToSnapshot). The space of deleted
+// entries is reclaimed by RocksDB's flush (requested in the background
+// after each snapshot) and compaction.
 // Thread-safety: not thread-safe (one writer; the daemon's state thread).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,6 +51,7 @@
 #include "scheduler/proto/state.pb.h"
 
 namespace rocksdb {
+class ColumnFamilyHandle;
 class DB;
 class WriteBatch;
 }  // namespace rocksdb
@@ -60,8 +81,9 @@ class Journal {
   // makes them durable too (the WAL is synced as a whole). For records
   // whose loss is harmless (e.g. PartitionSent: replay then re-sends).
   Status AppendAllUnsynced(std::span<const loft::v1::StateUpdate> updates);
-  // Every entry in sequence order. DataLoss (naming the sequence number)
-  // on a corrupt entry or a gap.
+  // Every entry after the newest snapshot (all of them without one), in
+  // sequence order. DataLoss (naming the sequence number) on a corrupt
+  // entry or a gap.
   StatusOr<std::vector<loft::v1::StateUpdate>> ReadAll() const;
   // The same entries, handed to `fn` in order in spans of at most
   // `max_updates` (recovery replays a long journal without holding it
@@ -70,24 +92,56 @@ class Journal {
   StatusOr<uint64_t> ReadInChunks(
       size_t max_updates, const std::function<Status(std::span<const loft::v1::StateUpdate>)>& fn) const;
 
+  // Stores `snapshot`, the state after every entry so far (0 ..
+  // next_seq()-1), and deletes those entries and the previous snapshot, in
+  // one WriteBatch (synced as JournalOptions::sync). The caller guarantees
+  // the snapshot is of exactly that state (the daemon: nothing applied
+  // that is not yet journaled). FailedPrecondition on an empty journal,
+  // IOError on a RocksDB failure (then the journal is unchanged). Then
+  // requests a background flush (not waited for) so the write-ahead log of
+  // the deleted entries can be dropped.
+  Status WriteSnapshot(const loft::v1::StateSnapshot& snapshot);
+  // The newest snapshot, or nullopt when there is none. DataLoss naming it
+  // when it is corrupt or of an unknown format version.
+  StatusOr<std::optional<loft::v1::StateSnapshot>> ReadSnapshot() const;
+
   uint64_t next_seq() const { return next_seq_; }
+  // The first entry the newest snapshot does not cover; 0 = no snapshot.
+  uint64_t snapshot_seq() const { return snapshot_seq_; }
+  // Entries stored (those after the snapshot): what recovery replays.
+  uint64_t entries() const { return next_seq_ - snapshot_seq_; }
+  // Snapshots written through this instance.
+  int64_t snapshots_written() const { return snapshots_written_; }
   const std::string& path() const { return path_; }
+
+  static constexpr uint32_t kSnapshotFormatVersion = 1;
 
   // Encoding helpers (exposed for tests and tools).
   static std::string EncodeKey(uint64_t seq);
   static std::string EncodeValue(const loft::v1::StateUpdate& update);
   static StatusOr<loft::v1::StateUpdate> DecodeValue(uint64_t seq, std::string_view value);
+  static std::string EncodeSnapshotValue(const loft::v1::StateSnapshot& snapshot);
+  // `seq`: the snapshot's key, named in errors.
+  static StatusOr<loft::v1::StateSnapshot> DecodeSnapshotValue(uint64_t seq, std::string_view value);
 
  private:
-  Journal(std::string path, JournalOptions options, rocksdb::DB* db, uint64_t next_seq);
+  Journal(std::string path, JournalOptions options, rocksdb::DB* db,
+          std::vector<rocksdb::ColumnFamilyHandle*> handles, uint64_t next_seq, uint64_t snapshot_seq);
   Status Write(std::span<const loft::v1::StateUpdate> updates, bool sync);
+  // After a snapshot: a background flush of the memtables, so the WAL
+  // files holding the deleted entries can go (best effort, never blocks).
+  void RequestFlush();
   // EncodeValue into `value`, reusing its buffer.
   static void EncodeValueTo(const loft::v1::StateUpdate& update, std::string& value);
 
   std::string path_;
   JournalOptions options_;
   rocksdb::DB* db_;
+  // [0] the entries (default column family), [1] the snapshots.
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   uint64_t next_seq_;
+  uint64_t snapshot_seq_;
+  int64_t snapshots_written_ = 0;
   std::unique_ptr<rocksdb::WriteBatch> batch_;  // reused by Write
   std::string value_;                           // reused by Write
 };

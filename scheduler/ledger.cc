@@ -202,6 +202,45 @@ void Ledger::PruneBefore(int64_t epoch) {
   }
 }
 
+void Ledger::ForEachRecord(const std::function<void(const PartitionRecord&)>& fn) const {
+  for (const PartitionRecord& r : records_) {
+    if (r.partition.id() != 0) fn(r);
+  }
+}
+
+Status Ledger::Restore(std::vector<PartitionRecord> records, const LedgerCounters& counters,
+                       uint64_t last_id) {
+  if (!records_.empty() || last_id_ != 0)
+    return FailedPrecondition("ledger: restore into a non-empty ledger");
+  uint64_t prev = 0;
+  for (const PartitionRecord& r : records) {
+    const auto& p = r.partition;
+    const std::string where = "ledger record " + std::to_string(p.id());
+    if (p.id() == 0 || p.id() <= prev || p.id() > last_id) {
+      return InvalidArgument(where + ": id is 0, not ascending or above last id " + std::to_string(last_id));
+    }
+    if (p.sources_size() != p.sample_ids_size()) {
+      return InvalidArgument(where + ": sources are not parallel to sample ids");
+    }
+    if (static_cast<uint8_t>(r.state) > static_cast<uint8_t>(PartitionState::kTimedOut)) {
+      return InvalidArgument(where + ": state " + std::to_string(static_cast<int>(r.state)) +
+                             " out of range");
+    }
+    prev = p.id();
+  }
+  for (PartitionRecord& r : records) {
+    if (!IsTerminal(r.state)) {
+      open_.emplace(r.partition.id(), r.partition.iteration());
+      ++open_by_iteration_[r.partition.iteration()];
+    }
+    records_.push_back(std::move(r));
+  }
+  pruned_in_place_ = 0;
+  counters_ = counters;
+  last_id_ = last_id;
+  return OkStatus();
+}
+
 std::string Ledger::ToJson() const {
   nlohmann::json j;
   nlohmann::json parts = nlohmann::json::array();

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -105,6 +106,16 @@ class Ledger {
 
   // Deterministic JSON of every partition record and counter.
   std::string ToJson() const;
+
+  // Every record held (not pruned), ascending id (what a snapshot stores).
+  void ForEachRecord(const std::function<void(const PartitionRecord&)>& fn) const;
+  // Replaces an EMPTY ledger's contents with `records` (ascending ids,
+  // none pruned), `counters` and `last_id` (the open-partition indexes are
+  // rebuilt). FailedPrecondition when the ledger is not empty;
+  // InvalidArgument, and nothing changed, when ids are 0, not ascending or
+  // above last_id, sources are not parallel to sample ids, or a state is
+  // out of range.
+  Status Restore(std::vector<PartitionRecord> records, const LedgerCounters& counters, uint64_t last_id);
 
  private:
   AckOutcome Check(uint64_t id, int32_t attempt, int32_t node, PartitionRecord** rec);

@@ -18,6 +18,12 @@ double MsPerSample(int64_t bytes, double mbps) {
 }
 }  // namespace
 
+Status Policy::RestoreMemory(const PolicyMemory& memory) {
+  if (memory.empty()) return OkStatus();
+  return InvalidArgument(fmt::format("policy {} keeps no memory, but the snapshot has a table '{}'", name(),
+                                     memory.begin()->first));
+}
+
 CostParams PriorFromSpec(const ClusterSpec& spec, int node) {
   const NodeSpec& n = spec.nodes[node];
   const int64_t s = spec.dataset.sample_bytes;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -114,6 +115,11 @@ struct Observation {
   double iteration_ms = 0;  // read + compute as experienced (overlap-aware)
 };
 
+// A policy's own memory as named per-node tables (lbbsp: "throughput";
+// pid: "last_batch", "last_ms"), what a scheduler-state snapshot stores
+// (Policy::SaveMemory).
+using PolicyMemory = std::map<std::string, std::map<int32_t, double>>;
+
 // A batching policy. Implementations keep their own memory (lbbsp's
 // throughput EWMA, pid's previous sizes) and learn it through Observe.
 // Not responsible for: choosing concrete sample ids (the Assigner) or
@@ -130,6 +136,13 @@ class Policy {
   // Integer plan with Σ batch = B and min_batch ≤ batch ≤ max_batch.
   virtual StatusOr<Plan> PlanIteration(const PlanRequest& req) = 0;
   virtual void Observe(std::span<const Observation> observations) { (void)observations; }
+  // The memory that Observe and PlanIteration built, for a snapshot of the
+  // scheduler state (scheduler/journal.h "Snapshots"), and its restoration
+  // into a fresh instance: afterwards the policy plans as the saved one
+  // would. Policies without memory keep the defaults (nothing saved;
+  // restoring a non-empty memory is InvalidArgument naming the table).
+  virtual PolicyMemory SaveMemory() const { return {}; }
+  virtual Status RestoreMemory(const PolicyMemory& memory);
 };
 
 // uniform | lbbsp | pid | loft | loft-epoch

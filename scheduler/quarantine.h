@@ -24,6 +24,8 @@
 #include <span>
 #include <vector>
 
+#include "core/status.h"
+
 namespace loft::sched {
 
 class SampleQuarantine {
@@ -43,6 +45,12 @@ class SampleQuarantine {
   int64_t unavailable() const { return unavailable_; }
   void CountUnavailable(int64_t n) { unavailable_ += n; }
   int32_t after() const { return after_; }
+  // Report counts of the samples not (yet) quarantined (what a snapshot stores).
+  const std::map<uint64_t, int32_t>& pending_reports() const { return reports_; }
+  // Replaces the contents (a snapshot's restore). InvalidArgument, and
+  // nothing changed, when a count is not in 1..after-1, a sample is both
+  // pending and quarantined, or unavailable < 0.
+  Status Restore(std::map<uint64_t, int32_t> reports, std::set<uint64_t> quarantined, int64_t unavailable);
 
  private:
   int32_t after_;

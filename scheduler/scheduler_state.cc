@@ -90,6 +90,10 @@ SchedulerState::SchedulerState(const ClusterSpec& spec, Placement placement, std
 
 SchedulerState::~SchedulerState() = default;
 
+CostModel& SchedulerState::cost_model(int node) const {
+  return cost_models_->models[node];
+}
+
 CostParams SchedulerState::cost(int node) const {
   return cost_models_->models[node].params();
 }

@@ -45,6 +45,8 @@
 
 namespace loft::sched {
 
+class CostModel;
+
 // What a SchedulerState is built with (job id, seed, partition timeouts,
 // global batch). Not the daemon's options: those are server::SchedulerOptions
 // (server/options.h), from which the daemon fills this struct.
@@ -157,6 +159,21 @@ class SchedulerState {
   std::string ToJson() const;
   uint64_t Digest() const;
 
+  // Snapshots (scheduler/state_snapshot.cc; the journal stores them,
+  // scheduler/journal.h). ToSnapshot: everything Apply built (membership,
+  // cost models, sampler, ledger, quarantine, distrust, pending
+  // observations, counters) plus the policy's memory (Policy::SaveMemory).
+  // O(samples + partitions held); not for every update.
+  loft::v1::StateSnapshot ToSnapshot() const;
+  // Restores a snapshot into a state that was just created (nothing
+  // applied) with the same spec, policy and options: afterwards ToJson(),
+  // Digest() and every later decision equal those of the state that took
+  // it. FailedPrecondition when this state is not fresh or the snapshot
+  // was taken for another job id, policy, spec size, seed or global batch
+  // (naming it); DataLoss naming the part when the snapshot's contents are
+  // inconsistent. On an error the state must be discarded.
+  Status RestoreSnapshot(const loft::v1::StateSnapshot& snapshot);
+
   ~SchedulerState();
   SchedulerState(const SchedulerState&) = delete;
   SchedulerState& operator=(const SchedulerState&) = delete;
@@ -185,6 +202,7 @@ class SchedulerState {
   Ledger ledger_;
   struct CostModels;  // one CostModel per node (pimpl: keeps cost_model.h private)
   std::unique_ptr<CostModels> cost_models_;
+  CostModel& cost_model(int node) const;  // cost_models_'s, for state_snapshot.cc
   std::vector<int64_t> observations_;
   int64_t rejected_observations_ = 0;
   int64_t policy_failures_ = 0;

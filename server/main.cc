@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   auto* o_iters = app.add_option("--iterations", flags.iterations, "0 = the spec's training.iterations");
   auto* o_log = app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|off");
   auto* o_max = app.add_option("--max-message-bytes", flags.max_message_bytes);
+  auto* o_snap = app.add_option("--journal-snapshot-every", flags.journal_snapshot_every,
+                                "journal entries between state snapshots; 0 = never");
   std::string plan_ahead;
   auto* o_ahead = app.add_option("--plan-ahead", plan_ahead,
                                  "auto|0|1: plan iteration t+1 while t runs (auto: the spec's overlap)")
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
   if (o_iters->count()) opts.iterations = flags.iterations;
   if (o_log->count()) opts.log_level = flags.log_level;
   if (o_max->count()) opts.max_message_bytes = flags.max_message_bytes;
+  if (o_snap->count()) opts.journal_snapshot_every = flags.journal_snapshot_every;
   if (o_ahead->count()) opts.plan_ahead = plan_ahead == "auto" ? -1 : std::stoi(plan_ahead);
 
   auto st = opts.Validate();

@@ -50,6 +50,9 @@ Status SchedulerOptions::Validate() const {
   if (min_workers < 0) return InvalidArgument("min_workers must be >= 0");
   if (plan_ahead < -1 || plan_ahead > 1) return InvalidArgument("plan_ahead must be auto, 0 or 1");
   if (max_message_bytes < 1024) return InvalidArgument("max_message_bytes must be >= 1024");
+  if (journal_snapshot_every < 0) {
+    return InvalidArgument("journal_snapshot_every must be >= 0 (0 = never snapshot the journal)");
+  }
   if (insecure) {
     LOFT_RETURN_IF_ERROR(CheckInsecureAllowed({bind}));
   } else if (keys_dir.empty()) {
@@ -85,6 +88,7 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
                                               "min_workers",
                                               "start_when_ready",
                                               "journal_sync",
+                                              "journal_snapshot_every",
                                               "plan_ahead",
                                               "log_level",
                                               "max_message_bytes",
@@ -108,6 +112,12 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
   LOFT_RETURN_IF_ERROR(Read(source, root, "min_workers", &opts->min_workers));
   LOFT_RETURN_IF_ERROR(Read(source, root, "start_when_ready", &opts->start_when_ready));
   LOFT_RETURN_IF_ERROR(Read(source, root, "journal_sync", &opts->journal_sync));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "journal_snapshot_every", &opts->journal_snapshot_every));
+  if (opts->journal_snapshot_every < 0) {
+    return FieldError(
+        source, root["journal_snapshot_every"], "journal_snapshot_every",
+        "must be >= 0 entries (0 = never snapshot), got " + std::to_string(opts->journal_snapshot_every));
+  }
   if (YAML::Node n = root["plan_ahead"]; n.IsDefined() && n.IsScalar() && n.Scalar() == "auto") {
     opts->plan_ahead = -1;
   } else if (n.IsDefined() && !n.IsNull()) {
@@ -140,6 +150,7 @@ std::string SchedulerOptionsToYaml(const SchedulerOptions& o) {
   out << YAML::Key << "min_workers" << YAML::Value << o.min_workers;
   out << YAML::Key << "start_when_ready" << YAML::Value << o.start_when_ready;
   out << YAML::Key << "journal_sync" << YAML::Value << o.journal_sync;
+  out << YAML::Key << "journal_snapshot_every" << YAML::Value << o.journal_snapshot_every;
   out << YAML::Key << "plan_ahead" << YAML::Value;
   if (o.plan_ahead < 0) {
     out << "auto";

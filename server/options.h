@@ -18,6 +18,9 @@
 //   start_when_ready: false         # those workers must also have been heard from after their
 //                                   # registration reply (view + manifest) arrived (cluster run: true)
 //   journal_sync: true              # fsync every journal batch before acting on it
+//   journal_snapshot_every: 10000   # snapshot the state into the journal (dropping the
+//                                   # entries it covers) once this many entries accumulated;
+//                                   # bounds the journal and the replay at restart. 0 = never
 //   plan_ahead: auto                # auto | 0 | 1: plan iteration t+1 while t runs
 //                                   # (auto = 1 when the spec has training.overlap: true)
 //   log_level: info
@@ -57,6 +60,13 @@ struct SchedulerOptions {
   // read it yet is refused, which fails the first partitions.
   bool start_when_ready = false;
   bool journal_sync = true;  // fsync each journal batch
+  // Journal entries after which the scheduler writes a snapshot of its
+  // state into the journal and deletes the entries it covers
+  // (scheduler/journal.h "Snapshots"): the journal and a restart's replay
+  // stay within about this many entries. 0 = never (the journal grows
+  // with the job). Each snapshot costs O(samples + partitions of the
+  // current epoch), at the end of a tick, after the sends.
+  int64_t journal_snapshot_every = 10000;
   // Iterations planned beyond the one running: 0 = strict BSP (plan t+1
   // once t is complete), 1 = plan and stream t+1 while t runs, so agents
   // prefetch its samples and planning + journaling leave the critical

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -68,6 +69,14 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
   LOFT_ASSIGN_OR_RETURN(s->h_journal_, registry->AddHistogram("loft_scheduler_journal_append_ms",
                                                               "Time to persist one journal batch.",
                                                               metrics::DefaultMillisBuckets()));
+  LOFT_ASSIGN_OR_RETURN(s->h_snapshot_,
+                        registry->AddHistogram("loft_scheduler_journal_snapshot_ms",
+                                               "Time to build and write one journal snapshot.",
+                                               metrics::DefaultMillisBuckets()));
+  LOFT_ASSIGN_OR_RETURN(
+      s->g_journal_entries_,
+      registry->AddGauge("loft_scheduler_journal_entries",
+                         "Journal entries stored after its newest snapshot (what a restart replays)."));
   LOFT_ASSIGN_OR_RETURN(
       s->c_planned_ahead_,
       registry->AddCounter("loft_scheduler_planned_ahead_total",
@@ -116,7 +125,15 @@ Status SchedulerService::Init(double now_ms) {
   so.job_id = job_id_;
   LOFT_ASSIGN_OR_RETURN(driver_, sched::JobDriver::Create(spec_, opts_.policy, so));
   if (!fresh) {
-    // Replayed in chunks: the journal is never held whole in memory.
+    // The newest snapshot, then the entries after it, replayed in chunks:
+    // the journal is never held whole in memory.
+    {
+      LOFT_ASSIGN_OR_RETURN(std::optional<v1::StateSnapshot> snapshot, journal_->ReadSnapshot());
+      if (snapshot) {
+        LOFT_RETURN_IF_ERROR(driver_->Restore(*snapshot).WithContext(
+            fmt::format("journal {}: snapshot at entry {}", opts_.journal_dir, journal_->snapshot_seq())));
+      }
+    }
     LOFT_ASSIGN_OR_RETURN(const uint64_t replayed,
                           journal_->ReadInChunks(4096, [this](std::span<const v1::StateUpdate> c) {
                             return driver_->Replay(c);
@@ -125,10 +142,11 @@ Status SchedulerService::Init(double now_ms) {
     started_ = driver_->state().next_iteration() > 0;
     const auto& c = driver_->state().ledger().counters();
     spdlog::warn(
-        "recovered from journal {}: {} updates, view {}, epoch {}, next iteration {}, {} committed, "
-        "{} partitions in flight",
-        opts_.journal_dir, replayed, driver_->state().view(), driver_->state().epoch(),
-        driver_->state().next_iteration(), c.samples_committed, driver_->state().ledger().in_flight());
+        "recovered from journal {}: snapshot at entry {}, {} updates replayed, view {}, epoch {}, next "
+        "iteration {}, {} committed, {} partitions in flight",
+        opts_.journal_dir, journal_->snapshot_seq(), replayed, driver_->state().view(),
+        driver_->state().epoch(), driver_->state().next_iteration(), c.samples_committed,
+        driver_->state().ledger().in_flight());
     LoadSessions(now_ms);
   }
   sched::IterationGateOptions go;
@@ -211,6 +229,27 @@ Status SchedulerService::FlushUnsynced() {
   if (!st.ok()) return st.WithContext("journal append");
   unflushed_.clear();
   return OkStatus();
+}
+
+void SchedulerService::MaybeSnapshotJournal() {
+  const auto every = static_cast<uint64_t>(opts_.journal_snapshot_every);
+  if (every == 0 || !unflushed_.empty() || journal_->entries() < every ||
+      journal_->next_seq() < snapshot_retry_seq_) {
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t covered = journal_->entries();
+  Status st = journal_->WriteSnapshot(driver_->state().ToSnapshot());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  h_snapshot_->Get().Observe(ms);
+  if (!st.ok()) {
+    snapshot_retry_seq_ = journal_->next_seq() + every;
+    spdlog::warn("journal snapshot failed (the journal is unchanged; next try after entry {}): {}",
+                 snapshot_retry_seq_, st.ToString());
+    return;
+  }
+  spdlog::info("journal snapshot at entry {}: {} entries compacted in {:.1f} ms", journal_->snapshot_seq(),
+               covered, ms);
 }
 
 StatusOr<int32_t> SchedulerService::Authenticate(const Sender& peer, int32_t node) const {

@@ -145,6 +145,13 @@ class SchedulerService {
   // Journal::AppendAllUnsynced): only for records whose loss in a power
   // failure is harmless, like PartitionSent.
   Status FlushUnsynced();
+  // Writes a journal snapshot (Journal::WriteSnapshot) when
+  // journal_snapshot_every entries have accumulated since the last one and
+  // nothing recorded is unjournaled (the snapshot must be of the journaled
+  // state). Called at the end of each Tick, after the sends. A failed
+  // snapshot leaves the journal as it was: it is logged and retried after
+  // another journal_snapshot_every entries.
+  void MaybeSnapshotJournal();
   // The acked partition as it was before its PartitionDone was applied.
   struct AckedPartition {
     uint64_t id = 0;
@@ -247,6 +254,9 @@ class SchedulerService {
   metrics::GaugeFamily* g_ledger_ = nullptr;
   metrics::HistogramFamily* h_iteration_ = nullptr;
   metrics::HistogramFamily* h_journal_ = nullptr;
+  metrics::HistogramFamily* h_snapshot_ = nullptr;
+  metrics::GaugeFamily* g_journal_entries_ = nullptr;
+  uint64_t snapshot_retry_seq_ = 0;  // after a failed snapshot: no new try before this entry
   metrics::CounterFamily* c_planned_ahead_ = nullptr;
   metrics::CounterFamily* c_committed_by_ring_ = nullptr;
   // Reports that change no state (server/message_limits.h WouldApply).

@@ -375,6 +375,8 @@ Status SchedulerService::Tick(double now_ms) {
   // its own: one fsync per iteration (the plan's) instead of two. They
   // still reach the WAL now, so a killed process keeps them.
   LOFT_RETURN_IF_ERROR(FlushUnsynced());
+  MaybeSnapshotJournal();
+  g_journal_entries_->Get().Set(static_cast<double>(journal_->entries()));
 
   g_view_->Get().Set(static_cast<double>(st.view()));
   g_iteration_->Get().Set(static_cast<double>(st.last_iteration()));

@@ -80,6 +80,12 @@ std::string SchedulerService::StatusJson(double now_ms) const {
   j["reports_ignored"] = reports_ignored_;      // done/failed reports that changed nothing (not journaled)
   j["finished"] = finished_;
   j["recovered"] = recovered_;
+  // Entries after the newest snapshot are what a restart replays
+  // (journal_snapshot_every bounds them).
+  j["journal"] = {{"next_seq", journal_->next_seq()},
+                  {"snapshot_seq", journal_->snapshot_seq()},
+                  {"entries", journal_->entries()},
+                  {"snapshots_written", journal_->snapshots_written()}};
   j["live_nodes"] = st.LiveNodes();
   {
     json by_peer = json::object();

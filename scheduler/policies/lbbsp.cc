@@ -1,5 +1,7 @@
 #include "scheduler/policies/lbbsp.h"
 
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "scheduler/policies/apportion.h"
@@ -31,6 +33,29 @@ void LbBspPolicy::Observe(std::span<const Observation> observations) {
     auto [it, inserted] = throughput_.emplace(o.node, sample);
     if (!inserted) it->second = alpha_ * sample + (1 - alpha_) * it->second;
   }
+}
+
+PolicyMemory LbBspPolicy::SaveMemory() const {
+  PolicyMemory m;
+  if (!throughput_.empty()) m["throughput"] = {throughput_.begin(), throughput_.end()};
+  return m;
+}
+
+Status LbBspPolicy::RestoreMemory(const PolicyMemory& memory) {
+  for (const auto& [table, values] : memory) {
+    if (table != "throughput") return InvalidArgument("policy lbbsp: unknown memory table '" + table + "'");
+    for (const auto& [node, v] : values) {
+      if (!(v > 0) || !std::isfinite(v)) {
+        return InvalidArgument("policy lbbsp: throughput of node " + std::to_string(node) + " is " +
+                               std::to_string(v) + ", expected finite and > 0");
+      }
+    }
+  }
+  throughput_.clear();
+  if (auto it = memory.find("throughput"); it != memory.end()) {
+    throughput_.insert(it->second.begin(), it->second.end());
+  }
+  return OkStatus();
 }
 
 double LbBspPolicy::throughput(int32_t node) const {

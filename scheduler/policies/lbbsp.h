@@ -22,6 +22,9 @@ class LbBspPolicy final : public Policy {
   bool locality_aware() const override { return false; }
   StatusOr<Plan> PlanIteration(const PlanRequest& req) override;
   void Observe(std::span<const Observation> observations) override;
+  // One table, "throughput" (node -> samples/ms).
+  PolicyMemory SaveMemory() const override;
+  Status RestoreMemory(const PolicyMemory& memory) override;
 
   // Current throughput estimate of `node` in samples/ms, or 0 if unseen.
   double throughput(int32_t node) const;

@@ -1,6 +1,7 @@
 #include "scheduler/policies/pid.h"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "scheduler/policies/apportion.h"
@@ -40,6 +41,38 @@ void PidPolicy::Observe(std::span<const Observation> observations) {
   for (const Observation& o : observations) {
     if (o.iteration_ms > 0) last_ms_[o.node] = o.iteration_ms;
   }
+}
+
+PolicyMemory PidPolicy::SaveMemory() const {
+  PolicyMemory m;
+  for (const auto& [node, b] : last_batch_) m["last_batch"][node] = static_cast<double>(b);
+  for (const auto& [node, ms] : last_ms_) m["last_ms"][node] = ms;
+  return m;
+}
+
+Status PidPolicy::RestoreMemory(const PolicyMemory& memory) {
+  for (const auto& [table, values] : memory) {
+    if (table != "last_batch" && table != "last_ms") {
+      return InvalidArgument("policy pid: unknown memory table '" + table + "'");
+    }
+    for (const auto& [node, v] : values) {
+      const bool ok =
+          table == "last_batch" ? v >= 0 && v <= 9.0e15 && v == std::floor(v) : v > 0 && std::isfinite(v);
+      if (!ok) {
+        return InvalidArgument("policy pid: " + table + " of node " + std::to_string(node) + " is " +
+                               std::to_string(v));
+      }
+    }
+  }
+  last_batch_.clear();
+  last_ms_.clear();
+  if (auto it = memory.find("last_batch"); it != memory.end()) {
+    for (const auto& [node, v] : it->second) last_batch_[node] = static_cast<int64_t>(v);
+  }
+  if (auto it = memory.find("last_ms"); it != memory.end()) {
+    last_ms_.insert(it->second.begin(), it->second.end());
+  }
+  return OkStatus();
 }
 
 }  // namespace loft::sched

@@ -22,6 +22,9 @@ class PidPolicy final : public Policy {
   bool locality_aware() const override { return false; }
   StatusOr<Plan> PlanIteration(const PlanRequest& req) override;
   void Observe(std::span<const Observation> observations) override;
+  // Two tables: "last_batch" and "last_ms" (node -> value).
+  PolicyMemory SaveMemory() const override;
+  Status RestoreMemory(const PolicyMemory& memory) override;
 
  private:
   double dead_band_;

@@ -28,7 +28,7 @@ TEST_CASE("scheduler options parse every key and keep defaults for the rest") {
       ParseSchedulerOptions("cluster_spec: c.yaml\npolicy: pid\nbind: tcp://0.0.0.0:7000\n"
                             "heartbeat_timeout_ms: 900\nkeys_dir: /k\nmetrics_port: 9000\n"
                             "iterations: 12\nmin_workers: 3\nstart_when_ready: true\njournal_sync: false\n"
-                            "plan_ahead: 0\n",
+                            "plan_ahead: 0\njournal_snapshot_every: 500\n",
                             "s.yaml", &o)
           .ok());
   CHECK(o.cluster_spec == "c.yaml");
@@ -42,7 +42,10 @@ TEST_CASE("scheduler options parse every key and keep defaults for the rest") {
   CHECK(o.start_when_ready);
   CHECK_FALSE(o.journal_sync);
   CHECK(o.plan_ahead == 0);
+  CHECK(o.journal_snapshot_every == 500);
   CHECK(o.Validate().ok());
+  SchedulerOptions defaults;
+  CHECK(defaults.journal_snapshot_every == 10000);
 }
 
 TEST_CASE("scheduler options reject unknown keys and bad values, naming them") {
@@ -56,6 +59,20 @@ TEST_CASE("scheduler options reject unknown keys and bad values, naming them") {
   o.plan_ahead = 0;
   REQUIRE(ParseSchedulerOptions("plan_ahead: auto\n", "s.yaml", &o).ok());
   CHECK(o.plan_ahead == -1);
+  // journal_snapshot_every: a count of entries, >= 0 (0 = never).
+  const std::string negative = ParseError("policy: loft\njournal_snapshot_every: -5\n");
+  CHECK(Has(negative, "s.yaml:2: journal_snapshot_every must be >= 0"));
+  CHECK(Has(negative, "-5"));
+  for (const char* bad :
+       {"journal_snapshot_every: often\n", "journal_snapshot_every: 1.5\n", "journal_snapshot_every: [1]\n"})
+    CHECK(Has(ParseError(bad), "s.yaml:1: journal_snapshot_every"));
+  REQUIRE(ParseSchedulerOptions("journal_snapshot_every: 0\n", "s.yaml", &o).ok());
+  CHECK(o.journal_snapshot_every == 0);
+  o.cluster_spec = "c.yaml";
+  o.keys_dir = "/k";
+  REQUIRE(o.Validate().ok());
+  o.journal_snapshot_every = -1;
+  CHECK(Has(o.Validate().message(), "journal_snapshot_every must be >= 0"));
 }
 
 TEST_CASE("insecure is only allowed on loopback and keys are required otherwise") {
@@ -94,6 +111,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
   o.max_message_bytes = 1 << 20;
   o.metrics_address = "0.0.0.0";
   o.manifest = "/m/MANIFEST.loft";
+  o.journal_snapshot_every = 123;
   // Every field: each one the YAML writer or the parser forgets fails here.
 #define CHECK_SAME(field) CHECK(back.field == o.field)
   for (int plan_ahead : {-1, 0, 1}) {
@@ -119,6 +137,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
     CHECK_SAME(log_level);
     CHECK_SAME(max_message_bytes);
     CHECK_SAME(manifest);
+    CHECK_SAME(journal_snapshot_every);
   }
 }
 #undef CHECK_SAME
