@@ -89,7 +89,7 @@ TEST_CASE("testbed plan: tbf up on the agent's veth, down on the bridge side") {
   CHECK(Has(cmds, {"tc", "qdisc", "add", "dev", "lft12abh0", "root", "tbf", "rate", "20500000bit", "burst",
                    "5125", "latency", "100ms"}));
   CHECK(TbfBurstBytes(100) == 25000);  // 2 ms at 12.5 MB/s
-  CHECK(TbfBurstBytes(5) == 3028);  // two full frames (2 ms would be 1250 bytes)
+  CHECK(TbfBurstBytes(5) == 3028);     // two full frames (2 ms would be 1250 bytes)
   CHECK(TbfBurstBytes(20.5) == 5125);
 }
 
