@@ -15,7 +15,7 @@ bool IsTestbedTag(const std::string& tag) {
 
 int64_t TbfBurstBytes(double mbps) {
   const double bytes_per_s = mbps * 1e6 / 8;
-  return std::max<int64_t>(kTbfMinBurstBytes, static_cast<int64_t>(std::ceil(bytes_per_s * 0.002)));
+  return std::max<int64_t>(16 * 1024, static_cast<int64_t>(std::ceil(bytes_per_s * 0.002)));
 }
 
 namespace {

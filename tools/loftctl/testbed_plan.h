@@ -53,12 +53,7 @@ struct TestbedPlan {
 bool IsTestbedTag(const std::string& tag);
 
 // The tbf burst for a rate: enough for 2 ms of traffic (timer slack) and at
-// least two full Ethernet frames (2 × 1514 bytes; a larger GSO segment is
-// split by tbf itself). Not more: a bucket refilled while the link idles
-// lets its burst through at line rate, which a physical link (and loft-sim's
-// flow model) does not; the earlier 16 KiB floor sent a 48 KB fetch over a
-// 10 Mbit/s link in 28.6 ms instead of 39 (docs/testbed.md "Layout").
-inline constexpr int64_t kTbfMinBurstBytes = 2 * 1514;
+// least 16 KiB (above one 64 KiB GSO segment is split by tbf itself).
 int64_t TbfBurstBytes(double mbps);
 
 // `machine_cpus`: CPUs this process may use; the spec's cpu_cores must sum

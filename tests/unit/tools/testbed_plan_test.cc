@@ -85,12 +85,11 @@ TEST_CASE("testbed plan: tbf up on the agent's veth, down on the bridge side") {
   CHECK(Has(cmds, {"ip", "link", "add", "lft12abh0", "type", "veth", "peer", "name", "lft12aba0", "netns",
                    "lft12ab-n0"}));
   CHECK(Has(cmds, {"tc", "-n", "lft12ab-n0", "qdisc", "add", "dev", "lft12aba0", "root", "tbf", "rate",
-                   "10000000bit", "burst", "3028", "latency", "100ms"}));
+                   "10000000bit", "burst", "16384", "latency", "100ms"}));
   CHECK(Has(cmds, {"tc", "qdisc", "add", "dev", "lft12abh0", "root", "tbf", "rate", "20500000bit", "burst",
-                   "5125", "latency", "100ms"}));
+                   "16384", "latency", "100ms"}));
   CHECK(TbfBurstBytes(100) == 25000);  // 2 ms at 12.5 MB/s
-  CHECK(TbfBurstBytes(5) == 3028);     // two full frames (2 ms would be 1250 bytes)
-  CHECK(TbfBurstBytes(20.5) == 5125);
+  CHECK(TbfBurstBytes(5) == 16384);
 }
 
 TEST_CASE("testbed plan: the cpu_cores sum must fit the machine") {
