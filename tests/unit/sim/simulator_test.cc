@@ -331,6 +331,7 @@ nodes:
     disk: {read_mbps: 800}
     link: {up_mbps: 10, down_mbps: 10, latency_ms: 2}
     failures: [{at_s: 0.1005, down_s: 0.5}]
+network: {packet_efficiency: 1, record_overhead_bytes: 0}
 )";
   auto run = [&](const std::string& scheduler) {
     const ClusterSpec spec = Spec(base + scheduler);
@@ -352,8 +353,9 @@ nodes:
       if (in.kind == SchedulerInput::kDead) return in.at_ms;
     return -1.0;
   };
-  const SimResult now = run("scheduler: {heartbeat_timeout_ms: 0}\n");
-  const SimResult late = run("scheduler: {heartbeat_interval_ms: 50, heartbeat_timeout_ms: 200}\n");
+  const SimResult now = run("scheduler: {heartbeat_timeout_ms: 0, handoff_ms: 0}\n");
+  const SimResult late =
+      run("scheduler: {heartbeat_interval_ms: 50, heartbeat_timeout_ms: 200, handoff_ms: 0}\n");
   CHECK(death_at(now) == Approx(100.5));
   // Last message: a heartbeat (every 50 ms, the last one at 100 ms) or a later ack.
   CHECK(death_at(late) >= 100.0 + 200.0);
