@@ -9,6 +9,17 @@
 #include <sstream>
 
 namespace loft {
+
+// The median ack_ms (1,584 rows) of two synthetic testbed runs without
+// plan-ahead (examples/clusters/edge-drain.yaml, loft and uniform, 100
+// iterations each, 2026-11-27, load average 10-14 on the 2-core
+// development machine), where every row's ack_ms is the assignment's
+// delivery, the agent's thread wake-ups and the report's way back
+// (docs/testbed.md "Control-path hand-off": the commands to re-measure).
+double DefaultHandoffMs() {
+  return 5.9;
+}
+
 namespace {
 
 // Walks a YAML tree, remembering the source name so each error says
@@ -88,7 +99,7 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   ClusterSpec spec;
   spec.source = source;
   if (!root.IsDefined() || root.IsNull()) return r.Error(root, "spec", "is empty");
-  RET(r.CheckKeys(root, "", {"dataset", "placement", "training", "scheduler", "nodes"}));
+  RET(r.CheckKeys(root, "", {"dataset", "placement", "training", "scheduler", "network", "nodes"}));
 
   // dataset
   if (YAML::Node d = root["dataset"]; d.IsDefined()) {
@@ -184,7 +195,8 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   }
   // scheduler
   if (YAML::Node sc = root["scheduler"]; sc.IsDefined() && !sc.IsNull()) {
-    RET(r.CheckKeys(sc, "scheduler", {"overhead_ms", "heartbeat_interval_ms", "heartbeat_timeout_ms"}));
+    RET(r.CheckKeys(sc, "scheduler",
+                    {"overhead_ms", "heartbeat_interval_ms", "heartbeat_timeout_ms", "handoff_ms"}));
     RET(r.Get(sc, "overhead_ms", "scheduler", &spec.scheduler.overhead_ms));
     if (!(spec.scheduler.overhead_ms >= 0))
       return r.Error(sc["overhead_ms"], "scheduler.overhead_ms", "must be >= 0");
@@ -194,6 +206,20 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     RET(r.Get(sc, "heartbeat_timeout_ms", "scheduler", &spec.scheduler.heartbeat_timeout_ms));
     if (!(spec.scheduler.heartbeat_timeout_ms >= 0))
       return r.Error(sc["heartbeat_timeout_ms"], "scheduler.heartbeat_timeout_ms", "must be >= 0");
+    RET(r.Get(sc, "handoff_ms", "scheduler", &spec.scheduler.handoff_ms));
+    if (!(spec.scheduler.handoff_ms >= 0) || !std::isfinite(spec.scheduler.handoff_ms))
+      return r.Error(sc["handoff_ms"], "scheduler.handoff_ms", "must be a number >= 0");
+  }
+  // network
+  if (YAML::Node nw = root["network"]; nw.IsDefined() && !nw.IsNull()) {
+    RET(r.CheckKeys(nw, "network", {"packet_efficiency", "record_overhead_bytes"}));
+    RET(r.Get(nw, "packet_efficiency", "network", &spec.network.packet_efficiency));
+    if (!(spec.network.packet_efficiency > 0 && spec.network.packet_efficiency <= 1))
+      return r.Error(nw["packet_efficiency"], "network.packet_efficiency",
+                     "must be in (0, 1] (payload bytes per link byte)");
+    RET(r.Get(nw, "record_overhead_bytes", "network", &spec.network.record_overhead_bytes));
+    if (!(spec.network.record_overhead_bytes >= 0) || !std::isfinite(spec.network.record_overhead_bytes))
+      return r.Error(nw["record_overhead_bytes"], "network.record_overhead_bytes", "must be a number >= 0");
   }
 
   // nodes

@@ -76,6 +76,11 @@ struct TrainingSpec {
   } allreduce;
 };
 
+// The hand-off's default (SchedulerSpec::handoff_ms), measured on the
+// 2-core development machine's testbed (docs/testbed.md "Control-path
+// hand-off"; the figure and how to re-measure it are in cluster_spec.cc).
+double DefaultHandoffMs();
+
 // scheduler: per-iteration costs of the real scheduler loft-sim charges.
 struct SchedulerSpec {
   double overhead_ms = 0;  // added to every iteration's makespan (plan, stream, acks), >= 0
@@ -86,6 +91,28 @@ struct SchedulerSpec {
   // death is noticed at once.
   double heartbeat_interval_ms = 250;  // > 0
   double heartbeat_timeout_ms = 1500;  // >= 0
+  // The control path outside the daemon's own time (overhead_ms): an
+  // agent's report reaching the scheduler, the assignment it sends reaching
+  // the agent and the agent's reader thread waking up to it. loft-sim makes
+  // an assignment readable at its agent handoff_ms after the daemon sends
+  // it. >= 0. Default: measured on the testbed (docs/testbed.md
+  // "Control-path hand-off"); `loftctl calibrate` fits it from a run.
+  double handoff_ms = DefaultHandoffMs();
+};
+
+// network: what the links carry besides the samples' payload, as loft-sim
+// charges it (docs/cluster-spec.md "Transport overhead and hand-off").
+// Neither changes planning: the cost models' priors stay sample_bytes /
+// link rate (DESIGN.md "Planning"). Defaults: this project's transport
+// (TCP/IPv4 over Ethernet, ZeroMQ with CURVE), derived from its framing.
+struct NetworkSpec {
+  // Payload bytes per link byte of a TCP stream: 1448 bytes of segment
+  // payload (MSS with timestamps) per 1514-byte Ethernet frame. (0, 1].
+  double packet_efficiency = 1448.0 / 1514.0;
+  // Link bytes per sample fetched from a peer beyond sample_bytes: the
+  // cache record's header and label (20) and one ZeroMQ frame under CURVE
+  // (9 frame header + 8 "MESSAGE" + 8 nonce + 1 flags + 16 MAC). >= 0.
+  double record_overhead_bytes = 62;
 };
 
 struct ComputeSpec {
@@ -156,6 +183,7 @@ struct ClusterSpec {
   PlacementSpec placement;
   TrainingSpec training;
   SchedulerSpec scheduler;
+  NetworkSpec network;
   std::vector<NodeSpec> nodes;  // expanded, in spec order
 
   int num_nodes() const { return static_cast<int>(nodes.size()); }

@@ -9,7 +9,9 @@ namespace loft::agent {
 StatusOr<double> SyntheticTrainer::Compute(const Batch& batch) {
   double ms = NominalMs(batch.samples.size());
   if (spec_.jitter > 0) ms *= std::max(0.0, 1.0 + spec_.jitter * normal_(rng_));
-  sleep_.Sleep(static_cast<int64_t>(std::llround(ms * 1000.0)));
+  const int64_t us = std::llround(ms * 1000.0);
+  last_ms_ = static_cast<double>(us) / 1000.0;
+  sleep_.Sleep(us);
   return std::numeric_limits<double>::quiet_NaN();
 }
 

@@ -8,7 +8,13 @@
 // per partition measured on a loaded 2-core testbed), which no spec node
 // has: ExactSleep (exact_sleep.h) takes what a sleep overran off the next
 // ones, so the mean compute time is the spec's (measured on edge-bandwidth
-// loft-epoch: compute_ms 2.67 -> 2.49 for a nominal 2.49).
+// loft-epoch: compute_ms 2.67 -> 2.49 for a nominal 2.49). The compute time
+// it reports (ReportedComputeMs) is the emulated node's, the time it drew,
+// not the sleep's wall time: one sleep that ran 3 ms late and the next one
+// shortened to pay it back are the host's noise, not the node's speed, and
+// a policy that follows each observation (lbbsp's throughput EWMA) turned
+// them into batches of 8 and 380 samples on a loaded testbed
+// (docs/testbed.md "Fidelity benchmark").
 //
 // Not responsible for: reading samples, all-reduce.
 // Thread-safety: a Trainer is used by one thread at a time.
@@ -78,6 +84,8 @@ class SyntheticTrainer final : public Trainer {
   SyntheticTrainer(Clock* clock, ComputeSpec spec, uint64_t seed)
       : clock_(clock), spec_(spec), rng_(seed), sleep_(clock) {}
   StatusOr<double> Compute(const Batch& batch) override;
+  // The emulated compute time of the last Compute (nominal × jitter).
+  std::optional<double> ReportedComputeMs() override { return last_ms_; }
   // The time Compute will spend for b samples before jitter.
   double NominalMs(size_t b) const { return spec_.fixed_ms + spec_.per_sample_ms * static_cast<double>(b); }
 
@@ -87,6 +95,7 @@ class SyntheticTrainer final : public Trainer {
   std::mt19937_64 rng_;
   std::normal_distribution<double> normal_{0.0, 1.0};
   ExactSleep sleep_;
+  std::optional<double> last_ms_;
 };
 
 }  // namespace loft::agent

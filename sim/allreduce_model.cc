@@ -28,6 +28,7 @@ AllreduceModel::AllreduceModel(const ClusterSpec& spec) {
       a.reduce_ns_per_element >= 0 ? a.reduce_ns_per_element : PriorReduceNsPerElement(t.aggregation);
   fixed_ms_ = a.fixed_ms;
   use_links_ = a.links;
+  efficiency_ = spec.network.packet_efficiency;
   links_.reserve(spec.nodes.size());
   for (const auto& n : spec.nodes) links_.push_back(n.link);
 }
@@ -40,9 +41,10 @@ double AllreduceModel::ReduceElements(size_t members) const {
 }
 
 namespace {
-// Transfer time of `bytes` over from→to (ms).
-double LinkTransferMs(const LinkSpec& from, const LinkSpec& to, double bytes) {
-  return bytes * 8.0 / (std::min(from.up_mbps, to.down_mbps) * 1000.0);
+// Transfer time of `bytes` of payload over from→to (ms), at the links'
+// payload rate (network.packet_efficiency of the link rate).
+double LinkTransferMs(const LinkSpec& from, const LinkSpec& to, double bytes, double efficiency) {
+  return bytes * 8.0 / (std::min(from.up_mbps, to.down_mbps) * efficiency * 1000.0);
 }
 }  // namespace
 
@@ -52,8 +54,9 @@ double AllreduceModel::TransferMs(std::span<const int32_t> members) const {
   const double chunk_bytes = ChunkBytes(n);
   double step = 0;
   for (size_t i = 0; i < n; ++i) {
-    step = std::max(step, LinkTransferMs(links_.at(static_cast<size_t>(members[i])),
-                                         links_.at(static_cast<size_t>(members[(i + 1) % n])), chunk_bytes));
+    step = std::max(
+        step, LinkTransferMs(links_.at(static_cast<size_t>(members[i])),
+                             links_.at(static_cast<size_t>(members[(i + 1) % n])), chunk_bytes, efficiency_));
   }
   return 2.0 * static_cast<double>(n - 1) * step;
 }
@@ -91,7 +94,7 @@ double AllreduceModel::LatencyMs(std::span<const int32_t> members) const {
   for (size_t i = 0; i < n; ++i) {
     const int32_t from = members[i], to = members[(i + 1) % n];
     const double t = use_links_ ? LinkTransferMs(links_.at(static_cast<size_t>(from)),
-                                                 links_.at(static_cast<size_t>(to)), chunk_bytes)
+                                                 links_.at(static_cast<size_t>(to)), chunk_bytes, efficiency_)
                                 : 0.0;
     step = std::max(step, t + LinkLatencyMs(from, to));
   }

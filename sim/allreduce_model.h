@@ -8,8 +8,9 @@
 // arrived; edge_agent link emulation):
 //   one hello exchange: the members' largest latency;
 //   2(N−1) steps; in each, every member sends ⌈P/N⌉ parameters (4·⌈P/N⌉
-//   bytes) to the next member over the link member→next, whose rate is
-//   min(up_mbps of the sender, down_mbps of the receiver) and whose
+//   bytes) to the next member over the link member→next, whose payload
+//   rate is min(up_mbps of the sender, down_mbps of the receiver) ×
+//   network.packet_efficiency (TCP/IP framing) and whose
 //   latency is max(latency_ms of its two ends). A step ends when its
 //   slowest link is done: step = max over links of
 //   (4·⌈P/N⌉·8 / (rate·1000) ms + the link's latency);
@@ -91,6 +92,7 @@ class AllreduceModel {
   double reduce_ns_ = 0;
   double fixed_ms_ = 0;
   bool use_links_ = true;
+  double efficiency_ = 1;  // network.packet_efficiency
 };
 
 }  // namespace loft::sim

@@ -19,7 +19,7 @@ double NormalDraw(uint64_t& state) {
 }  // namespace
 
 ClusterModel::ClusterModel(const ClusterSpec& spec, uint64_t seed)
-    : sample_bytes_(spec.dataset.sample_bytes) {
+    : sample_bytes_(spec.dataset.sample_bytes), record_overhead_bytes_(spec.network.record_overhead_bytes) {
   nodes_.reserve(spec.nodes.size());
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     const NodeSpec& n = spec.nodes[i];
@@ -28,8 +28,8 @@ ClusterModel::ClusterModel(const ClusterSpec& spec, uint64_t seed)
     m.per_sample_ms = n.compute.per_sample_ms;
     m.jitter = n.compute.jitter;
     m.disk = BytesPerMs(n.disk.read_mbps);
-    m.up = BytesPerMs(n.link.up_mbps);
-    m.down = BytesPerMs(n.link.down_mbps);
+    m.up = BytesPerMs(n.link.up_mbps) * spec.network.packet_efficiency;
+    m.down = BytesPerMs(n.link.down_mbps) * spec.network.packet_efficiency;
     m.latency_ms = n.link.latency_ms;
     m.slowdowns = n.slowdowns;
     for (const FailureSpec& f : n.failures)

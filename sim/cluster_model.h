@@ -5,7 +5,10 @@
 // Times follow DESIGN.md "Planning" with the spec's constants:
 //   compute  (fixed_ms + per_sample_ms·b) · jitter · slowdown
 //   disk     l · sample_bytes / disk rate       (0 when l = 0)
-//   link     latency_ms, then bytes at up/down rates (FlowNetwork)
+//   link     latency_ms, then bytes at up/down payload rates (FlowNetwork):
+//            the spec's rates × network.packet_efficiency (TCP/IP framing);
+//            a sample fetched from a peer carries sample_bytes +
+//            network.record_overhead_bytes (record header, message framing)
 // jitter = max(0.05, 1 + jitter·z), z ~ N(0, 1) from a per-node SplitMix64
 // stream seeded by (seed, node): draws do not depend on other nodes.
 // slowdown = product of the factors of slowdowns active at compute start.
@@ -33,6 +36,10 @@ class ClusterModel {
 
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   int64_t sample_bytes() const { return sample_bytes_; }
+  // Payload bytes on the links for `samples` fetched from one peer.
+  double FetchBytes(int64_t samples) const {
+    return static_cast<double>(samples) * (static_cast<double>(sample_bytes_) + record_overhead_bytes_);
+  }
 
   // Compute time of a batch of `batch` samples started at `start_ms`;
   // draws the node's next jitter value.
@@ -41,6 +48,7 @@ class ClusterModel {
   double NominalComputeMs(int node, int64_t batch, double start_ms) const;
   double LocalReadMs(int node, int64_t samples) const;
   double LatencyMs(int node) const { return nodes_[node].latency_ms; }
+  // Payload rates (link rate × network.packet_efficiency).
   double UpBytesPerMs(int node) const { return nodes_[node].up; }
   double DownBytesPerMs(int node) const { return nodes_[node].down; }
   std::vector<double> UpRates() const;
@@ -71,6 +79,7 @@ class ClusterModel {
   };
   std::vector<Node> nodes_;
   int64_t sample_bytes_ = 0;
+  double record_overhead_bytes_ = 0;
 };
 
 }  // namespace loft::sim

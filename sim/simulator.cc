@@ -256,7 +256,14 @@ void Simulator::SendQueued() {
       p->sent_ms = now;
       auto sent = driver_->OnPartitionSent(p->id, p->attempt, clock_.NowMillis());
       if (!sent.ok()) return Fail(sent.status().WithContext("partition sent"));
-      Deliver(*p);
+      // The control path to the agent's reader (scheduler.handoff_ms).
+      if (const double handoff = spec_.scheduler.handoff_ms; handoff > 0) {
+        queue_.After(handoff, [this, id = p->id] {
+          if (Part* x = FindPart(id); x != nullptr && !done_) Deliver(*x);
+        });
+      } else {
+        Deliver(*p);
+      }
     }
     if (!ag.queue.empty())
       queued_nodes_[keep++] = node;

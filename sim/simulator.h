@@ -34,7 +34,11 @@
 // while t computes and all-reduces; without it t+1 is planned after t's
 // last ack, so a partition is strictly read, then computed.
 // scheduler.overhead_ms delays the sending of each planned iteration (the
-// daemon's planning, journal and streaming time).
+// daemon's planning, journal and streaming time); scheduler.handoff_ms
+// delays each sent assignment's arrival at its agent's reader (the
+// report's and the assignment's delivery and the wake-ups). Links carry
+// payload at their rate × network.packet_efficiency, and a fetched sample
+// is sample_bytes + network.record_overhead_bytes on them.
 //
 // Failures: at a node's failure time it crashes: it stops training,
 // serving and sending (its flows stop, reads from it and rings with it

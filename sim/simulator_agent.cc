@@ -50,10 +50,9 @@ void Simulator::StartRead(Part& p) {
     p.remote_done = false;
     p.flows_pending = static_cast<int>(p.from_peer.size());
     const double latency = model_.LatencyMs(node);
-    const double bytes_per_sample = static_cast<double>(model_.sample_bytes());
     for (const auto& [peer, count] : p.from_peer) {
       const int32_t server = peer;
-      const double bytes = static_cast<double>(count) * bytes_per_sample;
+      const double bytes = model_.FetchBytes(count);
       queue_.After(latency, [this, id, server, node, bytes] {
         if (FindPart(id) == nullptr) return;
         // A crashed end: the read stalls until the death is noticed.

@@ -62,9 +62,12 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       "{}}}\n",
       ar.parameters, Num(ar.step_latency_ms), Num(ar.reduce_ns_per_element), Num(ar.fixed_ms),
       ar.links ? "true" : "false");
-  y += fmt::format("scheduler: {{overhead_ms: {}, heartbeat_interval_ms: {}, heartbeat_timeout_ms: {}}}\n",
-                   Num(spec.scheduler.overhead_ms), Num(spec.scheduler.heartbeat_interval_ms),
-                   Num(spec.scheduler.heartbeat_timeout_ms));
+  y += fmt::format(
+      "scheduler: {{overhead_ms: {}, heartbeat_interval_ms: {}, heartbeat_timeout_ms: {}, handoff_ms: {}}}\n",
+      Num(spec.scheduler.overhead_ms), Num(spec.scheduler.heartbeat_interval_ms),
+      Num(spec.scheduler.heartbeat_timeout_ms), Num(spec.scheduler.handoff_ms));
+  y += fmt::format("network: {{packet_efficiency: {}, record_overhead_bytes: {}}}\n",
+                   Num(spec.network.packet_efficiency), Num(spec.network.record_overhead_bytes));
   y += "nodes:\n";
   for (const auto& n : spec.nodes) {
     y += fmt::format("  - name: {}\n", n.name);
@@ -203,6 +206,26 @@ void CalibrateComputeJitter(const std::map<int32_t, std::vector<std::pair<double
   }
 }
 
+// scheduler.handoff_ms = the median ack_ms of the rows not planned ahead
+// (every row without plan-ahead, training.overlap false; with it, those
+// sent after their iteration started, e.g. an epoch's first), at least
+// kMinHandoffRows of them.
+void CalibrateHandoff(std::vector<double> acks, const std::string& policy, ClusterSpec* spec,
+                      std::vector<std::string>* notes) {
+  if (acks.size() < kMinHandoffRows) {
+    notes->push_back(
+        fmt::format("scheduler.handoff_ms kept at {} ({} rows of {} not planned ahead, fewer than {})",
+                    spec->scheduler.handoff_ms, acks.size(), policy, kMinHandoffRows));
+    return;
+  }
+  std::sort(acks.begin(), acks.end());
+  const size_t n = acks.size();
+  spec->scheduler.handoff_ms = n % 2 == 1 ? acks[n / 2] : (acks[n / 2 - 1] + acks[n / 2]) / 2;
+  notes->push_back(
+      fmt::format("scheduler.handoff_ms {:.4g} (median ack_ms of the {} rows of {} not planned ahead)",
+                  spec->scheduler.handoff_ms, n, policy));
+}
+
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
                               std::vector<std::string>* notes) {
   std::istringstream in(csv_text);
@@ -228,6 +251,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
   };
   std::map<int64_t, It> its;
   std::map<int32_t, std::vector<std::pair<double, double>>> computes;  // node -> (batch, compute_ms)
+  std::vector<double> handoffs;  // ack_ms of rows sent after their iteration started
   std::string policy;
   int64_t lineno = 1;
   while (std::getline(in, line)) {
@@ -274,6 +298,16 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     it.sched = std::max(it.sched, sched);
     if (f[col["failed"]] == "1") it.failed = true;
     if (v[5] <= 0) continue;
+    // The hand-off: a partition not planned ahead (every one without
+    // plan-ahead; with it, one sent after its iteration started) spends
+    // ack_ms = own − read − compute − all-reduce in the control path (its
+    // delivery and wake-ups, the report's way back).
+    if (col.count("stream_ms") && col.count("ack_ms") && f[col["failed"]] != "1" &&
+        std::stoll(f[col["iteration"]]) > 0) {
+      const double stream = std::strtod(f[col["stream_ms"]].c_str(), nullptr);
+      const double ack = std::strtod(f[col["ack_ms"]].c_str(), nullptr);
+      if ((stream > 0 || !spec->training.overlap) && std::isfinite(ack) && ack >= 0) handoffs.push_back(ack);
+    }
     it.work = std::max(it.work, std::max(v[0], v[1]) + v[2]);
     const int node = spec->FindNode(f[col["worker"]]);
     if (node < 0)
@@ -284,6 +318,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     if (v[4] > 0) it.ring = it.ring < 0 ? v[4] : std::min(it.ring, v[4]);
   }
   CalibrateComputeJitter(computes, policy, spec, notes);
+  CalibrateHandoff(handoffs, policy, spec, notes);
   double ring_sum = 0, over_sum = 0, members_sum = 0;
   int64_t n_ring = 0, n_over = 0;
   // Each iteration's ring members: the nodes with a batch, once each (a

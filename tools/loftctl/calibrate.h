@@ -33,6 +33,14 @@
 //    else the spec's): on a shared machine the compute of an agent varies
 //    far more than a spec's prior says, and the ring waits for the slowest
 //    member, so this spread is part of every iteration's time.
+//  - scheduler.handoff_ms: the median ack_ms of the rows not planned ahead
+//    (all rows of a run without plan-ahead, training.overlap false; with
+//    it, those sent after their iteration started, stream_ms > 0;
+//    iteration 0 and failed rows left out; at least kMinHandoffRows rows,
+//    else the spec's): for those the agent's reader was waiting, so own −
+//    read − compute − all-reduce is the control path (the assignment's
+//    delivery, the agent's thread wake-ups, the report's way back), which
+//    loft-sim charges between a send and the agent's reader.
 //  - scheduler.overhead_ms: mean over iterations of plan_ms + journal_ms,
 //    the scheduler's time from "iteration t may be planned" to its
 //    partitions leaving (loft-sim delays every planned iteration's send by
@@ -58,6 +66,8 @@ struct Calibration {
   std::vector<std::string> notes;  // per node: what was kept from the spec or dropped, and why
 };
 
+inline constexpr size_t kMinHandoffRows = 10;
+
 // `status`: the scheduler's status JSON of the run (status.json).
 // `iterations_csv`: the run's iterations.csv text (nullptr: the
 // per-iteration constants are kept from the spec).
@@ -77,6 +87,12 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
 // appends notes. Policies other than the first in the file are ignored.
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
                               std::vector<std::string>* notes);
+
+// scheduler.handoff_ms from `acks`, the ack_ms of the rows not planned
+// ahead: their median when there are at least
+// kMinHandoffRows, else the spec's is kept (noted).
+void CalibrateHandoff(std::vector<double> acks, const std::string& policy, ClusterSpec* spec,
+                      std::vector<std::string>* notes);
 
 // compute.jitter of every node with at least kMinJitterRows (batch,
 // compute_ms) rows: their relative spread around the node's compute law in

@@ -52,6 +52,31 @@ TEST_CASE("Synthetic compute takes a late sleep off the next ones: the mean time
   CHECK(late.NowMicros() == 10 * 5000 + 1000);  // only the first 1 ms was asked; the debt caps at 1 ms
 }
 
+TEST_CASE("Synthetic compute reports the emulated node's time, not the sleep's wall time") {
+  // Sleeps 5 ms late: the wall times alternate (6 ms, then 1 ms asked and 5 ms
+  // late...), the reported time stays the node's 1 + 0.02*100 = 3 ms.
+  LateClock clock(5000);
+  SyntheticTrainer t(&clock, ComputeSpec{1.0, 0.02, 0.0}, 1);
+  CHECK_FALSE(t.ReportedComputeMs().has_value());  // nothing computed yet: the agent uses wall time
+  Batch b;
+  b.samples.resize(100);
+  for (int i = 0; i < 5; ++i) {
+    const int64_t before = clock.NowMicros();
+    REQUIRE(t.Compute(b).ok());
+    CHECK(clock.NowMicros() - before != 3000);  // the host's noise is real time...
+    REQUIRE(t.ReportedComputeMs().has_value());
+    CHECK(*t.ReportedComputeMs() == Approx(3.0));  // ...but not the node's speed
+  }
+  // With jitter: the drawn time, which the sleep asked for on a punctual clock.
+  ManualClock exact;
+  SyntheticTrainer j(&exact, ComputeSpec{1.0, 0.02, 0.2}, 9);
+  for (int i = 0; i < 5; ++i) {
+    const int64_t before = exact.NowMicros();
+    REQUIRE(j.Compute(b).ok());
+    CHECK(*j.ReportedComputeMs() == Approx(static_cast<double>(exact.NowMicros() - before) / 1000.0));
+  }
+}
+
 TEST_CASE("ExactSleep: late sleeps are taken off the next ones, never below zero") {
   LateClock clock(400);
   ExactSleep sleep(&clock);

@@ -17,6 +17,10 @@ ClusterSpec Spec(const std::string& training, const std::string& extra = "") {
       "dataset: {name: d, samples: 2000, sample_bytes: 784}\n"
       "training: {global_batch: 64, min_batch: 1, iterations: 5, seed: 3, " +
       training + "}\n" + extra +
+      // The ideal links of the formulas below unless a test sets its own.
+      (extra.find("network:") == std::string::npos
+           ? "network: {packet_efficiency: 1, record_overhead_bytes: 0}\n"
+           : "") +
       "nodes:\n"
       "  - name: a\n    compute: {fixed_ms: 1, per_sample_ms: 0.01}\n"
       "    link: {up_mbps: 100, down_mbps: 100, latency_ms: 1}\n"
@@ -70,6 +74,17 @@ TEST_CASE("ring time: a hello, 2(N-1) steps of P/N bytes at the slowest link wit
   CHECK(m.RingMs(std::vector<int32_t>{1}) == 0);  // one member: nothing to reduce
 }
 
+TEST_CASE("the ring moves its payload at the links' rate times network.packet_efficiency") {
+  const std::string t = "model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 0}";
+  AllreduceModel ideal(Spec(t));
+  AllreduceModel framed(Spec(t, "network: {packet_efficiency: 0.8}\n"));
+  std::vector<int32_t> all{0, 1, 2};
+  CHECK(framed.TransferMs(all) == Approx(ideal.TransferMs(all) / 0.8));
+  // The latencies are not the links' rate: unchanged.
+  CHECK(framed.LatencyMs(all) == Approx(ideal.LatencyMs(all)));
+  CHECK(framed.RingMs(all) == Approx(ideal.RingMs(all) + ideal.TransferMs(all) * (1 / 0.8 - 1)));
+}
+
 TEST_CASE("links: false leaves the transfers out; step latency explicit") {
   AllreduceModel m(
       Spec("model: softmax, allreduce: {parameters: 3000, step_latency_ms: 0.25, links: false}"));
@@ -86,6 +101,30 @@ TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
   auto neg = ParseClusterSpec("scheduler: {overhead_ms: -1}\nnodes: [{name: a}]\n", "x.yaml");
   REQUIRE_FALSE(neg.ok());
   CHECK(neg.status().message().find("scheduler.overhead_ms") != std::string::npos);
+  for (const char* text : {"scheduler: {handoff_ms: -0.5}\n", "scheduler: {handoff_ms: .nan}\n",
+                           "network: {packet_efficiency: 0}\n", "network: {packet_efficiency: 1.2}\n",
+                           "network: {record_overhead_bytes: -1}\n", "network: {mtu: 1500}\n"}) {
+    INFO(text);
+    auto r = ParseClusterSpec(std::string(text) + "nodes: [{name: a}]\n", "x.yaml");
+    REQUIRE_FALSE(r.ok());
+    const std::string msg = r.status().message();
+    CHECK(msg.find("x.yaml:1") != std::string::npos);
+    CHECK((msg.find("handoff_ms") != std::string::npos || msg.find("network") != std::string::npos ||
+           msg.find("mtu") != std::string::npos));
+  }
+  auto ok = ParseClusterSpec(
+      "scheduler: {handoff_ms: 0.7}\nnetwork: {packet_efficiency: 0.9, record_overhead_bytes: 10}\n"
+      "nodes: [{name: a}]\n",
+      "x.yaml");
+  REQUIRE(ok.ok());
+  CHECK(ok->scheduler.handoff_ms == 0.7);
+  CHECK(ok->network.packet_efficiency == 0.9);
+  CHECK(ok->network.record_overhead_bytes == 10);
+  auto defaults = ParseClusterSpec("nodes: [{name: a}]\n", "x.yaml");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->scheduler.handoff_ms == DefaultHandoffMs());
+  CHECK(defaults->network.packet_efficiency == Approx(1448.0 / 1514.0));
+  CHECK(defaults->network.record_overhead_bytes == 62);
 }
 
 // Without plan-ahead (overlap: false) the ring and the overhead add to

@@ -75,10 +75,12 @@ nodes:
     link: {up_mbps: 100, down_mbps: 100, latency_ms: 2}
 )";
 
-std::string WithOverlap(const char* text, bool overlap) {
+// The analytic tests run DESIGN.md's ideal links and control path (no
+// transport overhead, no hand-off) unless `scheduler` says otherwise.
+std::string WithOverlap(const char* text, bool overlap, const std::string& scheduler = "handoff_ms: 0") {
   std::string s = text;
   s.replace(s.find("OVERLAP"), 7, overlap ? "true" : "false");
-  return s;
+  return s + "network: {packet_efficiency: 1, record_overhead_bytes: 0}\nscheduler: {" + scheduler + "}\n";
 }
 
 TEST_CASE("one worker without contention takes exactly the cost model's time", "[sim][analytic]") {
@@ -116,7 +118,7 @@ TEST_CASE("the scheduler overhead delays sends: added in BSP, hidden when planne
   for (bool overlap : {false, true}) {
     INFO("overlap " << overlap);
     const ClusterSpec plain = Spec(WithOverlap(kOneWorker, overlap));
-    const ClusterSpec over = Spec(WithOverlap(kOneWorker, overlap) + "scheduler: {overhead_ms: 0.5}\n");
+    const ClusterSpec over = Spec(WithOverlap(kOneWorker, overlap, "overhead_ms: 0.5, handoff_ms: 0"));
     const SimResult a = MustRun(plain, "loft", 12);
     const SimResult b = MustRun(over, "loft", 12);
     REQUIRE(a.iterations.size() == 12);
@@ -130,6 +132,35 @@ TEST_CASE("the scheduler overhead delays sends: added in BSP, hidden when planne
       // The row's stream_ms: iteration start -> sent, as the daemon records it.
       CHECK(b.iterations[i].workers.at(0).stream_ms == Approx(hidden ? 0.0 : 0.5).margin(1e-12));
     }
+  }
+}
+
+// scheduler.handoff_ms delays every assignment's arrival at its agent's
+// reader (the control path): in BSP it adds to every iteration and is the
+// rows' ack_ms; planned ahead it is hidden while it fits in the slack of
+// the pipeline (7.84 − 7 ms here), and costs when it does not.
+TEST_CASE("the hand-off delays each assignment's read: added in BSP, hidden by plan-ahead slack",
+          "[sim][analytic]") {
+  for (bool overlap : {false, true}) {
+    INFO("overlap " << overlap);
+    const SimResult a = MustRun(Spec(WithOverlap(kOneWorker, overlap)), "loft", 12);
+    const SimResult b = MustRun(Spec(WithOverlap(kOneWorker, overlap, "handoff_ms: 0.5")), "loft", 12);
+    const SimResult c = MustRun(Spec(WithOverlap(kOneWorker, overlap, "handoff_ms: 2")), "loft", 12);
+    REQUIRE(a.iterations.size() == 12);
+    REQUIRE(b.iterations.size() == 12);
+    REQUIRE(c.iterations.size() == 12);
+    for (size_t i = 0; i < 12; ++i) {
+      INFO("iteration " << i);
+      const bool hidden = overlap && i != 0 && i != 10;
+      CHECK(b.iterations[i].makespan_ms ==
+            Approx(a.iterations[i].makespan_ms + (hidden ? 0.0 : 0.5)).epsilon(1e-12));
+      if (!overlap) {
+        CHECK(b.iterations[i].workers.at(0).ack_ms == Approx(0.5).margin(1e-9));
+        CHECK(c.iterations[i].makespan_ms == Approx(a.iterations[i].makespan_ms + 2).epsilon(1e-12));
+      }
+    }
+    // A hand-off longer than the slack shows in the pipelined run too.
+    if (overlap) CHECK(c.summary.mean_iteration_ms > a.summary.mean_iteration_ms + 0.5);
   }
 }
 
@@ -163,6 +194,41 @@ TEST_CASE("global-shuffle reads between two peers follow the cost model", "[sim]
     const SimResult u = MustRun(spec, "uniform", 15);
     CHECK(u.summary.remote_bytes > 0);  // the global shuffle reads from the peer
   }
+}
+
+// The links carry more than the samples' payload (network.*): a sample
+// fetched from a peer is sample_bytes + record_overhead_bytes on a link
+// whose payload rate is its rate × packet_efficiency. Each node serves
+// only the other here, so every fetch is one uncontended flow.
+TEST_CASE("fetches pay the transport overhead outside the plan", "[sim][analytic]") {
+  const std::string text = WithOverlap(kTwoWorkers, false);
+  const ClusterSpec ideal = Spec(text);
+  std::string framed_text = text;
+  framed_text.replace(framed_text.find("packet_efficiency: 1, record_overhead_bytes: 0"), 46,
+                      "packet_efficiency: 0.9, record_overhead_bytes: 62");
+  const ClusterSpec framed = Spec(framed_text);
+  const SimResult a = MustRun(ideal, "uniform", 15);
+  const SimResult b = MustRun(framed, "uniform", 15);
+  REQUIRE(b.iterations.size() == 15);
+  int64_t checked = 0;
+  for (size_t i = 0; i < b.iterations.size(); ++i) {
+    for (const WorkerIteration& w : b.iterations[i].workers) {
+      if (w.remote == 0) continue;
+      const NodeSpec& me = framed.nodes[static_cast<size_t>(w.node)];
+      const NodeSpec& peer = framed.nodes[static_cast<size_t>(1 - w.node)];
+      const double rate = std::min(me.link.down_mbps, peer.link.up_mbps) * 0.9 * 1e6 / 8 / 1000;  // bytes/ms
+      INFO("iteration " << i << " node " << w.node);
+      CHECK(w.remote_read_ms ==
+            Approx(me.link.latency_ms + static_cast<double>(w.remote) * (784 + 62) / rate).epsilon(1e-9));
+      ++checked;
+    }
+  }
+  CHECK(checked > 10);
+  // The first plan is the same (made on the spec's priors, which the
+  // transport does not change); the run is slower.
+  CHECK(b.iterations[0].predicted_ms == Approx(a.iterations[0].predicted_ms).epsilon(1e-12));
+  CHECK(b.summary.remote_bytes == a.summary.remote_bytes);
+  CHECK(b.summary.mean_iteration_ms > a.summary.mean_iteration_ms);
 }
 
 // Regression found by the simulator: at the end of epoch 0 of this
@@ -265,6 +331,7 @@ nodes:
     disk: {read_mbps: 800}
     link: {up_mbps: 10, down_mbps: 10, latency_ms: 2}
     failures: [{at_s: 0.1005, down_s: 0.5}]
+network: {packet_efficiency: 1, record_overhead_bytes: 0}
 )";
   auto run = [&](const std::string& scheduler) {
     const ClusterSpec spec = Spec(base + scheduler);
@@ -286,8 +353,9 @@ nodes:
       if (in.kind == SchedulerInput::kDead) return in.at_ms;
     return -1.0;
   };
-  const SimResult now = run("scheduler: {heartbeat_timeout_ms: 0}\n");
-  const SimResult late = run("scheduler: {heartbeat_interval_ms: 50, heartbeat_timeout_ms: 200}\n");
+  const SimResult now = run("scheduler: {heartbeat_timeout_ms: 0, handoff_ms: 0}\n");
+  const SimResult late =
+      run("scheduler: {heartbeat_interval_ms: 50, heartbeat_timeout_ms: 200, handoff_ms: 0}\n");
   CHECK(death_at(now) == Approx(100.5));
   // Last message: a heartbeat (every 50 ms, the last one at 100 ms) or a later ack.
   CHECK(death_at(late) >= 100.0 + 200.0);

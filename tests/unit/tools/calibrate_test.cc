@@ -268,3 +268,51 @@ TEST_CASE("the ring is fitted at each iteration's distinct members") {
   // Duplicates would have made it a "four-member" ring: the note says 2.67 members.
   CHECK(notes.back().find("at 2.67 members") != std::string::npos);
 }
+
+TEST_CASE("scheduler.handoff_ms is the median ack_ms of the rows not planned ahead") {
+  // 12 iterations of 3 workers. Rows planned ahead (stream_ms 0) carry
+  // ack_ms 0 or a queueing delay and are left out; rows sent after their
+  // iteration started (stream_ms 0.4) carry ack_ms 0.5, 0.9, 1.3 in turn.
+  auto csv = [](int iterations) {
+    std::string c = std::string(sched::kIterationsCsvHeader) + "\n";
+    for (int it = 0; it < iterations; ++it) {
+      for (int w = 0; w < 3; ++w) {
+        const bool after_start = w != 2;
+        const double ack = after_start ? 0.5 + 0.4 * ((it + w) % 3) : 7.0;
+        c += fmt::format("uniform,{},0,n-{},32,30,2,1,1,5,0,20,0.1,{},{},0,15,0,0.05\n", it, w,
+                         after_start ? 0.4 : 0.0, ack);
+      }
+    }
+    return c;
+  };
+  ClusterSpec s = Spec(kFastSpec);
+  s.training.model = "none";
+  std::vector<std::string> notes;
+  REQUIRE(CalibrateIterationTail(csv(12), "iterations.csv", &s, &notes).ok());
+  CHECK(s.scheduler.handoff_ms == Approx(0.9));  // iteration 0 left out: 22 rows, median 0.9
+  bool named = false;
+  for (const auto& n : notes) named |= n.find("scheduler.handoff_ms 0.9 (median ack_ms of the 22 rows") == 0;
+  // Without plan-ahead every row is one: 11 iterations x 3 rows, median 1.3 (with the 7 ms rows).
+  ClusterSpec bsp = Spec(kFastSpec);
+  bsp.training.model = "none";
+  bsp.training.overlap = false;
+  std::vector<std::string> bsp_notes;
+  REQUIRE(CalibrateIterationTail(csv(12), "iterations.csv", &bsp, &bsp_notes).ok());
+  CHECK(bsp.scheduler.handoff_ms == Approx(1.3));
+  CHECK(named);
+  auto back = ParseClusterSpec(ClusterSpecToYaml(s), "back.yaml");
+  REQUIRE(back.ok());
+  CHECK(back->scheduler.handoff_ms == Approx(0.9));
+  CHECK(back->network.packet_efficiency == Approx(s.network.packet_efficiency));
+  CHECK(back->network.record_overhead_bytes == Approx(s.network.record_overhead_bytes));
+  // Too few such rows: the spec's hand-off is kept, and said so.
+  ClusterSpec few = Spec(kFastSpec);
+  few.training.model = "none";
+  few.scheduler.handoff_ms = 1.7;
+  notes.clear();
+  REQUIRE(CalibrateIterationTail(csv(5), "iterations.csv", &few, &notes).ok());
+  CHECK(few.scheduler.handoff_ms == 1.7);
+  bool kept = false;
+  for (const auto& n : notes) kept |= n.find("scheduler.handoff_ms kept at 1.7 (8 rows") == 0;
+  CHECK(kept);
+}
