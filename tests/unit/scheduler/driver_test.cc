@@ -16,25 +16,9 @@ using loft::sched::StateOptions;
 using loft::sched::Updates;
 using loft::sched::testing::FakePolicy;
 using loft::sched::testing::SmallSpec;
+using loft::sched::testing::TimedDone;
 
 namespace {
-
-loft::v1::PartitionDone DoneFor(const loft::v1::Partition& p, const loft::sched::SchedulerState& s) {
-  loft::v1::PartitionDone d;
-  d.set_partition_id(p.id());
-  d.set_attempt(p.attempt());
-  d.set_node(p.worker());
-  const auto c = loft::sched::PriorFromSpec(s.spec(), p.worker());
-  int64_t local = 0;
-  for (int32_t src : p.sources()) local += src == p.worker();
-  const int64_t remote = p.sample_ids_size() - local;
-  d.mutable_timings()->set_local_read_ms(loft::sched::LocalReadMs(c, local));
-  d.mutable_timings()->set_remote_read_ms(loft::sched::RemoteReadMs(c, remote));
-  d.mutable_timings()->set_compute_ms(loft::sched::ComputeMs(c, p.sample_ids_size()));
-  d.mutable_timings()->set_local_samples(local);
-  d.mutable_timings()->set_remote_samples(remote);
-  return d;
-}
 
 struct Harness {
   std::unique_ptr<JobDriver> driver;
@@ -127,20 +111,20 @@ void RunChaos(std::unique_ptr<loft::sched::Policy> policy, int replication, uint
         if (terminal_before) ++ignored_sent_by_test;
         // A late ack of the failed attempt must be ignored.
         if (U(rng) < 0.5) {
-          h.Take(drv.OnPartitionDone(DoneFor(p, st), now));
+          h.Take(drv.OnPartitionDone(TimedDone(p, st), now));
           ++ignored_sent_by_test;
         }
         continue;
       }
       if (r < 0.17) continue;  // lost in transit: will time out
-      h.Take(drv.OnPartitionDone(DoneFor(p, st), now + 1));
+      h.Take(drv.OnPartitionDone(TimedDone(p, st), now + 1));
       if (terminal_before) {
         ++ignored_sent_by_test;
       } else {
         committed[p.epoch()].insert(committed[p.epoch()].end(), p.sample_ids().begin(), p.sample_ids().end());
       }
       if (U(rng) < 0.1) {  // duplicate ack
-        h.Take(drv.OnPartitionDone(DoneFor(p, st), now + 2));
+        h.Take(drv.OnPartitionDone(TimedDone(p, st), now + 2));
         ++ignored_sent_by_test;
       }
     }
@@ -312,7 +296,7 @@ TEST_CASE("JobDriver: a distrusted source serves only itself; epochs still compl
               f.set_reason("poisoned");
               h.Take(drv.OnPartitionFailed(f, now));
             } else {
-              h.Take(drv.OnPartitionDone(DoneFor(p, st), now + 1));
+              h.Take(drv.OnPartitionDone(TimedDone(p, st), now + 1));
               if (p.epoch() == 0) committed.insert(p.sample_ids().begin(), p.sample_ids().end());
             }
           }
@@ -412,7 +396,7 @@ TEST_CASE("JobDriver: the last samples held only by a distrusted node are left t
       n += p.sample_ids_size();
       for (int k = 0; k < p.sample_ids_size(); ++k) CHECK((p.sources(k) != 3 || p.worker() == 3));
       h.Take(drv.OnPartitionSent(p.id(), p.attempt(), now));
-      h.Take(drv.OnPartitionDone(DoneFor(p, st), now + 1));
+      h.Take(drv.OnPartitionDone(TimedDone(p, st), now + 1));
     }
     smallest = std::min(smallest, n);
   }

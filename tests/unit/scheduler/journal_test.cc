@@ -22,6 +22,7 @@ using loft::sched::JobDriver;
 using loft::sched::Journal;
 using loft::sched::testing::FakePolicy;
 using loft::sched::testing::SmallSpec;
+using loft::sched::testing::TimedDone;
 
 namespace {
 struct TempDir {
@@ -433,26 +434,6 @@ namespace {
 
 using loft::sched::StateOptions;
 using loft::sched::Updates;
-
-// A timed ack for `p`: the prior's times scaled by `factor` (so the cost
-// models and lbbsp's throughput keep learning).
-loft::v1::PartitionDone TimedDone(const loft::v1::Partition& p, const loft::sched::SchedulerState& s,
-                                  double factor) {
-  loft::v1::PartitionDone d;
-  d.set_partition_id(p.id());
-  d.set_attempt(p.attempt());
-  d.set_node(p.worker());
-  const auto c = loft::sched::PriorFromSpec(s.spec(), p.worker());
-  int64_t local = 0;
-  for (int32_t src : p.sources()) local += src == p.worker();
-  const int64_t remote = p.sample_ids_size() - local;
-  d.mutable_timings()->set_local_read_ms(factor * loft::sched::LocalReadMs(c, local));
-  d.mutable_timings()->set_remote_read_ms(factor * loft::sched::RemoteReadMs(c, remote));
-  d.mutable_timings()->set_compute_ms(factor * loft::sched::ComputeMs(c, p.sample_ids_size()));
-  d.mutable_timings()->set_local_samples(local);
-  d.mutable_timings()->set_remote_samples(remote);
-  return d;
-}
 
 // Random driver events, a pure function of the seed and the driver's
 // state: mostly the normal cycle (plan, send, timed done), with failures

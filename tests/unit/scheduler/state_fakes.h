@@ -9,6 +9,7 @@
 
 #include "core/cluster_spec.h"
 #include "scheduler/plan.h"
+#include "scheduler/scheduler_state.h"
 
 namespace loft::sched::testing {
 
@@ -92,6 +93,27 @@ inline ClusterSpec SmallSpec(int64_t samples, int replication, int64_t batch, in
   auto spec = ParseClusterSpec(yaml, "state-test.yaml");
   if (!spec.ok()) throw std::runtime_error(spec.status().ToString());
   return std::move(spec).value();
+}
+
+// A timed ack for `p`: the times the spec's prior gives its reads and
+// compute, scaled by `factor` (so the cost models and lbbsp's throughput
+// keep learning).
+inline loft::v1::PartitionDone TimedDone(const loft::v1::Partition& p, const SchedulerState& s,
+                                         double factor = 1.0) {
+  loft::v1::PartitionDone d;
+  d.set_partition_id(p.id());
+  d.set_attempt(p.attempt());
+  d.set_node(p.worker());
+  const auto c = PriorFromSpec(s.spec(), p.worker());
+  int64_t local = 0;
+  for (int32_t src : p.sources()) local += src == p.worker();
+  const int64_t remote = p.sample_ids_size() - local;
+  d.mutable_timings()->set_local_read_ms(factor * LocalReadMs(c, local));
+  d.mutable_timings()->set_remote_read_ms(factor * RemoteReadMs(c, remote));
+  d.mutable_timings()->set_compute_ms(factor * ComputeMs(c, p.sample_ids_size()));
+  d.mutable_timings()->set_local_samples(local);
+  d.mutable_timings()->set_remote_samples(remote);
+  return d;
 }
 
 }  // namespace loft::sched::testing
