@@ -25,6 +25,8 @@ std::string Blake2b256(std::string_view bytes) {
   return out;
 }
 
+}  // namespace
+
 std::string Hex(std::string_view b) {
   static const char* d = "0123456789abcdef";
   std::string s;
@@ -34,8 +36,6 @@ std::string Hex(std::string_view b) {
   }
   return s;
 }
-
-}  // namespace
 
 std::string SampleDigest(uint64_t id, uint16_t label, std::span<const uint8_t> payload) {
   // Picks libsodium's fastest BLAKE2b implementation once (thread-safe).
@@ -82,6 +82,10 @@ StatusOr<Manifest> Manifest::Build(const IdxDataset& ds, int64_t samples) {
 
 std::string Manifest::RootHex() const {
   return Hex(Blake2b256(digests_));
+}
+
+std::string Manifest::Root() const {
+  return Blake2b256(digests_);
 }
 
 ManifestCheck Manifest::Check(uint64_t id, uint16_t label, std::span<const uint8_t> payload) const {

@@ -29,6 +29,7 @@ Status AgentConfig::Validate() const {
     return InvalidArgument("compute_mode synthetic needs cluster_spec (the node's compute constants)");
   }
   if (link_emulation && cluster_spec.empty()) return InvalidArgument("link_emulation needs cluster_spec");
+  if (disk_emulation && cluster_spec.empty()) return InvalidArgument("disk_emulation needs cluster_spec");
   if (metrics_port < -1 || metrics_port > 65535) {
     return InvalidArgument(fmt::format(
         "metrics_port must be 0 (off) or a port 1..65535 (got {}; -1 is accepted as a legacy 'off')",
@@ -65,6 +66,7 @@ const std::vector<Field>& Fields() {
       {"node_name", &AgentConfig::node_name},
       {"cluster_spec", &AgentConfig::cluster_spec},
       {"cache_dir", &AgentConfig::cache_dir},
+      {"manifest", &AgentConfig::manifest},
       {"check_cache", &AgentConfig::check_cache},
       {"scheduler_endpoint", &AgentConfig::scheduler_endpoint},
       {"peer_bind", &AgentConfig::peer_bind},
@@ -78,6 +80,7 @@ const std::vector<Field>& Fields() {
       {"compute_mode", &AgentConfig::compute_mode},
       {"link_emulation", &AgentConfig::link_emulation},
       {"link_rate_emulation", &AgentConfig::link_rate_emulation},
+      {"disk_emulation", &AgentConfig::disk_emulation},
       {"metrics_port", &AgentConfig::metrics_port},
       {"metrics_address", &AgentConfig::metrics_address},
       {"log_level", &AgentConfig::log_level},

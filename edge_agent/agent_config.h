@@ -19,6 +19,12 @@ struct AgentConfig {
   std::string node_name;     // required; the node's expanded spec name
   std::string cluster_spec;  // path to the cluster spec YAML (compute + link constants)
   std::string cache_dir;     // required; the node's SampleCache directory
+  // The dataset manifest file (cache/manifest.h, MANIFEST.loft; written by
+  // `loftctl ingest`); empty = none. With it the agent registers with its
+  // root and the scheduler sends the 16-byte-per-sample digests only when
+  // its own manifest differs (960 KB at 60,000 samples otherwise, at every
+  // registration, over the node's downlink).
+  std::string manifest;
   // Refuse to start when the cache does not hold what the spec's placement
   // gives this node (cache_check.h). false: only for hand-made test caches.
   bool check_cache = true;
@@ -36,6 +42,11 @@ struct AgentConfig {
   // With link_emulation: also the rates (token buckets). false = latency
   // only; the kernel shapes the rates (loftctl cluster run --testbed).
   bool link_rate_emulation = true;
+  // Emulate the spec's disk: a partition's local read of l samples lasts
+  // at least l·sample_bytes/disk.read_mbps (the read's own time included),
+  // as loft-sim charges it. For emulated clusters (loftctl cluster run);
+  // a real edge node reads its real disk (false).
+  bool disk_emulation = false;
   // Prometheus HTTP port, as in loft-scheduler: 0 = off (default), 1..65535 =
   // that port. -1 (the old "off") is still accepted and also means off.
   int metrics_port = 0;

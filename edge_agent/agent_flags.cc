@@ -14,6 +14,8 @@ AgentFlags::AgentFlags(CLI::App& app) {
   str("--node-name", &AgentConfig::node_name, "node name (as expanded in the cluster spec)");
   str("--cluster-spec", &AgentConfig::cluster_spec, "cluster spec YAML");
   str("--cache-dir", &AgentConfig::cache_dir, "this node's SampleCache directory");
+  str("--manifest", &AgentConfig::manifest,
+      "the dataset manifest file (MANIFEST.loft); the scheduler then sends only its root");
   str("--scheduler", &AgentConfig::scheduler_endpoint, "scheduler endpoint");
   str("--peer-bind", &AgentConfig::peer_bind, "peer-fetch bind endpoint");
   str("--peer-advertise", &AgentConfig::peer_advertise, "peer endpoint announced to others");
@@ -38,6 +40,8 @@ AgentFlags::AgentFlags(CLI::App& app) {
   flags_.emplace_back(insecure, [this](AgentConfig& c) { c.insecure = insecure_; });
   auto* link = app.add_flag("--link-emulation", link_emulation_, "emulate the spec's link rates");
   flags_.emplace_back(link, [this](AgentConfig& c) { c.link_emulation = link_emulation_; });
+  auto* disk = app.add_flag("--disk-emulation", disk_emulation_, "emulate the spec's disk read rate");
+  flags_.emplace_back(disk, [this](AgentConfig& c) { c.disk_emulation = disk_emulation_; });
 }
 
 void AgentFlags::ApplyTo(AgentConfig& cfg) const {

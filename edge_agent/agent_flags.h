@@ -28,7 +28,7 @@ class AgentFlags {
 
  private:
   AgentConfig values_;  // parsed flag values; only given ones are applied
-  bool insecure_ = false, link_emulation_ = false;
+  bool insecure_ = false, link_emulation_ = false, disk_emulation_ = false;
   std::vector<std::pair<CLI::Option*, std::function<void(AgentConfig&)>>> flags_;
 };
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <future>
 #include <random>
 #include <unordered_map>
@@ -72,6 +73,7 @@ AgentService::AgentService(AgentServiceOptions options, cache::SampleCache* cach
     : options_(std::move(options)), cache_(cache), metrics_(metrics), grants_(options_.max_grants) {
   std::random_device rd;
   while (incarnation_ == 0) incarnation_ = (uint64_t{rd()} << 32) ^ rd();
+  if (options_.local_manifest != nullptr) local_root_ = options_.local_manifest->Root();
 }
 
 PeerReply AgentService::HandlePeer(std::string_view frame, size_t extra_frames, const std::string& user_id) {
@@ -201,8 +203,25 @@ SchedulerEffects AgentService::HandleScheduler(std::string_view frame, size_t ex
       view_.set_view(env->register_reply().view());
       scheduler_heartbeat_ms_ = std::max(0, env->register_reply().heartbeat_interval_ms());
       if (options_.guard != nullptr) {
-        const std::string& d = env->register_reply().sample_digests();
+        const v1::RegisterReply& rr = env->register_reply();
+        const std::string& d = rr.sample_digests();
         auto m = cache::Manifest::FromDigests(d);
+        if (m.ok() && m->empty() && !rr.manifest_root().empty()) {
+          // Digests left out: the scheduler's root was ours when we asked.
+          if (options_.local_manifest != nullptr && rr.manifest_root() == local_root_) {
+            m = *options_.local_manifest;
+          } else {
+            m = DataLoss(fmt::format(
+                "the scheduler sent only its manifest root {} and this agent holds no manifest with it "
+                "(local: {})",
+                cache::Hex(rr.manifest_root()),
+                options_.local_manifest != nullptr ? options_.local_manifest->RootHex() : "none"));
+          }
+        } else if (m.ok() && !m->empty() && options_.local_manifest != nullptr && m->Root() != local_root_) {
+          spdlog::warn(
+              "this agent's manifest file (root {}) is not the scheduler's (root {}): using the scheduler's",
+              options_.local_manifest->RootHex(), m->RootHex());
+        }
         if (!m.ok()) {
           spdlog::error("registration reply: {}; peer samples are checked by CRC only",
                         m.status().ToString());
@@ -300,6 +319,7 @@ v1::Envelope AgentService::MakeRegister(const v1::CacheSummary& summary) const {
   r->set_credits(options_.credits);
   r->set_ring_endpoint(options_.ring_endpoint);
   r->set_incarnation(incarnation_);
+  if (options_.local_manifest != nullptr) r->set_manifest_root(local_root_);
   return env;
 }
 
@@ -385,6 +405,10 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
     local_bytes += static_cast<int64_t>(recs[i]->payload.size() + cache::kRecordHeaderBytes +
                                         cache::kRecordTrailerBytes);
     got[local[i]] = std::move(recs[i]).value();
+  }
+  if (disk_ms_per_sample_ > 0 && !local.empty()) {
+    const int64_t until = t0 + std::llround(static_cast<double>(local.size()) * disk_ms_per_sample_ * 1000.0);
+    if (const int64_t now = clock_->NowMicros(); until > now) disk_sleep_.Sleep(until - now);
   }
   double local_ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
   auto* t = &out.timings;

@@ -37,6 +37,7 @@
 #include "core/metrics.h"
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
+#include "edge_agent/exact_sleep.h"
 #include "edge_agent/grant_table.h"
 #include "edge_agent/sample_guard.h"
 #include "edge_agent/seen_assignments.h"
@@ -100,6 +101,10 @@ struct AgentServiceOptions {
   std::function<void(const v1::MembershipView&)> on_view;
   // Receives the dataset manifest of each RegisterReply (may be null).
   SampleGuard* guard = nullptr;
+  // The agent's own copy of the manifest (AgentConfig::manifest; null =
+  // none): its root goes in RegisterRequest.manifest_root, and it is used
+  // when the scheduler answers with the same root and no digests.
+  std::shared_ptr<const cache::Manifest> local_manifest;
   // `byzantine: poison_serve`: serve label-flipped records (attack tests).
   bool poison_serve = false;
 };
@@ -135,6 +140,7 @@ class AgentService {
   GrantTable grants_;
   SeenAssignments seen_;      // accepted (partition, attempt): a re-sent one is dropped
   uint64_t incarnation_ = 0;  // random per process (RegisterRequest.incarnation)
+  std::string local_root_;    // options_.local_manifest's root (empty = none)
   int in_flight_ = 0;
   int64_t poison_served_ = 0;  // poison_serve: forged records sent so far
 
@@ -187,12 +193,20 @@ class PartitionRunner {
   // PartitionFailed.
   v1::Envelope Finish(ReadPartition read, Trainer* trainer, int32_t me);
 
+  // Disk emulation (AgentConfig::disk_emulation): a partition's local read
+  // of l samples lasts at least l·ms_per_sample (the spec's l·s/disk, the
+  // cost model's Tl): the read's own time counts, the rest is slept, and a
+  // read slower than that is not shortened. 0 = off (a real disk).
+  void EmulateDisk(double ms_per_sample) { disk_ms_per_sample_ = ms_per_sample; }
+
  private:
   Clock* clock_;
   cache::SampleCache* cache_;
   PeerClient* peers_;
   AgentMetrics* metrics_;
   const SampleGuard* guard_;
+  double disk_ms_per_sample_ = 0;
+  ExactSleep disk_sleep_{clock_};  // the reader thread's (Read runs on one thread)
 };
 
 }  // namespace loft::agent

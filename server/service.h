@@ -189,6 +189,7 @@ class SchedulerService {
   ClusterSpec spec_;
   std::string spec_text_;
   std::string sample_digests_;           // the dataset manifest sent at registration (empty = none)
+  std::string manifest_root_;            // its root (cache::Manifest::Root; empty = none)
   sched::PoisonReports poison_reports_;  // peers accused of serving forged samples
   sched::RingDetection ring_detection_;  // ring offences, reports and evictions (status "ring_detection")
   SchedulerTransport* transport_;

@@ -260,6 +260,7 @@ struct RunOptions {
   std::string dataset_dir = "/usr/share/datasets/fashion-mnist";
   bool insecure = false;
   bool link_emulation = true;
+  bool disk_emulation = true;  // local reads at the spec's disk.read_mbps (agents' disk_emulation)
   int timeout_s = 900;
   int heartbeat_timeout_ms = 1500;
   int partition_timeout_ms = 5000;
@@ -353,11 +354,14 @@ Status ClusterRun(const RunOptions& ro) {
     ac.node_name = name;
     ac.cluster_spec = spec_abs;
     ac.cache_dir = (cache_root / name).string();
+    // The agent's copy of the manifest: it registers with the root only.
+    if (!so.manifest.empty()) ac.manifest = so.manifest;
     ac.scheduler_endpoint = endpoint;
     ac.peer_bind = fmt::format("tcp://{}:0", node_ip(i));
     ac.credits = 2;
     ac.compute_mode = "synthetic";
     ac.link_emulation = ro.link_emulation;
+    ac.disk_emulation = ro.disk_emulation;
     ac.heartbeat_interval_ms = 250;
     ac.log_level = ro.log_level;
     ac.seed = static_cast<uint64_t>(i + 1);
@@ -701,6 +705,8 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--dataset-dir", ro->dataset_dir, "Fashion-MNIST IDX directory")->capture_default_str();
   run->add_flag("--insecure", ro->insecure, "no CURVE keys (loopback only)");
   run->add_flag("!--no-link-emulation", ro->link_emulation, "do not emulate the spec's link rates");
+  run->add_flag("!--no-disk-emulation", ro->disk_emulation,
+                "read the node caches at the machine's speed instead of the spec's disk.read_mbps");
   run->add_flag("--testbed", ro->testbed,
                 "root: each agent in its own network namespace and CPU cgroup, link rates shaped by the "
                 "kernel (tbf), cpu_cores quotas (docs/testbed.md)");

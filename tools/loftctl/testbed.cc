@@ -390,10 +390,11 @@ StatusOr<std::unique_ptr<Testbed>> Testbed::Up(const ClusterSpec& spec, const st
       if (::mkdir(d.c_str(), 0755) != 0) return IOError(fmt::format("mkdir {}: {}", d, std::strerror(errno)));
       if (i == 0 || tb->plan_.nodes[i - 1].cfs_quota_us < 0) continue;
       int64_t q = tb->plan_.nodes[i - 1].cfs_quota_us;
+      const int64_t period = tb->plan_.nodes[i - 1].cfs_period_us;
       if (cg.v2) {
-        LOFT_RETURN_IF_ERROR(WriteFile(d + "/cpu.max", fmt::format("{} {}", q, kCfsPeriodUs)));
+        LOFT_RETURN_IF_ERROR(WriteFile(d + "/cpu.max", fmt::format("{} {}", q, period)));
       } else {
-        LOFT_RETURN_IF_ERROR(WriteFile(d + "/cpu.cfs_period_us", std::to_string(kCfsPeriodUs)));
+        LOFT_RETURN_IF_ERROR(WriteFile(d + "/cpu.cfs_period_us", std::to_string(period)));
         LOFT_RETURN_IF_ERROR(WriteFile(d + "/cpu.cfs_quota_us", std::to_string(q)));
       }
     }

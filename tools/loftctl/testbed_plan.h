@@ -23,7 +23,11 @@ namespace loft::ctl {
 
 inline constexpr const char* kTestbedPrefix = "lft";  // every name a testbed creates starts with it
 inline constexpr int kTestbedMaxNodes = 253;          // one /24: .1 bridge, .2 … .254 nodes
-inline constexpr int kCfsPeriodUs = 100000;
+// The CFS period of the agents' quotas: 10 ms, so that a throttled agent
+// waits at most 10·(1 − cpu_cores) ms, not the 100 ms of the kernel's
+// default period (a 0.15-core agent stalled 85 ms in a 5 ms iteration).
+// Longer only when cpu_cores < 0.1, since a quota is at least 1 ms.
+inline constexpr int kCfsPeriodUs = 10000;
 
 struct TestbedNode {
   std::string name;        // the spec's node name
@@ -36,6 +40,7 @@ struct TestbedNode {
   double down_mbps = 0;
   double cpu_cores = 0;  // 0 = no quota
   int64_t cfs_quota_us = -1;
+  int64_t cfs_period_us = kCfsPeriodUs;
 };
 
 struct TestbedPlan {

@@ -298,6 +298,28 @@ TEST_CASE("A partition reads local and remote samples, computes and reports timi
   CHECK(t.compute_ms() == Approx(2.5));
 }
 
+TEST_CASE("Disk emulation: a local read of l samples lasts l times the spec's per-sample time") {
+  Fixture fx;
+  ManualClock clock;
+  FakePeers peers;
+  PartitionRunner runner(&clock, fx.cache.get(), &peers, &fx.metrics);
+  const v1::Partition p = MakePartition(9, 0, {{1, 0}, {2, 0}, {3, 0}, {4, 0}});
+  ReadPartition off = runner.Read(p, 0);
+  REQUIRE(off.status.ok());
+  CHECK(off.timings.local_read_ms() == 0);  // a real disk: the read's own time (none on this clock)
+  runner.EmulateDisk(0.5);                  // e.g. 784-byte samples at 12.544 Mbit/s
+  ReadPartition on = runner.Read(p, 0);
+  REQUIRE(on.status.ok());
+  CHECK(on.timings.local_read_ms() == Approx(2.0));
+  CHECK(on.batch.samples.size() == 4);
+  // Remote-only: nothing to pace.
+  const int64_t before = clock.NowMicros();
+  ReadPartition remote = runner.Read(MakePartition(10, 0, {{200, 1}}), 0);
+  REQUIRE(remote.status.ok());
+  CHECK(remote.timings.local_read_ms() == 0);
+  CHECK(clock.NowMicros() == before);
+}
+
 TEST_CASE("A corrupt peer record fails the partition and is never used") {
   Fixture fx;
   ManualClock clock;
@@ -515,6 +537,44 @@ TEST_CASE("The registration reply's manifest reaches the guard") {
   reg.mutable_register_reply()->set_sample_digests(std::string(17, 'x'));  // malformed: kept the last one
   svc.HandleScheduler(Frame(reg), 0);
   CHECK(guard.manifest()->size() == 100);
+}
+
+TEST_CASE(
+    "An agent with its own manifest registers with the root and uses its copy when only the root comes") {
+  Fixture fx;
+  SampleGuard guard;
+  const cache::Manifest m = TestManifest(100);
+  AgentServiceOptions o;
+  o.node_name = "a";
+  o.guard = &guard;
+  o.local_manifest = std::make_shared<const cache::Manifest>(m);
+  AgentService svc(o, fx.cache.get(), &fx.metrics);
+  CHECK(svc.MakeRegister(v1::CacheSummary()).register_request().manifest_root() == m.Root());
+  // The scheduler's root is ours: no digests travel, the guard gets the copy.
+  v1::Envelope reg = Registered(0);
+  reg.mutable_register_reply()->set_manifest_root(m.Root());
+  svc.HandleScheduler(Frame(reg), 0);
+  REQUIRE(guard.manifest() != nullptr);
+  CHECK(guard.manifest()->RootHex() == m.RootHex());
+  // Digests that differ from the copy win (the scheduler's manifest is the job's).
+  const cache::Manifest other = TestManifest(120);
+  reg.mutable_register_reply()->set_manifest_root(other.Root());
+  reg.mutable_register_reply()->set_sample_digests(other.digests());
+  svc.HandleScheduler(Frame(reg), 0);
+  CHECK(guard.manifest()->size() == 120);
+  // Only a root this agent does not hold: refused (logged), the last manifest kept.
+  reg.mutable_register_reply()->clear_sample_digests();
+  reg.mutable_register_reply()->set_manifest_root(std::string(32, 'x'));
+  svc.HandleScheduler(Frame(reg), 0);
+  CHECK(guard.manifest()->size() == 120);
+}
+
+TEST_CASE("An agent without a manifest file registers without a root") {
+  Fixture fx;
+  AgentServiceOptions o;
+  o.node_name = "a";
+  AgentService svc(o, fx.cache.get(), &fx.metrics);
+  CHECK(svc.MakeRegister(v1::CacheSummary()).register_request().manifest_root().empty());
 }
 
 TEST_CASE("poison_serve serves label-flipped records with valid CRCs and ids") {

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <vector>
 
+#include "cache/manifest.h"
 #include "scheduler/cost_profile.h"
 
 namespace {
@@ -610,6 +611,36 @@ TEST_CASE("a restarted service recovers from its journal and finishes with 0 dup
   CHECK(st["ledger"]["duplicates"] == 0);
   CHECK(st["ledger"]["lost"] == 0);
   CHECK(st["ledger"]["epochs_completed"].get<int64_t>() >= 2);  // 12 iterations x 64 of 256 samples
+}
+
+TEST_CASE("an agent holding the scheduler's manifest gets its root only, any other agent the digests") {
+  Fixture f(3);
+  std::string d;
+  for (uint64_t id = 0; id < 256; ++id)
+    d += std::string(loft::cache::kSampleDigestBytes, static_cast<char>(id));
+  auto m = loft::cache::Manifest::FromDigests(d);
+  REQUIRE(m.ok());
+  f.opts.manifest = (f.dir / "MANIFEST.loft").string();
+  REQUIRE(loft::cache::WriteManifestFile(f.opts.manifest, *m).ok());
+  auto s = f.Make();
+  // An older agent (no root): the digests, and the root.
+  loft::v1::Envelope reply;
+  REQUIRE(Send(*s, Register("edge-0", 1), 0, &reply).ok());
+  CHECK(reply.register_reply().sample_digests() == m->digests());
+  CHECK(reply.register_reply().manifest_root() == m->Root());
+  // The same root: no digests.
+  loft::v1::Envelope same = Register("edge-1", 1);
+  same.mutable_register_request()->set_manifest_root(m->Root());
+  loft::v1::Envelope reply_same;
+  REQUIRE(Send(*s, same, 1, &reply_same).ok());
+  CHECK(reply_same.register_reply().sample_digests().empty());
+  CHECK(reply_same.register_reply().manifest_root() == m->Root());
+  // Another root (a stale copy): the digests.
+  loft::v1::Envelope other = Register("edge-2", 1);
+  other.mutable_register_request()->set_manifest_root(std::string(32, 'x'));
+  loft::v1::Envelope reply_other;
+  REQUIRE(Send(*s, other, 2, &reply_other).ok());
+  CHECK(reply_other.register_reply().sample_digests() == m->digests());
 }
 
 TEST_CASE("authenticated peers speak only for their own node; unexpected messages are rejected") {

@@ -54,7 +54,8 @@ TEST_CASE("testbed plan: names, addresses, quotas") {
   CHECK(p->nodes[0].agent_veth == "lft12aba0");
   CHECK(p->nodes[0].ip == "10.213.7.2");
   CHECK(p->nodes[2].ip == "10.213.7.4");
-  CHECK(p->nodes[0].cfs_quota_us == 25000);
+  CHECK(p->nodes[0].cfs_quota_us == 2500);  // 0.25 of the 10 ms period
+  CHECK(p->nodes[0].cfs_period_us == 10000);
   CHECK(p->nodes[1].cfs_quota_us == -1);  // no cpu_cores: no quota
   for (const auto& n : p->nodes) {
     CHECK(n.host_veth.size() <= 15);
@@ -114,4 +115,21 @@ nodes:
                          "lft0000", 0, 2);
   REQUIRE_FALSE(big.ok());
   CHECK(big.status().message() == "node e: compute.cpu_cores 3 exceeds this machine's 2 CPUs");
+}
+
+TEST_CASE("testbed plan: a quota under 0.1 cores gets a longer period (the kernel's quota is >= 1 ms)") {
+  auto p = PlanTestbed(Spec(R"(dataset: {samples: 4000}
+training: {global_batch: 256, min_batch: 8}
+nodes:
+  - name: tiny
+    compute: {cpu_cores: 0.05}
+  - name: some
+    compute: {cpu_cores: 0.3}
+)"),
+                       "lft12ab", 7, 2);
+  REQUIRE(p.ok());
+  CHECK(p->nodes[0].cfs_period_us == 20000);
+  CHECK(p->nodes[0].cfs_quota_us == 1000);
+  CHECK(p->nodes[1].cfs_period_us == 10000);
+  CHECK(p->nodes[1].cfs_quota_us == 3000);
 }
