@@ -256,6 +256,10 @@ StatusOr<std::unique_ptr<SampleCache>> SampleCache::Open(const std::string& dir,
       new SampleCache(dir, std::unique_ptr<rocksdb::DB>(raw), std::move(block_cache), options.sync_writes));
 }
 
+size_t SampleCache::block_cache_usage() const {
+  return block_cache_->GetUsage();
+}
+
 Status SampleCache::Destroy(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -400,9 +404,10 @@ Status SampleCache::MultiGetRecordsInto(std::span<const uint64_t> ids, RecordBat
   return first_error;
 }
 
-Status SampleCache::ForEachRecord(const std::function<bool(uint64_t id, std::string_view record)>& fn) const {
+Status SampleCache::ForEachRecord(const std::function<bool(uint64_t id, std::string_view record)>& fn,
+                                  bool fill_cache) const {
   rocksdb::ReadOptions ro;
-  ro.fill_cache = false;  // a full scan should not evict the hot set
+  ro.fill_cache = fill_cache;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     auto key = it->key();
@@ -420,21 +425,23 @@ Status SampleCache::ForEach(
       [&](uint64_t id, std::string_view record) { return fn(id, DecodeRecord(id, record)); });
 }
 
-StatusOr<CacheStats> SampleCache::Stats() const {
+StatusOr<CacheStats> SampleCache::Stats(bool warm) const {
   CacheStats stats;
-  LOFT_RETURN_IF_ERROR(ForEachRecord([&](uint64_t id, std::string_view record) {
-    stats.stored_bytes += static_cast<int64_t>(record.size());
-    uint16_t label = 0;
-    auto payload = CheckRecord(id, record, &label);
-    if (!payload.ok()) {
-      ++stats.corrupt;
-    } else {
-      ++stats.samples;
-      stats.bytes += static_cast<int64_t>(payload->size());
-      ++stats.label_counts[label];
-    }
-    return true;
-  }));
+  LOFT_RETURN_IF_ERROR(ForEachRecord(
+      [&](uint64_t id, std::string_view record) {
+        stats.stored_bytes += static_cast<int64_t>(record.size());
+        uint16_t label = 0;
+        auto payload = CheckRecord(id, record, &label);
+        if (!payload.ok()) {
+          ++stats.corrupt;
+        } else {
+          ++stats.samples;
+          stats.bytes += static_cast<int64_t>(payload->size());
+          ++stats.label_counts[label];
+        }
+        return true;
+      },
+      warm));
   return stats;
 }
 

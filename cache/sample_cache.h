@@ -175,9 +175,15 @@ class SampleCache {
   // the scan itself fails (I/O, malformed key).
   Status ForEach(const std::function<bool(uint64_t id, const StatusOr<Sample>& sample)>& fn) const;
   // Visits every record's raw bytes (no decode); same contract as ForEach.
-  Status ForEachRecord(const std::function<bool(uint64_t id, std::string_view record)>& fn) const;
+  // `fill_cache`: the scan's blocks enter the block cache (a warm-up);
+  // false keeps a scan from evicting the hot set.
+  Status ForEachRecord(const std::function<bool(uint64_t id, std::string_view record)>& fn,
+                       bool fill_cache = false) const;
 
-  StatusOr<CacheStats> Stats() const;
+  // `warm`: also loads the scanned blocks into the block cache (an agent
+  // at start: its first epoch's reads then cost what later ones do
+  // instead of a block decompression each, up to the block cache's size).
+  StatusOr<CacheStats> Stats(bool warm = false) const;
   StatusOr<VerifyReport> Verify() const;
 
   // Makes every write so far durable: flushes the memtable to an SST file
@@ -187,6 +193,8 @@ class SampleCache {
   // The underlying database (benchmarks, tests). Writing through it bypasses
   // the record format.
   rocksdb::DB* raw_db() const { return db_.get(); }
+  // Bytes the block cache holds now.
+  size_t block_cache_usage() const;
 
  private:
   SampleCache(std::string dir, std::unique_ptr<rocksdb::DB> db, std::shared_ptr<rocksdb::Cache> block_cache,

@@ -96,6 +96,25 @@ TEST_CASE("Record codec round trips and rejects damage", "[cache]") {
   REQUIRE(empty->payload.empty());
 }
 
+TEST_CASE("Stats(warm) loads the scanned blocks into the block cache; a plain scan does not", "[cache]") {
+  TempDir tmp;
+  {
+    auto cache = OpenOrDie(tmp.Sub("db"));
+    for (uint64_t id = 0; id < 500; ++id) REQUIRE(cache->Put(id, 1, Payload(id)).ok());
+    REQUIRE(cache->Flush().ok());  // into table files, read through the block cache
+  }
+  auto cache = OpenOrDie(tmp.Sub("db"));
+  const size_t empty = cache->block_cache_usage();
+  auto cold = cache->Stats();
+  REQUIRE(cold.ok());
+  CHECK(cold->samples == 500);
+  CHECK(cache->block_cache_usage() == empty);
+  auto warm = cache->Stats(/*warm=*/true);
+  REQUIRE(warm.ok());
+  CHECK(warm->samples == 500);
+  CHECK(cache->block_cache_usage() >= empty + static_cast<size_t>(cold->stored_bytes));
+}
+
 TEST_CASE("SampleCache Put/Get/MultiGet/Delete/ForEach/Stats round trip", "[cache]") {
   TempDir tmp;
   auto cache = OpenOrDie(tmp.Sub("db"));
