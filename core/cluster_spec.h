@@ -113,6 +113,12 @@ struct NetworkSpec {
   // cache record's header and label (20) and one ZeroMQ frame under CURVE
   // (9 frame header + 8 "MESSAGE" + 8 nonce + 1 flags + 16 MAC). >= 0.
   double record_overhead_bytes = 62;
+  // Every link is a token bucket as the testbed's tbf and the agents'
+  // emulation shape it: depth max(burst_min_bytes, burst_ms of the link's
+  // rate) link bytes. After a pause that many bytes pass at once, the rest
+  // at the rate (sim/flow_network.h). Both 0 = fluid links. >= 0.
+  double burst_ms = 2;
+  double burst_min_bytes = 16384;
 };
 
 struct ComputeSpec {

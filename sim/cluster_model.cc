@@ -30,6 +30,14 @@ ClusterModel::ClusterModel(const ClusterSpec& spec, uint64_t seed)
     m.disk = BytesPerMs(n.disk.read_mbps);
     m.up = BytesPerMs(n.link.up_mbps) * spec.network.packet_efficiency;
     m.down = BytesPerMs(n.link.down_mbps) * spec.network.packet_efficiency;
+    // tbf's burst (tools/loftctl/testbed_plan.h TbfBurstBytes) in link
+    // bytes; the flows carry payload.
+    auto burst = [&](double mbps) {
+      return std::max(spec.network.burst_min_bytes, spec.network.burst_ms * BytesPerMs(mbps)) *
+             spec.network.packet_efficiency;
+    };
+    m.up_burst = burst(n.link.up_mbps);
+    m.down_burst = burst(n.link.down_mbps);
     m.latency_ms = n.link.latency_ms;
     m.slowdowns = n.slowdowns;
     for (const FailureSpec& f : n.failures)
@@ -73,6 +81,18 @@ std::vector<double> ClusterModel::UpRates() const {
 std::vector<double> ClusterModel::DownRates() const {
   std::vector<double> r;
   for (const Node& n : nodes_) r.push_back(n.down);
+  return r;
+}
+
+std::vector<double> ClusterModel::UpBursts() const {
+  std::vector<double> r;
+  for (const Node& n : nodes_) r.push_back(n.up_burst);
+  return r;
+}
+
+std::vector<double> ClusterModel::DownBursts() const {
+  std::vector<double> r;
+  for (const Node& n : nodes_) r.push_back(n.down_burst);
   return r;
 }
 

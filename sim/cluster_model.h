@@ -53,6 +53,9 @@ class ClusterModel {
   double DownBytesPerMs(int node) const { return nodes_[node].down; }
   std::vector<double> UpRates() const;
   std::vector<double> DownRates() const;
+  // Token-bucket depths in payload bytes (network.burst_*; FlowNetwork::SetBursts).
+  std::vector<double> UpBursts() const;
+  std::vector<double> DownBursts() const;
   ByzantineKind byzantine(int node) const { return nodes_[node].byzantine; }
 
   // Down intervals [start_ms, end_ms) of a node, sorted by start.
@@ -71,6 +74,8 @@ class ClusterModel {
     double disk = 0;  // bytes per ms
     double up = 0;
     double down = 0;
+    double up_burst = 0;  // token-bucket depths, payload bytes
+    double down_burst = 0;
     double latency_ms = 0;
     std::vector<SlowdownSpec> slowdowns;
     std::vector<Outage> outages;

@@ -36,7 +36,35 @@ uint32_t FlowNetwork::Alloc() {
   return static_cast<uint32_t>(slots_.size() - 1);
 }
 
+void FlowNetwork::SetBursts(std::vector<double> up_burst_bytes, std::vector<double> down_burst_bytes) {
+  const size_t n = up_.size();
+  burst_.assign(2 * n, 0);
+  for (size_t i = 0; i < n && i < up_burst_bytes.size(); ++i)
+    burst_[2 * i] = std::max(0.0, up_burst_bytes[i]);
+  for (size_t i = 0; i < n && i < down_burst_bytes.size(); ++i)
+    burst_[2 * i + 1] = std::max(0.0, down_burst_bytes[i]);
+  tokens_ = burst_;
+  idle_since_.assign(2 * n, queue_->now_ms());
+  crossing_.assign(2 * n, 0);
+}
+
+double& FlowNetwork::Tokens(int32_t r) {
+  const double now = queue_->now_ms();
+  if (crossing_[r] == 0) {
+    const double rate = (r % 2 == 0) ? up_[r / 2] : down_[r / 2];
+    tokens_[r] = std::min(burst_[r], tokens_[r] + rate * (now - idle_since_[r]));
+    idle_since_[r] = now;
+  }
+  return tokens_[r];
+}
+
 void FlowNetwork::Free(uint32_t slot) {
+  if (!burst_.empty() && slots_[slot].id != 0) {
+    const double now = queue_->now_ms();
+    for (int32_t r : {2 * slots_[slot].server, 2 * slots_[slot].reader + 1}) {
+      if (--crossing_[r] == 0) idle_since_[r] = now;
+    }
+  }
   index_.erase(slots_[slot].id);
   slots_[slot] = Flow{};
   free_.push_back(slot);
@@ -46,6 +74,18 @@ uint64_t FlowNetwork::Start(int server, int reader, double bytes, Done done) {
   Advance();
   const uint64_t id = next_id_++;
   const uint32_t slot = Alloc();
+  if (!burst_.empty()) {
+    // The first bytes go at once while both buckets hold tokens; a flow
+    // left with nothing finishes at this instant (kDoneBytes).
+    double& up_tokens = Tokens(2 * server);
+    double& down_tokens = Tokens(2 * reader + 1);
+    const double now_bytes = std::min({bytes, up_tokens, down_tokens});
+    up_tokens -= now_bytes;
+    down_tokens -= now_bytes;
+    bytes -= now_bytes;
+    ++crossing_[2 * server];
+    ++crossing_[2 * reader + 1];
+  }
   slots_[slot] = Flow{id, server, reader, bytes, 0, std::move(done)};
   index_.emplace(id, slot);
   dirty_ = true;

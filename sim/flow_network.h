@@ -16,6 +16,16 @@
 // freed by a finished flow stays idle until the next recomputation), so
 // completion times can only be later than exact max-min, never earlier.
 //
+// Token-bucket bursts (SetBursts; none by default): each uplink and
+// downlink also holds a bucket of burst bytes, refilled at the link's rate
+// while no flow crosses it (and full at the start). A starting flow's
+// first min(tokens of its two links) bytes go at once and are taken from
+// both buckets; the rest flows as above. This is how tbf and the agents'
+// token buckets shape a link (docs/testbed.md: 16 KiB or 2 ms of traffic):
+// a small transfer after a pause is not held to the rate. While a flow
+// crosses a link its bucket does not refill, even when the link is not
+// saturated (the bucket can only be fuller in reality).
+//
 // Latency is not modelled here (the caller starts a flow after the link
 // latency). Not responsible for: disks, compute, which samples a flow
 // carries.
@@ -47,6 +57,9 @@ class FlowNetwork {
   void CancelNode(int node);
   // Cancels one flow without running its Done. Unknown ids are ignored.
   void Cancel(uint64_t flow);
+  // Bucket depths in bytes, one per node (>= 0; 0 = no burst on that
+  // link). Call before the first Start.
+  void SetBursts(std::vector<double> up_burst_bytes, std::vector<double> down_burst_bytes);
 
   // Current rate of a flow in bytes/ms (0 if unknown); settles flows
   // started at this instant first. For tests.
@@ -65,6 +78,9 @@ class FlowNetwork {
   };
   uint32_t Alloc();
   void Free(uint32_t slot);
+  // Bucket of resource r (2·node = uplink, 2·node + 1 = downlink) refilled
+  // up to now when no flow crosses it; returns its tokens.
+  double& Tokens(int32_t r);
   void Advance();       // drain remaining bytes up to now
   void Recompute();     // max-min fair rates, then ScheduleNext
   void ScheduleNext();  // timer for the earliest finishing flow
@@ -90,6 +106,11 @@ class FlowNetwork {
   std::vector<int32_t> unfrozen_;
   std::vector<std::vector<uint32_t>> by_resource_;
   std::vector<int32_t> touched_;
+  // Bursts, per resource (2·node = uplink, 2·node + 1 = downlink).
+  std::vector<double> burst_;   // bucket depth (empty = no bursts)
+  std::vector<double> tokens_;  // tokens as of idle_since_ (or now, while crossed)
+  std::vector<double> idle_since_;
+  std::vector<int32_t> crossing_;  // live flows crossing the resource
 };
 
 }  // namespace loft::sim

@@ -38,6 +38,7 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       registered_ms_(spec.nodes.size(), 0.0),
       registrations_(spec.nodes.size(), 0) {
   result_.policy = options_.policy;
+  network_.SetBursts(model_.UpBursts(), model_.DownBursts());
   result_.flow_interval_ms = FlowInterval(options_, spec);
   result_.plan_ahead = plan_ahead_;
 }

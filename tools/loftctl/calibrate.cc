@@ -66,8 +66,10 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       "scheduler: {{overhead_ms: {}, heartbeat_interval_ms: {}, heartbeat_timeout_ms: {}, handoff_ms: {}}}\n",
       Num(spec.scheduler.overhead_ms), Num(spec.scheduler.heartbeat_interval_ms),
       Num(spec.scheduler.heartbeat_timeout_ms), Num(spec.scheduler.handoff_ms));
-  y += fmt::format("network: {{packet_efficiency: {}, record_overhead_bytes: {}}}\n",
-                   Num(spec.network.packet_efficiency), Num(spec.network.record_overhead_bytes));
+  y += fmt::format(
+      "network: {{packet_efficiency: {}, record_overhead_bytes: {}, burst_ms: {}, burst_min_bytes: {}}}\n",
+      Num(spec.network.packet_efficiency), Num(spec.network.record_overhead_bytes),
+      Num(spec.network.burst_ms), Num(spec.network.burst_min_bytes));
   y += "nodes:\n";
   for (const auto& n : spec.nodes) {
     y += fmt::format("  - name: {}\n", n.name);

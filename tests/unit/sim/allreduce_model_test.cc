@@ -12,14 +12,18 @@ using namespace loft::sim;
 
 namespace {
 
-ClusterSpec Spec(const std::string& training, const std::string& extra = "") {
+ClusterSpec Spec(const std::string& training, std::string extra = "") {
+  // Fluid links (no token-bucket bursts) for the formulas below.
+  if (const size_t at = extra.find("network: {");
+      at != std::string::npos && extra.find("burst") == std::string::npos)
+    extra.insert(at + 10, "burst_ms: 0, burst_min_bytes: 0, ");
   const std::string text =
       "dataset: {name: d, samples: 2000, sample_bytes: 784}\n"
       "training: {global_batch: 64, min_batch: 1, iterations: 5, seed: 3, " +
       training + "}\n" + extra +
       // The ideal links of the formulas below unless a test sets its own.
       (extra.find("network:") == std::string::npos
-           ? "network: {packet_efficiency: 1, record_overhead_bytes: 0}\n"
+           ? "network: {packet_efficiency: 1, record_overhead_bytes: 0, burst_ms: 0, burst_min_bytes: 0}\n"
            : "") +
       "nodes:\n"
       "  - name: a\n    compute: {fixed_ms: 1, per_sample_ms: 0.01}\n"
@@ -103,7 +107,8 @@ TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
   CHECK(neg.status().message().find("scheduler.overhead_ms") != std::string::npos);
   for (const char* text : {"scheduler: {handoff_ms: -0.5}\n", "scheduler: {handoff_ms: .nan}\n",
                            "network: {packet_efficiency: 0}\n", "network: {packet_efficiency: 1.2}\n",
-                           "network: {record_overhead_bytes: -1}\n", "network: {mtu: 1500}\n"}) {
+                           "network: {record_overhead_bytes: -1}\n", "network: {mtu: 1500}\n",
+                           "network: {burst_ms: -1}\n", "network: {burst_min_bytes: .nan}\n"}) {
     INFO(text);
     auto r = ParseClusterSpec(std::string(text) + "nodes: [{name: a}]\n", "x.yaml");
     REQUIRE_FALSE(r.ok());

@@ -39,6 +39,40 @@ TEST_CASE("one flow alone runs at the slower of uplink and downlink", "[sim][net
   CHECK(done_at == Approx(80.0 / 8.0));  // min(up0 = 10, down1 = 8)
 }
 
+TEST_CASE("a link's token bucket lets a burst through at once, then refills while idle", "[sim][network]") {
+  EventQueue q;
+  FlowNetwork net(&q, {10.0, 4.0}, {6.0, 8.0});
+  net.SetBursts({20.0, 0.0}, {0.0, 30.0});  // up of 0: 20 bytes; down of 1: 30 bytes
+  std::vector<double> done;
+  auto record = [&](bool ok) {
+    CHECK(ok);
+    done.push_back(q.now_ms());
+  };
+  net.Start(0, 1, 80.0, record);  // 20 at once (the smaller bucket), 60 at rate 8
+  q.RunUntil(1e9);
+  REQUIRE(done.size() == 1);
+  CHECK(done[0] == Approx(60.0 / 8.0));
+  // Idle 1 ms: the uplink's bucket holds 0 + 10 of 20, the downlink's 10 + 8 of 30.
+  q.At(done[0] + 1.0, [&] { net.Start(0, 1, 8.0, record); });
+  q.RunUntil(1e9);
+  REQUIRE(done.size() == 2);
+  CHECK(done[1] == Approx(done[0] + 1.0));  // all 8 bytes at once
+  // Back to back: the uplink has 10 - 8 = 2 left: 2 at once, 14 at rate 8.
+  net.Start(0, 1, 16.0, record);
+  q.RunUntil(1e9);
+  REQUIRE(done.size() == 3);
+  CHECK(done[2] == Approx(done[1] + 14.0 / 8.0));
+}
+
+TEST_CASE("without bursts a small flow is held to the rate", "[sim][network]") {
+  EventQueue q;
+  FlowNetwork net(&q, {10.0, 4.0}, {6.0, 8.0});
+  double done_at = -1;
+  net.Start(0, 1, 8.0, [&](bool) { done_at = q.now_ms(); });
+  q.RunUntil(1e9);
+  CHECK(done_at == Approx(1.0));
+}
+
 TEST_CASE("two equal flows on one link each get half the rate", "[sim][network]") {
   EventQueue q;
   // Node 0 serves nodes 1 and 2; its uplink (10) is the bottleneck.

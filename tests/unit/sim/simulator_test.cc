@@ -14,7 +14,15 @@
 namespace loft::sim {
 namespace {
 
-ClusterSpec Spec(const std::string& yaml) {
+// Fluid links (no token-bucket bursts: the timings below are the cost
+// model's) unless the test sets network.burst_*.
+ClusterSpec Spec(std::string yaml) {
+  if (yaml.find("burst") == std::string::npos) {
+    if (const size_t at = yaml.find("network: {"); at != std::string::npos)
+      yaml.insert(at + 10, "burst_ms: 0, burst_min_bytes: 0, ");
+    else
+      yaml += "\nnetwork: {burst_ms: 0, burst_min_bytes: 0}\n";
+  }
   auto s = ParseClusterSpec(yaml, "test.yaml");
   INFO(s.status().ToString());
   REQUIRE(s.ok());
@@ -229,6 +237,45 @@ TEST_CASE("fetches pay the transport overhead outside the plan", "[sim][analytic
   CHECK(b.iterations[0].predicted_ms == Approx(a.iterations[0].predicted_ms).epsilon(1e-12));
   CHECK(b.summary.remote_bytes == a.summary.remote_bytes);
   CHECK(b.summary.mean_iteration_ms > a.summary.mean_iteration_ms);
+}
+
+TEST_CASE("links are token buckets by default: a fetch after a pause gets its burst at once",
+          "[sim][analytic]") {
+  const std::string text = WithOverlap(kTwoWorkers, false);
+  std::string burst_text = text;
+  burst_text.replace(burst_text.find("packet_efficiency: 1, record_overhead_bytes: 0"), 46,
+                     "packet_efficiency: 1, record_overhead_bytes: 0, burst_ms: 2, burst_min_bytes: 4096");
+  const ClusterSpec fluid = Spec(text);
+  const ClusterSpec burst = Spec(burst_text);
+  const SimResult a = MustRun(fluid, "uniform", 15);
+  const SimResult b = MustRun(burst, "uniform", 15);
+  int64_t checked = 0;
+  for (size_t i = 0; i < b.iterations.size(); ++i) {
+    for (const WorkerIteration& w : b.iterations[i].workers) {
+      if (w.remote == 0) continue;
+      const NodeSpec& me = burst.nodes[static_cast<size_t>(w.node)];
+      const NodeSpec& peer = burst.nodes[static_cast<size_t>(1 - w.node)];
+      const double rate = std::min(me.link.down_mbps, peer.link.up_mbps) * 1e6 / 8 / 1000;  // bytes/ms
+      // Both buckets are full after the pause of a non-overlapped iteration
+      // (the other node's fetch uses the other directions): max(4096, 2 ms
+      // of the rate) bytes go at once.
+      const double bucket =
+          std::max(4096.0, 2 * std::min(me.link.down_mbps, peer.link.up_mbps) * 1e6 / 8 / 1000);
+      const double bytes = static_cast<double>(w.remote) * 784;
+      INFO("iteration " << i << " node " << w.node);
+      CHECK(w.remote_read_ms ==
+            Approx(me.link.latency_ms + std::max(0.0, bytes - bucket) / rate).epsilon(1e-9));
+      ++checked;
+    }
+  }
+  CHECK(checked > 10);
+  CHECK(b.summary.mean_iteration_ms < a.summary.mean_iteration_ms);
+  // The defaults hold a bucket too (16 KiB or 2 ms of traffic).
+  auto defaults = ParseClusterSpec(
+      "dataset: {samples: 100}\ntraining: {global_batch: 10}\nnodes:\n  - name: a\n", "d.yaml");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->network.burst_ms == 2);
+  CHECK(defaults->network.burst_min_bytes == 16384);
 }
 
 // Regression found by the simulator: at the end of epoch 0 of this
