@@ -70,7 +70,7 @@ void FlowNetwork::Free(uint32_t slot) {
   free_.push_back(slot);
 }
 
-uint64_t FlowNetwork::Start(int server, int reader, double bytes, Done done) {
+uint64_t FlowNetwork::Start(int server, int reader, double bytes, Done done, bool burst) {
   Advance();
   const uint64_t id = next_id_++;
   const uint32_t slot = Alloc();
@@ -79,7 +79,7 @@ uint64_t FlowNetwork::Start(int server, int reader, double bytes, Done done) {
     // left with nothing finishes at this instant (kDoneBytes).
     double& up_tokens = Tokens(2 * server);
     double& down_tokens = Tokens(2 * reader + 1);
-    const double now_bytes = std::min({bytes, up_tokens, down_tokens});
+    const double now_bytes = burst ? std::min({bytes, up_tokens, down_tokens}) : 0.0;
     up_tokens -= now_bytes;
     down_tokens -= now_bytes;
     bytes -= now_bytes;

@@ -51,7 +51,9 @@ class FlowNetwork {
               double recompute_interval_ms = 0);
 
   // Starts a flow now. `bytes` > 0. Returns its id (ids are never reused).
-  uint64_t Start(int server, int reader, double bytes, Done done);
+  // `burst` false: the flow takes no tokens (it still keeps its links'
+  // buckets from refilling while it runs).
+  uint64_t Start(int server, int reader, double bytes, Done done, bool burst = true);
   // Cancels every flow whose server or reader is `node`; their Done run
   // (with ok = false) after the rates are recomputed.
   void CancelNode(int node);

@@ -269,7 +269,10 @@ void Simulator::RingFlow(int64_t iteration, uint64_t generation, int32_t from, i
       }
     };
     if (!allreduce_.links()) return arrived(true);
-    const uint64_t f = network_.Start(from, to, bytes, arrived);
+    // Fluid (no burst): `loftctl calibrate` fits the ring's constants
+    // against fluid transfers (sim/allreduce_model.h), so what bursts the
+    // real ring got is already in its fitted per-element cost.
+    const uint64_t f = network_.Start(from, to, bytes, arrived, /*burst=*/false);
     // `arrived` may have restarted or erased the ring: look it up again.
     if (Ring* r = RingOfGeneration(iteration, generation); r != nullptr) r->flows.push_back(f);
   });

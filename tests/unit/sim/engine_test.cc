@@ -62,6 +62,16 @@ TEST_CASE("a link's token bucket lets a burst through at once, then refills whil
   q.RunUntil(1e9);
   REQUIRE(done.size() == 3);
   CHECK(done[2] == Approx(done[1] + 14.0 / 8.0));
+  // A flow started without burst (the ring's) is held to the rate even
+  // with full buckets, and leaves the tokens to the next flow.
+  q.At(done[2] + 100.0, [&] { net.Start(0, 1, 16.0, record, /*burst=*/false); });
+  q.RunUntil(1e9);
+  REQUIRE(done.size() == 4);
+  CHECK(done[3] == Approx(done[2] + 100.0 + 16.0 / 8.0));
+  net.Start(0, 1, 16.0, record);
+  q.RunUntil(1e9);
+  REQUIRE(done.size() == 5);
+  CHECK(done[4] == Approx(done[3]));  // 16 of the uplink's 20 tokens at once
 }
 
 TEST_CASE("without bursts a small flow is held to the rate", "[sim][network]") {
