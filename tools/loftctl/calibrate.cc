@@ -108,6 +108,7 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
   ClusterSpec out = spec;
   Calibration cal;
   std::vector<bool> seen(spec.num_nodes(), false);
+  std::vector<bool> refit_fixed(spec.num_nodes(), false);
   const int64_t s = spec.dataset.sample_bytes;
   for (const auto& w : status["workers"]) {
     const std::string name = w.value("name", "");
@@ -130,10 +131,12 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
     const NodeSpec& prior = spec.nodes[i];
     std::vector<std::string> kept;
     n.compute.fixed_ms = std::max(0.0, c0);
-    if (c1 > 0)
+    if (c1 > 0) {
       n.compute.per_sample_ms = c1;
-    else
+    } else {
       kept.push_back("compute.per_sample_ms (fitted 0)");
+      refit_fixed[i] = true;  // fixed_ms holds the per-sample part too: CalibrateIterationTail
+    }
     // A rate whose per-sample cost still equals the spec's prior was not
     // observed (the RLS starts at the prior): keep the spec's value exactly.
     auto rate = [&](double ms, double prior_mbps, const char* field, double* dst) {
@@ -173,7 +176,7 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
     if (!seen[i])
       cal.notes.push_back(spec.nodes[i].name + ": not in the run's status; kept the spec's constants");
   if (iterations_csv != nullptr)
-    LOFT_RETURN_IF_ERROR(CalibrateIterationTail(*iterations_csv, csv_source, &out, &cal.notes));
+    LOFT_RETURN_IF_ERROR(CalibrateIterationTail(*iterations_csv, csv_source, &out, &cal.notes, &refit_fixed));
   cal.yaml = ClusterSpecToYaml(out);
   // The result must load: a calibrated value the loader rejects is a bug here.
   auto check = ParseClusterSpec(cal.yaml, "calibrated spec");
@@ -229,7 +232,7 @@ void CalibrateHandoff(std::vector<double> acks, const std::string& policy, Clust
 }
 
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
-                              std::vector<std::string>* notes) {
+                              std::vector<std::string>* notes, const std::vector<bool>* refit_fixed) {
   std::istringstream in(csv_text);
   std::string line;
   if (!std::getline(in, line)) return InvalidArgument(source + " is empty");
@@ -248,6 +251,9 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     if (!col.count(c)) return InvalidArgument(fmt::format("{}: no column '{}'", source, c));
   struct It {
     double makespan = 0, work = 0, ring = -1, sched = 0;
+    // With own_ms: the latest member's ring end and the latest ring start
+    // (own − allreduce), relative to the iteration's start.
+    double ring_end = -1, ring_start = -1;
     std::vector<int32_t> members;
     bool failed = false;
   };
@@ -317,7 +323,43 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
           fmt::format("{}:{}: worker '{}' is not a node of the spec", source, lineno, f[col["worker"]]));
     it.members.push_back(node);
     if (f[col["failed"]] != "1" && iteration > 0) computes[node].emplace_back(v[5], v[2]);
-    if (v[4] > 0) it.ring = it.ring < 0 ? v[4] : std::min(it.ring, v[4]);
+    if (v[4] > 0) {
+      it.ring = it.ring < 0 ? v[4] : std::min(it.ring, v[4]);
+      if (col.count("own_ms")) {
+        const std::string& x = f[col["own_ms"]];
+        char* end = nullptr;
+        const double own = std::strtod(x.c_str(), &end);
+        if (end == x.c_str() || !std::isfinite(own))
+          return InvalidArgument(fmt::format("{}:{}: own_ms '{}' is not a number", source, lineno, x));
+        it.ring_end = std::max(it.ring_end, own);
+        it.ring_start = std::max(it.ring_start, own - v[4]);
+      }
+    }
+  }
+  // The ring as loft-sim runs it: it starts when the last member has
+  // computed and ends for all at once. Real members finish at different
+  // times, and the iteration ends with the last: the span from the last
+  // start to the last end (edge-bandwidth with training: 3,694 ms mean
+  // where the smallest member's allreduce_ms, used before, averaged 3,092
+  // and the iterations 3,727). Without own_ms: that smallest allreduce_ms.
+  for (auto& [i, it] : its) {
+    if (it.ring > 0 && it.ring_end >= 0 && it.ring_end - it.ring_start > 0)
+      it.ring = it.ring_end - it.ring_start;
+  }
+  if (refit_fixed != nullptr) {
+    for (const auto& [node, xs] : computes) {
+      if (static_cast<size_t>(node) >= refit_fixed->size() || !(*refit_fixed)[node] || xs.empty()) continue;
+      ComputeSpec& c = spec->nodes[static_cast<size_t>(node)].compute;
+      double sum = 0;
+      for (const auto& [batch, ms] : xs) sum += ms - c.per_sample_ms * batch;
+      const double before = c.fixed_ms;
+      c.fixed_ms = std::max(0.0, sum / static_cast<double>(xs.size()));
+      notes->push_back(fmt::format(
+          "{}: compute.fixed_ms {:.4g} -> {:.4g} (mean compute_ms - {:.4g}·batch over {} rows of {}: the fit "
+          "gave the per-sample part 0, the spec's is kept)",
+          spec->nodes[static_cast<size_t>(node)].name, before, c.fixed_ms, c.per_sample_ms, xs.size(),
+          policy));
+    }
   }
   CalibrateComputeJitter(computes, policy, spec, notes);
   CalibrateHandoff(handoffs, policy, spec, notes);

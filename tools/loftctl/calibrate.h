@@ -85,8 +85,15 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
 // What iterations.csv (its text; `source` names it) says about the ring
 // and the overhead; writes them into `spec` (the calibrated one) and
 // appends notes. Policies other than the first in the file are ignored.
+// `refit_fixed` (indexed by node; may be null): nodes whose
+// compute.per_sample_ms was kept from the spec because the fit gave 0
+// (every batch about the same size, e.g. uniform): their fixed_ms, which
+// the fit made the whole compute time, becomes the mean of compute_ms −
+// per_sample_ms·batch over their rows, so that the law still gives the
+// run's compute at its batches.
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
-                              std::vector<std::string>* notes);
+                              std::vector<std::string>* notes,
+                              const std::vector<bool>* refit_fixed = nullptr);
 
 // scheduler.handoff_ms from `acks`, the ack_ms of the rows not planned
 // ahead: their median when there are at least

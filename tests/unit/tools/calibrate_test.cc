@@ -188,6 +188,42 @@ TEST_CASE("the run's iterations.csv gives the all-reduce and the scheduler overh
   }
 }
 
+TEST_CASE("the ring is fitted from the last member's compute end to the last member's ring end") {
+  // Members end their ring at different times; the iteration ends with the
+  // last. own_ms 40/45/38, allreduce_ms 30/25/20: the last compute ends at
+  // 45 - 25 = 20, the last ring at 45, so the ring loft-sim must charge is
+  // 25 ms, not the smallest allreduce_ms (20).
+  std::string c = std::string(sched::kIterationsCsvHeader) + "\n";
+  for (int it = 0; it < 3; ++it) {
+    const double own[] = {40, 45, 38}, ar[] = {30, 25, 20};
+    for (int w = 0; w < 3; ++w)
+      c += fmt::format("uniform,{},0,n-{},32,30,2,1,1,5,0,45,0.1,0.2,0.3,{},{},0,0.05\n", it, w, ar[w],
+                       own[w]);
+  }
+  ClusterSpec s = Spec(kFastSpec);
+  std::vector<std::string> notes;
+  REQUIRE(CalibrateIterationTail(c, "iterations.csv", &s, &notes).ok());
+  sim::AllreduceModel m(s);
+  const std::vector<int32_t> all{0, 1, 2};
+  CHECK(m.RingMs(all) == Approx(25.0).epsilon(1e-6));
+}
+
+TEST_CASE("a compute fit with no per-sample part keeps the spec's and refits the fixed part from the rows") {
+  // Every row: batch 32, compute_ms 5. A fit that put it all in fixed_ms
+  // (5) plus the spec's per-sample 0.05 would charge 6.6 at batch 32.
+  ClusterSpec s = Spec(kFastSpec);
+  for (auto& n : s.nodes) {
+    n.compute.fixed_ms = 5.0;
+    n.compute.per_sample_ms = 0.05;
+  }
+  std::vector<std::string> notes;
+  const std::vector<bool> refit{true, false, false};
+  REQUIRE(CalibrateIterationTail(Csv(20), "iterations.csv", &s, &notes, &refit).ok());
+  CHECK(s.nodes[0].compute.fixed_ms == Approx(5.0 - 0.05 * 32));
+  CHECK(s.nodes[0].compute.per_sample_ms == 0.05);
+  CHECK(s.nodes[1].compute.fixed_ms == 5.0);  // not marked: as fitted
+}
+
 TEST_CASE("a bad iterations.csv is named") {
   ClusterSpec s = Spec(kFastSpec);
   std::vector<std::string> notes;
