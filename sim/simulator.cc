@@ -337,6 +337,7 @@ void Simulator::Acked(Part& p) {
   Log(SchedulerInput::kCredit, node);
   PlanLoop();
   ComputeNext(node);
+  if (!spec_.training.overlap) ReaderNext(node);  // the compute stage is idle: the next read may start
 }
 
 // A failed partition that was sent: the daemon's failed row.
