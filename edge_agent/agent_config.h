@@ -36,7 +36,10 @@ struct AgentConfig {
   std::string consumer_token;  // external: a ConsumerHello must carry it (LOFT_CONSUMER_TOKEN); empty = none
   std::string keys_dir;        // CURVE keys; required unless insecure
   bool insecure = false;       // no CURVE; only with loopback endpoints
-  int credits = 2;             // partitions queued + running at once, >= 1
+  // Partitions queued + running at once, >= 1. 4 = the scheduler's
+  // deepest plan-ahead (sched::kMaxPlanAhead) + 1: at depth k up to k + 1
+  // partitions are on their way to, or held by, one agent.
+  int credits = 4;
   std::string compute_mode = "synthetic";  // synthetic (spend the spec's compute time) | external (consumer)
   bool link_emulation = false;             // emulate the spec's link rates with token buckets
   // With link_emulation: also the rates (token buckets). false = latency

@@ -14,10 +14,10 @@ StatusOr<std::unique_ptr<PartitionPipeline>> PartitionPipeline::Create(zmq::cont
                                                                        PartitionRunner* runner,
                                                                        Trainer* trainer,
                                                                        const AgentService* service,
-                                                                       AgentMetrics* metrics) {
+                                                                       AgentMetrics* metrics, bool overlap) {
   if (ctx == nullptr || runner == nullptr || trainer == nullptr || service == nullptr || metrics == nullptr)
     return InvalidArgument("partition pipeline: a dependency is null");
-  std::unique_ptr<PartitionPipeline> p(new PartitionPipeline(runner, trainer, service, metrics));
+  std::unique_ptr<PartitionPipeline> p(new PartitionPipeline(runner, trainer, service, metrics, overlap));
   try {
     const std::string ep = fmt::format("inproc://loft-agent-wake-{}", static_cast<const void*>(p.get()));
     p->wake_rx_ = zmq::socket_t(*ctx, zmq::socket_type::pair);
@@ -70,7 +70,10 @@ void PartitionPipeline::ReaderLoop() {
     v1::Partition p;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !assigned_.empty(); });
+      // Without overlap: only while the compute thread is idle.
+      cv_.wait(lock, [&] {
+        return stop_ || (!assigned_.empty() && (overlap_ || (!computing_ && !ready_.has_value())));
+      });
       if (stop_) return;
       p = std::move(assigned_.front());
       assigned_.pop_front();
@@ -106,6 +109,7 @@ void PartitionPipeline::ComputeLoop() {
       if (stop_) return;
       r = std::move(*ready_);
       ready_.reset();
+      computing_ = true;
       cv_.notify_all();
     }
     v1::Envelope report = runner_->Finish(std::move(r), trainer_, service_->node());
@@ -114,7 +118,9 @@ void PartitionPipeline::ComputeLoop() {
       TakeOffences();
       AttachOffenceCounts(report);
       outbox_.push_back(std::move(report));
+      computing_ = false;
     }
+    cv_.notify_all();  // without overlap the reader waits for this
     WakeMainLoop();
   }
 }

@@ -6,6 +6,11 @@
 //     with the Trainer) and queues its report (prefetch depth 1). While
 //     nothing is pending it lets the trainer serve its ring
 //     (Trainer::Idle).
+//   With the spec's training.overlap false (`overlap` = false) the reader
+//     starts a partition only while the compute thread is idle (nothing
+//     read and waiting, nothing computing or in its ring), so the node's
+//     reads never overlap its compute even when the scheduler plans ahead
+//     (the next assignment then waits here instead of on the control path).
 // The trainer's ring offences are counted here (loft_agent_ring_offences)
 // and queued as PeerReports; the job's offence counts so far are attached
 // to every training report. Queuing a report wakes the poll loop through
@@ -43,9 +48,10 @@ class PartitionPipeline {
  public:
   // Borrowed, must outlive the pipeline: ctx (the wake pair's context),
   // runner, trainer, service (node()), metrics (ring_offences).
+  // `overlap`: the spec's training.overlap (above).
   static StatusOr<std::unique_ptr<PartitionPipeline>> Create(zmq::context_t* ctx, PartitionRunner* runner,
                                                              Trainer* trainer, const AgentService* service,
-                                                             AgentMetrics* metrics);
+                                                             AgentMetrics* metrics, bool overlap = true);
   ~PartitionPipeline();  // Stop()
 
   // Starts the reader and compute threads.
@@ -66,8 +72,8 @@ class PartitionPipeline {
 
  private:
   PartitionPipeline(PartitionRunner* runner, Trainer* trainer, const AgentService* service,
-                    AgentMetrics* metrics)
-      : runner_(runner), trainer_(trainer), service_(service), metrics_(metrics) {}
+                    AgentMetrics* metrics, bool overlap)
+      : runner_(runner), trainer_(trainer), service_(service), metrics_(metrics), overlap_(overlap) {}
   void ReaderLoop();
   void ComputeLoop();
   void WakeMainLoop();
@@ -78,6 +84,7 @@ class PartitionPipeline {
   Trainer* trainer_;
   const AgentService* service_;
   AgentMetrics* metrics_;
+  const bool overlap_;  // reads may run while the compute thread works
   // wake_tx_: compute thread only; wake_rx_: poll loop only.
   zmq::socket_t wake_rx_, wake_tx_;
 
@@ -85,7 +92,8 @@ class PartitionPipeline {
   std::condition_variable cv_;
   std::deque<v1::Partition> assigned_;
   std::optional<ReadPartition> ready_;
-  bool reading_ = false;  // the reader thread holds a partition
+  bool reading_ = false;    // the reader thread holds a partition
+  bool computing_ = false;  // the compute thread holds a partition (until its report is queued)
   std::deque<v1::Envelope> outbox_;
   std::map<std::pair<int32_t, std::string>, int64_t> offence_counts_;  // (offender, reason) -> seen
   bool stop_ = false;

@@ -5,15 +5,31 @@
 //  - Start gate: the first iteration waits until `min_workers` live,
 //    connected workers (0 = every spec node; capped at the spec's size).
 //  - Finish test: every target iteration planned and none in flight.
-//  - Plan-ahead (plan_ahead = 1): iteration t+1 is planned while t runs
-//    only when (a) every earlier iteration is complete (at most two open),
-//    (b) all of t's partitions have been sent (no send queue holds one),
-//    (c) the membership view is the one t was planned in and (d) every
-//    live node got a partition of t. (c) and (d) keep the trainers' rounds
-//    in order: each member of t's ring receives its partition of t before
-//    its partition of t+1. Otherwise (and always with plan_ahead = 0) t+1
-//    waits until t is complete (BSP). After a restart the last plan's
+//  - Plan-ahead of depth k (1 ≤ k ≤ kMaxPlanAhead): iteration t+1 is
+//    planned while t runs only when (a) every iteration before t+1-k is
+//    complete (at most k open, the last k planned: t alone with k = 1,
+//    t-1 and t with k = 2), (b) all of t's partitions have been sent (no
+//    send queue holds one), (c) the membership view is the one t was
+//    planned in and (d) every live node got a partition of t. (c) and (d)
+//    keep the trainers' rounds in order: each member of t's ring receives
+//    its partition of t before its partition of t+1 (with k ≥ 2 they held
+//    when t was planned ahead of t-1, in the same view, so every open
+//    iteration has the same members). Otherwise (and always at depth 0)
+//    t+1 waits until t is complete (BSP). After a restart the last plan's
 //    workers are unknown: the gate waits for a complete iteration once.
+//    (b) also bounds the depth by the agents' credit windows: t+1 waits
+//    until every partition of t found a credit.
+//  - Depth: `plan_ahead` when set (0..kMaxPlanAhead); auto (-1): deep
+//    enough that an iteration planned now reaches its agents before they
+//    need it, given the control path `control_ms` (the spec's
+//    scheduler.overhead_ms + handoff_ms: plan/stream, then the assignment's
+//    way to the agent's reader) and T = the last plan's predicted makespan:
+//      k = ceil(control_ms / T) + (overlap ? 1 : 0), at most kMaxPlanAhead.
+//    Why: t+k is planned when t-1 completes, ~k·T before t+k-1 completes.
+//    Without overlap t+k is read once t+k-1 is computed, so control_ms ≤
+//    k·T suffices; with overlap its read starts when t+k-1's compute does,
+//    up to one T earlier. With control_ms = 0 this is the former auto
+//    (1 with training.overlap, else 0).
 //
 // Not responsible for: planning (JobDriver), sending, clocks.
 // Thread-safety: not thread-safe; one caller.
@@ -26,10 +42,21 @@
 
 namespace loft::sched {
 
+// Largest plan-ahead depth (IterationGateOptions::plan_ahead, and auto's
+// cap). Agents need credits ≥ depth + 1 to take every planned iteration
+// at once (loft-agent's default credits: kMaxPlanAhead + 1).
+inline constexpr int kMaxPlanAhead = 3;
+
+// Auto's depth (above) for a plan predicted to take `predicted_ms`.
+int AutoPlanAhead(bool overlap, double control_ms, double predicted_ms);
+
 struct IterationGateOptions {
-  int plan_ahead = 0;             // 0 = BSP, 1 = plan t+1 while t runs
+  // -1 = auto (above); 0 = BSP; k = plan t+1 while t-k+1 .. t run.
+  int plan_ahead = 0;
   int64_t target_iterations = 0;  // iterations in the job
   int min_workers = 0;            // live workers before the first plan; 0 = every spec node
+  bool overlap = false;           // auto: the spec's training.overlap
+  double control_ms = 0;          // auto: the spec's scheduler.overhead_ms + handoff_ms
 };
 
 class IterationGate {
@@ -49,10 +76,17 @@ class IterationGate {
   // `send_queues_empty`: no planned partition waits to be sent.
   bool ReadyToPlan(const SchedulerState& st, bool send_queues_empty) const;
   // Records the iteration just planned, its view and which nodes got a
-  // non-empty partition (conditions (c) and (d)); returns how many did.
-  int OnPlanned(int64_t iteration, int64_t view, const std::vector<char>& workers_with_samples);
+  // non-empty partition (conditions (c) and (d)), and its predicted
+  // makespan (auto's T); returns how many nodes got one.
+  int OnPlanned(int64_t iteration, int64_t view, const std::vector<char>& workers_with_samples,
+                double predicted_ms = 0);
 
+  // The configured plan-ahead (-1 = auto).
   int plan_ahead() const { return options_.plan_ahead; }
+  // The depth in force now (auto: from the last plan's prediction).
+  int depth() const { return depth_; }
+  // The deepest depth possible (how many plans one tick may make, - 1).
+  int max_depth() const { return options_.plan_ahead >= 0 ? options_.plan_ahead : kMaxPlanAhead; }
   int64_t target_iterations() const { return options_.target_iterations; }
   int64_t last_planned_iteration() const { return last_planned_iteration_; }
 
@@ -61,6 +95,7 @@ class IterationGate {
   int need_ = 0;
   int64_t last_planned_iteration_ = -1;  // -1 = none yet in this process
   int64_t last_planned_view_ = -1;
+  int depth_ = 0;
   std::vector<char> last_planned_workers_;
 };
 

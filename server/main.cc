@@ -40,8 +40,9 @@ int main(int argc, char** argv) {
                                 "journal entries between state snapshots; 0 = never");
   std::string plan_ahead;
   auto* o_ahead = app.add_option("--plan-ahead", plan_ahead,
-                                 "auto|0|1: plan iteration t+1 while t runs (auto: the spec's overlap)")
-                      ->check(CLI::IsMember({"auto", "0", "1"}));
+                                 "auto|0..3: plan iteration t+1 while t-k+1 .. t run (auto: deep enough "
+                                 "for the spec's scheduler.overhead_ms + handoff_ms)")
+                      ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}));
   CLI11_PARSE(app, argc, argv);
 
   loft::server::SchedulerOptions opts;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/curve.h"
+#include "scheduler/iteration_gate.h"
 
 namespace loft::server {
 namespace {
@@ -48,7 +49,8 @@ Status SchedulerOptions::Validate() const {
   if (metrics_port < 0 || metrics_port > 65535) return InvalidArgument("metrics_port must be in 0..65535");
   if (iterations < 0) return InvalidArgument("iterations must be >= 0");
   if (min_workers < 0) return InvalidArgument("min_workers must be >= 0");
-  if (plan_ahead < -1 || plan_ahead > 1) return InvalidArgument("plan_ahead must be auto, 0 or 1");
+  if (plan_ahead < -1 || plan_ahead > sched::kMaxPlanAhead)
+    return InvalidArgument("plan_ahead must be auto or 0..3");
   if (max_message_bytes < 1024) return InvalidArgument("max_message_bytes must be >= 1024");
   if (journal_snapshot_every < 0) {
     return InvalidArgument("journal_snapshot_every must be >= 0 (0 = never snapshot the journal)");
@@ -122,8 +124,8 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
     opts->plan_ahead = -1;
   } else if (n.IsDefined() && !n.IsNull()) {
     LOFT_RETURN_IF_ERROR(Read(source, root, "plan_ahead", &opts->plan_ahead));
-    if (opts->plan_ahead < 0 || opts->plan_ahead > 1) {
-      return FieldError(source, n, "plan_ahead", "must be auto, 0 or 1");
+    if (opts->plan_ahead < 0 || opts->plan_ahead > sched::kMaxPlanAhead) {
+      return FieldError(source, n, "plan_ahead", "must be auto or 0..3");
     }
   }
   LOFT_RETURN_IF_ERROR(Read(source, root, "log_level", &opts->log_level));

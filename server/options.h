@@ -21,8 +21,11 @@
 //   journal_snapshot_every: 10000   # snapshot the state into the journal (dropping the
 //                                   # entries it covers) once this many entries accumulated;
 //                                   # bounds the journal and the replay at restart. 0 = never
-//   plan_ahead: auto                # auto | 0 | 1: plan iteration t+1 while t runs
-//                                   # (auto = 1 when the spec has training.overlap: true)
+//   plan_ahead: auto                # auto | 0..3: plan iteration t+1 while t-k+1 .. t run
+//                                   # (k; agents need credits >= k + 1). auto: deep enough
+//                                   # for the spec's scheduler.overhead_ms + handoff_ms
+//                                   # (sched::IterationGate; 1 with training.overlap and
+//                                   # 0 without when both are 0)
 //   log_level: info
 //   max_message_bytes: 16777216     # per ZeroMQ message (ZMQ_MAXMSGSIZE)
 //   manifest: /var/lib/loft/caches/MANIFEST.loft  # dataset manifest (`loftctl ingest`); sent to

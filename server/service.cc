@@ -151,7 +151,9 @@ Status SchedulerService::Init(double now_ms) {
     LoadSessions(now_ms);
   }
   sched::IterationGateOptions go;
-  go.plan_ahead = opts_.plan_ahead >= 0 ? opts_.plan_ahead : (spec_.training.overlap ? 1 : 0);
+  go.plan_ahead = opts_.plan_ahead;  // -1 = auto: deep enough for the spec's control path
+  go.overlap = spec_.training.overlap;
+  go.control_ms = spec_.scheduler.overhead_ms + spec_.scheduler.handoff_ms;
   go.target_iterations = opts_.iterations > 0 ? opts_.iterations : spec_.training.iterations;
   go.min_workers = opts_.min_workers;
   gate_ = std::make_unique<sched::IterationGate>(go, spec_.num_nodes());

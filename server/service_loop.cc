@@ -244,7 +244,8 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
     started_ = true;
     first_plan_ms_ = now_ms;
     spdlog::info("{} workers live; starting the job ({} iterations, policy {}, plan ahead {})", live,
-                 target_iterations(), opts_.policy, gate_->plan_ahead());
+                 target_iterations(), opts_.policy,
+                 gate_->plan_ahead() >= 0 ? std::to_string(gate_->plan_ahead()) : std::string("auto"));
   }
   const auto plan_t0 = std::chrono::steady_clock::now();
   LOFT_ASSIGN_OR_RETURN(auto u, driver_->PlanNextIteration(now_ms));
@@ -270,9 +271,11 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
   // ledger), then hand the updates to the journal without copying them.
   std::vector<char> workers(static_cast<size_t>(spec_.num_nodes()), 0);
   int64_t planned = -1;
+  double predicted_ms = 0;
   for (const auto& up : u) {
     if (!up.has_iteration_planned()) continue;
     planned = up.iteration_planned().iteration();
+    predicted_ms = up.iteration_planned().makespan_ms();
     IterationStats& stats = open_iterations_[planned];
     stats.planned_ms = now_ms;
     stats.epoch = up.iteration_planned().epoch();
@@ -284,7 +287,7 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
       if (pp.partition().sample_ids_size() > 0) workers[static_cast<size_t>(w)] = 1;
     }
   }
-  ring_.OnPlanned(planned, gate_->OnPlanned(planned, st.view(), workers));
+  ring_.OnPlanned(planned, gate_->OnPlanned(planned, st.view(), workers, predicted_ms));
   Record(std::move(u));
   const auto journal_t0 = std::chrono::steady_clock::now();
   LOFT_RETURN_IF_ERROR(Flush());  // journal before streaming
@@ -360,9 +363,12 @@ Status SchedulerService::Tick(double now_ms) {
     view_dirty_ = false;
     LOFT_RETURN_IF_ERROR(BroadcastView());
   }
-  // Plan and stream; with planning ahead, once the plan just streamed
-  // allows it, the next one too (so t+1 does not wait for the next tick).
-  for (int round = 0; round <= gate_->plan_ahead(); ++round) {
+  // Stream what waited for credit first (the gate's condition (b) looks at
+  // the send queues), then plan and stream; with planning ahead, once the
+  // plan just streamed allows it, the next one too (so t+1 does not wait
+  // for the next tick).
+  LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
+  for (int round = 0; round <= gate_->max_depth(); ++round) {
     LOFT_ASSIGN_OR_RETURN(bool planned, PlanIfReady(now_ms));
     LOFT_RETURN_IF_ERROR(Flush());
     LOFT_RETURN_IF_ERROR(SendQueued(now_ms));

@@ -74,7 +74,7 @@ std::string SchedulerService::StatusJson(double now_ms) const {
   j["epoch"] = st.epoch();
   j["iteration"] = st.last_iteration();
   j["iterations_target"] = target_iterations();
-  j["plan_ahead"] = gate_->plan_ahead();
+  j["plan_ahead"] = gate_->depth();             // the depth in force (auto: from the last plan)
   j["planned_ahead"] = planned_ahead_;          // iterations planned while the previous one ran
   j["committed_by_ring"] = committed_by_ring_;  // partitions committed from the ring's reports
   j["reports_ignored"] = reports_ignored_;      // done/failed reports that changed nothing (not journaled)

@@ -1,6 +1,6 @@
 // loft-sim: plan a cluster in virtual time with the real scheduler code.
 //   loft-sim run SPEC.yaml [--policy loft,lbbsp,uniform,pid] [--iterations N]
-//                [--seed S] [--trace-iterations N] [--no-bound] [--plan-ahead auto|0|1]
+//                [--seed S] [--trace-iterations N] [--no-bound] [--plan-ahead auto|0|1|2|3]
 //                [--credits N] --out DIR
 // Writes DIR/summary.json, DIR/iterations.csv and DIR/trace.json, prints a
 // table of the policies on stdout and progress on stderr. Exit code 1 on a
@@ -150,13 +150,13 @@ int main(int argc, char** argv) {
       "link-sharing recompute interval; 0 = exact max-min (default: exact up to 256 nodes, else 0.1)");
   run->add_flag("--no-bound", no_bound, "skip the lower bound");
   std::string plan_ahead = "auto";
-  int credits = 2;
+  int credits = 4;
   run->add_option(
          "--plan-ahead", plan_ahead,
-         "auto|0|1: plan iteration t+1 while t runs, as loft-scheduler's plan_ahead (auto: the spec's "
-         "training.overlap)")
-      ->check(CLI::IsMember({"auto", "0", "1"}));
-  run->add_option("--credits", credits, "each agent's partition window (loft-agent's credits, default 2)")
+         "auto|0|1|2|3: plan iteration t+1 while t runs (k: while t-k+1 .. t run), as loft-scheduler's "
+         "plan_ahead (auto: deep enough for the spec's scheduler.overhead_ms + handoff_ms)")
+      ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}));
+  run->add_option("--credits", credits, "each agent's partition window (loft-agent's credits, default 4)")
       ->check(CLI::Range(1, 1024));
   run->add_option("--out", out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);

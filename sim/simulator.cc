@@ -26,8 +26,11 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       model_(spec, options_.seed != 0 ? options_.seed : spec.training.seed),
       network_(&queue_, model_.UpRates(), model_.DownRates(), FlowInterval(options_, spec)),
       target_iterations_(options_.iterations > 0 ? options_.iterations : spec.training.iterations),
-      plan_ahead_(options_.plan_ahead >= 0 ? options_.plan_ahead : (spec.training.overlap ? 1 : 0)),
-      gate_({.plan_ahead = plan_ahead_, .target_iterations = target_iterations_, .min_workers = 0},
+      gate_({.plan_ahead = options_.plan_ahead,
+             .target_iterations = target_iterations_,
+             .min_workers = 0,
+             .overlap = spec.training.overlap,
+             .control_ms = spec.scheduler.overhead_ms + spec.scheduler.handoff_ms},
             spec.num_nodes()),
       allreduce_(spec),
       agents_(spec.nodes.size()),
@@ -40,14 +43,15 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
   result_.policy = options_.policy;
   network_.SetBursts(model_.UpBursts(), model_.DownBursts());
   result_.flow_interval_ms = FlowInterval(options_, spec);
-  result_.plan_ahead = plan_ahead_;
+  result_.plan_ahead = std::max(0, options_.plan_ahead);  // auto: the deepest depth after each plan
 }
 
 StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const ClusterSpec& spec, SimOptions options) {
   if (spec.nodes.empty()) return InvalidArgument(spec.source + ": the cluster has no nodes");
   if (options.iterations < 0) return InvalidArgument("iterations must be >= 0");
-  if (options.plan_ahead < -1 || options.plan_ahead > 1)
-    return InvalidArgument(fmt::format("plan_ahead must be auto (-1), 0 or 1 (got {})", options.plan_ahead));
+  if (options.plan_ahead < -1 || options.plan_ahead > sched::kMaxPlanAhead)
+    return InvalidArgument(fmt::format("plan_ahead must be auto (-1) or 0..{} (got {})", sched::kMaxPlanAhead,
+                                       options.plan_ahead));
   if (options.credits < 1 || options.credits > sched::kMaxCredits)
     return InvalidArgument(
         fmt::format("credits must be in [1, {}] (got {})", sched::kMaxCredits, options.credits));
@@ -121,12 +125,15 @@ void Simulator::Log(SchedulerInput::Kind kind, int32_t node, const Part* p) {
   result_.inputs.push_back(std::move(in));
 }
 
-// The daemon's Tick after an input (server/service_loop.cc): plan, stream,
-// and with planning ahead the next plan too once the first is streamed.
+// The daemon's Tick after an input (server/service_loop.cc): stream what
+// waited for credit, plan, stream, and with planning ahead the next plan
+// too once the first is streamed.
 void Simulator::PlanLoop() {
   if (done_) return;
   Sync();
-  for (int round = 0; round <= plan_ahead_; ++round) {
+  SendQueued();
+  if (done_) return;
+  for (int round = 0; round <= gate_.max_depth(); ++round) {
     const bool planned = PlanIfReady();
     if (done_) return;
     SendQueued();
@@ -213,7 +220,8 @@ bool Simulator::PlanIfReady() {
     oi.parts.push_back(p.id());
     AddPart(std::move(part));
   }
-  gate_.OnPlanned(iteration, st.view(), workers);
+  gate_.OnPlanned(iteration, st.view(), workers, ip.makespan_ms());
+  result_.plan_ahead = std::max(result_.plan_ahead, gate_.depth());
   return true;
 }
 
@@ -338,6 +346,7 @@ void Simulator::Acked(Part& p) {
   Log(SchedulerInput::kCredit, node);
   PlanLoop();
   ComputeNext(node);
+  if (!spec_.training.overlap) ReaderNext(node);  // the compute stage is idle: the next read may start
 }
 
 // A failed partition that was sent: the daemon's failed row.

@@ -7,7 +7,7 @@
 //
 // The scheduler side mirrors server/service_loop.cc: after every input
 // (an ack, a death, a registration, a credit) the plan loop runs as the
-// daemon's Tick does: up to plan_ahead + 1 times, plan if the daemon's
+// daemon's Tick does: up to depth + 1 times, plan if the daemon's
 // sched::IterationGate allows it (BSP, or iteration t+1 while t runs) and
 // stream the planned partitions to their workers under each agent's
 // credit window (sched::CreditWindow, `credits` per agent as an agent
@@ -107,11 +107,13 @@ struct SimOptions {
   // compare the engines' decisions; costs a pass over every sample id).
   bool plan_digest = false;
   // Plan iteration t+1 while t runs: -1 = auto (as the daemon's
-  // `plan_ahead: auto`: 1 when training.overlap), 0 or 1.
+  // `plan_ahead: auto`: deep enough to cover scheduler.overhead_ms +
+  // handoff_ms, sched::IterationGate), 0 = BSP, or a fixed depth
+  // 1..sched::kMaxPlanAhead.
   int plan_ahead = -1;
   // Each agent's credit window (RegisterRequest.credits; the agent's
-  // default `credits: 2`, edge_agent/agent_config.h).
-  int credits = 2;
+  // default `credits: 4`, edge_agent/agent_config.h).
+  int credits = 4;
   // Keep every input given to the scheduler (SimResult::inputs), for
   // tests that replay the run to the daemon.
   bool record_inputs = false;
@@ -165,7 +167,7 @@ struct SimResult {
   uint64_t plan_digest = sched::kPlanDigestSeed;
   std::string first_policy_error;
   std::string blocked_reason;          // set when the run ended early
-  int plan_ahead = 0;                  // the plan-ahead used
+  int plan_ahead = 0;                  // the deepest plan-ahead in force (auto: over the run)
   int64_t planned_ahead = 0;           // iterations planned while another ran
   std::vector<SchedulerInput> inputs;  // SimOptions::record_inputs
 };
@@ -305,7 +307,6 @@ class Simulator {
   ClusterModel model_;
   FlowNetwork network_;
   int64_t target_iterations_ = 0;
-  int plan_ahead_ = 0;
   sched::IterationGate gate_;  // the daemon's start, plan-ahead and finish rules
   AllreduceModel allreduce_;
 

@@ -16,10 +16,14 @@ void Simulator::Deliver(Part& p) {
   ReaderNext(p.node);
 }
 
-// The reader takes the next assigned partition when it holds none.
+// The reader takes the next assigned partition when it holds none; with
+// training.overlap false only when the compute stage is idle too (nothing
+// ready, nothing computing or in its ring), so a node's reads never
+// overlap its compute.
 void Simulator::ReaderNext(int32_t node) {
   if (crashed_[static_cast<size_t>(node)]) return;
   Agent& ag = agents_[static_cast<size_t>(node)];
+  if (!spec_.training.overlap && (ag.ready != kNone || ag.computing != kNone)) return;
   while (ag.reading == kNone && !ag.assigned.empty()) {
     const uint64_t id = ag.assigned.front();
     ag.assigned.erase(ag.assigned.begin());

@@ -1,8 +1,10 @@
 """`loftctl cluster run` on a 4-node, 4000-sample spec: a scheduler and 4
 agents (CURVE on) complete 2 epochs; summary.json has the loft-sim fields
 plus ledger duplicates = 0 and lost = 0. The spec has overlap: true, so
-the scheduler plans ahead: iteration t+1 streams while t runs, and no
-agent ever has more partitions in flight than its window (2 credits).
+the scheduler plans ahead: iteration t+1 streams while t runs (plan_ahead
+auto: deeper than 1, as the spec's default 5.9 ms hand-off exceeds these
+iterations), and no agent ever has more partitions in flight than its
+window (4 credits).
 iterations.csv has the simulator's header with one row per worker per
 iteration, filled from the agents' timings; its waits give summary.json's
 straggler_wait_ms (a mean, not a sum); tools/compare_runs.py prints the
@@ -37,12 +39,12 @@ assert l["samples_committed"] == 8000, l
 assert l["duplicates"] == 0 and l["lost"] == 0, l
 with open(os.path.join(out, "status.json")) as f:
     st = json.load(f)
-assert st["plan_ahead"] == 1, st["plan_ahead"]
+assert 1 <= st["plan_ahead"] <= 3, st["plan_ahead"]
 # All but the first iteration of each epoch can go ahead; allow for a few
 # that wait (e.g. a credit arriving late on a loaded machine).
 assert st["planned_ahead"] >= 20, st["planned_ahead"]
 for w in st["workers"]:
-    assert 1 <= w["max_in_flight"] <= 2, w
+    assert 1 <= w["max_in_flight"] <= 4, w
     assert w["in_flight"] == 0, w
 # iterations.csv: the simulator's header, one row per worker per iteration.
 with open(os.path.join(out, "iterations.csv")) as f:

@@ -358,7 +358,7 @@ Status ClusterRun(const RunOptions& ro) {
     if (!so.manifest.empty()) ac.manifest = so.manifest;
     ac.scheduler_endpoint = endpoint;
     ac.peer_bind = fmt::format("tcp://{}:0", node_ip(i));
-    ac.credits = 2;
+    ac.credits = 4;  // loft-agent's default: a window for plan-ahead up to sched::kMaxPlanAhead
     ac.compute_mode = "synthetic";
     ac.link_emulation = ro.link_emulation;
     ac.disk_emulation = ro.disk_emulation;
@@ -714,8 +714,9 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--heartbeat-timeout-ms", ro->heartbeat_timeout_ms)->capture_default_str();
   run->add_option("--partition-timeout-ms", ro->partition_timeout_ms)->capture_default_str();
   run->add_option("--plan-ahead", ro->plan_ahead,
-                  "scheduler: plan iteration t+1 while t runs (auto = when the spec has overlap: true)")
-      ->check(CLI::IsMember({"auto", "0", "1"}))
+                  "scheduler: plan iteration t+1 while t-k+1 .. t run (auto: deep enough for the spec's "
+                  "scheduler.overhead_ms + handoff_ms)")
+      ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}))
       ->capture_default_str();
   run->add_option("--daemon-log-level", ro->log_level, "log level of the daemons")->capture_default_str();
   run->add_option("--trainer", ro->trainer,

@@ -115,7 +115,7 @@ void RegisterAll(FakeScheduler& sched, std::map<std::string, int32_t> nodes) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     auto [from, env] = sched.WaitFor(v1::Envelope::kRegisterRequest);
     CHECK(from == env.register_request().node_name());
-    CHECK(env.register_request().credits() == 2);
+    CHECK(env.register_request().credits() == AgentConfig().credits);  // the default window
     CHECK(env.register_request().cache().samples() == 500);
     endpoints[from] = env.register_request().peer_endpoint();
     v1::Envelope reply;

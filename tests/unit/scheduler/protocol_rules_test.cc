@@ -103,6 +103,87 @@ TEST_CASE("plan-ahead gate: t+1 only when t is fully sent, same view, every live
   CHECK_FALSE(bsp.ReadyToPlan(d->state(), true));
 }
 
+TEST_CASE("plan-ahead 2: t+1 while t-1 and t run, never a fourth open; (b)-(d) on the last plan",
+          "[rules][gate]") {
+  auto d = Driver(3);
+  IterationGate g({.plan_ahead = 2, .target_iterations = 10, .min_workers = 0}, 3);
+  auto t0 = PlanAndSend(*d, 1);
+  g.OnPlanned(t0[0].iteration(), d->state().view(), WorkersOf(t0, 3));
+  CHECK(g.ReadyToPlan(d->state(), true));
+  auto t1 = PlanAndSend(*d, 2);
+  g.OnPlanned(t1[0].iteration(), d->state().view(), WorkersOf(t1, 3));
+  // (a) t0 and t1 open: t2 may be planned, as plan_ahead 1 would not allow.
+  CHECK(g.ReadyToPlan(d->state(), true));
+  CHECK_FALSE(IterationGate({.plan_ahead = 1, .target_iterations = 10, .min_workers = 0}, 3)
+                  .ReadyToPlan(d->state(), true));
+  CHECK_FALSE(g.ReadyToPlan(d->state(), false));  // (b) t1 not fully sent
+  std::vector<char> two = WorkersOf(t1, 3);
+  two[0] = 0;
+  g.OnPlanned(t1[0].iteration(), d->state().view(), two);
+  CHECK_FALSE(g.ReadyToPlan(d->state(), true));  // (d) a live node without a partition of t1
+  g.OnPlanned(t1[0].iteration(), d->state().view(), WorkersOf(t1, 3));
+  auto t2 = PlanAndSend(*d, 3);
+  g.OnPlanned(t2[0].iteration(), d->state().view(), WorkersOf(t2, 3));
+  // (a) three open: no fourth, even with t0 partly done.
+  CHECK_FALSE(g.ReadyToPlan(d->state(), true));
+  Ack(*d, t0[0], 4);
+  CHECK_FALSE(g.ReadyToPlan(d->state(), true));
+  for (size_t k = 1; k < t0.size(); ++k) Ack(*d, t0[k], 4);
+  CHECK(g.ReadyToPlan(d->state(), true));
+  // (a) counts every open iteration, not only the last two: t1 still open
+  // with t3 the last plan (t2 done) is refused.
+  auto t3 = PlanAndSend(*d, 5);
+  g.OnPlanned(t3[0].iteration(), d->state().view(), WorkersOf(t3, 3));
+  for (const auto& p : t2) Ack(*d, p, 6);
+  CHECK_FALSE(g.ReadyToPlan(d->state(), true));  // t1 is older than t3-1
+  for (const auto& p : t1) Ack(*d, p, 7);
+  CHECK(g.ReadyToPlan(d->state(), true));
+  // (c) a new view: wait for a complete iteration.
+  REQUIRE(d->OnWorkerDead(1, "test", 8).ok());
+  CHECK_FALSE(g.ReadyToPlan(d->state(), true));
+}
+
+TEST_CASE("auto plan-ahead: deep enough for the control path; the former auto without one", "[rules][gate]") {
+  using loft::sched::AutoPlanAhead;
+  using loft::sched::kMaxPlanAhead;
+  // No control path: 1 with overlap, 0 (BSP) without, whatever the makespan.
+  CHECK(AutoPlanAhead(true, 0, 4) == 1);
+  CHECK(AutoPlanAhead(false, 0, 4) == 0);
+  // ceil(control / T) without overlap, + 1 with.
+  CHECK(AutoPlanAhead(false, 5.9, 5.69) == 2);
+  CHECK(AutoPlanAhead(false, 5.9, 100) == 1);
+  CHECK(AutoPlanAhead(true, 5.9, 100) == 2);
+  CHECK(AutoPlanAhead(true, 5.9, 4.1) == 3);
+  CHECK(AutoPlanAhead(false, 8, 4) == 2);                 // exactly 2·T: depth 2
+  CHECK(AutoPlanAhead(true, 5.9, 2.3) == kMaxPlanAhead);  // 4, capped
+  CHECK(AutoPlanAhead(true, 5.9, 0) == kMaxPlanAhead);    // no prediction
+  // The gate's depth follows the last plan's prediction.
+  auto d = Driver(3);
+  IterationGate g(
+      {.plan_ahead = -1, .target_iterations = 10, .min_workers = 0, .overlap = true, .control_ms = 5.9}, 3);
+  CHECK(g.plan_ahead() == -1);
+  CHECK(g.max_depth() == kMaxPlanAhead);
+  auto t0 = PlanAndSend(*d, 1);
+  g.OnPlanned(t0[0].iteration(), d->state().view(), WorkersOf(t0, 3), 100);
+  CHECK(g.depth() == 2);
+  auto t1 = PlanAndSend(*d, 2);
+  g.OnPlanned(t1[0].iteration(), d->state().view(), WorkersOf(t1, 3), 100);
+  CHECK(g.ReadyToPlan(d->state(), true));  // depth 2: t2 while t0 and t1 run
+  auto t2 = PlanAndSend(*d, 3);
+  g.OnPlanned(t2[0].iteration(), d->state().view(), WorkersOf(t2, 3), 100);
+  CHECK_FALSE(g.ReadyToPlan(d->state(), true));  // not a fourth open
+  g.OnPlanned(t2[0].iteration(), d->state().view(), WorkersOf(t2, 3), 4.1);
+  CHECK(g.depth() == 3);
+  CHECK(g.ReadyToPlan(d->state(), true));  // depth 3: t3 while t0 .. t2 run
+  // A fixed plan_ahead ignores the prediction.
+  IterationGate fixed(
+      {.plan_ahead = 1, .target_iterations = 10, .min_workers = 0, .overlap = true, .control_ms = 5.9}, 3);
+  fixed.OnPlanned(t2[0].iteration(), d->state().view(), WorkersOf(t2, 3), 0.1);
+  CHECK(fixed.depth() == 1);
+  CHECK(fixed.max_depth() == 1);
+  CHECK_FALSE(fixed.ReadyToPlan(d->state(), true));
+}
+
 TEST_CASE("liveness: a death fails the node's partitions and those reading from it", "[rules][liveness]") {
   loft::v1::Partition p;
   p.set_worker(0);

@@ -2,8 +2,8 @@
 // spec and keeps every input its scheduler received, in order
 // (SimOptions::record_inputs: acks with their timings, credit grants,
 // deaths, registrations); then SchedulerService is driven in-process (fake
-// transport, temp journal, plan_ahead auto, the agents' credit window of
-// 2) with the same inputs at the same virtual times, one Tick after each,
+// transport, temp journal, the simulator's plan_ahead, the agents' credit
+// window of the simulator) with the same inputs at the same virtual times, one Tick after each,
 // as the daemon's loop does. Heartbeats are inputs too (the simulator's,
 // every heartbeat_interval_ms of the spec from each registration): a node
 // that fails in the spec stops sending at its failure time, and both
@@ -16,7 +16,8 @@
 // workers and iterations of makespan − own time; a per-iteration sum
 // would be N times larger). Run with plan-ahead on (overlap: true) and
 // off, with and without a model (the ring's time reaches the daemon in
-// the ack's training report, as from an agent).
+// the ack's training report, as from an agent), with auto's depth (the
+// spec's default hand-off, and none) and at every fixed depth.
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,7 +62,7 @@ constexpr const char* kSpec =
     "    disk: {read_mbps: 200}\n"
     "    link: {up_mbps: 30, down_mbps: 30, latency_ms: 3}\n"
     "    failures: [FAILURES]\n"
-    "scheduler: {heartbeat_interval_ms: 4, heartbeat_timeout_ms: 10}\n";
+    "scheduler: {heartbeat_interval_ms: 4, heartbeat_timeout_ms: 10HANDOFF}\n";
 constexpr int64_t kHeartbeatIntervalMs = 4;
 constexpr int64_t kHeartbeatTimeoutMs = 10;
 
@@ -69,15 +70,21 @@ constexpr int64_t kHeartbeatTimeoutMs = 10;
 
 namespace {
 
-void RunBoth(const std::string& policy, const std::string& failures, bool overlap, const std::string& model) {
+// `plan_ahead`: both engines' option (-1 = auto); `handoff_ms` < 0: the
+// spec's default scheduler.handoff_ms (auto then plans deeper than one).
+void RunBoth(const std::string& policy, const std::string& failures, bool overlap, const std::string& model,
+             int plan_ahead = -1, double handoff_ms = -1) {
   std::string text = kSpec;
+  text.replace(text.find("HANDOFF"), 7,
+               handoff_ms >= 0 ? ", handoff_ms: " + std::to_string(handoff_ms) : std::string());
   text.replace(text.find("FAILURES"), 8, failures);
   text.replace(text.find("OVERLAP"), 7, overlap ? "true" : "false");
   text.replace(text.find("MODEL"), 5, model);
   const fs::path dir =
       fs::temp_directory_path() /
       ("loft-engines-" + std::to_string(::getpid()) + "-" + policy + "-" + std::to_string(failures.size()) +
-       (overlap ? "-ahead" : "-bsp") + "-" + std::to_string(model.size()));
+       (overlap ? "-ahead" : "-bsp") + "-" + std::to_string(model.size()) + "-" + std::to_string(plan_ahead) +
+       (handoff_ms >= 0 ? "-h" : ""));
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "spec.yaml") << text;
@@ -88,11 +95,18 @@ void RunBoth(const std::string& policy, const std::string& failures, bool overla
   so.policy = policy;
   so.plan_digest = true;
   so.record_inputs = true;
+  so.plan_ahead = plan_ahead;
   auto sim = loft::sim::RunPolicy(*spec, so);
   REQUIRE(sim.ok());
   REQUIRE(sim->iterations.size() == 8);
-  CHECK(sim->plan_ahead == (overlap ? 1 : 0));
-  if (overlap) CHECK(sim->planned_ahead > 0);  // the run did plan ahead
+  if (plan_ahead >= 0) {
+    CHECK(sim->plan_ahead == plan_ahead);
+  } else if (handoff_ms == 0) {
+    CHECK(sim->plan_ahead == (overlap ? 1 : 0));  // auto without a control path: the former auto
+  } else {
+    CHECK(sim->plan_ahead >= (overlap ? 2 : 1));  // the hand-off is longer than the iterations
+  }
+  if (sim->plan_ahead > 0) CHECK(sim->planned_ahead > 0);  // the run did plan ahead
 
   loft::server::SchedulerOptions opts;
   opts.cluster_spec = (dir / "spec.yaml").string();
@@ -100,7 +114,7 @@ void RunBoth(const std::string& policy, const std::string& failures, bool overla
   opts.insecure = true;
   opts.journal_sync = false;
   opts.policy = policy;
-  opts.plan_ahead = -1;                               // auto, as loft-sim: the spec's overlap
+  opts.plan_ahead = plan_ahead;                       // as loft-sim (-1 = auto)
   opts.heartbeat_interval_ms = kHeartbeatIntervalMs;  // the spec's, as loft-sim reads them
   opts.heartbeat_timeout_ms = kHeartbeatTimeoutMs;
   opts.partition_timeout_ms = 1000000000;
@@ -224,8 +238,22 @@ void RunBoth(const std::string& policy, const std::string& failures, bool overla
 TEST_CASE("daemon and simulator make the same plans and record the same run", "[engines]") {
   const std::string policy = GENERATE("loft", "lbbsp", "loft-epoch");
   const bool overlap = GENERATE(false, true);
-  INFO("policy " << policy << " plan-ahead " << overlap);
-  RunBoth(policy, "", overlap, "model: none");
+  const double handoff_ms = GENERATE(-1.0, 0.0);
+  INFO("policy " << policy << " overlap " << overlap << " handoff " << handoff_ms);
+  RunBoth(policy, "", overlap, "model: none", -1, handoff_ms);
+}
+
+TEST_CASE("daemon and simulator agree at every fixed plan-ahead depth", "[engines]") {
+  const std::string policy = GENERATE("loft", "loft-epoch");
+  const bool overlap = GENERATE(false, true);
+  const int plan_ahead = GENERATE(0, 1, 2, 3);
+  const bool failure = GENERATE(false, true);
+  INFO("policy " << policy << " overlap " << overlap << " plan_ahead " << plan_ahead << " failure "
+                 << failure);
+  if (failure)
+    RunBoth(policy, "{at_s: 0.03, down_s: 0.02}", overlap, "model: softmax", plan_ahead);
+  else
+    RunBoth(policy, "", overlap, "model: none", plan_ahead);
 }
 
 TEST_CASE("daemon and simulator agree when a node fails mid-run and comes back", "[engines]") {

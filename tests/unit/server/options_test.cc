@@ -53,12 +53,14 @@ TEST_CASE("scheduler options reject unknown keys and bad values, naming them") {
   CHECK(Has(typo, "s.yaml:2"));
   CHECK(Has(typo, "heartbeat_timout_ms"));
   CHECK(Has(ParseError("metrics_port: many\n"), "metrics_port"));
-  for (const char* bad : {"plan_ahead: 2\n", "plan_ahead: soon\n", "plan_ahead: -1\n"})
+  for (const char* bad : {"plan_ahead: 4\n", "plan_ahead: soon\n", "plan_ahead: -1\n"})
     CHECK(Has(ParseError(bad), "s.yaml:1: plan_ahead"));
   SchedulerOptions o;
   o.plan_ahead = 0;
   REQUIRE(ParseSchedulerOptions("plan_ahead: auto\n", "s.yaml", &o).ok());
   CHECK(o.plan_ahead == -1);
+  REQUIRE(ParseSchedulerOptions("plan_ahead: 2\n", "s.yaml", &o).ok());
+  CHECK(o.plan_ahead == 2);
   // journal_snapshot_every: a count of entries, >= 0 (0 = never).
   const std::string negative = ParseError("policy: loft\njournal_snapshot_every: -5\n");
   CHECK(Has(negative, "s.yaml:2: journal_snapshot_every must be >= 0"));
@@ -114,7 +116,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
   o.journal_snapshot_every = 123;
   // Every field: each one the YAML writer or the parser forgets fails here.
 #define CHECK_SAME(field) CHECK(back.field == o.field)
-  for (int plan_ahead : {-1, 0, 1}) {
+  for (int plan_ahead : {-1, 0, 1, 2, 3}) {
     o.plan_ahead = plan_ahead;
     SchedulerOptions back;
     REQUIRE(ParseSchedulerOptions(loft::server::SchedulerOptionsToYaml(o), "gen", &back).ok());

@@ -64,7 +64,11 @@ struct Fixture {
            "placement: {kind: shards, replication: 2}\n"
            "training: {global_batch: 64, min_batch: 8, iterations: 12, seed: 7}\n"
            "nodes:\n  - name: edge\n    count: "
-        << nodes << "\n";
+        << nodes
+        << "\n"
+           // No control path: plan_ahead auto is 1 with overlap (the
+           // default), as the tests of the gate's depth-1 rules expect.
+           "scheduler: {handoff_ms: 0}\n";
     opts.cluster_spec = (dir / "spec.yaml").string();
     opts.journal_dir = (dir / "journal").string();
     opts.insecure = true;

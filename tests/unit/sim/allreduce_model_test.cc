@@ -132,12 +132,13 @@ TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
   CHECK(defaults->network.record_overhead_bytes == 62);
 }
 
-// Without plan-ahead (overlap: false) the ring and the overhead add to
+// Without plan-ahead (BSP, overlap: false) the ring and the overhead add to
 // every iteration: reads are over before any member's ring starts.
 TEST_CASE("loft-sim charges the ring and the scheduler overhead per iteration") {
   auto run = [](const ClusterSpec& s) {
     SimOptions o;
     o.policy = "uniform";
+    o.plan_ahead = 0;  // auto would plan ahead to hide the spec's default hand-off
     auto r = RunPolicy(s, o);
     INFO(r.status().ToString());
     REQUIRE(r.ok());
@@ -178,7 +179,7 @@ TEST_CASE("with plan-ahead the ring overlaps the next reads and shares their lin
   const SimResult bsp = run(Spec(model), 0);
   const SimResult ahead = run(Spec(model), -1);  // auto: overlap is true by default
   CHECK(bsp.plan_ahead == 0);
-  CHECK(ahead.plan_ahead == 1);
+  CHECK(ahead.plan_ahead >= 1);  // deeper than 1 for the default hand-off
   CHECK(ahead.planned_ahead >= 3);
   AllreduceModel m(Spec(model));
   std::vector<int32_t> all{0, 1, 2};

@@ -29,10 +29,12 @@ ClusterSpec Spec(std::string yaml) {
   return *s;
 }
 
-SimResult MustRun(const ClusterSpec& spec, const std::string& policy, int64_t iterations) {
+SimResult MustRun(const ClusterSpec& spec, const std::string& policy, int64_t iterations,
+                  int plan_ahead = -1) {
   SimOptions o;
   o.policy = policy;
   o.iterations = iterations;
+  o.plan_ahead = plan_ahead;
   auto r = RunPolicy(spec, o);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
@@ -127,8 +129,10 @@ TEST_CASE("the scheduler overhead delays sends: added in BSP, hidden when planne
     INFO("overlap " << overlap);
     const ClusterSpec plain = Spec(WithOverlap(kOneWorker, overlap));
     const ClusterSpec over = Spec(WithOverlap(kOneWorker, overlap, "overhead_ms: 0.5, handoff_ms: 0"));
-    const SimResult a = MustRun(plain, "loft", 12);
-    const SimResult b = MustRun(over, "loft", 12);
+    // Depth fixed at the former auto (auto would plan ahead without overlap
+    // too: the next tests).
+    const SimResult a = MustRun(plain, "loft", 12, overlap ? 1 : 0);
+    const SimResult b = MustRun(over, "loft", 12, overlap ? 1 : 0);
     REQUIRE(a.iterations.size() == 12);
     REQUIRE(b.iterations.size() == 12);
     for (size_t i = 0; i < 12; ++i) {
@@ -146,14 +150,17 @@ TEST_CASE("the scheduler overhead delays sends: added in BSP, hidden when planne
 // scheduler.handoff_ms delays every assignment's arrival at its agent's
 // reader (the control path): in BSP it adds to every iteration and is the
 // rows' ack_ms; planned ahead it is hidden while it fits in the slack of
-// the pipeline (7.84 − 7 ms here), and costs when it does not.
+// the pipeline (7.84 − 7 ms here), and costs when it does not. (Depth
+// fixed at the former auto, 1 with overlap and 0 without; auto's depth
+// with a hand-off: the next test.)
 TEST_CASE("the hand-off delays each assignment's read: added in BSP, hidden by plan-ahead slack",
           "[sim][analytic]") {
   for (bool overlap : {false, true}) {
     INFO("overlap " << overlap);
-    const SimResult a = MustRun(Spec(WithOverlap(kOneWorker, overlap)), "loft", 12);
-    const SimResult b = MustRun(Spec(WithOverlap(kOneWorker, overlap, "handoff_ms: 0.5")), "loft", 12);
-    const SimResult c = MustRun(Spec(WithOverlap(kOneWorker, overlap, "handoff_ms: 2")), "loft", 12);
+    const int depth = overlap ? 1 : 0;
+    const SimResult a = MustRun(Spec(WithOverlap(kOneWorker, overlap)), "loft", 12, depth);
+    const SimResult b = MustRun(Spec(WithOverlap(kOneWorker, overlap, "handoff_ms: 0.5")), "loft", 12, depth);
+    const SimResult c = MustRun(Spec(WithOverlap(kOneWorker, overlap, "handoff_ms: 2")), "loft", 12, depth);
     REQUIRE(a.iterations.size() == 12);
     REQUIRE(b.iterations.size() == 12);
     REQUIRE(c.iterations.size() == 12);
@@ -169,6 +176,56 @@ TEST_CASE("the hand-off delays each assignment's read: added in BSP, hidden by p
     }
     // A hand-off longer than the slack shows in the pipelined run too.
     if (overlap) CHECK(c.summary.mean_iteration_ms > a.summary.mean_iteration_ms + 0.5);
+  }
+}
+
+// Every read span of a node ends before each of its compute spans starts
+// or starts after it ends (no read while computing).
+bool ReadsOverlapCompute(const SimResult& r) {
+  for (const TraceSpan& c : r.spans) {
+    if (std::string(c.name) != "compute") continue;
+    for (const TraceSpan& d : r.spans) {
+      const std::string n = d.name;
+      if (d.node != c.node || (n != "local read" && n != "remote read")) continue;
+      if (d.start_ms < c.start_ms + c.dur_ms - 1e-9 && c.start_ms < d.start_ms + d.dur_ms - 1e-9) return true;
+    }
+  }
+  return false;
+}
+
+// plan_ahead auto covers the control path (sched::AutoPlanAhead): the
+// depth is ceil(hand-off / predicted makespan), + 1 with overlap. Without
+// overlap the planned-ahead assignment waits at the agent until the
+// previous partition is computed: the hand-off is hidden and reads never
+// overlap compute. With overlap a hand-off longer than the read's slack
+// (7.84 − 7 ms) is hidden by one more iteration in flight.
+TEST_CASE("auto plan-ahead hides a hand-off longer than an iteration, without overlap too",
+          "[sim][analytic]") {
+  for (bool overlap : {false, true}) {
+    INFO("overlap " << overlap);
+    const SimResult a = MustRun(Spec(WithOverlap(kOneWorker, overlap)), "loft", 12);
+    // 12 ms: more than an overlapped iteration (7.84 ms) and its read's
+    // slack; less than read + compute (14.84 ms). Depth ceil(12 / 14.84) =
+    // 1 without overlap (12 ≤ 1·14.84: hidden), ceil(12 / 7.84) + 1 = 3
+    // with (the read of t+3 starts 2·7.84 ms after t+3 is planned, and
+    // 12 ≤ 2·7.84: hidden).
+    const SimResult h = MustRun(Spec(WithOverlap(kOneWorker, overlap, "handoff_ms: 12")), "loft", 12);
+    const SimResult bsp =
+        MustRun(Spec(WithOverlap(kOneWorker, overlap, "handoff_ms: 12")), "loft", 12, overlap ? 1 : 0);
+    REQUIRE(h.iterations.size() == 12);
+    CHECK(a.plan_ahead == (overlap ? 1 : 0));
+    CHECK(h.plan_ahead == (overlap ? 3 : 1));
+    if (!overlap) CHECK_FALSE(ReadsOverlapCompute(h));
+    if (overlap) CHECK(ReadsOverlapCompute(h));  // the check sees an overlap when there is one
+    for (size_t i = 1; i < 12; ++i) {
+      INFO("iteration " << i);
+      if (i == 10 || i == 11 || i == 1) continue;  // the epoch's start refills the pipeline
+      // Hidden: each iteration takes what it takes without a hand-off
+      // (recorded from the previous iteration's last ack).
+      CHECK(h.iterations[i].makespan_ms == Approx(a.iterations[i].makespan_ms).epsilon(1e-9));
+    }
+    // The former auto pays the hand-off every iteration (BSP) or most of it.
+    CHECK(bsp.summary.mean_iteration_ms > h.summary.mean_iteration_ms + 3);
   }
 }
 
