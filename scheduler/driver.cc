@@ -122,7 +122,9 @@ StatusOr<Updates> JobDriver::OnWorkerDead(int32_t node, std::string_view reason,
 StatusOr<Updates> JobDriver::PlanNextIteration(double now_ms) {
   Updates out;
   blocked_reason_.clear();
-  if (state_->sampler().EpochDone()) {
+  // The current epoch is committed, or (StateOptions::overlap_epochs) all
+  // handed out: the next iteration starts the next epoch.
+  if (state_->EpochAdvanceDue()) {
     loft::v1::StateUpdate adv;
     adv.mutable_epoch_advanced()->set_epoch(state_->epoch() + 1);
     LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(adv), out));
@@ -155,7 +157,7 @@ StatusOr<Updates> JobDriver::OnPartitionDone(const loft::v1::PartitionDone& done
   *u.mutable_partition_done()->mutable_done() = done;
   u.mutable_partition_done()->set_now_ms(now_ms);
   LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
-  if (state_->sampler().EpochDone()) {
+  if (state_->EpochComplete()) {
     loft::v1::StateUpdate adv;
     adv.mutable_epoch_advanced()->set_epoch(state_->epoch() + 1);
     LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(adv), out));
@@ -170,7 +172,7 @@ StatusOr<Updates> JobDriver::OnPartitionFailed(const loft::v1::PartitionFailed& 
   u.mutable_partition_failed()->set_now_ms(now_ms);
   LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
   // Quarantining the epoch's last uncommitted sample completes the epoch.
-  if (failed.bad_samples_size() > 0 && state_->sampler().EpochDone()) {
+  if (failed.bad_samples_size() > 0 && state_->EpochComplete()) {
     loft::v1::StateUpdate adv;
     adv.mutable_epoch_advanced()->set_epoch(state_->epoch() + 1);
     LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(adv), out));

@@ -92,7 +92,9 @@ class JobDriver {
   // partitions are to be sent (PartitionsToSend). Empty when nothing can
   // be planned now; BlockedReason() says why. Planning does not wait for
   // the previous iteration (callers that run BSP check
-  // IterationComplete() first).
+  // IterationComplete() first). Preceded by an EpochAdvanced update when
+  // the current epoch is committed or, with StateOptions::overlap_epochs,
+  // handed out entirely (SchedulerState::EpochAdvanceDue).
   StatusOr<Updates> PlanNextIteration(double now_ms);
   const std::string& BlockedReason() const { return blocked_reason_; }
   // The assignment behind the last successful PlanNextIteration (plan and
@@ -102,7 +104,8 @@ class JobDriver {
 
   // Partition events. Stale/duplicate/unknown acks produce an update that
   // Apply ignores and counts (so counters replay too). OnPartitionDone
-  // appends EpochAdvanced when it commits the epoch's last sample.
+  // appends EpochAdvanced when it commits the last open sample of every
+  // open epoch (SchedulerState::EpochComplete).
   StatusOr<Updates> OnPartitionSent(uint64_t partition_id, int32_t attempt, double now_ms);
   StatusOr<Updates> OnPartitionDone(const loft::v1::PartitionDone& done, double now_ms);
   StatusOr<Updates> OnPartitionFailed(const loft::v1::PartitionFailed& failed, double now_ms);

@@ -96,6 +96,21 @@ void EpochSampler::PrepareEpoch(int64_t epoch) {
   prepared_epoch_ = epoch;
 }
 
+std::unique_ptr<EpochSampler> EpochSampler::SplitOffEpoch(int64_t next_epoch) {
+  auto old = std::make_unique<EpochSampler>(std::move(*this));
+  // The moved-from vectors and sets here are empty; StartEpoch rebuilds
+  // every per-epoch field. The prepared buffers belong to the next epoch.
+  prepared_epoch_ = old->prepared_epoch_;
+  prepared_order_.swap(old->prepared_order_);
+  prepared_holder_at_.swap(old->prepared_holder_at_);
+  prepared_node_order_.swap(old->prepared_node_order_);
+  old->prepared_epoch_ = -1;
+  positions_ready_ = false;
+  position_.clear();
+  StartEpoch(next_epoch);
+  return old;
+}
+
 void EpochSampler::StartEpoch(int64_t epoch) {
   const auto n = static_cast<uint64_t>(placement_->num_samples());
   const int nodes = placement_->num_nodes();

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
 #include <span>
 #include <utility>
@@ -55,6 +56,13 @@ class EpochSampler {
   // the next epoch's first plan does not pay for it). A pure cache:
   // StartEpoch's result is the same either way.
   void PrepareEpoch(int64_t epoch);
+  // Moves this sampler's epoch (its pooled/taken/committed states and
+  // origins, e.g. the last samples still in flight) into a new sampler
+  // that it returns, and starts `next_epoch` here (with PrepareEpoch's
+  // buffers when they were made for it). The scheduler holds both while
+  // the old epoch's last partitions finish (SchedulerState, "two epochs").
+  // Not inside a trial.
+  std::unique_ptr<EpochSampler> SplitOffEpoch(int64_t next_epoch);
 
   int64_t epoch() const { return epoch_; }
   int64_t num_samples() const { return static_cast<int64_t>(state_.size()); }

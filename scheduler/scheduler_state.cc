@@ -130,6 +130,33 @@ bool SchedulerState::Assignable(uint64_t id) const {
   return false;
 }
 
+const EpochSampler& SchedulerState::planning_sampler() const {
+  if (prev_ != nullptr && prev_->pooled() > 0) {
+    const bool all_alive = std::all_of(alive_.begin(), alive_.end(), [](bool a) { return a; });
+    if (all_alive || prev_->CountAssignable([this](uint64_t id) { return Assignable(id); }) > 0)
+      return *prev_;
+  }
+  return sampler_;
+}
+
+bool SchedulerState::EpochAdvanceDue() const {
+  if (prev_ != nullptr) return false;
+  return sampler_.EpochDone() || (options_.overlap_epochs && sampler_.pooled() == 0);
+}
+
+EpochSampler* SchedulerState::SamplerOfEpoch(int64_t epoch) {
+  if (epoch == sampler_.epoch()) return &sampler_;
+  if (prev_ != nullptr && epoch == prev_->epoch()) return prev_.get();
+  return nullptr;
+}
+
+void SchedulerState::RetirePreviousEpochIfDone() {
+  if (prev_ != nullptr && prev_->EpochDone()) {
+    ledger_.CountEpochCompleted();
+    prev_.reset();
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Apply
 
@@ -190,10 +217,13 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
   if (u.iteration() != next_iteration_) {
     return InvalidArgument(where() + ": expected iteration " + std::to_string(next_iteration_));
   }
-  if (u.epoch() != sampler_.epoch()) {
+  EpochSampler* const sp = SamplerOfEpoch(u.epoch());
+  if (sp == nullptr) {
     return InvalidArgument(where() + ": epoch " + std::to_string(u.epoch()) + " but the current epoch is " +
-                           std::to_string(sampler_.epoch()));
+                           std::to_string(sampler_.epoch()) +
+                           (prev_ != nullptr ? " (and " + std::to_string(prev_->epoch()) + " is open)" : ""));
   }
+  EpochSampler& es = *sp;
   // Validate everything before changing anything. The ids of all
   // partitions are gathered with their (validated) sources, which the
   // sampler uses as holder hints.
@@ -205,7 +235,7 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
   sources.clear();
   all.reserve(total);
   sources.reserve(total);
-  const bool any_origin = sampler_.with_origin() > 0;  // else origin(id) == 0 for every id
+  const bool any_origin = es.with_origin() > 0;  // else origin(id) == 0 for every id
   const auto num_samples = static_cast<uint64_t>(placement_.num_samples());
   const int num_nodes = spec_.num_nodes();
   uint64_t last = ledger_.last_id();
@@ -258,8 +288,8 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
         return InvalidArgument(pw() + ": source " + std::to_string(src) + " of sample " + std::to_string(id) +
                                " is distrusted (serves only itself)");
       }
-      const uint64_t origin = any_origin ? sampler_.origin(id) : 0;
-      if (origin != p.parent() && sampler_.state(id) == EpochSampler::SampleState::kPooled) {
+      const uint64_t origin = any_origin ? es.origin(id) : 0;
+      if (origin != p.parent() && es.state(id) == EpochSampler::SampleState::kPooled) {
         return InvalidArgument(pw() + ": sample " + std::to_string(id) + " came back from partition " +
                                std::to_string(origin) + ", not from parent " + std::to_string(p.parent()));
       }
@@ -267,7 +297,7 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
     all.insert(all.end(), ids, ids + count);
     sources.insert(sources.end(), srcs, srcs + count);
   }
-  if (Status s = sampler_.MarkTaken(all, sources); !s.ok()) return s.WithContext(where());
+  if (Status s = es.MarkTaken(all, sources); !s.ok()) return s.WithContext(where());
   for (const auto& pp : u.partitions()) {
     Status s = ledger_.AddPlanned(pp.partition(), u.now_ms(), pp.deadline_ms());
     if (!s.ok()) return Internal(where() + ": ledger rejected a validated partition: " + s.ToString());
@@ -284,13 +314,18 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   }
   const PartitionRecord* rec = ledger_.Find(d.partition_id());
   const auto& p = rec->partition;
+  EpochSampler* const es = SamplerOfEpoch(p.epoch());
+  if (es == nullptr) {
+    return Internal("partition " + std::to_string(p.id()) + " of epoch " + std::to_string(p.epoch()) +
+                    " was in flight but its epoch is not open");
+  }
   int64_t dups = 0;
-  if (Status s =
-          sampler_.Commit(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), &dups);
+  if (Status s = es->Commit(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), &dups);
       !s.ok()) {
     return s.WithContext("partition " + std::to_string(p.id()));
   }
   ledger_.CountCommitted(p.sample_ids_size(), dups);
+  RetirePreviousEpochIfDone();
   if (!distrusted_.empty()) {
     for (int32_t src : p.sources()) distrusted_reads_committed_ += distrusted(src) ? 1 : 0;
   }
@@ -346,7 +381,12 @@ Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, d
       timed_out ? ledger_.MarkTimedOut(id, attempt, now_ms) : ledger_.MarkFailed(id, attempt, node, now_ms);
   if (o != AckOutcome::kAccepted) return OkStatus();
   const auto& p = ledger_.Find(id)->partition;
-  if (Status s = sampler_.Return(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), id);
+  EpochSampler* const es = SamplerOfEpoch(p.epoch());
+  if (es == nullptr) {
+    return Internal("partition " + std::to_string(id) + " of epoch " + std::to_string(p.epoch()) +
+                    " was in flight but its epoch is not open");
+  }
+  if (Status s = es->Return(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), id);
       !s.ok()) {
     return s.WithContext("partition " + std::to_string(id));
   }
@@ -355,9 +395,27 @@ Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, d
     std::set<uint64_t> named(bad_samples.begin(), bad_samples.end());
     for (uint64_t sample : p.sample_ids()) {
       if (named.count(sample) == 0 || !quarantine_.Report(sample)) continue;
-      if (Status s = SetAside(sample); !s.ok()) return s.WithContext("partition " + std::to_string(id));
+      if (Status s = SetAside(*es, sample); !s.ok()) return s.WithContext("partition " + std::to_string(id));
+      // The other open epoch, if it still pools it, drops it too.
+      EpochSampler* other = es == &sampler_ ? prev_.get() : &sampler_;
+      if (other != nullptr && other->state(sample) == EpochSampler::SampleState::kPooled) {
+        if (Status s = SetAside(*other, sample); !s.ok()) {
+          return s.WithContext("partition " + std::to_string(id));
+        }
+      }
     }
   }
+  if (prev_ != nullptr && !quarantine_.samples().empty()) {
+    // A sample quarantined through the other open epoch while it was in
+    // flight here comes back set aside, not pooled.
+    for (uint64_t sample : p.sample_ids()) {
+      if (quarantine_.quarantined(sample) && es->state(sample) == EpochSampler::SampleState::kPooled) {
+        if (Status s = SetAside(*es, sample); !s.ok())
+          return s.WithContext("partition " + std::to_string(id));
+      }
+    }
+  }
+  RetirePreviousEpochIfDone();  // setting its last samples aside completes an epoch
   MaybeDeliverObservations(p.iteration());
   return OkStatus();
 }
@@ -367,25 +425,36 @@ Status SchedulerState::ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u) {
     return InvalidArgument("epoch_advanced: epoch " + std::to_string(u.epoch()) + ", expected " +
                            std::to_string(sampler_.epoch() + 1));
   }
-  if (!sampler_.EpochDone()) {
-    return FailedPrecondition("epoch_advanced: epoch " + std::to_string(sampler_.epoch()) + " has " +
-                              std::to_string(sampler_.num_samples() - sampler_.committed()) +
-                              " uncommitted samples");
+  if (prev_ != nullptr) {
+    return FailedPrecondition("epoch_advanced: epoch " + std::to_string(prev_->epoch()) + " still has " +
+                              std::to_string(prev_->num_samples() - prev_->committed()) +
+                              " uncommitted samples (at most two epochs are open)");
   }
-  ledger_.CountEpochCompleted();
-  sampler_.StartEpoch(u.epoch());
-  ledger_.PruneBefore(u.epoch());
+  if (sampler_.EpochDone()) {
+    ledger_.CountEpochCompleted();
+    sampler_.StartEpoch(u.epoch());
+    ledger_.PruneBefore(u.epoch());
+  } else if (options_.overlap_epochs && sampler_.pooled() == 0) {
+    // Its last samples are in flight: it stays open as the previous epoch.
+    prev_ = sampler_.SplitOffEpoch(u.epoch());
+    ledger_.PruneBefore(prev_->epoch());
+  } else {
+    return FailedPrecondition(
+        "epoch_advanced: epoch " + std::to_string(sampler_.epoch()) + " has " +
+        std::to_string(sampler_.num_samples() - sampler_.committed()) + " uncommitted samples" +
+        (options_.overlap_epochs ? " (" + std::to_string(sampler_.pooled()) + " not handed out yet)" : ""));
+  }
   for (uint64_t id : quarantine_.samples()) {
-    if (Status s = SetAside(id); !s.ok()) return s.WithContext("epoch_advanced");
+    if (Status s = SetAside(sampler_, id); !s.ok()) return s.WithContext("epoch_advanced");
   }
   return OkStatus();
 }
 
-Status SchedulerState::SetAside(uint64_t id) {
+Status SchedulerState::SetAside(EpochSampler& es, uint64_t id) {
   const uint64_t ids[1] = {id};
-  LOFT_RETURN_IF_ERROR(sampler_.MarkTaken(ids));
+  LOFT_RETURN_IF_ERROR(es.MarkTaken(ids));
   int64_t dups = 0;
-  LOFT_RETURN_IF_ERROR(sampler_.Commit(ids, &dups));
+  LOFT_RETURN_IF_ERROR(es.Commit(ids, &dups));
   quarantine_.CountUnavailable(1);
   return OkStatus();
 }
@@ -427,21 +496,25 @@ void SchedulerState::MaybeDeliverObservations(int64_t iteration) {
 StatusOr<PlanRequest> SchedulerState::BuildPlanRequest() const {
   const std::vector<int32_t> live = LiveNodes();
   if (live.empty()) return Unavailable("no live workers");
-  if (sampler_.EpochDone()) {
-    return FailedPrecondition("epoch " + std::to_string(sampler_.epoch()) +
+  const EpochSampler& sampler = planning_sampler();
+  if (sampler.EpochDone()) {
+    if (prev_ != nullptr) {
+      return Unavailable("epoch " + std::to_string(sampler.epoch()) + " is complete; waiting for epoch " +
+                         std::to_string(prev_->epoch()) + "'s " + std::to_string(prev_->taken()) +
+                         " samples in flight");
+    }
+    return FailedPrecondition("epoch " + std::to_string(sampler.epoch()) +
                               " is complete; apply EpochAdvanced first");
   }
   const bool all_alive = static_cast<int64_t>(live.size()) == spec_.num_nodes();
-  const int64_t assignable = all_alive
-                                 ? sampler_.pooled()
-                                 : sampler_.CountAssignable([this](uint64_t id) { return Assignable(id); });
+  const int64_t assignable =
+      all_alive ? sampler.pooled() : sampler.CountAssignable([this](uint64_t id) { return Assignable(id); });
   if (assignable == 0) {
-    if (sampler_.pooled() == 0) {
-      return Unavailable("epoch " + std::to_string(sampler_.epoch()) + ": pool empty, waiting for " +
+    if (sampler.pooled() == 0) {
+      return Unavailable("epoch " + std::to_string(sampler.epoch()) + ": pool empty, waiting for " +
                          std::to_string(ledger_.in_flight()) + " partitions in flight");
     }
-    return Unavailable("epoch " + std::to_string(sampler_.epoch()) + ": " +
-                       std::to_string(sampler_.pooled()) +
+    return Unavailable("epoch " + std::to_string(sampler.epoch()) + ": " + std::to_string(sampler.pooled()) +
                        " unconsumed samples are held only by dead nodes; waiting for a holder to come back");
   }
   int64_t b = std::min(global_batch_, assignable);
@@ -452,12 +525,11 @@ StatusOr<PlanRequest> SchedulerState::BuildPlanRequest() const {
   PlanRequest req;
   req.global_batch = b;
   req.overlap = spec_.training.overlap;
-  req.epoch = sampler_.epoch();
+  req.epoch = sampler.epoch();
   req.iteration = next_iteration_;
-  req.unconsumed_in_epoch = sampler_.pooled();
+  req.unconsumed_in_epoch = sampler.pooled();
   req.pipelined = ledger_.in_flight() > 0;
-  req.iterations_left_in_epoch =
-      std::max<int64_t>(1, (sampler_.pooled() + global_batch_ - 1) / global_batch_);
+  req.iterations_left_in_epoch = std::max<int64_t>(1, (sampler.pooled() + global_batch_ - 1) / global_batch_);
   const int64_t min_batch =
       std::min<int64_t>(spec_.training.min_batch, b / static_cast<int64_t>(live.size()));
   for (int32_t n : live) {
@@ -466,7 +538,7 @@ StatusOr<PlanRequest> SchedulerState::BuildPlanRequest() const {
     w.cost = cost(n);
     w.max_batch = std::min(spec_.MaxBatch(n), b);
     w.min_batch = std::min(min_batch, w.max_batch);
-    w.local_available = sampler_.available(n);
+    w.local_available = sampler.available(n);
     // Without replication a sample has one holder, so what a live worker
     // holds nobody else does; with replicas see FillExclusiveAvailable.
     if (placement_.replication() == 1) w.exclusive_available = w.local_available;
@@ -476,9 +548,10 @@ StatusOr<PlanRequest> SchedulerState::BuildPlanRequest() const {
 }
 
 void SchedulerState::FillExclusiveAvailable(PlanRequest& req) const {
+  const EpochSampler& sampler = planning_sampler();
   std::vector<int64_t> exclusive(static_cast<size_t>(spec_.num_nodes()), 0);
-  for (uint64_t id = 0; id < static_cast<uint64_t>(sampler_.num_samples()); ++id) {
-    if (sampler_.state(id) != EpochSampler::SampleState::kPooled) continue;
+  for (uint64_t id = 0; id < static_cast<uint64_t>(sampler.num_samples()); ++id) {
+    if (sampler.state(id) != EpochSampler::SampleState::kPooled) continue;
     int32_t only = -1;
     int live_holders = 0;
     for (int32_t h : placement_.Holders(id)) {
@@ -505,11 +578,15 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
       out.blocked_reason = req.status().message();
       // The epoch's last samples are in flight (a scheduler planning
       // ahead asks now): get the next epoch's order ready meanwhile.
-      if (sampler_.pooled() == 0 && !sampler_.EpochDone()) sampler_.PrepareEpoch(sampler_.epoch() + 1);
+      if (prev_ == nullptr && sampler_.pooled() == 0 && !sampler_.EpochDone()) {
+        sampler_.PrepareEpoch(sampler_.epoch() + 1);
+      }
       return out;
     }
     return req.status();
   }
+  // The epoch this iteration is planned from (BuildPlanRequest's).
+  EpochSampler& sampler = planning_sampler_mut();
   const std::string pname(policy_->name());
   StatusOr<Plan> plan = policy_->PlanIteration(*req);
   std::string policy_error;
@@ -551,10 +628,10 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
   struct TrialGuard {
     EpochSampler& s;
     ~TrialGuard() { s.RollbackTrial(); }
-  } guard{sampler_};
-  sampler_.BeginTrial();
+  } guard{sampler};
+  sampler.BeginTrial();
   LOFT_ASSIGN_OR_RETURN(Assignment a,
-                        Assigner::Assign(*plan, *req, locality, placement_, alive_, sampler_, distrusted_));
+                        Assigner::Assign(*plan, *req, locality, placement_, alive_, sampler, distrusted_));
   if (a.assigned == 0 && !distrusted_.empty()) {
     // What is left is held only by distrusted nodes (nobody else may read
     // it) and the policy gave them nothing (e.g. uniform's remainder went
@@ -565,17 +642,17 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
     for (const WorkerInput& w : req->workers) {
       WorkerPlan wp;
       wp.node = w.node;
-      if (distrusted(w.node)) wp.batch = std::min({left, w.max_batch, sampler_.available(w.node)});
+      if (distrusted(w.node)) wp.batch = std::min({left, w.max_batch, sampler.available(w.node)});
       left -= wp.batch;
       own.workers.push_back(std::move(wp));
     }
-    LOFT_ASSIGN_OR_RETURN(a, Assigner::Assign(own, *req, false, placement_, alive_, sampler_, distrusted_));
+    LOFT_ASSIGN_OR_RETURN(a, Assigner::Assign(own, *req, false, placement_, alive_, sampler, distrusted_));
   }
 
   loft::v1::StateUpdate update;
   auto* ip = update.mutable_iteration_planned();
   ip->set_iteration(next_iteration_);
-  ip->set_epoch(sampler_.epoch());
+  ip->set_epoch(sampler.epoch());
   ip->set_plan_id(static_cast<uint64_t>(next_iteration_) + 1);
   ip->set_now_ms(now_ms);
   ip->set_global_batch(a.assigned);
@@ -587,7 +664,7 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
   // failed parent partition), ascending origin, samples in assignment
   // order within each. Without returned samples in the pool (the common
   // case: with_origin() == 0) every origin is 0 and no lookup is needed.
-  const bool any_origin = sampler_.with_origin() > 0;
+  const bool any_origin = sampler.with_origin() > 0;
   std::vector<uint64_t> origins, distinct;
   ip->mutable_partitions()->Reserve(static_cast<int>(a.workers.size()));
   for (const AssignedWorker& w : a.workers) {
@@ -596,7 +673,7 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
     distinct.assign(1, 0);
     if (any_origin) {
       origins.resize(w.sample_ids.size());
-      for (size_t k = 0; k < w.sample_ids.size(); ++k) origins[k] = sampler_.origin(w.sample_ids[k]);
+      for (size_t k = 0; k < w.sample_ids.size(); ++k) origins[k] = sampler.origin(w.sample_ids[k]);
       distinct = origins;
       std::sort(distinct.begin(), distinct.end());
       distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
@@ -609,7 +686,7 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
       auto* p = pp->mutable_partition();
       p->set_id(next_id++);
       p->set_job(options_.job_id);
-      p->set_epoch(sampler_.epoch());
+      p->set_epoch(sampler.epoch());
       p->set_iteration(next_iteration_);
       p->set_worker(w.node);
       p->set_parent(origin);
@@ -637,7 +714,7 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
       pp->set_deadline_ms(timeout > 0 ? now_ms + timeout : 0.0);
     }
   }
-  sampler_.RollbackTrial();
+  sampler.RollbackTrial();
   if (a.assigned == 0) {
     out.blocked_reason = "policy " + pname + " planned no assignable samples";
   } else {
@@ -691,6 +768,13 @@ std::string SchedulerState::ToJson() const {
   j["sampler"] = {{"epoch", sampler_.epoch()}, {"pooled", sampler_.pooled()},
                   {"taken", sampler_.taken()}, {"committed", sampler_.committed()},
                   {"available", available},    {"digest", sampler_.Digest()}};
+  if (prev_ != nullptr) {  // only while two epochs are open (other digests unchanged)
+    std::vector<int64_t> prev_available;
+    for (int i = 0; i < placement_.num_nodes(); ++i) prev_available.push_back(prev_->available(i));
+    j["previous_sampler"] = {{"epoch", prev_->epoch()},     {"pooled", prev_->pooled()},
+                             {"taken", prev_->taken()},     {"committed", prev_->committed()},
+                             {"available", prev_available}, {"digest", prev_->Digest()}};
+  }
   nlohmann::json pending = nlohmann::json::object();
   for (const auto& [iteration, pending_it] : pending_observations_) {
     nlohmann::json arr = nlohmann::json::array();

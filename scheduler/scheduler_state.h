@@ -21,6 +21,15 @@
 //
 // Not responsible for: transport, timers, persistence (Journal), deciding
 // when to plan or when a worker is dead (JobDriver / the daemon).
+// Two epochs (StateOptions::overlap_epochs): EpochAdvanced may start epoch
+// e+1 while e's last partitions are in flight (e's pool is empty). Then
+// the state holds e's sampler as the previous epoch until its last sample
+// commits (counted as a completed epoch then); acks, failures and retries
+// of e's partitions go to it, and while it has returned samples to hand
+// out the next iteration is planned from it (an iteration's samples are
+// all of one epoch). At most two epochs are open: EpochAdvanced to e+2
+// waits for e to be committed.
+//
 // Thread-safety: not thread-safe.
 #pragma once
 
@@ -64,6 +73,14 @@ struct StateOptions {
   // reports is quarantined: unavailable, never committed
   // (scheduler/quarantine.h). 0 = never.
   int32_t quarantine_after = 3;
+  // Two epochs at once: once every sample of the current epoch is handed
+  // out (its pool is empty, its last partitions in flight), the next
+  // iteration is planned from the next epoch instead of waiting for those
+  // partitions to commit. The previous epoch stays open until its last
+  // sample commits; a failed partition's samples go back to ITS pool and
+  // are planned before the new epoch's (SchedulerState, "Two epochs").
+  // false: an epoch starts only when the previous one is committed.
+  bool overlap_epochs = true;
 
   Status Validate() const;
 };
@@ -116,7 +133,22 @@ class SchedulerState {
   const ClusterSpec& spec() const { return spec_; }
   const Placement& placement() const { return placement_; }
   const StateOptions& options() const { return options_; }
+  // The current (newest) epoch's sampler.
   const EpochSampler& sampler() const { return sampler_; }
+  // The previous epoch's sampler while it has uncommitted samples (two
+  // epochs open, StateOptions::overlap_epochs), else null.
+  const EpochSampler* previous_sampler() const { return prev_.get(); }
+  // The sampler the next iteration is planned from: the previous epoch's
+  // while it has assignable pooled samples (returned by a failure), else
+  // the current one.
+  const EpochSampler& planning_sampler() const;
+  // True when an EpochAdvanced to epoch() + 1 applies now: the current
+  // epoch is committed, or (overlap_epochs) its pool is empty; and no
+  // previous epoch is still open.
+  bool EpochAdvanceDue() const;
+  // True when every sample of every open epoch is committed (the driver
+  // then advances without waiting for a plan).
+  bool EpochComplete() const { return prev_ == nullptr && sampler_.EpochDone(); }
   const Ledger& ledger() const { return ledger_; }
   const Policy& policy() const { return *policy_; }
   int64_t view() const { return view_; }
@@ -186,8 +218,13 @@ class SchedulerState {
   Status ApplyDone(const loft::v1::PartitionDoneUpdate& u);
   Status ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms, bool timed_out,
                      std::span<const uint64_t> bad_samples = {});
-  // Takes a quarantined, pooled sample out of the pool as unavailable.
-  Status SetAside(uint64_t id);
+  // Takes a quarantined, pooled sample out of `s`'s pool as unavailable.
+  Status SetAside(EpochSampler& s, uint64_t id);
+  // The open epoch `epoch`'s sampler (current or previous), else null.
+  EpochSampler* SamplerOfEpoch(int64_t epoch);
+  EpochSampler& planning_sampler_mut() { return const_cast<EpochSampler&>(planning_sampler()); }
+  // Drops the previous epoch once its last sample is committed.
+  void RetirePreviousEpochIfDone();
   Status ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u);
   Status ApplySourceDistrusted(const loft::v1::SourceDistrusted& u);
   void MaybeDeliverObservations(int64_t iteration);
@@ -199,6 +236,7 @@ class SchedulerState {
   StateOptions options_;
   int64_t global_batch_ = 0;
   EpochSampler sampler_;
+  std::unique_ptr<EpochSampler> prev_;  // previous epoch, while open (see above)
   Ledger ledger_;
   struct CostModels;  // one CostModel per node (pimpl: keeps cost_model.h private)
   std::unique_ptr<CostModels> cost_models_;

@@ -2,6 +2,7 @@
 // loft.v1.StateSnapshot (scheduler/proto/state.proto), which the journal
 // stores in place of the entries it covers (scheduler/journal.h).
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -53,6 +54,29 @@ void ObservationToProto(const Observation& o, loft::v1::ObservationSnapshot* out
   out->set_iteration_ms(o.iteration_ms);
 }
 
+void SamplerToProto(const EpochSampler& es, loft::v1::SamplerSnapshot* sp) {
+  sp->set_epoch(es.epoch());
+  const auto n = static_cast<uint64_t>(es.num_samples());
+  std::string* states = sp->mutable_states();
+  states->resize(n);
+  for (uint64_t id = 0; id < n; ++id) {
+    (*states)[id] = static_cast<char>(es.state(id));
+    if (es.with_origin() > 0 && es.origin(id) != 0) {
+      auto* o = sp->add_origins();
+      o->set_sample(id);
+      o->set_partition(es.origin(id));
+    }
+  }
+}
+
+Status SamplerFromProto(const loft::v1::SamplerSnapshot& sp, EpochSampler& es) {
+  std::vector<std::pair<uint64_t, uint64_t>> origins;
+  origins.reserve(static_cast<size_t>(sp.origins_size()));
+  for (const auto& o : sp.origins()) origins.emplace_back(o.sample(), o.partition());
+  const auto* states = reinterpret_cast<const uint8_t*>(sp.states().data());
+  return es.Restore(sp.epoch(), std::span<const uint8_t>(states, sp.states().size()), origins);
+}
+
 Status Mismatch(const std::string& field, const std::string& snapshot, const std::string& here) {
   return FailedPrecondition("snapshot was taken with " + field + " " + snapshot + ", this scheduler has " +
                             here);
@@ -90,19 +114,8 @@ loft::v1::StateSnapshot SchedulerState::ToSnapshot() const {
   out.set_policy_failures(policy_failures_);
   out.set_distrusted_reads_committed(distrusted_reads_committed_);
 
-  auto* sp = out.mutable_sampler();
-  sp->set_epoch(sampler_.epoch());
-  const auto n = static_cast<uint64_t>(sampler_.num_samples());
-  std::string* states = sp->mutable_states();
-  states->resize(n);
-  for (uint64_t id = 0; id < n; ++id) {
-    (*states)[id] = static_cast<char>(sampler_.state(id));
-    if (sampler_.with_origin() > 0 && sampler_.origin(id) != 0) {
-      auto* o = sp->add_origins();
-      o->set_sample(id);
-      o->set_partition(sampler_.origin(id));
-    }
-  }
+  SamplerToProto(sampler_, out.mutable_sampler());
+  if (prev_ != nullptr) SamplerToProto(*prev_, out.mutable_previous_sampler());
 
   auto* lp = out.mutable_ledger();
   ledger_.ForEachRecord([lp](const PartitionRecord& r) {
@@ -197,14 +210,18 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
   }
 
   // Sampler.
-  const auto& sp = s.sampler();
-  std::vector<std::pair<uint64_t, uint64_t>> origins;
-  origins.reserve(static_cast<size_t>(sp.origins_size()));
-  for (const auto& o : sp.origins()) origins.emplace_back(o.sample(), o.partition());
-  const auto* states = reinterpret_cast<const uint8_t*>(sp.states().data());
-  if (Status st = sampler_.Restore(sp.epoch(), std::span<const uint8_t>(states, sp.states().size()), origins);
-      !st.ok()) {
-    return loss("sampler", st);
+  if (Status st = SamplerFromProto(s.sampler(), sampler_); !st.ok()) return loss("sampler", st);
+  if (s.has_previous_sampler()) {
+    auto prev = std::make_unique<EpochSampler>(&placement_, sampler_.seed());
+    if (Status st = SamplerFromProto(s.previous_sampler(), *prev); !st.ok())
+      return loss("previous sampler", st);
+    if (prev->epoch() + 1 != sampler_.epoch() || prev->EpochDone()) {
+      return DataLoss("snapshot previous sampler: epoch " + std::to_string(prev->epoch()) + " with " +
+                      std::to_string(prev->num_samples() - prev->committed()) +
+                      " uncommitted samples next to current epoch " + std::to_string(sampler_.epoch()) +
+                      " (an open previous epoch is the one before, with samples uncommitted)");
+    }
+    prev_ = std::move(prev);
   }
 
   // Ledger.

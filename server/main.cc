@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
                                  "auto|0..3: plan iteration t+1 while t-k+1 .. t run (auto: deep enough "
                                  "for the spec's scheduler.overhead_ms + handoff_ms)")
                       ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}));
+  bool no_epoch_overlap = false;
+  app.add_flag("--no-epoch-overlap", no_epoch_overlap,
+               "start an epoch only once the previous one is committed (epoch_overlap: false)");
   CLI11_PARSE(app, argc, argv);
 
   loft::server::SchedulerOptions opts;
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
   if (o_max->count()) opts.max_message_bytes = flags.max_message_bytes;
   if (o_snap->count()) opts.journal_snapshot_every = flags.journal_snapshot_every;
   if (o_ahead->count()) opts.plan_ahead = plan_ahead == "auto" ? -1 : std::stoi(plan_ahead);
+  if (no_epoch_overlap) opts.epoch_overlap = false;
 
   auto st = opts.Validate();
   if (!st.ok()) {

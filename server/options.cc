@@ -92,6 +92,7 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
                                               "journal_sync",
                                               "journal_snapshot_every",
                                               "plan_ahead",
+                                              "epoch_overlap",
                                               "log_level",
                                               "max_message_bytes",
                                               "manifest"};
@@ -128,6 +129,7 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
       return FieldError(source, n, "plan_ahead", "must be auto or 0..3");
     }
   }
+  LOFT_RETURN_IF_ERROR(Read(source, root, "epoch_overlap", &opts->epoch_overlap));
   LOFT_RETURN_IF_ERROR(Read(source, root, "log_level", &opts->log_level));
   LOFT_RETURN_IF_ERROR(Read(source, root, "max_message_bytes", &opts->max_message_bytes));
   LOFT_RETURN_IF_ERROR(Read(source, root, "manifest", &opts->manifest));
@@ -159,6 +161,7 @@ std::string SchedulerOptionsToYaml(const SchedulerOptions& o) {
   } else {
     out << o.plan_ahead;
   }
+  out << YAML::Key << "epoch_overlap" << YAML::Value << o.epoch_overlap;
   out << YAML::Key << "log_level" << YAML::Value << o.log_level;
   out << YAML::Key << "max_message_bytes" << YAML::Value << o.max_message_bytes;
   if (!o.manifest.empty()) out << YAML::Key << "manifest" << YAML::Value << o.manifest;

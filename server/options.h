@@ -26,6 +26,9 @@
 //                                   # for the spec's scheduler.overhead_ms + handoff_ms
 //                                   # (sched::IterationGate; 1 with training.overlap and
 //                                   # 0 without when both are 0)
+//   epoch_overlap: true             # plan the next epoch's first iteration while the current
+//                                   # epoch's last partitions are in flight (two epochs open;
+//                                   # sched::StateOptions::overlap_epochs). false: wait for them
 //   log_level: info
 //   max_message_bytes: 16777216     # per ZeroMQ message (ZMQ_MAXMSGSIZE)
 //   manifest: /var/lib/loft/caches/MANIFEST.loft  # dataset manifest (`loftctl ingest`); sent to
@@ -77,6 +80,8 @@ struct SchedulerOptions {
   // what the cost model's max(Tread, Tc) assumes). service.h says when
   // planning ahead is allowed.
   int plan_ahead = -1;
+  // sched::StateOptions::overlap_epochs (header comment: epoch_overlap).
+  bool epoch_overlap = true;
   std::string log_level = "info";
   int64_t max_message_bytes = 16 << 20;
   std::string manifest;  // empty = no manifest (peer samples checked by CRC only)

@@ -118,6 +118,7 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
 Status SchedulerService::Init(double now_ms) {
   sched::StateOptions so;
   so.timeout_min_ms = static_cast<double>(opts_.partition_timeout_ms);
+  so.overlap_epochs = opts_.epoch_overlap;
   sched::JournalOptions jo;
   jo.sync = opts_.journal_sync;
   LOFT_ASSIGN_OR_RETURN(journal_, sched::Journal::Open(opts_.journal_dir, jo));

@@ -1,7 +1,7 @@
 // loft-sim: plan a cluster in virtual time with the real scheduler code.
 //   loft-sim run SPEC.yaml [--policy loft,lbbsp,uniform,pid] [--iterations N]
 //                [--seed S] [--trace-iterations N] [--no-bound] [--plan-ahead auto|0|1|2|3]
-//                [--credits N] --out DIR
+//                [--credits N] [--no-epoch-overlap] --out DIR
 // Writes DIR/summary.json, DIR/iterations.csv and DIR/trace.json, prints a
 // table of the policies on stdout and progress on stderr. Exit code 1 on a
 // bad spec or a failed run.
@@ -36,7 +36,7 @@ std::vector<std::string> SplitPolicies(const std::vector<std::string>& args) {
 
 int Run(const std::string& spec_path, const std::vector<std::string>& policy_args, int64_t iterations,
         uint64_t seed, int64_t trace_iterations, bool bound, double flow_interval_ms, int plan_ahead,
-        int credits, const std::string& out_dir) {
+        int credits, bool overlap_epochs, const std::string& out_dir) {
   auto spec = loft::LoadClusterSpecFile(spec_path);
   if (!spec.ok()) {
     std::cerr << "loft-sim: " << spec.status().message() << "\n";
@@ -60,6 +60,7 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
     o.flow_interval_ms = flow_interval_ms;
     o.plan_ahead = plan_ahead;
     o.credits = credits;
+    o.overlap_epochs = overlap_epochs;
     // The bound is evaluated once, on the first locality-aware run (or the
     // first run when no policy is locality-aware, see below).
     o.compute_bound = bound && !bound_done && policy.rfind("loft", 0) == 0;
@@ -105,6 +106,7 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
     o.flow_interval_ms = flow_interval_ms;
     o.plan_ahead = plan_ahead;
     o.credits = credits;
+    o.overlap_epochs = overlap_epochs;
     o.compute_bound = true;
     auto r = loft::sim::RunPolicy(*spec, o);
     if (r.ok()) {
@@ -151,6 +153,7 @@ int main(int argc, char** argv) {
   run->add_flag("--no-bound", no_bound, "skip the lower bound");
   std::string plan_ahead = "auto";
   int credits = 4;
+  bool no_epoch_overlap = false;
   run->add_option(
          "--plan-ahead", plan_ahead,
          "auto|0|1|2|3: plan iteration t+1 while t runs (k: while t-k+1 .. t run), as loft-scheduler's "
@@ -158,8 +161,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}));
   run->add_option("--credits", credits, "each agent's partition window (loft-agent's credits, default 4)")
       ->check(CLI::Range(1, 1024));
+  run->add_flag("--no-epoch-overlap", no_epoch_overlap,
+                "start an epoch only once the previous one is committed (loft-scheduler's "
+                "epoch_overlap: false); by default the next epoch's first iteration is planned "
+                "while the last partitions are in flight");
   run->add_option("--out", out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);
   return Run(spec_path, policies, iterations, seed, trace_iterations, !no_bound, flow_interval_ms,
-             plan_ahead == "auto" ? -1 : std::stoi(plan_ahead), credits, out_dir);
+             plan_ahead == "auto" ? -1 : std::stoi(plan_ahead), credits, !no_epoch_overlap, out_dir);
 }

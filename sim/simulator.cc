@@ -57,6 +57,7 @@ StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const ClusterSpec& spec, 
         fmt::format("credits must be in [1, {}] (got {})", sched::kMaxCredits, options.credits));
   sched::StateOptions so;
   so.timeout_min_ms = 0;  // nothing hangs in the simulator; failures are reported directly
+  so.overlap_epochs = options.overlap_epochs;
   auto driver = sched::JobDriver::Create(spec, options.policy, so);
   if (!driver.ok()) return driver.status().WithContext("policy " + options.policy);
   return std::unique_ptr<Simulator>(new Simulator(spec, std::move(options), std::move(*driver)));

@@ -114,6 +114,10 @@ struct SimOptions {
   // Each agent's credit window (RegisterRequest.credits; the agent's
   // default `credits: 4`, edge_agent/agent_config.h).
   int credits = 4;
+  // sched::StateOptions::overlap_epochs: plan the next epoch's first
+  // iteration while the last partitions of the current one are in flight
+  // (the daemon's default). false: `--no-epoch-overlap`.
+  bool overlap_epochs = true;
   // Keep every input given to the scheduler (SimResult::inputs), for
   // tests that replay the run to the daemon.
   bool record_inputs = false;

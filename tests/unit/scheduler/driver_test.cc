@@ -196,7 +196,9 @@ TEST_CASE("JobDriver: exactly once per epoch under chaos with the real policies"
 
 TEST_CASE("JobDriver: journal-before-act ordering and blocked reasons", "[driver]") {
   const auto spec = SmallSpec(100, 1, 32, 4);
-  auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(false), {});
+  StateOptions one_epoch;  // an epoch starts only once the previous one is committed
+  one_epoch.overlap_epochs = false;
+  auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(false), one_epoch);
   REQUIRE(d.ok());
   JobDriver& drv = **d;
   // No live worker: nothing planned, reason given, no updates.
@@ -404,4 +406,235 @@ TEST_CASE("JobDriver: the last samples held only by a distrusted node are left t
   CHECK(smallest < 4);  // the case above happened
   CHECK(st.distrusted_reads_committed() ==
         static_cast<int64_t>(st.placement().SamplesOf(3).size()));  // by itself
+}
+
+namespace {
+
+// Like RunChaos, but planning ahead as the daemon does: each round plans
+// one iteration and resolves only the partitions planned in earlier
+// rounds, so an epoch's last partitions are in flight when the next
+// epoch's first iteration is planned (two epochs open). Lost partitions
+// time out on their own deadlines. Checks exactly-once per epoch, that
+// two epochs really were open, that failed partitions of the older epoch
+// were retried from its own pool, and replay equality.
+void RunPipelinedChaos(const char* policy_name, int replication, uint64_t seed, int epochs) {
+  const auto spec = SmallSpec(600, replication, 64);
+  StateOptions opt;
+  opt.timeout_min_ms = 50;
+  opt.timeout_factor = 3;
+  auto made = JobDriver::Create(spec, policy_name, opt);
+  REQUIRE(made.ok());
+  Harness h{std::move(made).value(), {}};
+  JobDriver& drv = *h.driver;
+  const auto& st = drv.state();
+  const int nodes = spec.num_nodes();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> U(0, 1);
+  double now = 0;
+  for (int i = 0; i < nodes; ++i) h.Take(drv.RegisterWorker(i, now));
+  std::map<int64_t, std::vector<uint64_t>> committed;  // epoch -> ids (accepted dones)
+  std::vector<loft::v1::Partition> in_flight;          // planned in earlier rounds
+  int64_t rounds_two_open = 0, older_epoch_iterations = 0, early_advances = 0;
+  int guard = 0;
+  while (st.ledger().counters().epochs_completed < epochs && ++guard < 5000) {
+    now += 10;
+    for (int i = 0; i < nodes; ++i) {
+      if (!st.alive(i)) h.Take(drv.OnWorkerAlive(i, now));
+    }
+    auto planned = drv.PlanNextIteration(now);
+    h.Take(planned);
+    for (const auto& u : *planned) {
+      if (u.has_epoch_advanced() && st.previous_sampler() != nullptr) ++early_advances;
+      if (u.has_iteration_planned() && u.iteration_planned().epoch() < st.epoch()) ++older_epoch_iterations;
+    }
+    auto parts = JobDriver::PartitionsToSend(*planned);
+    for (const auto& p : parts) {
+      const auto* rec = st.ledger().Find(p.id());
+      REQUIRE(rec != nullptr);
+      if (p.parent() != 0) {
+        const auto* parent = st.ledger().Find(p.parent());
+        REQUIRE(parent != nullptr);
+        CHECK(parent->partition.epoch() == p.epoch());  // a retry stays in its epoch
+      }
+      h.Take(drv.OnPartitionSent(p.id(), p.attempt(), now));
+    }
+    if (st.previous_sampler() != nullptr) ++rounds_two_open;
+    // Resolve what earlier rounds planned; this round's stay in flight.
+    std::vector<loft::v1::Partition> older;
+    older.swap(in_flight);
+    for (const auto& p : older) {
+      const double r = U(rng);
+      if (r < 0.02 && st.alive(p.worker()) && st.LiveNodes().size() > 3) {
+        h.Take(drv.OnWorkerDead(p.worker(), "chaos", now));
+        continue;
+      }
+      if (r < 0.12) {
+        loft::v1::PartitionFailed f;
+        f.set_partition_id(p.id());
+        f.set_attempt(p.attempt());
+        f.set_node(p.worker());
+        f.set_reason("chaos");
+        h.Take(drv.OnPartitionFailed(f, now));
+        continue;
+      }
+      if (r < 0.16) continue;  // lost in transit: times out below
+      const auto* rec = st.ledger().Find(p.id());
+      const bool open = rec != nullptr && !loft::sched::IsTerminal(rec->state);
+      h.Take(drv.OnPartitionDone(TimedDone(p, st), now + 1));
+      if (open) {
+        committed[p.epoch()].insert(committed[p.epoch()].end(), p.sample_ids().begin(), p.sample_ids().end());
+      }
+    }
+    in_flight = std::move(parts);
+    h.Take(drv.CheckTimeouts(now));
+  }
+  REQUIRE(st.ledger().counters().epochs_completed >= epochs);
+  for (int e = 0; e < epochs; ++e) {
+    INFO("epoch " << e);
+    std::vector<uint64_t> ids = committed[e];
+    std::sort(ids.begin(), ids.end());
+    REQUIRE(ids.size() == 600);
+    for (uint64_t i = 0; i < 600; ++i) REQUIRE(ids[i] == i);
+  }
+  const auto& c = st.ledger().counters();
+  CHECK(c.duplicates == 0);
+  CHECK(c.lost == 0);
+  CHECK(c.failed > 0);
+  CHECK(c.timed_out > 0);
+  CHECK(early_advances >= epochs);    // each boundary crossed with the old epoch in flight
+  CHECK(rounds_two_open >= epochs);   // and both held for a while
+  CHECK(older_epoch_iterations > 0);  // failed samples of the old epoch were planned again
+  CHECK(c.epochs_completed + (st.previous_sampler() != nullptr ? 1 : 0) == st.epoch());
+  auto replayed = JobDriver::Recover(spec, policy_name, opt, h.journal);
+  REQUIRE(replayed.ok());
+  CHECK((*replayed)->state().ToJson() == st.ToJson());
+  // A snapshot taken now restores to the same state.
+  auto fresh = JobDriver::Create(spec, policy_name, opt);
+  REQUIRE(fresh.ok());
+  REQUIRE((*fresh)->Restore(st.ToSnapshot()).ok());
+  CHECK((*fresh)->state().ToJson() == st.ToJson());
+}
+
+}  // namespace
+
+TEST_CASE("JobDriver: two epochs open when planning ahead; exactly once per epoch under chaos", "[driver]") {
+  for (const char* name : {"uniform", "loft", "loft-epoch"}) {
+    for (int r : {1, 2}) {
+      DYNAMIC_SECTION(name << " r=" << r) {
+        RunPipelinedChaos(name, r, 31 + r, 4);
+      }
+    }
+  }
+}
+
+TEST_CASE("JobDriver: the next epoch starts while the last partitions are in flight", "[driver]") {
+  const auto spec = SmallSpec(100, 1, 32, 4);
+  auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(false), StateOptions{});
+  REQUIRE(d.ok());
+  JobDriver& drv = **d;
+  const auto& st = drv.state();
+  for (int i = 0; i < 4; ++i) REQUIRE(drv.RegisterWorker(i, 0).ok());
+  std::vector<loft::v1::Partition> epoch0;
+  for (int k = 0; k < 4; ++k) {  // 32 + 32 + 32 + 4, nothing acked
+    auto u = drv.PlanNextIteration(k);
+    REQUIRE(u.ok());
+    for (const auto& p : JobDriver::PartitionsToSend(*u)) epoch0.push_back(p);
+  }
+  CHECK(st.sampler().pooled() == 0);
+  CHECK(st.EpochAdvanceDue());
+  // The 5th plan starts epoch 1 instead of waiting for epoch 0's acks.
+  auto next = drv.PlanNextIteration(4);
+  REQUIRE(next.ok());
+  REQUIRE(next->size() == 2);
+  CHECK((*next)[0].has_epoch_advanced());
+  CHECK((*next)[0].epoch_advanced().epoch() == 1);
+  REQUIRE((*next)[1].has_iteration_planned());
+  CHECK((*next)[1].iteration_planned().epoch() == 1);
+  CHECK((*next)[1].iteration_planned().global_batch() == 32);
+  REQUIRE(st.previous_sampler() != nullptr);
+  CHECK(st.previous_sampler()->epoch() == 0);
+  CHECK(st.previous_sampler()->taken() == 100);
+  CHECK(st.epoch() == 1);
+  CHECK(st.ledger().counters().epochs_completed == 0);
+  // At most two epochs: epoch 1 handed out, epoch 2 waits for epoch 0.
+  for (int k = 0; k < 3; ++k) REQUIRE(drv.PlanNextIteration(5 + k).ok());
+  CHECK(st.sampler().pooled() == 0);
+  CHECK_FALSE(st.EpochAdvanceDue());
+  auto blocked = drv.PlanNextIteration(9);
+  REQUIRE(blocked.ok());
+  CHECK(blocked->empty());
+  CHECK(drv.BlockedReason().find("in flight") != std::string::npos);
+  // A failed partition of epoch 0 goes back to epoch 0's pool and is
+  // planned again in epoch 0, before anything else.
+  const loft::v1::Partition failed = epoch0[1];
+  loft::v1::PartitionFailed f;
+  f.set_partition_id(failed.id());
+  f.set_attempt(failed.attempt());
+  f.set_node(failed.worker());
+  f.set_reason("test");
+  REQUIRE(drv.OnPartitionFailed(f, 10).ok());
+  CHECK(st.previous_sampler()->pooled() == failed.sample_ids_size());
+  auto retry = drv.PlanNextIteration(11);
+  REQUIRE(retry.ok());
+  REQUIRE(retry->size() == 1);
+  const auto& ip = retry->front().iteration_planned();
+  CHECK(ip.epoch() == 0);
+  CHECK(ip.global_batch() == failed.sample_ids_size());
+  std::vector<loft::v1::Partition> retries = JobDriver::PartitionsToSend(*retry);
+  for (const auto& p : retries) {
+    CHECK(p.epoch() == 0);
+    CHECK(p.parent() == failed.id());
+    CHECK(p.attempt() == 1);
+  }
+  // Acking epoch 0 (the retries instead of the failed one) completes it:
+  // no EpochAdvanced (epoch 1 is current), one epoch counted.
+  for (const auto& p : epoch0) {
+    if (p.id() == failed.id()) continue;
+    auto u = drv.OnPartitionDone(TimedDone(p, st), 12);
+    REQUIRE(u.ok());
+  }
+  REQUIRE(st.previous_sampler() != nullptr);
+  for (const auto& p : retries) {
+    auto u = drv.OnPartitionDone(TimedDone(p, st), 13);
+    REQUIRE(u.ok());
+    for (const auto& x : *u) CHECK_FALSE(x.has_epoch_advanced());
+  }
+  CHECK(st.previous_sampler() == nullptr);
+  CHECK(st.ledger().counters().epochs_completed == 1);
+  CHECK(st.ledger().counters().samples_committed == 100);
+  CHECK(st.ledger().counters().duplicates == 0);
+  // Now epoch 2 may start (epoch 1 handed out, its partitions in flight).
+  CHECK(st.EpochAdvanceDue());
+}
+
+TEST_CASE("SchedulerState: EpochAdvanced while two epochs are open is refused", "[driver]") {
+  const auto spec = SmallSpec(100, 1, 50, 2);
+  for (bool overlap : {true, false}) {
+    INFO("overlap_epochs " << overlap);
+    StateOptions opt;
+    opt.overlap_epochs = overlap;
+    auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(false), opt);
+    REQUIRE(d.ok());
+    JobDriver& drv = **d;
+    for (int i = 0; i < 2; ++i) REQUIRE(drv.RegisterWorker(i, 0).ok());
+    REQUIRE(drv.PlanNextIteration(0).ok());
+    loft::v1::StateUpdate adv;
+    adv.mutable_epoch_advanced()->set_epoch(1);
+    // Half the epoch still pooled: refused either way.
+    auto early = drv.Replay(std::span<const loft::v1::StateUpdate>(&adv, 1));
+    CHECK(early.code() == loft::StatusCode::kFailedPrecondition);
+    CHECK(early.message().find("uncommitted") != std::string::npos);
+    REQUIRE(drv.PlanNextIteration(1).ok());  // all handed out
+    auto handed = drv.Replay(std::span<const loft::v1::StateUpdate>(&adv, 1));
+    if (!overlap) {
+      CHECK(handed.code() == loft::StatusCode::kFailedPrecondition);
+      continue;
+    }
+    REQUIRE(handed.ok());
+    adv.mutable_epoch_advanced()->set_epoch(2);
+    for (int k = 0; k < 2; ++k) REQUIRE(drv.PlanNextIteration(2 + k).ok());
+    auto third = drv.Replay(std::span<const loft::v1::StateUpdate>(&adv, 1));
+    CHECK(third.code() == loft::StatusCode::kFailedPrecondition);
+    CHECK(third.message().find("at most two epochs") != std::string::npos);
+  }
 }

@@ -412,8 +412,11 @@ TEST_CASE("an ack the ledger ignores still carries its worker's votes") {
   CHECK(st["ledger"]["duplicates"] == 0);
 }
 
-TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two iterations open") {
+namespace {
+void StreamPlannedAhead(bool epoch_overlap) {
+  INFO("epoch_overlap " << epoch_overlap);
   Fixture f;  // the spec's training.overlap defaults to true: plan_ahead auto = 1
+  f.opts.epoch_overlap = epoch_overlap;
   auto s = StartBoth(f);
   // Iterations 0 and 1 went out in one tick (two credits per agent).
   auto sent = f.transport.Assignments();
@@ -466,10 +469,14 @@ TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two i
   REQUIRE(s->finished());
   st = Status(*s, 200);
   CHECK(st["iteration"] == 11);
-  // All but iteration 0 and each epoch's first iteration (4 and 8: the
-  // pool is empty until the epoch's last iteration is done).
-  CHECK(st["planned_ahead"] == 9);
-  CHECK(f.registry.Render().find("loft_scheduler_planned_ahead_total 9\n") != std::string::npos);
+  // All but iteration 0: each epoch's first iteration (4 and 8) is
+  // planned from the next epoch while the last one's partitions run (two
+  // epochs open). With epoch_overlap: false those two wait for the pool,
+  // empty until the epoch's last iteration is done.
+  const int ahead = epoch_overlap ? 11 : 9;
+  CHECK(st["planned_ahead"] == ahead);
+  CHECK(f.registry.Render().find("loft_scheduler_planned_ahead_total " + std::to_string(ahead) + "\n") !=
+        std::string::npos);
   CHECK(st["ledger"]["duplicates"] == 0);
   CHECK(st["ledger"]["lost"] == 0);
   CHECK(st["ledger"]["epochs_completed"] == 3);  // 12 iterations x 64 of 256 samples
@@ -480,6 +487,12 @@ TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two i
     CHECK(st["workers"][node]["partitions_done"] == 12);
   }
   CHECK(s->RunSummary(false).iterations_completed() == 12);
+}
+}  // namespace
+
+TEST_CASE("planning ahead streams iteration t+1 while t runs, with at most two iterations open") {
+  StreamPlannedAhead(true);
+  StreamPlannedAhead(false);
 }
 
 TEST_CASE("no iteration is planned, and the job does not finish, while an older one is open") {
