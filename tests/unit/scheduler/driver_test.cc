@@ -638,3 +638,36 @@ TEST_CASE("SchedulerState: EpochAdvanced while two epochs are open is refused", 
     CHECK(third.message().find("at most two epochs") != std::string::npos);
   }
 }
+
+TEST_CASE("SchedulerState: a snapshot with two epochs open restores; a bad previous epoch is DataLoss",
+          "[driver][journal]") {
+  const auto spec = SmallSpec(100, 1, 50, 2);
+  auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(false), StateOptions{});
+  REQUIRE(d.ok());
+  JobDriver& drv = **d;
+  for (int i = 0; i < 2; ++i) REQUIRE(drv.RegisterWorker(i, 0).ok());
+  for (int k = 0; k < 3; ++k) REQUIRE(drv.PlanNextIteration(k).ok());  // epoch 0 handed out, epoch 1 begun
+  REQUIRE(drv.state().previous_sampler() != nullptr);
+  const loft::v1::StateSnapshot snap = drv.state().ToSnapshot();
+  REQUIRE(snap.has_previous_sampler());
+  CHECK(snap.previous_sampler().epoch() == 0);
+  CHECK(snap.sampler().epoch() == 1);
+  auto restore = [&](const loft::v1::StateSnapshot& s) {
+    auto fresh = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(false), StateOptions{});
+    REQUIRE(fresh.ok());
+    loft::Status st = (*fresh)->Restore(s);
+    if (st.ok()) CHECK((*fresh)->state().ToJson() == drv.state().ToJson());
+    return st;
+  };
+  CHECK(restore(snap).ok());
+  loft::v1::StateSnapshot same_epoch = snap;
+  same_epoch.mutable_previous_sampler()->set_epoch(1);
+  loft::Status bad = restore(same_epoch);
+  CHECK(bad.code() == loft::StatusCode::kDataLoss);
+  CHECK(bad.message().find("previous sampler") != std::string::npos);
+  loft::v1::StateSnapshot all_committed = snap;
+  all_committed.mutable_previous_sampler()->set_states(std::string(100, '\2'));
+  bad = restore(all_committed);
+  CHECK(bad.code() == loft::StatusCode::kDataLoss);
+  CHECK(bad.message().find("previous sampler") != std::string::npos);
+}
