@@ -10,7 +10,33 @@
 
 namespace loft::agent {
 
+void PeerFetcher::Warm(const v1::MembershipView& view, int32_t self) {
+  for (const v1::Member& m : view.members()) {
+    if (m.node() == self || m.peer_endpoint().empty()) continue;
+    PeerInfo p;
+    p.node = m.node();
+    p.name = m.name();
+    p.endpoint = m.peer_endpoint();
+    std::lock_guard lock(conns_mu_);
+    if (conns_.count(m.node()) != 0) continue;  // never replaces one (FetchAll may be using it)
+    if (auto s = SocketForLocked(p); !s.ok()) {
+      spdlog::warn("peer fetch: cannot connect to node {} ahead of its first fetch: {}", m.node(),
+                   s.status().ToString());
+    }
+  }
+}
+
+size_t PeerFetcher::connections() const {
+  std::lock_guard lock(conns_mu_);
+  return conns_.size();
+}
+
 StatusOr<zmq::socket_t*> PeerFetcher::SocketFor(const PeerInfo& peer) {
+  std::lock_guard lock(conns_mu_);
+  return SocketForLocked(peer);
+}
+
+StatusOr<zmq::socket_t*> PeerFetcher::SocketForLocked(const PeerInfo& peer) {
   auto it = conns_.find(peer.node);
   if (it != conns_.end() && it->second.endpoint == peer.endpoint) return &it->second.socket;
   if (peer.endpoint.empty())

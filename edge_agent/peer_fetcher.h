@@ -11,17 +11,28 @@
 // the next one) and every received record byte is paid for in a down-link
 // TokenBucket.
 //
+// Connections: a peer's DEALER is made (and connected) on first use, or
+// earlier by Warm(view), which the agent calls whenever a membership view
+// arrives: ZeroMQ then runs the TCP and CURVE handshakes in the background,
+// so a worker's first fetch from a peer does not pay them (on the testbed
+// they made the first remote read 6-13x its later ones, and the scheduler's
+// cost model took that as the link's cost).
+//
 // Not responsible for: deciding which peer serves which id (the
 // scheduler), verifying records.
-// Thread-safety: not thread-safe; one thread (the agent's reader thread)
-// uses it. `lookup` must be thread-safe.
+// Thread-safety: FetchAll is not thread-safe; one thread (the agent's
+// reader thread) uses it. Warm may be called from another thread at any
+// time (it only adds connections, under a lock). `lookup` must be
+// thread-safe.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "core/clock.h"
@@ -66,17 +77,26 @@ class PeerFetcher final : public PeerClient {
       uint64_t partition_id, int32_t requester,
       const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer) override;
 
+  // Connects to every member of `view` other than `self` that has a peer
+  // endpoint and no connection yet (never replaces one). Errors (a missing
+  // key file) are logged; the first fetch reports them as before.
+  void Warm(const v1::MembershipView& view, int32_t self);
+  // Peers with a connection (made by Warm or a fetch).
+  size_t connections() const;
+
  private:
   struct Conn {
     std::string endpoint;
     zmq::socket_t socket;
   };
   StatusOr<zmq::socket_t*> SocketFor(const PeerInfo& peer);
+  StatusOr<zmq::socket_t*> SocketForLocked(const PeerInfo& peer);  // conns_mu_ held
 
   zmq::context_t* ctx_;
   Clock* clock_;
   PeerFetcherOptions options_;
   std::function<std::optional<PeerInfo>(int32_t)> lookup_;
+  mutable std::mutex conns_mu_;  // guards conns_ (Warm adds from another thread)
   std::map<int32_t, Conn> conns_;
   uint64_t next_request_id_ = 1;
   ExactSleep latency_;  // the emulated latency_ms

@@ -317,6 +317,18 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     so.ring_endpoint = cfg.ring_advertise.empty() ? ring->ring_endpoint() : cfg.ring_advertise;
     so.on_view = [ring](const v1::MembershipView& v) { ring->OnView(v); };
   }
+  // Every view also connects the peer fetcher to the members it has no
+  // connection to yet (PeerFetcher::Warm: the handshakes run before the
+  // first fetch needs them).
+  {
+    auto trainer_on_view = std::move(so.on_view);
+    Impl* mp = &m;
+    const auto self = static_cast<int32_t>(idx);
+    so.on_view = [trainer_on_view = std::move(trainer_on_view), mp, self](const v1::MembershipView& v) {
+      if (trainer_on_view) trainer_on_view(v);
+      if (mp->fetcher) mp->fetcher->Warm(v, self);
+    };
+  }
   m.service = std::make_unique<AgentService>(so, m.cache.get(), &m.metrics);
 
   PeerFetcherOptions fo;

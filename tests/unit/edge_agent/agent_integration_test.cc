@@ -579,3 +579,48 @@ TEST_CASE("Unsolicited frames from a peer queue only up to the fetcher's bound a
   // fetch gets its genuine records.
   fetch(8, {20, 21, 22});
 }
+
+namespace {
+// Counts connections the socket it watches accepted.
+class AcceptCounter : public zmq::monitor_t {
+ public:
+  int accepted = 0;
+  void on_event_accepted(const zmq_event_t&, const char*) override { ++accepted; }
+};
+}  // namespace
+
+TEST_CASE("Warm connects the peer fetcher to every other member of a view before any fetch") {
+  zmq::context_t ctx(1);
+  zmq::socket_t peer(ctx, zmq::socket_type::router);
+  peer.set(zmq::sockopt::linger, 0);
+  peer.bind("tcp://127.0.0.1:*");
+  const std::string ep = peer.get(zmq::sockopt::last_endpoint);
+  AcceptCounter accepts;
+  accepts.init(peer, "inproc://warm-monitor", ZMQ_EVENT_ACCEPTED);
+  int lookups = 0;
+  PeerFetcher fetcher(&ctx, SystemClock::Default(), PeerFetcherOptions{},
+                      [&](int32_t n) -> std::optional<PeerInfo> {
+                        ++lookups;
+                        return PeerInfo{n, "peer", ep};
+                      });
+  v1::MembershipView view;
+  view.set_view(3);
+  auto add = [&view](int32_t node, const std::string& endpoint) {
+    v1::Member* m = view.add_members();
+    m->set_node(node);
+    m->set_name("n" + std::to_string(node));
+    m->set_peer_endpoint(endpoint);
+  };
+  add(0, "tcp://127.0.0.1:1");  // this agent itself: skipped
+  add(1, ep);
+  add(2, "");  // no peer endpoint: skipped
+  fetcher.Warm(view, 0);
+  CHECK(fetcher.connections() == 1);
+  for (int i = 0; i < 100 && accepts.accepted == 0; ++i) accepts.check_event(100);
+  CHECK(accepts.accepted == 1);  // the TCP connection exists before any fetch
+  fetcher.Warm(view, 0);         // again: nothing new
+  CHECK(fetcher.connections() == 1);
+  for (int i = 0; i < 3; ++i) accepts.check_event(20);
+  CHECK(accepts.accepted == 1);
+  CHECK(lookups == 0);
+}
