@@ -213,7 +213,8 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   // network
   if (YAML::Node nw = root["network"]; nw.IsDefined() && !nw.IsNull()) {
     RET(r.CheckKeys(nw, "network",
-                    {"packet_efficiency", "record_overhead_bytes", "burst_ms", "burst_min_bytes"}));
+                    {"packet_efficiency", "record_overhead_bytes", "burst_ms", "burst_min_bytes",
+                     "request_overhead_ms"}));
     RET(r.Get(nw, "packet_efficiency", "network", &spec.network.packet_efficiency));
     if (!(spec.network.packet_efficiency > 0 && spec.network.packet_efficiency <= 1))
       return r.Error(nw["packet_efficiency"], "network.packet_efficiency",
@@ -227,6 +228,9 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     RET(r.Get(nw, "burst_min_bytes", "network", &spec.network.burst_min_bytes));
     if (!(spec.network.burst_min_bytes >= 0) || !std::isfinite(spec.network.burst_min_bytes))
       return r.Error(nw["burst_min_bytes"], "network.burst_min_bytes", "must be a number >= 0");
+    RET(r.Get(nw, "request_overhead_ms", "network", &spec.network.request_overhead_ms));
+    if (!(spec.network.request_overhead_ms >= 0) || !std::isfinite(spec.network.request_overhead_ms))
+      return r.Error(nw["request_overhead_ms"], "network.request_overhead_ms", "must be a number >= 0");
   }
 
   // nodes

@@ -119,6 +119,14 @@ struct NetworkSpec {
   // at the rate (sim/flow_network.h). Both 0 = fluid links. >= 0.
   double burst_ms = 2;
   double burst_min_bytes = 16384;
+  // Each request to a peer costs this much beyond the link's latency and
+  // transfer: the request's trip, the peer's poll loop and cache read,
+  // the reply's framing and the reader's wake-up. loft-sim adds it once
+  // per serving peer of a partition's remote read. Default: measured on
+  // the testbed (docs/testbed.md: median real minus modelled remote read
+  // of small fetches, 0.9-1.4 ms with 6-8 agents on two cores); `loftctl
+  // calibrate` folds it into the fitted link latency and writes 0. >= 0.
+  double request_overhead_ms = 1.0;
 };
 
 struct ComputeSpec {

@@ -48,6 +48,8 @@ class ClusterModel {
   double NominalComputeMs(int node, int64_t batch, double start_ms) const;
   double LocalReadMs(int node, int64_t samples) const;
   double LatencyMs(int node) const { return nodes_[node].latency_ms; }
+  // network.request_overhead_ms: per request to a peer, beyond latency and transfer.
+  double RequestOverheadMs() const { return request_overhead_ms_; }
   // Payload rates (link rate × network.packet_efficiency).
   double UpBytesPerMs(int node) const { return nodes_[node].up; }
   double DownBytesPerMs(int node) const { return nodes_[node].down; }
@@ -83,6 +85,7 @@ class ClusterModel {
     uint64_t rng = 0;  // SplitMix64 state
   };
   std::vector<Node> nodes_;
+  double request_overhead_ms_ = 0;
   int64_t sample_bytes_ = 0;
   double record_overhead_bytes_ = 0;
 };

@@ -53,7 +53,8 @@ void Simulator::StartRead(Part& p) {
   if (p.remote > 0) {
     p.remote_done = false;
     p.flows_pending = static_cast<int>(p.from_peer.size());
-    const double latency = model_.LatencyMs(node);
+    // The reader's latency, then the request's own cost (network.request_overhead_ms).
+    const double latency = model_.LatencyMs(node) + model_.RequestOverheadMs();
     for (const auto& [peer, count] : p.from_peer) {
       const int32_t server = peer;
       const double bytes = model_.FetchBytes(count);

@@ -67,9 +67,10 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       Num(spec.scheduler.overhead_ms), Num(spec.scheduler.heartbeat_interval_ms),
       Num(spec.scheduler.heartbeat_timeout_ms), Num(spec.scheduler.handoff_ms));
   y += fmt::format(
-      "network: {{packet_efficiency: {}, record_overhead_bytes: {}, burst_ms: {}, burst_min_bytes: {}}}\n",
+      "network: {{packet_efficiency: {}, record_overhead_bytes: {}, burst_ms: {}, burst_min_bytes: {}, "
+      "request_overhead_ms: {}}}\n",
       Num(spec.network.packet_efficiency), Num(spec.network.record_overhead_bytes),
-      Num(spec.network.burst_ms), Num(spec.network.burst_min_bytes));
+      Num(spec.network.burst_ms), Num(spec.network.burst_min_bytes), Num(spec.network.request_overhead_ms));
   y += "nodes:\n";
   for (const auto& n : spec.nodes) {
     y += fmt::format("  - name: {}\n", n.name);
@@ -171,6 +172,17 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
     if (std::abs(l0) > 1e-9)
       note += fmt::format(" local read intercept {:.4g} ms has no spec field (dropped)", l0);
     cal.notes.push_back(note);
+  }
+  if (fit_links && spec.network.request_overhead_ms > 0) {
+    // A fitted latency is the whole fixed cost of a remote read, the
+    // request's own cost included: loft-sim must not add it again. (A
+    // latency kept from the spec, of a node that never read remotely,
+    // stays the spec's: the calibrated priors are the fitted profiles.)
+    out.network.request_overhead_ms = 0;
+    cal.notes.push_back(fmt::format(
+        "network.request_overhead_ms 0 (spec: {:.4g} ms): the fitted link latencies hold each request's own "
+        "cost",
+        spec.network.request_overhead_ms));
   }
   for (int i = 0; i < spec.num_nodes(); ++i)
     if (!seen[i])

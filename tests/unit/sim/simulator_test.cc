@@ -15,13 +15,17 @@ namespace loft::sim {
 namespace {
 
 // Fluid links (no token-bucket bursts: the timings below are the cost
-// model's) unless the test sets network.burst_*.
+// model's) unless the test sets network.burst_*, and no per-request cost
+// unless it sets network.request_overhead_ms.
 ClusterSpec Spec(std::string yaml) {
-  if (yaml.find("burst") == std::string::npos) {
+  std::string ideal;
+  if (yaml.find("burst") == std::string::npos) ideal += "burst_ms: 0, burst_min_bytes: 0, ";
+  if (yaml.find("request_overhead") == std::string::npos) ideal += "request_overhead_ms: 0, ";
+  if (!ideal.empty()) {
     if (const size_t at = yaml.find("network: {"); at != std::string::npos)
-      yaml.insert(at + 10, "burst_ms: 0, burst_min_bytes: 0, ");
+      yaml.insert(at + 10, ideal);
     else
-      yaml += "\nnetwork: {burst_ms: 0, burst_min_bytes: 0}\n";
+      yaml += "\nnetwork: {" + ideal.substr(0, ideal.size() - 2) + "}\n";
   }
   auto s = ParseClusterSpec(yaml, "test.yaml");
   INFO(s.status().ToString());
@@ -307,6 +311,46 @@ TEST_CASE("fetches pay the transport overhead outside the plan", "[sim][analytic
   CHECK(b.iterations[0].predicted_ms == Approx(a.iterations[0].predicted_ms).epsilon(1e-12));
   CHECK(b.summary.remote_bytes == a.summary.remote_bytes);
   CHECK(b.summary.mean_iteration_ms > a.summary.mean_iteration_ms);
+}
+
+// network.request_overhead_ms: every request to a serving peer starts
+// that long after the reader's latency (uniform plans the same sizes
+// whatever it learns, so the runs differ only by it).
+TEST_CASE("each request to a peer pays network.request_overhead_ms after the latency", "[sim][analytic]") {
+  const std::string text = WithOverlap(kTwoWorkers, false);
+  const ClusterSpec ideal = Spec(text);
+  std::string costly_text = text;
+  costly_text.replace(costly_text.find("network: {"), 10, "network: {request_overhead_ms: 1.5, ");
+  const ClusterSpec costly = Spec(costly_text);
+  REQUIRE(costly.network.request_overhead_ms == 1.5);
+  const SimResult a = MustRun(ideal, "uniform", 15);
+  const SimResult b = MustRun(costly, "uniform", 15);
+  REQUIRE(a.iterations.size() == 15);
+  REQUIRE(b.iterations.size() == 15);
+  int64_t checked = 0;
+  for (size_t i = 0; i < b.iterations.size(); ++i) {
+    for (size_t k = 0; k < b.iterations[i].workers.size(); ++k) {
+      const WorkerIteration& wa = a.iterations[i].workers[k];
+      const WorkerIteration& wb = b.iterations[i].workers[k];
+      REQUIRE(wa.remote == wb.remote);
+      if (wb.remote == 0) continue;
+      INFO("iteration " << i << " node " << wb.node);
+      CHECK(wb.remote_read_ms == Approx(wa.remote_read_ms + 1.5).epsilon(1e-9));
+      ++checked;
+    }
+  }
+  CHECK(checked > 10);
+  // Not part of the plan's cost model (DESIGN.md "Planning").
+  CHECK(b.iterations[0].predicted_ms == Approx(a.iterations[0].predicted_ms).epsilon(1e-12));
+  // The default is the testbed's measured cost; a negative one is refused.
+  auto filled = ParseClusterSpec(WithOverlap(kTwoWorkers, true), "d.yaml");
+  REQUIRE(filled.ok());
+  CHECK(filled->network.request_overhead_ms == 1.0);
+  std::string bad_text = WithOverlap(kTwoWorkers, true);
+  bad_text.replace(bad_text.find("network: {"), 10, "network: {request_overhead_ms: -1, ");
+  auto refused = ParseClusterSpec(bad_text, "bad.yaml");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("network.request_overhead_ms") != std::string::npos);
 }
 
 TEST_CASE("links are token buckets by default: a fetch after a pause gets its burst at once",
