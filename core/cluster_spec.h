@@ -122,11 +122,11 @@ struct NetworkSpec {
   // Each request to a peer costs this much beyond the link's latency and
   // transfer: the request's trip, the peer's poll loop and cache read,
   // the reply's framing and the reader's wake-up. loft-sim adds it once
-  // per serving peer of a partition's remote read. Default: measured on
-  // the testbed (docs/testbed.md: median real minus modelled remote read
-  // of small fetches, 0.9-1.4 ms with 6-8 agents on two cores); `loftctl
-  // calibrate` folds it into the fitted link latency and writes 0. >= 0.
-  double request_overhead_ms = 1.0;
+  // per serving peer of a partition's remote read. Default 0 (DESIGN.md's
+  // links); on this project's testbed, with 6-8 agents sharing two cores,
+  // it measured 0.9-1.4 ms (docs/cluster-spec.md). `loftctl calibrate`
+  // folds it into fitted link latencies and writes 0. >= 0.
+  double request_overhead_ms = 0;
 };
 
 struct ComputeSpec {

@@ -342,10 +342,10 @@ TEST_CASE("each request to a peer pays network.request_overhead_ms after the lat
   CHECK(checked > 10);
   // Not part of the plan's cost model (DESIGN.md "Planning").
   CHECK(b.iterations[0].predicted_ms == Approx(a.iterations[0].predicted_ms).epsilon(1e-12));
-  // The default is the testbed's measured cost; a negative one is refused.
+  // DESIGN.md's links by default; a negative one is refused.
   auto filled = ParseClusterSpec(WithOverlap(kTwoWorkers, true), "d.yaml");
   REQUIRE(filled.ok());
-  CHECK(filled->network.request_overhead_ms == 1.0);
+  CHECK(filled->network.request_overhead_ms == 0);
   std::string bad_text = WithOverlap(kTwoWorkers, true);
   bad_text.replace(bad_text.find("network: {"), 10, "network: {request_overhead_ms: -1, ");
   auto refused = ParseClusterSpec(bad_text, "bad.yaml");

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <utility>
@@ -160,6 +161,33 @@ std::string Csv(double ring) {
 }
 
 }  // namespace
+
+TEST_CASE("calibrate: fitted latencies hold the per-request cost; enforced links keep the spec's") {
+  ClusterSpec spec = Spec();
+  spec.network.request_overhead_ms = 0.8;
+  nlohmann::json status = {{"workers", nlohmann::json::array()}};
+  for (int i = 0; i < spec.num_nodes(); ++i) {
+    sched::CostParams c = sched::PriorFromSpec(spec, i);
+    c.remote_fixed_ms += 0.8;  // what the run's remote reads showed
+    status["workers"].push_back(
+        {{"name", spec.nodes[i].name}, {"observations", 50}, {"profile", Profile(c)}});
+  }
+  auto fitted = CalibrateSpec(spec, status, "status.json");
+  REQUIRE(fitted.ok());
+  auto out = ParseClusterSpec(fitted->yaml, "calibrated.yaml");
+  REQUIRE(out.ok());
+  CHECK(out->network.request_overhead_ms == 0);
+  CHECK(out->nodes[0].link.latency_ms == Approx(spec.nodes[0].link.latency_ms + 0.8));
+  CHECK(std::any_of(fitted->notes.begin(), fitted->notes.end(), [](const std::string& n) {
+    return n.find("network.request_overhead_ms 0 (spec: 0.8 ms)") != std::string::npos;
+  }));
+  auto enforced = CalibrateSpec(spec, status, "status.json", nullptr, "iterations.csv", /*fit_links=*/false);
+  REQUIRE(enforced.ok());
+  auto kept = ParseClusterSpec(enforced->yaml, "calibrated.yaml");
+  REQUIRE(kept.ok());
+  CHECK(kept->network.request_overhead_ms == 0.8);
+  CHECK(kept->nodes[0].link.latency_ms == spec.nodes[0].link.latency_ms);
+}
 
 TEST_CASE("the run's iterations.csv gives the all-reduce and the scheduler overhead") {
   for (double ring : {20.0, 5.0, 0.2}) {  // 0.2 ms: less than the 4 steps' 0.1 ms latencies
