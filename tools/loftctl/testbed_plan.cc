@@ -50,12 +50,6 @@ std::vector<std::vector<std::string>> TestbedPlan::SetupCommands() const {
     cmds.push_back({"ip", "-n", n.netns, "addr", "add", n.ip + "/24", "dev", n.agent_veth});
     cmds.push_back({"ip", "-n", n.netns, "link", "set", n.agent_veth, "up"});
     cmds.push_back({"ip", "-n", n.netns, "link", "set", "lo", "up"});
-    // One wire packet per skb on both ends: with segmentation offload a
-    // TCP sender hands tbf super-packets of up to 64 KB, so the link's
-    // queue held a few of them and a small fetch waited behind one (twice
-    // a fair share's time); a real link queues MTU-sized packets.
-    cmds.push_back({"ip", "link", "set", "dev", n.host_veth, "gso_max_segs", "1"});
-    cmds.push_back({"ip", "-n", n.netns, "link", "set", "dev", n.agent_veth, "gso_max_segs", "1"});
     cmds.push_back(Tbf(n.netns, n.agent_veth, n.up_mbps));
     cmds.push_back(Tbf("", n.host_veth, n.down_mbps));
   }
