@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -18,6 +19,11 @@ namespace loft {
 // (docs/testbed.md "Control-path hand-off": the commands to re-measure).
 double DefaultHandoffMs() {
   return 5.9;
+}
+
+double LinkBurstBytes(const NetworkSpec& network, double mbps) {
+  const double bytes_per_ms = mbps * 1e6 / 8.0 / 1000.0;
+  return std::max(network.burst_min_bytes, network.burst_ms * bytes_per_ms);
 }
 
 namespace {

@@ -113,10 +113,9 @@ struct NetworkSpec {
   // cache record's header and label (20) and one ZeroMQ frame under CURVE
   // (9 frame header + 8 "MESSAGE" + 8 nonce + 1 flags + 16 MAC). >= 0.
   double record_overhead_bytes = 62;
-  // Every link is a token bucket as the testbed's tbf and the agents'
-  // emulation shape it: depth max(burst_min_bytes, burst_ms of the link's
-  // rate) link bytes. After a pause that many bytes pass at once, the rest
-  // at the rate (sim/flow_network.h). Both 0 = fluid links. >= 0.
+  // Every link is a token bucket of LinkBurstBytes (below): after a pause
+  // that many bytes pass at once, the rest at the rate (sim/flow_network.h).
+  // Both 0 = fluid links. >= 0.
   double burst_ms = 2;
   double burst_min_bytes = 16384;
   // Each request to a peer costs this much beyond the link's latency and
@@ -128,6 +127,13 @@ struct NetworkSpec {
   // folds it into fitted link latencies and writes 0. >= 0.
   double request_overhead_ms = 0;
 };
+
+// The token-bucket depth of a link of `mbps` megabits/s, in link bytes:
+// max(burst_min_bytes, burst_ms of the rate). The one burst rule of
+// loft-sim's links (sim/cluster_model.cc), the testbed's tbf qdiscs
+// (tools/loftctl/testbed_plan.cc, rounded up to whole bytes) and the
+// agents' link emulation (edge_agent/link_emulator.h MakeLinkBucket).
+double LinkBurstBytes(const NetworkSpec& network, double mbps);
 
 struct ComputeSpec {
   double fixed_ms = 1.0;

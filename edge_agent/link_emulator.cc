@@ -7,14 +7,9 @@
 
 namespace loft::agent {
 
-int64_t TokenBucket::DefaultBurstBytes(double rate_mbps) {
-  return std::max<int64_t>(16 * 1024, static_cast<int64_t>(rate_mbps * 1e6 / 8.0 * 0.002));
-}
-
-TokenBucket::TokenBucket(Clock* clock, double rate_mbps, int64_t burst_bytes)
+TokenBucket::TokenBucket(Clock* clock, double rate_mbps, double burst_bytes)
     : clock_(clock), rate_mbps_(rate_mbps), bytes_per_us_(rate_mbps / 8.0) {
-  const int64_t burst = burst_bytes < 0 ? DefaultBurstBytes(rate_mbps) : std::max<int64_t>(burst_bytes, 1);
-  burst_us_ = static_cast<double>(burst) / bytes_per_us_;
+  burst_us_ = std::max(burst_bytes, 0.0) / bytes_per_us_;
   free_at_us_ = static_cast<double>(clock->NowMicros());
 }
 
@@ -34,6 +29,10 @@ int64_t TokenBucket::AcquireSince(int64_t bytes, int64_t since_us) {
   }
   if (wait_us > 0) clock_->SleepForMicros(wait_us);
   return wait_us;
+}
+
+std::unique_ptr<TokenBucket> MakeLinkBucket(Clock* clock, const NetworkSpec& network, double rate_mbps) {
+  return std::make_unique<TokenBucket>(clock, rate_mbps, LinkBurstBytes(network, rate_mbps));
 }
 
 void RingLinkEmulation::BeforeSend(int64_t bytes) const {

@@ -9,7 +9,9 @@
 // The bucket is a virtual-time pacer (GCRA): a request of b bytes starts
 // when the link is free (or at `since`, if later) and ends b/rate later;
 // the caller waits until that end, less the burst (`burst_bytes` may pass
-// unpaced after an idle period, like a tbf qdisc's burst).
+// unpaced after an idle period, like a tbf qdisc's burst). A node's
+// buckets come from MakeLinkBucket, whose depth is the spec's burst rule
+// (core/cluster_spec.h LinkBurstBytes), as the testbed's tbf and loft-sim.
 //
 // Not responsible for: latency (the PeerFetcher adds the spec's
 // latency_ms once per partition's remote phase, RingLinkEmulation once
@@ -18,19 +20,19 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "core/clock.h"
+#include "core/cluster_spec.h"
 
 namespace loft::agent {
 
 class TokenBucket {
  public:
-  // The default burst: 2 ms of traffic, at least 16 KiB (the testbed's tbf).
-  static int64_t DefaultBurstBytes(double rate_mbps);
-  // rate_mbps > 0 (megabits/s); burst_bytes: bucket depth (< 0 = DefaultBurstBytes).
-  TokenBucket(Clock* clock, double rate_mbps, int64_t burst_bytes = -1);
+  // rate_mbps > 0 (megabits/s); burst_bytes: bucket depth (< 0 counts as 0).
+  TokenBucket(Clock* clock, double rate_mbps, double burst_bytes);
   // Waits (clock->SleepForMicros) until `bytes` have been paid for;
   // returns the microseconds waited.
   int64_t Acquire(int64_t bytes);
@@ -38,6 +40,7 @@ class TokenBucket {
   // the time the link could already have spent on it is credited.
   int64_t AcquireSince(int64_t bytes, int64_t since_us);
   double rate_mbps() const { return rate_mbps_; }
+  double burst_bytes() const { return burst_us_ * bytes_per_us_; }
 
  private:
   Clock* clock_;
@@ -47,6 +50,11 @@ class TokenBucket {
   std::mutex mu_;
   double free_at_us_;  // when the link has sent everything paid for so far
 };
+
+// A bucket for one direction of a node's link at `rate_mbps` (the spec's
+// link.up_mbps or link.down_mbps), as deep as the spec's burst rule makes
+// that link: LinkBurstBytes(network, rate_mbps).
+std::unique_ptr<TokenBucket> MakeLinkBucket(Clock* clock, const NetworkSpec& network, double rate_mbps);
 
 // The link emulation of a ring transport (edge_agent/zmq_transport.h):
 // a message of b bytes from rank s to this node pays this node's up bucket

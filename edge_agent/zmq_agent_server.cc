@@ -267,8 +267,8 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   RingLinkEmulation ring_link;
   if (cfg.link_emulation) {
     if (cfg.link_rate_emulation) {
-      m.down = std::make_unique<TokenBucket>(clock, m.link.down_mbps);
-      m.up = std::make_unique<TokenBucket>(clock, m.link.up_mbps);
+      m.down = MakeLinkBucket(clock, spec.network, m.link.down_mbps);
+      m.up = MakeLinkBucket(clock, spec.network, m.link.up_mbps);
     }
     ring_link.clock = clock;
     ring_link.up = m.up.get();

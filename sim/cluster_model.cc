@@ -31,11 +31,10 @@ ClusterModel::ClusterModel(const ClusterSpec& spec, uint64_t seed)
     m.disk = BytesPerMs(n.disk.read_mbps);
     m.up = BytesPerMs(n.link.up_mbps) * spec.network.packet_efficiency;
     m.down = BytesPerMs(n.link.down_mbps) * spec.network.packet_efficiency;
-    // tbf's burst (tools/loftctl/testbed_plan.h TbfBurstBytes) in link
-    // bytes; the flows carry payload.
+    // The links' token buckets (core/cluster_spec.h LinkBurstBytes) are in
+    // link bytes; the flows carry payload.
     auto burst = [&](double mbps) {
-      return std::max(spec.network.burst_min_bytes, spec.network.burst_ms * BytesPerMs(mbps)) *
-             spec.network.packet_efficiency;
+      return LinkBurstBytes(spec.network, mbps) * spec.network.packet_efficiency;
     };
     m.up_burst = burst(n.link.up_mbps);
     m.down_burst = burst(n.link.down_mbps);

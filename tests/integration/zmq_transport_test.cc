@@ -366,8 +366,8 @@ TEST_CASE("link emulation shapes the ring: 2(N-1) steps at min(up, down) plus th
   std::vector<std::unique_ptr<loft::agent::TokenBucket>> up, down;
   std::vector<loft::agent::RingLinkEmulation> links(n);
   for (int r = 0; r < n; ++r) {
-    up.push_back(std::make_unique<loft::agent::TokenBucket>(&clock, 100.0));
-    down.push_back(std::make_unique<loft::agent::TokenBucket>(&clock, r == 2 ? 40.0 : 100.0));
+    up.push_back(loft::agent::MakeLinkBucket(&clock, loft::NetworkSpec{}, 100.0));
+    down.push_back(loft::agent::MakeLinkBucket(&clock, loft::NetworkSpec{}, r == 2 ? 40.0 : 100.0));
     links[r].clock = &clock;
     links[r].up = up.back().get();
     links[r].down = down.back().get();

@@ -6,7 +6,10 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "scheduler/cost_profile.h"
 #include "sim/allreduce_model.h"
@@ -24,6 +27,22 @@ double MsPerSample(int64_t sample_bytes, double mbps) {
 }
 double MbpsFor(int64_t sample_bytes, double ms_per_sample) {
   return static_cast<double>(sample_bytes) * 8.0 / (ms_per_sample * 1000.0);
+}
+
+// A numeric field of an iterations.csv row: the whole field (surrounding
+// blanks aside) must be a finite number >= 0. The error names the file,
+// the line, the column and the text.
+StatusOr<double> CsvNumber(const std::string& source, int64_t lineno, std::string_view column,
+                           std::string_view text) {
+  std::string_view t = text;
+  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t' || t.back() == '\r')) t.remove_suffix(1);
+  double v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec != std::errc() || end != t.data() + t.size() || !std::isfinite(v) || v < 0)
+    return InvalidArgument(
+        fmt::format("{}:{}: {} '{}' is not a finite number >= 0", source, lineno, column, text));
+  return v;
 }
 
 bool Same(double a, double b) {
@@ -253,6 +272,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     std::stringstream ss(l);
     std::string x;
     while (std::getline(ss, x, ',')) f.push_back(x);
+    if (!l.empty() && l.back() == ',') f.emplace_back();  // an empty last field is a field
     return f;
   };
   const std::vector<std::string> head = split(line);
@@ -283,15 +303,20 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
           fmt::format("{}:{}: {} fields, the header has {}", source, lineno, f.size(), head.size()));
     if (policy.empty()) policy = f[col["policy"]];
     if (f[col["policy"]] != policy) continue;
+    auto number = [&](const char* column) { return CsvNumber(source, lineno, column, f[col.at(column)]); };
     double v[6];
     const char* names[6] = {"fetch_local_ms", "fetch_remote_ms", "compute_ms",
                             "makespan_ms",    "allreduce_ms",    "batch"};
     for (int k = 0; k < 6; ++k) {
-      char* end = nullptr;
-      const std::string& x = f[col[names[k]]];
-      v[k] = std::strtod(x.c_str(), &end);
-      if (end == x.c_str() || !std::isfinite(v[k]))
-        return InvalidArgument(fmt::format("{}:{}: {} '{}' is not a number", source, lineno, names[k], x));
+      LOFT_ASSIGN_OR_RETURN(v[k], number(names[k]));
+    }
+    // The columns older runs lack, checked in every row they are in.
+    std::optional<double> plan, journal, stream, ack, own;
+    for (auto [c, out] :
+         {std::pair{"plan_ms", &plan}, std::pair{"journal_ms", &journal}, std::pair{"stream_ms", &stream},
+          std::pair{"ack_ms", &ack}, std::pair{"own_ms", &own}}) {
+      if (!col.count(c)) continue;
+      LOFT_ASSIGN_OR_RETURN(*out, number(c));
     }
     int64_t iteration = -1;
     {
@@ -305,29 +330,15 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     it.makespan = v[3];
     // The scheduler's own time before the iteration's partitions leave:
     // planning and the journal append (the same for every row).
-    double sched = 0;
-    for (const char* c : {"plan_ms", "journal_ms"}) {
-      if (!col.count(c)) continue;
-      const std::string& x = f[col[c]];
-      char* end = nullptr;
-      const double d = std::strtod(x.c_str(), &end);
-      if (end == x.c_str() || !std::isfinite(d))
-        return InvalidArgument(fmt::format("{}:{}: {} '{}' is not a number", source, lineno, c, x));
-      sched += d;
-    }
-    it.sched = std::max(it.sched, sched);
+    it.sched = std::max(it.sched, plan.value_or(0) + journal.value_or(0));
     if (f[col["failed"]] == "1") it.failed = true;
     if (v[5] <= 0) continue;
     // The hand-off: a partition not planned ahead (every one without
     // plan-ahead; with it, one sent after its iteration started) spends
     // ack_ms = own − read − compute − all-reduce in the control path (its
     // delivery and wake-ups, the report's way back).
-    if (col.count("stream_ms") && col.count("ack_ms") && f[col["failed"]] != "1" &&
-        std::stoll(f[col["iteration"]]) > 0) {
-      const double stream = std::strtod(f[col["stream_ms"]].c_str(), nullptr);
-      const double ack = std::strtod(f[col["ack_ms"]].c_str(), nullptr);
-      if ((stream > 0 || !spec->training.overlap) && std::isfinite(ack) && ack >= 0) handoffs.push_back(ack);
-    }
+    if (stream && ack && f[col["failed"]] != "1" && iteration > 0 && (*stream > 0 || !spec->training.overlap))
+      handoffs.push_back(*ack);
     it.work = std::max(it.work, std::max(v[0], v[1]) + v[2]);
     const int node = spec->FindNode(f[col["worker"]]);
     if (node < 0)
@@ -337,14 +348,9 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     if (f[col["failed"]] != "1" && iteration > 0) computes[node].emplace_back(v[5], v[2]);
     if (v[4] > 0) {
       it.ring = it.ring < 0 ? v[4] : std::min(it.ring, v[4]);
-      if (col.count("own_ms")) {
-        const std::string& x = f[col["own_ms"]];
-        char* end = nullptr;
-        const double own = std::strtod(x.c_str(), &end);
-        if (end == x.c_str() || !std::isfinite(own))
-          return InvalidArgument(fmt::format("{}:{}: own_ms '{}' is not a number", source, lineno, x));
-        it.ring_end = std::max(it.ring_end, own);
-        it.ring_start = std::max(it.ring_start, own - v[4]);
+      if (own) {
+        it.ring_end = std::max(it.ring_end, *own);
+        it.ring_start = std::max(it.ring_start, *own - v[4]);
       }
     }
   }

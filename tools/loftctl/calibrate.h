@@ -90,7 +90,9 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
 // (every batch about the same size, e.g. uniform): their fixed_ms, which
 // the fit made the whole compute time, becomes the mean of compute_ms −
 // per_sample_ms·batch over their rows, so that the law still gives the
-// run's compute at its batches.
+// run's compute at its batches. Every numeric field of the policy's rows
+// (batch, the *_ms columns) must be a finite number >= 0; the error names
+// `source`, the line, the column and the text.
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
                               std::vector<std::string>* notes,
                               const std::vector<bool>* refit_fixed = nullptr);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace loft::ctl {
 
@@ -13,11 +14,6 @@ bool IsTestbedTag(const std::string& tag) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-int64_t TbfBurstBytes(double mbps) {
-  const double bytes_per_s = mbps * 1e6 / 8;
-  return std::max<int64_t>(16 * 1024, static_cast<int64_t>(std::ceil(bytes_per_s * 0.002)));
-}
-
 namespace {
 
 // tc's rate in bit/s (tc accepts "bit"), exact for fractional Mbit/s.
@@ -25,13 +21,14 @@ std::string TcRate(double mbps) {
   return fmt::format("{}bit", static_cast<int64_t>(std::llround(mbps * 1e6)));
 }
 
-std::vector<std::string> Tbf(const std::string& netns, const std::string& dev, double mbps) {
+std::vector<std::string> Tbf(const std::string& netns, const std::string& dev, double mbps,
+                             int64_t burst_bytes) {
   std::vector<std::string> c = {"tc"};
   if (!netns.empty()) c.insert(c.end(), {"-n", netns});
   // latency 100 ms bounds the queue (limit = rate * latency + burst): deep
   // enough that TCP is not starved by drops, small next to an iteration.
   c.insert(c.end(), {"qdisc", "add", "dev", dev, "root", "tbf", "rate", TcRate(mbps), "burst",
-                     std::to_string(TbfBurstBytes(mbps)), "latency", "100ms"});
+                     std::to_string(burst_bytes), "latency", "100ms"});
   return c;
 }
 
@@ -50,8 +47,8 @@ std::vector<std::vector<std::string>> TestbedPlan::SetupCommands() const {
     cmds.push_back({"ip", "-n", n.netns, "addr", "add", n.ip + "/24", "dev", n.agent_veth});
     cmds.push_back({"ip", "-n", n.netns, "link", "set", n.agent_veth, "up"});
     cmds.push_back({"ip", "-n", n.netns, "link", "set", "lo", "up"});
-    cmds.push_back(Tbf(n.netns, n.agent_veth, n.up_mbps));
-    cmds.push_back(Tbf("", n.host_veth, n.down_mbps));
+    cmds.push_back(Tbf(n.netns, n.agent_veth, n.up_mbps, n.up_burst_bytes));
+    cmds.push_back(Tbf("", n.host_veth, n.down_mbps, n.down_burst_bytes));
   }
   return cmds;
 }
@@ -82,6 +79,17 @@ StatusOr<TestbedPlan> PlanTestbed(const ClusterSpec& spec, const std::string& ta
     n.cgroup = fmt::format("n{}", i);
     n.up_mbps = ns.link.up_mbps;
     n.down_mbps = ns.link.down_mbps;
+    n.up_burst_bytes = static_cast<int64_t>(std::ceil(LinkBurstBytes(spec.network, n.up_mbps)));
+    n.down_burst_bytes = static_cast<int64_t>(std::ceil(LinkBurstBytes(spec.network, n.down_mbps)));
+    for (auto [key, burst] :
+         {std::pair{"up_mbps", n.up_burst_bytes}, std::pair{"down_mbps", n.down_burst_bytes}}) {
+      if (burst < kTbfMinBurstBytes) {
+        return InvalidArgument(fmt::format(
+            "node {}: network.burst_ms / burst_min_bytes give link.{} a tbf burst of {} bytes, less than one "
+            "{}-byte Ethernet frame: tbf would drop full frames; raise network.burst_min_bytes",
+            ns.name, key, burst, kTbfMinBurstBytes));
+      }
+    }
     n.cpu_cores = ns.compute.cpu_cores;
     if (n.cpu_cores > 0) {
       // The kernel's smallest quota is 1 ms per period (and largest period 1 s).

@@ -28,6 +28,9 @@ inline constexpr int kTestbedMaxNodes = 253;          // one /24: .1 bridge, .2 
 // default period (a 0.15-core agent stalled 85 ms in a 5 ms iteration).
 // Longer only when cpu_cores < 0.1, since a quota is at least 1 ms.
 inline constexpr int kCfsPeriodUs = 10000;
+// tbf drops a packet larger than its bucket: a shaped link's burst must
+// hold one full Ethernet frame (1500 MTU + 14 header bytes).
+inline constexpr int64_t kTbfMinBurstBytes = 1514;
 
 struct TestbedNode {
   std::string name;        // the spec's node name
@@ -38,6 +41,10 @@ struct TestbedNode {
   std::string cgroup;      // n<i>, relative to the run's cgroup directory
   double up_mbps = 0;
   double down_mbps = 0;
+  // The tbf bursts: LinkBurstBytes(spec.network, rate) rounded up to whole
+  // bytes (defaults: 2 ms of traffic for timer slack, at least 16 KiB).
+  int64_t up_burst_bytes = 0;
+  int64_t down_burst_bytes = 0;
   double cpu_cores = 0;  // 0 = no quota
   int64_t cfs_quota_us = -1;
   int64_t cfs_period_us = kCfsPeriodUs;
@@ -57,12 +64,10 @@ struct TestbedPlan {
 // True for a well-formed tag ("lft" + 4 lower-case hex digits).
 bool IsTestbedTag(const std::string& tag);
 
-// The tbf burst for a rate: enough for 2 ms of traffic (timer slack) and at
-// least 16 KiB (above one 64 KiB GSO segment is split by tbf itself).
-int64_t TbfBurstBytes(double mbps);
-
 // `machine_cpus`: CPUs this process may use; the spec's cpu_cores must sum
-// to at most that. Errors name the node or the limit that does not fit.
+// to at most that. Errors name the node or the limit that does not fit
+// (also a link whose burst, from the spec's network.burst_*, is below
+// kTbfMinBurstBytes).
 StatusOr<TestbedPlan> PlanTestbed(const ClusterSpec& spec, const std::string& tag, int subnet,
                                   int machine_cpus);
 

@@ -116,6 +116,18 @@ TEST_CASE("missing file is NotFound") {
   CHECK(spec.status().code() == StatusCode::kNotFound);
 }
 
+TEST_CASE("LinkBurstBytes is max(burst_min_bytes, burst_ms of the link's rate)") {
+  const NetworkSpec defaults;
+  CHECK(LinkBurstBytes(defaults, 10) == 16384);   // 2 ms of 10 Mbit/s = 2500: the floor
+  CHECK(LinkBurstBytes(defaults, 100) == 25000);  // 2 ms of 12.5 MB/s
+  NetworkSpec n;
+  n.burst_ms = 10;
+  n.burst_min_bytes = 0;
+  CHECK(LinkBurstBytes(n, 10) == 12500);
+  n.burst_ms = 0;
+  CHECK(LinkBurstBytes(n, 100) == 0);  // fluid
+}
+
 TEST_CASE("compute.cpu_cores is optional, per node, and must be > 0") {
   auto plain = ParseClusterSpec(kGood, "cluster.yaml");
   REQUIRE(plain.ok());

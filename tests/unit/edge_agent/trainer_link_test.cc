@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/clock.h"
+#include "core/cluster_spec.h"
 #include "edge_agent/exact_sleep.h"
 #include "edge_agent/link_emulator.h"
 #include "edge_agent/trainer.h"
@@ -140,9 +141,24 @@ TEST_CASE("Token bucket credits a transfer the time since it began and shares th
   CHECK(bucket.AcquireSince(100, 20000) == 100);  // a start in the future counts from now, behind the others
 }
 
-TEST_CASE("Default burst is 2 ms of traffic, at least 16 KiB, as the testbed's tbf") {
-  CHECK(TokenBucket::DefaultBurstBytes(10) == 16 * 1024);
-  CHECK(TokenBucket::DefaultBurstBytes(1000) == 250000);
+TEST_CASE("A node's link buckets are as deep as the spec's burst rule, as the testbed's tbf") {
+  ManualClock clock;
+  // Defaults: 2 ms of traffic, at least 16 KiB.
+  CHECK(MakeLinkBucket(&clock, NetworkSpec{}, 10)->burst_bytes() == Approx(16 * 1024));
+  CHECK(MakeLinkBucket(&clock, NetworkSpec{}, 1000)->burst_bytes() == Approx(250000));
+  // A spec with another burst_ms: 10 ms of 80 Mbit/s = 100,000 bytes.
+  auto spec = ParseClusterSpec(
+      "dataset: {samples: 100}\ntraining: {global_batch: 8, min_batch: 1}\n"
+      "network: {burst_ms: 10}\nnodes:\n  - name: e\n    link: {up_mbps: 80, down_mbps: 8}\n",
+      "burst.yaml");
+  REQUIRE(spec.ok());
+  auto up = MakeLinkBucket(&clock, spec->network, spec->nodes[0].link.up_mbps);
+  auto down = MakeLinkBucket(&clock, spec->network, spec->nodes[0].link.down_mbps);
+  CHECK(up->burst_bytes() == Approx(100000));
+  CHECK(down->burst_bytes() == Approx(16384));  // 10 ms of 8 Mbit/s = 10,000: the 16 KiB floor
+  // The depth is what passes unpaced after a pause: 100,000 bytes at 10 bytes/us.
+  CHECK(up->Acquire(100000) == 0);
+  CHECK(up->Acquire(1000) == 100);
 }
 
 TEST_CASE("Ring link emulation: a message crosses min(sender up, own down), then the larger latency") {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -273,6 +274,54 @@ TEST_CASE("a bad iterations.csv is named") {
     CHECK(st.message().find("run/iterations.csv:2: iteration '" + std::string(it) + "'") !=
           std::string::npos);
   }
+}
+
+TEST_CASE("a malformed number in any numeric column of iterations.csv names the file, line and column") {
+  auto split = [](const std::string& line) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (!line.empty() && line.back() == ',') f.emplace_back();
+    return f;
+  };
+  auto join = [](const std::vector<std::string>& f) {
+    std::string line;
+    for (const auto& x : f) line += (line.empty() ? "" : ",") + x;
+    return line;
+  };
+  const std::string head = std::string(sched::kIterationsCsvHeader);
+  const std::vector<std::string> columns = split(head);
+  // A good row, then the same row with one field replaced (line 3).
+  const std::string good = "uniform,1,0,n-0,32,30,2,1,1,5,0,40,0.1,0.4,0.5,3,40,0,0.05";
+  for (const char* column : {"batch", "fetch_local_ms", "fetch_remote_ms", "compute_ms", "makespan_ms",
+                             "plan_ms", "stream_ms", "ack_ms", "allreduce_ms", "own_ms", "journal_ms"}) {
+    const auto k = static_cast<size_t>(std::find(columns.begin(), columns.end(), column) - columns.begin());
+    REQUIRE(k < columns.size());
+    for (const char* bad : {"x", "1.5ms", "-1", "nan", "inf", "1e999", ""}) {
+      std::vector<std::string> fields = split(good);
+      fields[k] = bad;
+      ClusterSpec s = Spec(kFastSpec);
+      std::vector<std::string> notes;
+      const Status st = CalibrateIterationTail(head + "\n" + good + "\n" + join(fields) + "\n",
+                                               "run/iterations.csv", &s, &notes);
+      INFO(column << " = '" << bad << "'");
+      REQUIRE_FALSE(st.ok());
+      CHECK(st.message() ==
+            fmt::format("run/iterations.csv:3: {} '{}' is not a finite number >= 0", column, bad));
+    }
+  }
+  // The hand-off's columns are checked in every row, not only in the rows
+  // whose ack_ms it takes (not iteration 0).
+  ClusterSpec s = Spec(kFastSpec);
+  std::vector<std::string> notes;
+  Status st = CalibrateIterationTail(head + "\nuniform,0,0,n-0,32,30,2,1,1,5,0,40,0.1,0.4,x,3,40,0,0.05\n",
+                                     "run/iterations.csv", &s, &notes);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message() == "run/iterations.csv:2: ack_ms 'x' is not a finite number >= 0");
+  // Blanks around a number are fine.
+  st = CalibrateIterationTail(head + "\nuniform,1,0,n-0, 32,30,2,1 ,1,5,0,40,0.1,0.4,0.5,3,40,0,0.05\n",
+                              "run/iterations.csv", &s, &notes);
+  CHECK(st.ok());
 }
 
 TEST_CASE("compute.jitter is the robust relative spread of the run's compute times around the fitted law") {

@@ -89,8 +89,36 @@ TEST_CASE("testbed plan: tbf up on the agent's veth, down on the bridge side") {
                    "10000000bit", "burst", "16384", "latency", "100ms"}));
   CHECK(Has(cmds, {"tc", "qdisc", "add", "dev", "lft12abh0", "root", "tbf", "rate", "20500000bit", "burst",
                    "16384", "latency", "100ms"}));
-  CHECK(TbfBurstBytes(100) == 25000);  // 2 ms at 12.5 MB/s
-  CHECK(TbfBurstBytes(5) == 16384);
+  // The spec's default burst rule: 2 ms of traffic, at least 16 KiB.
+  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n1", "qdisc", "add", "dev", "lft12aba1", "root", "tbf", "rate",
+                   "100000000bit", "burst", "25000", "latency", "100ms"}));  // 2 ms at 12.5 MB/s
+}
+
+TEST_CASE("testbed plan: the tbf bursts follow the spec's network.burst_ms and burst_min_bytes") {
+  const std::string text = std::string(kSpec) + "network: {burst_ms: 10, burst_min_bytes: 20000}\n";
+  auto p = PlanTestbed(Spec(text), "lft12ab", 7, 2);
+  REQUIRE(p.ok());
+  CHECK(p->nodes[0].up_burst_bytes == 20000);    // 10 ms of 10 Mbit/s = 12500: the floor
+  CHECK(p->nodes[0].down_burst_bytes == 25625);  // 10 ms of 20.5 Mbit/s
+  CHECK(p->nodes[1].up_burst_bytes == 125000);   // 10 ms of 100 Mbit/s
+  auto cmds = p->SetupCommands();
+  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n0", "qdisc", "add", "dev", "lft12aba0", "root", "tbf", "rate",
+                   "10000000bit", "burst", "20000", "latency", "100ms"}));
+  CHECK(Has(cmds, {"tc", "qdisc", "add", "dev", "lft12abh0", "root", "tbf", "rate", "20500000bit", "burst",
+                   "25625", "latency", "100ms"}));
+  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n1", "qdisc", "add", "dev", "lft12aba1", "root", "tbf", "rate",
+                   "100000000bit", "burst", "125000", "latency", "100ms"}));
+}
+
+TEST_CASE("testbed plan: a burst below one Ethernet frame is refused") {
+  // Fluid links are fine in loft-sim, but tbf would drop every full frame.
+  auto p =
+      PlanTestbed(Spec(std::string(kSpec) + "network: {burst_ms: 0, burst_min_bytes: 0}\n"), "lft12ab", 7, 2);
+  REQUIRE_FALSE(p.ok());
+  CHECK(
+      p.status().message() ==
+      "node fast: network.burst_ms / burst_min_bytes give link.up_mbps a tbf burst of 0 bytes, less than one "
+      "1514-byte Ethernet frame: tbf would drop full frames; raise network.burst_min_bytes");
 }
 
 TEST_CASE("testbed plan: the cpu_cores sum must fit the machine") {
