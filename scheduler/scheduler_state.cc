@@ -405,9 +405,10 @@ Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, d
       }
     }
   }
-  if (prev_ != nullptr && !quarantine_.samples().empty()) {
+  if (!quarantine_.samples().empty()) {
     // A sample quarantined through the other open epoch while it was in
-    // flight here comes back set aside, not pooled.
+    // flight here (that epoch may be retired by now) comes back set
+    // aside, not pooled.
     for (uint64_t sample : p.sample_ids()) {
       if (quarantine_.quarantined(sample) && es->state(sample) == EpochSampler::SampleState::kPooled) {
         if (Status s = SetAside(*es, sample); !s.ok())

@@ -671,3 +671,73 @@ TEST_CASE("SchedulerState: a snapshot with two epochs open restores; a bad previ
   CHECK(bad.code() == loft::StatusCode::kDataLoss);
   CHECK(bad.message().find("previous sampler") != std::string::npos);
 }
+
+TEST_CASE("JobDriver: a sample quarantined through the previous epoch is set aside when it comes back",
+          "[driver][quarantine]") {
+  const auto spec = SmallSpec(100, 1, 50, 2);
+  StateOptions opt;
+  opt.quarantine_after = 1;
+  auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(false), opt);
+  REQUIRE(d.ok());
+  JobDriver& drv = **d;
+  const auto& st = drv.state();
+  for (int i = 0; i < 2; ++i) REQUIRE(drv.RegisterWorker(i, 0).ok());
+  std::vector<loft::v1::Partition> e0, e1;
+  for (int k = 0; k < 2; ++k) {
+    auto u = drv.PlanNextIteration(k);
+    REQUIRE(u.ok());
+    for (const auto& p : JobDriver::PartitionsToSend(*u)) e0.push_back(p);
+  }
+  for (int k = 0; k < 2; ++k) {  // epoch 1 handed out too, epoch 0 still in flight
+    auto u = drv.PlanNextIteration(2 + k);
+    REQUIRE(u.ok());
+    for (const auto& p : JobDriver::PartitionsToSend(*u)) e1.push_back(p);
+  }
+  REQUIRE(st.previous_sampler() != nullptr);
+  REQUIRE(st.epoch() == 1);
+  // X: a sample of an epoch-0 partition; find its epoch-1 partition.
+  const loft::v1::Partition bad0 = e0.front();
+  const uint64_t x = bad0.sample_ids(0);
+  const loft::v1::Partition* bad1 = nullptr;
+  for (const auto& p : e1) {
+    if (std::find(p.sample_ids().begin(), p.sample_ids().end(), x) != p.sample_ids().end()) bad1 = &p;
+  }
+  REQUIRE(bad1 != nullptr);
+  auto fail = [&](const loft::v1::Partition& p, bool name_x, double now) {
+    loft::v1::PartitionFailed f;
+    f.set_partition_id(p.id());
+    f.set_attempt(p.attempt());
+    f.set_node(p.worker());
+    f.set_reason("test");
+    if (name_x) f.add_bad_samples(x);
+    auto u = drv.OnPartitionFailed(f, now);
+    REQUIRE(u.ok());
+  };
+  fail(bad0, true, 10);  // quarantined now; in flight in epoch 1
+  CHECK(st.quarantine().quarantined(x));
+  CHECK(st.previous_sampler()->state(x) == loft::sched::EpochSampler::SampleState::kCommitted);
+  CHECK(st.sampler().state(x) == loft::sched::EpochSampler::SampleState::kTaken);
+  // Finish epoch 0: its other partitions, then the retry of bad0's rest.
+  for (const auto& p : e0) {
+    if (p.id() != bad0.id()) REQUIRE(drv.OnPartitionDone(TimedDone(p, st), 11).ok());
+  }
+  auto retry = drv.PlanNextIteration(12);
+  REQUIRE(retry.ok());
+  for (const auto& p : JobDriver::PartitionsToSend(*retry)) {
+    CHECK(p.epoch() == 0);
+    CHECK(std::find(p.sample_ids().begin(), p.sample_ids().end(), x) == p.sample_ids().end());
+    REQUIRE(drv.OnPartitionDone(TimedDone(p, st), 13).ok());
+  }
+  REQUIRE(st.previous_sampler() == nullptr);  // epoch 0 retired
+  CHECK(st.ledger().counters().epochs_completed == 1);
+  // Epoch 1's partition holding x fails (not naming it): x comes back set
+  // aside, never pooled again.
+  fail(*bad1, false, 14);
+  CHECK(st.sampler().state(x) == loft::sched::EpochSampler::SampleState::kCommitted);
+  auto next = drv.PlanNextIteration(15);
+  REQUIRE(next.ok());
+  for (const auto& p : JobDriver::PartitionsToSend(*next)) {
+    CHECK(std::find(p.sample_ids().begin(), p.sample_ids().end(), x) == p.sample_ids().end());
+  }
+  CHECK(st.quarantine().unavailable() == 2);  // once in each epoch
+}
