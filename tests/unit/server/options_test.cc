@@ -28,7 +28,7 @@ TEST_CASE("scheduler options parse every key and keep defaults for the rest") {
       ParseSchedulerOptions("cluster_spec: c.yaml\npolicy: pid\nbind: tcp://0.0.0.0:7000\n"
                             "heartbeat_timeout_ms: 900\nkeys_dir: /k\nmetrics_port: 9000\n"
                             "iterations: 12\nmin_workers: 3\nstart_when_ready: true\njournal_sync: false\n"
-                            "plan_ahead: 0\njournal_snapshot_every: 500\n",
+                            "plan_ahead: 0\njournal_snapshot_every: 500\nepoch_overlap: false\n",
                             "s.yaml", &o)
           .ok());
   CHECK(o.cluster_spec == "c.yaml");
@@ -43,9 +43,11 @@ TEST_CASE("scheduler options parse every key and keep defaults for the rest") {
   CHECK_FALSE(o.journal_sync);
   CHECK(o.plan_ahead == 0);
   CHECK(o.journal_snapshot_every == 500);
+  CHECK_FALSE(o.epoch_overlap);
   CHECK(o.Validate().ok());
   SchedulerOptions defaults;
   CHECK(defaults.journal_snapshot_every == 10000);
+  CHECK(defaults.epoch_overlap);
 }
 
 TEST_CASE("scheduler options reject unknown keys and bad values, naming them") {
@@ -53,6 +55,7 @@ TEST_CASE("scheduler options reject unknown keys and bad values, naming them") {
   CHECK(Has(typo, "s.yaml:2"));
   CHECK(Has(typo, "heartbeat_timout_ms"));
   CHECK(Has(ParseError("metrics_port: many\n"), "metrics_port"));
+  CHECK(Has(ParseError("epoch_overlap: sometimes\n"), "s.yaml:1: epoch_overlap"));
   for (const char* bad : {"plan_ahead: 4\n", "plan_ahead: soon\n", "plan_ahead: -1\n"})
     CHECK(Has(ParseError(bad), "s.yaml:1: plan_ahead"));
   SchedulerOptions o;
@@ -114,6 +117,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
   o.metrics_address = "0.0.0.0";
   o.manifest = "/m/MANIFEST.loft";
   o.journal_snapshot_every = 123;
+  o.epoch_overlap = false;
   // Every field: each one the YAML writer or the parser forgets fails here.
 #define CHECK_SAME(field) CHECK(back.field == o.field)
   for (int plan_ahead : {-1, 0, 1, 2, 3}) {
@@ -140,6 +144,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
     CHECK_SAME(max_message_bytes);
     CHECK_SAME(manifest);
     CHECK_SAME(journal_snapshot_every);
+    CHECK_SAME(epoch_overlap);
   }
 }
 #undef CHECK_SAME
