@@ -36,6 +36,12 @@ Status JobDriver::ApplyAndAppend(loft::v1::StateUpdate u, Updates& out) {
   return OkStatus();
 }
 
+Status JobDriver::AdvanceEpoch(Updates& out) {
+  loft::v1::StateUpdate adv;
+  adv.mutable_epoch_advanced()->set_epoch(state_->epoch() + 1);
+  return ApplyAndAppend(std::move(adv), out);
+}
+
 namespace {
 Status CheckNode(const SchedulerState& s, int32_t node) {
   if (node < 0 || node >= s.spec().num_nodes()) {
@@ -125,9 +131,7 @@ StatusOr<Updates> JobDriver::PlanNextIteration(double now_ms) {
   // The current epoch is committed, or (StateOptions::overlap_epochs) all
   // handed out: the next iteration starts the next epoch.
   if (state_->EpochAdvanceDue()) {
-    loft::v1::StateUpdate adv;
-    adv.mutable_epoch_advanced()->set_epoch(state_->epoch() + 1);
-    LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(adv), out));
+    LOFT_RETURN_IF_ERROR(AdvanceEpoch(out));
   }
   LOFT_ASSIGN_OR_RETURN(IterationProposal p, state_->ProposeIteration(now_ms));
   if (!p.update) {
@@ -158,9 +162,7 @@ StatusOr<Updates> JobDriver::OnPartitionDone(const loft::v1::PartitionDone& done
   u.mutable_partition_done()->set_now_ms(now_ms);
   LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
   if (state_->EpochComplete()) {
-    loft::v1::StateUpdate adv;
-    adv.mutable_epoch_advanced()->set_epoch(state_->epoch() + 1);
-    LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(adv), out));
+    LOFT_RETURN_IF_ERROR(AdvanceEpoch(out));
   }
   return out;
 }
@@ -173,9 +175,7 @@ StatusOr<Updates> JobDriver::OnPartitionFailed(const loft::v1::PartitionFailed& 
   LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
   // Quarantining the epoch's last uncommitted sample completes the epoch.
   if (failed.bad_samples_size() > 0 && state_->EpochComplete()) {
-    loft::v1::StateUpdate adv;
-    adv.mutable_epoch_advanced()->set_epoch(state_->epoch() + 1);
-    LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(adv), out));
+    LOFT_RETURN_IF_ERROR(AdvanceEpoch(out));
   }
   return out;
 }

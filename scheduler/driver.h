@@ -121,6 +121,8 @@ class JobDriver {
  private:
   explicit JobDriver(std::unique_ptr<SchedulerState> state) : state_(std::move(state)) {}
   Status ApplyAndAppend(loft::v1::StateUpdate u, Updates& out);
+  // Applies and appends EpochAdvanced to epoch() + 1.
+  Status AdvanceEpoch(Updates& out);
 
   std::unique_ptr<SchedulerState> state_;
   std::string blocked_reason_;
