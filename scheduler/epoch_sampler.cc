@@ -99,14 +99,13 @@ void EpochSampler::PrepareEpoch(int64_t epoch) {
 std::unique_ptr<EpochSampler> EpochSampler::SplitOffEpoch(int64_t next_epoch) {
   auto old = std::make_unique<EpochSampler>(std::move(*this));
   // The moved-from vectors and sets here are empty; StartEpoch rebuilds
-  // every per-epoch field. The prepared buffers belong to the next epoch.
+  // every per-epoch field (positions on first use). The prepared buffers
+  // belong to the next epoch.
   prepared_epoch_ = old->prepared_epoch_;
   prepared_order_.swap(old->prepared_order_);
   prepared_holder_at_.swap(old->prepared_holder_at_);
   prepared_node_order_.swap(old->prepared_node_order_);
   old->prepared_epoch_ = -1;
-  positions_ready_ = false;
-  position_.clear();
   StartEpoch(next_epoch);
   return old;
 }

@@ -19,8 +19,9 @@ double NormalDraw(uint64_t& state) {
 }  // namespace
 
 ClusterModel::ClusterModel(const ClusterSpec& spec, uint64_t seed)
-    : sample_bytes_(spec.dataset.sample_bytes), record_overhead_bytes_(spec.network.record_overhead_bytes) {
-  request_overhead_ms_ = spec.network.request_overhead_ms;
+    : request_overhead_ms_(spec.network.request_overhead_ms),
+      sample_bytes_(spec.dataset.sample_bytes),
+      record_overhead_bytes_(spec.network.record_overhead_bytes) {
   nodes_.reserve(spec.nodes.size());
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     const NodeSpec& n = spec.nodes[i];
