@@ -34,9 +34,10 @@ std::vector<std::string> SplitPolicies(const std::vector<std::string>& args) {
   return out;
 }
 
-int Run(const std::string& spec_path, const std::vector<std::string>& policy_args, int64_t iterations,
-        uint64_t seed, int64_t trace_iterations, bool bound, double flow_interval_ms, int plan_ahead,
-        int credits, bool overlap_epochs, const std::string& out_dir) {
+// `base`: the options every policy's run shares (all but policy,
+// compute_bound and progress).
+int Run(const std::string& spec_path, const std::vector<std::string>& policy_args,
+        const loft::sim::SimOptions& base, bool bound, const std::string& out_dir) {
   auto spec = loft::LoadClusterSpecFile(spec_path);
   if (!spec.ok()) {
     std::cerr << "loft-sim: " << spec.status().message() << "\n";
@@ -52,15 +53,8 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
   std::vector<loft::sim::SimResult> results;
   bool bound_done = false;
   for (const std::string& policy : policies) {
-    loft::sim::SimOptions o;
+    loft::sim::SimOptions o = base;
     o.policy = policy;
-    o.iterations = iterations;
-    o.seed = seed;
-    o.trace_iterations = trace_iterations;
-    o.flow_interval_ms = flow_interval_ms;
-    o.plan_ahead = plan_ahead;
-    o.credits = credits;
-    o.overlap_epochs = overlap_epochs;
     // The bound is evaluated once, on the first locality-aware run (or the
     // first run when no policy is locality-aware, see below).
     o.compute_bound = bound && !bound_done && policy.rfind("loft", 0) == 0;
@@ -98,15 +92,9 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
   if (bound && !bound_done) {
     // No loft* policy was requested: evaluate the bound along the first
     // policy's run (the bound needs the pool state of a run).
-    loft::sim::SimOptions o;
+    loft::sim::SimOptions o = base;
     o.policy = policies.front();
-    o.iterations = iterations;
-    o.seed = seed;
     o.trace_iterations = 0;
-    o.flow_interval_ms = flow_interval_ms;
-    o.plan_ahead = plan_ahead;
-    o.credits = credits;
-    o.overlap_epochs = overlap_epochs;
     o.compute_bound = true;
     auto r = loft::sim::RunPolicy(*spec, o);
     if (r.ok()) {
@@ -120,7 +108,7 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
   }
   const auto summary = loft::sim::MakeRunSummary(results);
   fmt::print("{}: {} nodes, global batch {}, {} iterations per policy\n", spec_path, spec->num_nodes(),
-             spec->training.global_batch, iterations > 0 ? iterations : spec->training.iterations);
+             spec->training.global_batch, base.iterations > 0 ? base.iterations : spec->training.iterations);
   fmt::print("{}", loft::sim::SummaryTable(summary));
   fmt::print("wrote {}/summary.json, iterations.csv, trace.json\n", out_dir);
   return 0;
@@ -167,6 +155,13 @@ int main(int argc, char** argv) {
                 "while the last partitions are in flight");
   run->add_option("--out", out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);
-  return Run(spec_path, policies, iterations, seed, trace_iterations, !no_bound, flow_interval_ms,
-             plan_ahead == "auto" ? -1 : std::stoi(plan_ahead), credits, !no_epoch_overlap, out_dir);
+  loft::sim::SimOptions base;
+  base.iterations = iterations;
+  base.seed = seed;
+  base.trace_iterations = trace_iterations;
+  base.flow_interval_ms = flow_interval_ms;
+  base.plan_ahead = plan_ahead == "auto" ? -1 : std::stoi(plan_ahead);
+  base.credits = credits;
+  base.overlap_epochs = !no_epoch_overlap;
+  return Run(spec_path, policies, base, !no_bound, out_dir);
 }
