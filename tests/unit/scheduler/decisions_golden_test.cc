@@ -78,11 +78,7 @@ Digests Run(int64_t samples, int replication, int64_t batch, int nodes, bool loc
       ++k;
       const uint64_t roll = next() % 29;
       if (roll == 0) {
-        loft::v1::PartitionFailed f;
-        f.set_partition_id(p.id());
-        f.set_attempt(p.attempt());
-        f.set_node(p.worker());
-        f.set_reason("golden");
+        loft::v1::PartitionFailed f = loft::sched::testing::FailedReport(p, "golden");
         record(d.OnPartitionFailed(f, t + 3));
         continue;
       }

@@ -14,6 +14,7 @@ using loft::sched::JobDriver;
 using loft::sched::PartitionState;
 using loft::sched::StateOptions;
 using loft::sched::Updates;
+using loft::sched::testing::FailedReport;
 using loft::sched::testing::FakePolicy;
 using loft::sched::testing::SmallSpec;
 using loft::sched::testing::TimedDone;
@@ -29,6 +30,20 @@ struct Harness {
     journal.insert(journal.end(), u->begin(), u->end());
   }
 };
+
+// Every sample id 0..samples-1 committed exactly once in each of the
+// first `epochs` epochs (`committed`: epoch -> ids of accepted dones).
+void CheckExactlyOncePerEpoch(const std::map<int64_t, std::vector<uint64_t>>& committed, int epochs,
+                              uint64_t samples) {
+  for (int e = 0; e < epochs; ++e) {
+    INFO("epoch " << e);
+    auto it = committed.find(e);
+    std::vector<uint64_t> ids = it == committed.end() ? std::vector<uint64_t>{} : it->second;
+    std::sort(ids.begin(), ids.end());
+    REQUIRE(ids.size() == samples);
+    for (uint64_t i = 0; i < samples; ++i) REQUIRE(ids[i] == i);
+  }
+}
 
 // Runs `epochs` epochs with random failures, timeouts, deaths, duplicate and
 // stale acks; checks exactly-once per epoch and replay equality.
@@ -102,11 +117,7 @@ void RunChaos(std::unique_ptr<loft::sched::Policy> policy, int replication, uint
         continue;
       }
       if (r < 0.12) {
-        loft::v1::PartitionFailed f;
-        f.set_partition_id(p.id());
-        f.set_attempt(p.attempt());
-        f.set_node(p.worker());
-        f.set_reason("chaos");
+        loft::v1::PartitionFailed f = FailedReport(p, "chaos");
         h.Take(drv.OnPartitionFailed(f, now));
         if (terminal_before) ++ignored_sent_by_test;
         // A late ack of the failed attempt must be ignored.
@@ -134,13 +145,7 @@ void RunChaos(std::unique_ptr<loft::sched::Policy> policy, int replication, uint
     CHECK(drv.IterationComplete());
   }
   REQUIRE(st.ledger().counters().epochs_completed == epochs);
-  // Every sample id committed exactly once in each completed epoch.
-  for (int e = 0; e < epochs; ++e) {
-    std::vector<uint64_t> ids = committed[e];
-    std::sort(ids.begin(), ids.end());
-    REQUIRE(ids.size() == 600);
-    for (uint64_t i = 0; i < 600; ++i) REQUIRE(ids[i] == i);
-  }
+  CheckExactlyOncePerEpoch(committed, epochs, 600);
   const auto& c = st.ledger().counters();
   CHECK(c.duplicates == 0);
   CHECK(c.lost == 0);
@@ -291,11 +296,7 @@ TEST_CASE("JobDriver: a distrusted source serves only itself; epochs still compl
                                     return s == kBad && p.worker() != kBad;
                                   }) != p.sources().end();
             if (from_bad) {
-              loft::v1::PartitionFailed f;
-              f.set_partition_id(p.id());
-              f.set_attempt(p.attempt());
-              f.set_node(p.worker());
-              f.set_reason("poisoned");
+              loft::v1::PartitionFailed f = FailedReport(p, "poisoned");
               h.Take(drv.OnPartitionFailed(f, now));
             } else {
               h.Take(drv.OnPartitionDone(TimedDone(p, st), now + 1));
@@ -469,11 +470,7 @@ void RunPipelinedChaos(const char* policy_name, int replication, uint64_t seed, 
         continue;
       }
       if (r < 0.12) {
-        loft::v1::PartitionFailed f;
-        f.set_partition_id(p.id());
-        f.set_attempt(p.attempt());
-        f.set_node(p.worker());
-        f.set_reason("chaos");
+        loft::v1::PartitionFailed f = FailedReport(p, "chaos");
         h.Take(drv.OnPartitionFailed(f, now));
         continue;
       }
@@ -489,13 +486,7 @@ void RunPipelinedChaos(const char* policy_name, int replication, uint64_t seed, 
     h.Take(drv.CheckTimeouts(now));
   }
   REQUIRE(st.ledger().counters().epochs_completed >= epochs);
-  for (int e = 0; e < epochs; ++e) {
-    INFO("epoch " << e);
-    std::vector<uint64_t> ids = committed[e];
-    std::sort(ids.begin(), ids.end());
-    REQUIRE(ids.size() == 600);
-    for (uint64_t i = 0; i < 600; ++i) REQUIRE(ids[i] == i);
-  }
+  CheckExactlyOncePerEpoch(committed, epochs, 600);
   const auto& c = st.ledger().counters();
   CHECK(c.duplicates == 0);
   CHECK(c.lost == 0);
@@ -567,11 +558,7 @@ TEST_CASE("JobDriver: the next epoch starts while the last partitions are in fli
   // A failed partition of epoch 0 goes back to epoch 0's pool and is
   // planned again in epoch 0, before anything else.
   const loft::v1::Partition failed = epoch0[1];
-  loft::v1::PartitionFailed f;
-  f.set_partition_id(failed.id());
-  f.set_attempt(failed.attempt());
-  f.set_node(failed.worker());
-  f.set_reason("test");
+  loft::v1::PartitionFailed f = FailedReport(failed, "test");
   REQUIRE(drv.OnPartitionFailed(f, 10).ok());
   CHECK(st.previous_sampler()->pooled() == failed.sample_ids_size());
   auto retry = drv.PlanNextIteration(11);
@@ -704,11 +691,7 @@ TEST_CASE("JobDriver: a sample quarantined through the previous epoch is set asi
   }
   REQUIRE(bad1 != nullptr);
   auto fail = [&](const loft::v1::Partition& p, bool name_x, double now) {
-    loft::v1::PartitionFailed f;
-    f.set_partition_id(p.id());
-    f.set_attempt(p.attempt());
-    f.set_node(p.worker());
-    f.set_reason("test");
+    loft::v1::PartitionFailed f = FailedReport(p, "test");
     if (name_x) f.add_bad_samples(x);
     auto u = drv.OnPartitionFailed(f, now);
     REQUIRE(u.ok());

@@ -20,6 +20,7 @@
 
 using loft::sched::JobDriver;
 using loft::sched::Journal;
+using loft::sched::testing::FailedReport;
 using loft::sched::testing::FakePolicy;
 using loft::sched::testing::SmallSpec;
 using loft::sched::testing::TimedDone;
@@ -218,10 +219,7 @@ TEST_CASE("Journal: a journaled run recovers to identical state and continues id
     for (size_t k = 0; k < parts.size(); ++k) {
       const auto& p = parts[k];
       if (k == 1 && it % 3 == 0) {
-        loft::v1::PartitionFailed f;
-        f.set_partition_id(p.id());
-        f.set_attempt(p.attempt());
-        f.set_node(p.worker());
+        loft::v1::PartitionFailed f = FailedReport(p, "");
         journal(drv.OnPartitionFailed(f, now));
         continue;
       }
@@ -476,11 +474,7 @@ struct RandomSteps {
       return u;
     }
     if (r < 0.87) {
-      loft::v1::PartitionFailed f;
-      f.set_partition_id(p.id());
-      f.set_attempt(p.attempt());
-      f.set_node(p.worker());
-      f.set_reason("random");
+      loft::v1::PartitionFailed f = FailedReport(p, "random");
       if (U() < 0.35) {
         f.add_bad_samples(*std::min_element(p.sample_ids().begin(), p.sample_ids().end()));
       }

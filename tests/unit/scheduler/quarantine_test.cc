@@ -60,11 +60,8 @@ Run RunWithBadSample(JobDriver& drv, Updates& journal, uint64_t bad, int epochs,
       const bool holds_bad =
           std::find(p.sample_ids().begin(), p.sample_ids().end(), bad) != p.sample_ids().end();
       if (holds_bad) {
-        loft::v1::PartitionFailed f;
-        f.set_partition_id(p.id());
-        f.set_attempt(p.attempt());
-        f.set_node(p.worker());
-        f.set_reason("local sample: record failed its CRC");
+        loft::v1::PartitionFailed f =
+            loft::sched::testing::FailedReport(p, "local sample: record failed its CRC");
         if (name_it) {
           f.add_bad_samples(bad);
           f.add_bad_samples(bad);       // named twice: counts once

@@ -95,6 +95,16 @@ inline ClusterSpec SmallSpec(int64_t samples, int replication, int64_t batch, in
   return std::move(spec).value();
 }
 
+// The failure report of `p` by its worker, for `reason`.
+inline loft::v1::PartitionFailed FailedReport(const loft::v1::Partition& p, const std::string& reason) {
+  loft::v1::PartitionFailed f;
+  f.set_partition_id(p.id());
+  f.set_attempt(p.attempt());
+  f.set_node(p.worker());
+  f.set_reason(reason);
+  return f;
+}
+
 // A timed ack for `p`: the times the spec's prior gives its reads and
 // compute, scaled by `factor` (so the cost models and lbbsp's throughput
 // keep learning).
