@@ -33,14 +33,21 @@ bool RobustLinearRls::Update(double x, double y) {
   if (!std::isfinite(x) || !std::isfinite(y)) return false;
   const double pred = Predict(x);
   const double err = y - pred;
+  // The residual scale: a MAD of the recent accepted residuals once there
+  // are min_residuals of them; before that (cold start) the prediction
+  // itself (at least 1 ms), so that a first observation far off the prior
+  // (a cold cache block, a connection being set up, a throttled agent) is
+  // not taken as the law: at the prior's small covariance in the other
+  // direction, one such point sets the intercept or the slope for good.
+  double scale = std::max(std::abs(pred), 1.0);
   if (static_cast<int>(residuals_.size()) >= opts_.min_residuals) {
     std::vector<double> r(residuals_.begin(), residuals_.end());
     std::nth_element(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(r.size() / 2), r.end());
-    const double scale = std::max(1.4826 * r[r.size() / 2], 0.01 * std::abs(pred));
-    if (std::abs(err) > opts_.outlier_k * scale && ++consecutive_rejections_ < opts_.accept_after) {
-      ++rejected_;
-      return false;
-    }
+    scale = std::max(1.4826 * r[r.size() / 2], 0.01 * std::abs(pred));
+  }
+  if (std::abs(err) > opts_.outlier_k * scale && ++consecutive_rejections_ < opts_.accept_after) {
+    ++rejected_;
+    return false;
   }
   consecutive_rejections_ = 0;
   // RLS with forgetting: k = P·φ / (λ + φᵀPφ); θ += k·e; P = (P − k·φᵀP)/λ.

@@ -20,8 +20,14 @@
 // - Outliers: an observation whose a-priori residual exceeds
 //   outlier_k × 1.4826 × median(|recent accepted residuals|) (a MAD scale;
 //   floor 1 % of the prediction) is rejected once the window holds
-//   min_residuals observations. `accept_after` consecutive rejections are
-//   taken as a regime change and accepted, so a real slowdown is learnt.
+//   min_residuals observations; before that (cold start), one whose
+//   residual exceeds outlier_k × max(|prediction|, 1 ms): a first read of
+//   a cold block or over a connection still being set up, 5–25× the
+//   steady cost on the testbed, would otherwise set the law (one such
+//   remote read moved the intercept from 2 to 39 ms and no remote read
+//   was planned again). `accept_after` consecutive rejections are taken
+//   as a regime change and accepted, so a real slowdown (or a prior far
+//   too optimistic) is learnt.
 // - Uplink (s/up as a serving peer): observations carry no serving time,
 //   so it stays at the prior unless ObserveUplink reports (samples, ms)
 //   measured by the serving agent; then an EWMA (weight uplink_alpha) of

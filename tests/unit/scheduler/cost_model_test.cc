@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <utility>
 
 #include "core/placement.h"
 
@@ -102,6 +103,57 @@ TEST_CASE("a lasting slowdown is learnt after a few rejections", "[cost_model]")
   slow.compute_per_sample_ms *= 8;
   for (int k = 0; k < 300; ++k) m.Observe(Synth(slow, st, 0.01));
   CHECK(m.params().compute_per_sample_ms == Approx(slow.compute_per_sample_ms).epsilon(0.05));
+}
+
+// The first reads of a testbed run (synthetic edge-tiers8, a 0.15-core
+// field node: cold RocksDB blocks and CPU throttling; edge-bandwidth: the
+// first remote read over a fresh connection), replayed in order. Taken as
+// they came, the first 16.9 ms read of 41 samples set the local slope to
+// 0.28 ms/sample (4.4x the prior; the planner then gave the node 12
+// samples instead of 41), and the 53.8 ms remote read the remote intercept
+// to 39 ms (no remote read was planned again).
+TEST_CASE("cold start: a first read far above the prior does not set the law", "[cost_model]") {
+  CostParams prior;
+  prior.compute_fixed_ms = 1.5;
+  prior.compute_per_sample_ms = 0.04;
+  prior.local_per_sample_ms = 784 * 8 / 100e3;  // 100 Mbit/s disk
+  prior.remote_fixed_ms = 2.0;
+  prior.remote_per_sample_ms = 784 * 8 / 100e3;
+  CostModel m(prior);
+  const std::pair<int64_t, double> local[] = {{41, 2.80}, {41, 16.90}, {41, 0.32}, {41, 19.59}, {21, 0.46},
+                                              {21, 0.61}, {21, 1.25},  {12, 0.75}, {13, 0.81},  {13, 0.83}};
+  for (auto [n, ms] : local) {
+    Observation o;
+    o.local = n;
+    o.local_read_ms = ms;
+    m.Observe(o);
+  }
+  const std::pair<int64_t, double> remote[] = {{12, 53.77}, {33, 4.42}, {33, 7.98}, {33, 3.99}};
+  for (auto [n, ms] : remote) {
+    Observation o;
+    o.remote = n;
+    o.remote_read_ms = ms;
+    m.Observe(o);
+  }
+  const CostParams p = m.params();
+  CHECK(m.rejected() == 3);
+  CHECK(p.local_per_sample_ms < 1.5 * prior.local_per_sample_ms);
+  CHECK(LocalReadMs(p, 41) < 4.0);
+  CHECK(p.remote_fixed_ms < 4.0);
+  CHECK(RemoteReadMs(p, 33) == Approx(5.5).margin(1.5));
+}
+
+TEST_CASE("cold start: a prior far too optimistic is still learnt", "[cost_model]") {
+  uint64_t st = 11;
+  CostParams optimistic = Truth();
+  optimistic.compute_fixed_ms /= 10;
+  optimistic.compute_per_sample_ms /= 10;
+  optimistic.remote_fixed_ms /= 10;
+  optimistic.remote_per_sample_ms /= 10;
+  CostModel m(optimistic);
+  for (int k = 0; k < 300; ++k) m.Observe(Synth(Truth(), st, 0.02));
+  CHECK(m.rejected() > 0);
+  CheckClose(m.params(), Truth(), 0.05);
 }
 
 TEST_CASE("same batch size every time: the prior keeps the split sane", "[cost_model]") {

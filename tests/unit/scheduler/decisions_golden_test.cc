@@ -5,7 +5,11 @@
 // state digest. The expected values were recorded before the sampler,
 // state, ledger and journal were optimized for speed: a change to them
 // must not change which samples are planned where, nor any journaled byte.
-// (A deliberate change of decisions updates the constants, and says so.)
+// (A deliberate change of decisions updates the constants, and says so.
+// 2026-11-27: the cost model's cold-start outlier rule rejects some of the
+// script's early reports: the fitted cost models, which the journaled
+// updates and the state digest hold, changed in the global-shuffle case;
+// the update counts and the partitions (FakePolicy) did not.)
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <memory>
@@ -123,11 +127,11 @@ TEST_CASE("Decisions golden: global-shuffle plans, one and three replicas", "[go
   const Digests one = Run(2000, 1, 300, 6, false, 30);
   CHECK(one.retries > 0);
   CHECK(one.count == 624);
-  CHECK(one.updates == 0xdd3354b43bf0e39eULL);
-  CHECK(one.state == 0xa27625a79e664684ULL);
+  CHECK(one.updates == 0xf0b70d0cef12a0baULL);
+  CHECK(one.state == 0x02429e9496c4ff02ULL);
   const Digests three = Run(2000, 3, 300, 6, false, 30);
   CHECK(three.retries > 0);
   CHECK(three.count == 504);
-  CHECK(three.updates == 0xa6fbe082912f4524ULL);
-  CHECK(three.state == 0xdaca5e3073655d01ULL);
+  CHECK(three.updates == 0x74f5e1cd30dfec13ULL);
+  CHECK(three.state == 0x1d81e605e0aafccdULL);
 }
