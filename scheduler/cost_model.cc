@@ -15,6 +15,7 @@ Status CostModelOptions::Validate() const {
   if (residual_window < 1 || min_residuals < 1)
     return InvalidArgument("residual_window and min_residuals must be >= 1");
   if (accept_after < 1) return InvalidArgument("accept_after must be >= 1");
+  if (warmup < 0) return InvalidArgument("warmup must be >= 0");
   if (!(uplink_alpha > 0 && uplink_alpha <= 1)) return InvalidArgument("uplink_alpha must be in (0, 1]");
   return OkStatus();
 }
@@ -31,6 +32,10 @@ RobustLinearRls::RobustLinearRls(double theta0, double theta1, const CostModelOp
 
 bool RobustLinearRls::Update(double x, double y) {
   if (!std::isfinite(x) || !std::isfinite(y)) return false;
+  if (accepted_ + rejected_ < opts_.warmup) {
+    ++rejected_;
+    return false;
+  }
   const double pred = Predict(x);
   const double err = y - pred;
   // The residual scale: a MAD of the recent accepted residuals once there

@@ -32,7 +32,7 @@ CostParams PriorFromSpec(const ClusterSpec& spec, int node) {
   c.compute_per_sample_ms = n.compute.per_sample_ms;
   c.local_fixed_ms = 0;
   c.local_per_sample_ms = MsPerSample(s, n.disk.read_mbps);
-  c.remote_fixed_ms = n.link.latency_ms;
+  c.remote_fixed_ms = n.link.latency_ms + spec.network.request_overhead_ms;
   c.remote_per_sample_ms = MsPerSample(s, n.link.down_mbps);
   c.uplink_per_sample_ms = MsPerSample(s, n.link.up_mbps);
   return c;

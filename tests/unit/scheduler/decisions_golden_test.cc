@@ -6,10 +6,10 @@
 // state, ledger and journal were optimized for speed: a change to them
 // must not change which samples are planned where, nor any journaled byte.
 // (A deliberate change of decisions updates the constants, and says so.
-// 2026-11-27: the cost model's cold-start outlier rule rejects some of the
-// script's early reports: the fitted cost models, which the journaled
-// updates and the state digest hold, changed in the global-shuffle case;
-// the update counts and the partitions (FakePolicy) did not.)
+// 2026-11-27: the cost model's warm-up (each law's first two reports are
+// not fitted) and cold-start outlier rule: the fitted cost models, which
+// the journaled updates and the state digest hold, changed; the update
+// counts and the partitions (FakePolicy) did not.)
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <memory>
@@ -111,27 +111,27 @@ TEST_CASE("Decisions golden: locality-aware plans, one replica", "[golden]") {
   const Digests g = Run(3000, 1, 256, 8, true, 40);
   CHECK(g.retries > 0);
   CHECK(g.count == 807);
-  CHECK(g.updates == 0x1edb379464ef4b33ULL);
-  CHECK(g.state == 0x70214d43ba4f1e1dULL);
+  CHECK(g.updates == 0xf6741fff79015f09ULL);
+  CHECK(g.state == 0x4e89115a1debc301ULL);
 }
 
 TEST_CASE("Decisions golden: locality-aware plans, two replicas", "[golden]") {
   const Digests g = Run(3000, 2, 256, 8, true, 40);
   CHECK(g.retries > 0);
   CHECK(g.count == 909);
-  CHECK(g.updates == 0xb5de9041dffbc856ULL);
-  CHECK(g.state == 0x0f570fbab237d7d3ULL);
+  CHECK(g.updates == 0x716bf6e21f1f3f62ULL);
+  CHECK(g.state == 0xace41a9b057abe26ULL);
 }
 
 TEST_CASE("Decisions golden: global-shuffle plans, one and three replicas", "[golden]") {
   const Digests one = Run(2000, 1, 300, 6, false, 30);
   CHECK(one.retries > 0);
   CHECK(one.count == 624);
-  CHECK(one.updates == 0xf0b70d0cef12a0baULL);
-  CHECK(one.state == 0x02429e9496c4ff02ULL);
+  CHECK(one.updates == 0x1e360d844fc64811ULL);
+  CHECK(one.state == 0x2f3d1880580c7711ULL);
   const Digests three = Run(2000, 3, 300, 6, false, 30);
   CHECK(three.retries > 0);
   CHECK(three.count == 504);
-  CHECK(three.updates == 0x74f5e1cd30dfec13ULL);
-  CHECK(three.state == 0x1d81e605e0aafccdULL);
+  CHECK(three.updates == 0x8d7effabef394d6dULL);
+  CHECK(three.state == 0x579da7fec1fca97cULL);
 }
