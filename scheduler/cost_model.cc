@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 namespace loft::sched {
@@ -76,6 +77,16 @@ bool RobustLinearRls::Update(double x, double y) {
   while (static_cast<int>(residuals_.size()) > opts_.residual_window) residuals_.pop_front();
   ++accepted_;
   return true;
+}
+
+std::pair<double, double> RobustLinearRls::NonNegative() const {
+  const double a = theta_[0], b = theta_[1];
+  if (a >= 0 && b >= 0) return {a, b};
+  if (a < 0 && b < 0) return {0, 0};
+  const double x = p_[1][1] > 0 ? std::max(0.0, -p_[0][1] / p_[1][1]) : 0.0;
+  const double at_x = std::max(0.0, Predict(x));
+  if (b < 0) return {at_x, 0};
+  return {0, x > 0 ? at_x / x : b};
 }
 
 RlsState RobustLinearRls::state() const {
@@ -180,12 +191,9 @@ Status CostModel::Restore(const CostModelState& s) {
 
 CostParams CostModel::params() const {
   CostParams c;
-  c.compute_fixed_ms = std::max(0.0, compute_.intercept());
-  c.compute_per_sample_ms = std::max(0.0, compute_.slope());
-  c.local_fixed_ms = std::max(0.0, local_.intercept());
-  c.local_per_sample_ms = std::max(0.0, local_.slope());
-  c.remote_fixed_ms = std::max(0.0, remote_.intercept());
-  c.remote_per_sample_ms = std::max(0.0, remote_.slope());
+  std::tie(c.compute_fixed_ms, c.compute_per_sample_ms) = compute_.NonNegative();
+  std::tie(c.local_fixed_ms, c.local_per_sample_ms) = local_.NonNegative();
+  std::tie(c.remote_fixed_ms, c.remote_per_sample_ms) = remote_.NonNegative();
   c.uplink_per_sample_ms = std::max(0.0, uplink_per_sample_ms_);
   return c;
 }

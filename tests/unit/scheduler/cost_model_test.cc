@@ -145,6 +145,59 @@ TEST_CASE("cold start: a first read far above the prior does not set the law", "
   CHECK(RemoteReadMs(p, 19) == Approx(4.4).margin(1.0));
 }
 
+// Remote reads of 9–28 samples on a loaded testbed (edge-bandwidth,
+// fiber-1, 2026-11-27): 2–14 ms (mean 5.7), with no trend in the size. The
+// fit's slope went negative; clamped alone to 0, it left an intercept of
+// 7.7 ms, and the planner read nothing remotely again.
+TEST_CASE("a negative slope is made 0 keeping the prediction where the data are", "[cost_model]") {
+  CostParams prior;
+  prior.compute_fixed_ms = 1.0;
+  prior.compute_per_sample_ms = 0.02;
+  prior.local_per_sample_ms = 0.0078;
+  prior.remote_fixed_ms = 3.2;  // 2 ms latency + 1.2 ms request overhead
+  prior.remote_per_sample_ms = 0.0627;
+  CostModel m(prior);
+  const std::pair<int64_t, double> remote[] = {
+      {1, 33.47}, {19, 4.07}, {19, 3.52}, {19, 4.46}, {24, 5.85},  {24, 6.01}, {24, 2.18}, {24, 2.04},
+      {15, 7.94}, {22, 4.07}, {28, 8.09}, {28, 4.05}, {12, 13.55}, {11, 4.01}, {10, 7.66}, {9, 6.03}};
+  double sum = 0;
+  int n = 0;
+  for (auto [k, ms] : remote) {
+    Observation o;
+    o.remote = k;
+    o.remote_read_ms = ms;
+    m.Observe(o);
+    if (n++ >= 2) sum += ms;  // the two warm-up reads are not fitted
+  }
+  const CostParams p = m.params();
+  CHECK(p.remote_per_sample_ms >= 0);
+  CHECK(p.remote_fixed_ms >= 0);
+  INFO("mean fitted read " << sum / (n - 2) << " ms; law " << p.remote_fixed_ms << " + "
+                           << p.remote_per_sample_ms);
+  CHECK(RemoteReadMs(p, 18) == Approx(sum / (n - 2)).margin(1.0));
+}
+
+TEST_CASE("RobustLinearRls::NonNegative", "[cost_model]") {
+  CostModelOptions opts;
+  opts.warmup = 0;
+  RobustLinearRls up(1.0, 0.1, opts);  // already non-negative: unchanged
+  CHECK(up.NonNegative() == std::pair{1.0, 0.1});
+  // y = 5 − 0.1·x observed around x = 20: slope 0, the prediction at ~20 kept.
+  RobustLinearRls down(1.0, 0.1, opts);
+  for (int k = 0; k < 200; ++k) down.Update(15 + k % 11, 5 - 0.1 * (15 + k % 11));
+  REQUIRE(down.slope() < 0);
+  auto [a, b] = down.NonNegative();
+  CHECK(b == 0);
+  CHECK(a == Approx(3.0).margin(0.15));
+  // y = −1 + 0.2·x observed around x = 20: intercept 0, the prediction at ~20 kept.
+  RobustLinearRls neg(1.0, 0.1, opts);
+  for (int k = 0; k < 200; ++k) neg.Update(15 + k % 11, -1 + 0.2 * (15 + k % 11));
+  REQUIRE(neg.intercept() < 0);
+  auto [a2, b2] = neg.NonNegative();
+  CHECK(a2 == 0);
+  CHECK(b2 * 20 == Approx(3.0).margin(0.2));
+}
+
 TEST_CASE("cold start: a prior far too optimistic is still learnt", "[cost_model]") {
   uint64_t st = 11;
   CostParams optimistic = Truth();
