@@ -17,6 +17,7 @@ Status CostModelOptions::Validate() const {
     return InvalidArgument("residual_window and min_residuals must be >= 1");
   if (accept_after < 1) return InvalidArgument("accept_after must be >= 1");
   if (warmup < 0) return InvalidArgument("warmup must be >= 0");
+  if (!(cold_k > 0)) return InvalidArgument("cold_k must be > 0");
   if (!(uplink_alpha > 0 && uplink_alpha <= 1)) return InvalidArgument("uplink_alpha must be in (0, 1]");
   return OkStatus();
 }
@@ -45,13 +46,13 @@ bool RobustLinearRls::Update(double x, double y) {
   // (a cold cache block, a connection being set up, a throttled agent) is
   // not taken as the law: at the prior's small covariance in the other
   // direction, one such point sets the intercept or the slope for good.
-  double scale = std::max(std::abs(pred), 1.0);
+  double limit = opts_.cold_k * std::max(std::abs(pred), 1.0);
   if (static_cast<int>(residuals_.size()) >= opts_.min_residuals) {
     std::vector<double> r(residuals_.begin(), residuals_.end());
     std::nth_element(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(r.size() / 2), r.end());
-    scale = std::max(1.4826 * r[r.size() / 2], 0.01 * std::abs(pred));
+    limit = opts_.outlier_k * std::max(1.4826 * r[r.size() / 2], 0.01 * std::abs(pred));
   }
-  if (std::abs(err) > opts_.outlier_k * scale && ++consecutive_rejections_ < opts_.accept_after) {
+  if (std::abs(err) > limit && ++consecutive_rejections_ < opts_.accept_after) {
     ++rejected_;
     return false;
   }

@@ -27,8 +27,9 @@
 //   outlier_k × 1.4826 × median(|recent accepted residuals|) (a MAD scale;
 //   floor 1 % of the prediction) is rejected once the window holds
 //   min_residuals observations; before that (cold start), one whose
-//   residual exceeds outlier_k × max(|prediction|, 1 ms): a first read of
-//   a cold block or over a connection still being set up, 5–25× the
+//   residual exceeds cold_k × max(|prediction|, 1 ms) (default 2: more
+//   than 3× the prediction): a read of a cold block, over a connection
+//   still being set up or by an agent throttled at start-up, 3–25× the
 //   steady cost on the testbed, would otherwise set the law (one such
 //   remote read moved the intercept from 2 to 39 ms and no remote read
 //   was planned again). `accept_after` consecutive rejections are taken
@@ -66,6 +67,7 @@ struct CostModelOptions {
   double forgetting = 0.98;   // RLS λ, in (0, 1]
   double prior_scale = 1.0;   // prior std-dev relative to the prior values
   double outlier_k = 5.0;     // residuals beyond k robust std-devs are rejected
+  double cold_k = 2.0;        // before min_residuals: residuals beyond k × max(|prediction|, 1 ms)
   int residual_window = 16;   // residuals kept for the MAD scale
   int min_residuals = 6;      // no rejection before this many
   int accept_after = 3;       // consecutive rejections that signal a regime change

@@ -198,6 +198,27 @@ TEST_CASE("RobustLinearRls::NonNegative", "[cost_model]") {
   CHECK(b2 * 20 == Approx(3.0).margin(0.2));
 }
 
+// A third slow start-up read (edge-bandwidth, fiber-1, the job's first
+// three iterations: 16, 21 and 20 ms against 3–6 ms after): 4.5× the
+// prediction. Fitted, it set the remote law to 6.3 ms + 0.086/sample and
+// the planner stopped reading remotely.
+TEST_CASE("cold start: a read more than cold_k + 1 times the prediction is not fitted", "[cost_model]") {
+  CostParams prior;
+  prior.remote_fixed_ms = 3.2;
+  prior.remote_per_sample_ms = 0.0627;
+  CostModel m(prior);
+  const std::pair<int64_t, double> remote[] = {{1, 16.08}, {19, 21.23}, {19, 19.61},
+                                               {19, 3.27}, {19, 5.66},  {19, 4.02}};
+  for (auto [n, ms] : remote) {
+    Observation o;
+    o.remote = n;
+    o.remote_read_ms = ms;
+    m.Observe(o);
+  }
+  CHECK(m.rejected() == 3);
+  CHECK(RemoteReadMs(m.params(), 19) == Approx(4.3).margin(0.6));
+}
+
 TEST_CASE("cold start: a prior far too optimistic is still learnt", "[cost_model]") {
   uint64_t st = 11;
   CostParams optimistic = Truth();
