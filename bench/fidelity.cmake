@@ -9,3 +9,8 @@ if(Python3_Interpreter_FOUND AND TARGET loftctl AND TARGET loft-sim AND TARGET l
     LABELS "integration;testbed" TIMEOUT 600 RUN_SERIAL ON SKIP_RETURN_CODE 77
     ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
 endif()
+if(Python3_Interpreter_FOUND AND TARGET loft-sim)
+  add_test(NAME bench:fidelity_spec
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_spec_test.py ${CMAKE_BINARY_DIR}/bin)
+  set_tests_properties(bench:fidelity_spec PROPERTIES TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+endif()
