@@ -38,6 +38,7 @@ set(LOFT_BENCH_SMOKE_PY_torch_consumer_bench
 set(LOFT_BENCH_SMOKE_EXCLUDED
     "time_to_accuracy.py: trains real models to a target accuracy (minutes at least)"
     "fidelity.py: testbed runs (network namespaces); its --quick run is bench:fidelity_quick"
+    "fidelity_spec_test.py: a test of fidelity.py's spec edits (ctest bench:fidelity_spec), not a benchmark"
     "smoke_check.py: this checker")
 
 file(GLOB _cc RELATIVE ${CMAKE_CURRENT_LIST_DIR} ${CMAKE_CURRENT_LIST_DIR}/*_bench.cc)
