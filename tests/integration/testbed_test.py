@@ -287,6 +287,18 @@ def test_smoke():
     assert len(iters) == 8, sorted(iters)
     assert all(1 <= sum(r["iteration"] == i for r in rows) <= 8 for i in iters), rows
     assert len({r["worker"] for r in rows}) >= 2, rows
+    # testbed.json: each agent's quota accounting (cgroup cpu.stat) and its partitions.
+    with open(os.path.join(out, "testbed.json")) as f:
+        tb = json.load(f)
+    assert tb["tag"] == tag, tb
+    assert set(tb["nodes"]) >= {r["worker"] for r in rows}, tb
+    assert len(tb["nodes"]) == 8, tb
+    for name, n in tb["nodes"].items():
+        assert "error" not in n, (name, n)
+        assert n["nr_throttled"] >= 0 and n["throttled_ms"] >= 0, (name, n)
+        assert n["cpu_cores"] is None, (name, n)  # edge-bandwidth.yaml sets no quota
+        assert n["partitions_done"] >= 1, (name, n)
+    assert "error" not in tb["scheduler"], tb
     for log in glob.glob(os.path.join(out, "logs", "agent-*.log")):
         text = open(log).read()
         assert "link EMULATION of latency only" in text, f"{log}: token buckets were not turned off"

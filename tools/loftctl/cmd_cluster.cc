@@ -189,6 +189,41 @@ Status WriteText(const fs::path& p, const std::string& text) {
   return OkStatus();
 }
 
+// testbed.json: per agent (and the scheduler) its CPU quota and how often
+// the quota stopped it (cgroup cpu.stat), with the partitions it ran: the
+// agents' own CPU is not in loft-sim's model (docs/testbed.md "Agent CPU
+// under quotas"). A cgroup that cannot be read is reported, not fatal.
+void WriteTestbedCpu(const Testbed& tb, const nlohmann::json& last, const fs::path& path) {
+  auto entry = [](const StatusOr<CgroupCpuStat>& st, double cores) {
+    nlohmann::json j = {{"cpu_cores", cores > 0 ? nlohmann::json(cores) : nlohmann::json(nullptr)}};
+    if (!st.ok()) {
+      j["error"] = st.status().ToString();
+      return j;
+    }
+    j["nr_periods"] = st->nr_periods;
+    j["nr_throttled"] = st->nr_throttled;
+    j["throttled_ms"] = st->throttled_ms;
+    j["usage_ms"] = st->usage_ms >= 0 ? nlohmann::json(st->usage_ms) : nlohmann::json(nullptr);
+    return j;
+  };
+  nlohmann::json nodes = nlohmann::json::object();
+  for (size_t i = 0; i < tb.plan().nodes.size(); ++i) {
+    const TestbedNode& n = tb.plan().nodes[i];
+    nlohmann::json j = entry(tb.NodeCpuStat(static_cast<int>(i)), n.cpu_cores);
+    if (last.is_object() && last.contains("workers")) {
+      for (const auto& w : last["workers"])
+        if (w.value("name", "") == n.name) j["partitions_done"] = w.value("partitions_done", int64_t{0});
+    }
+    nodes[n.name] = std::move(j);
+  }
+  nlohmann::json doc = {{"tag", tb.plan().tag},
+                        {"cfs_period_us", tb.plan().nodes.empty() ? 0 : tb.plan().nodes[0].cfs_period_us},
+                        {"nodes", std::move(nodes)},
+                        {"scheduler", entry(tb.SchedulerCpuStat(), 0)}};
+  if (Status s = WriteText(path, doc.dump(2) + "\n"); !s.ok())
+    std::fprintf(stderr, "cluster run: %s\n", s.ToString().c_str());
+}
+
 // Ingests every node's cache that has no completion marker yet, and writes
 // the dataset manifest (cache_root/MANIFEST.loft) when it is missing.
 Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const std::string& dataset_dir) {
@@ -595,6 +630,7 @@ Status ClusterRun(const RunOptions& ro) {
                    t.name.c_str());
   }
   shutdown_all();
+  if (tb) WriteTestbedCpu(*tb, last, out / "testbed.json");
   for (const auto& t : trainers) {  // each trainer's last line (its result)
     std::ifstream in(t.log);
     std::string line, lastline;

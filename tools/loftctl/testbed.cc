@@ -421,6 +421,46 @@ std::string Testbed::NodeCgroup(int i) const {
   return cgroup_dir_ + "/" + plan_.nodes[i].cgroup;
 }
 
+StatusOr<CgroupCpuStat> ParseCpuStat(const std::string& text) {
+  CgroupCpuStat st;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string key;
+    long long v = 0;
+    if (!(ls >> key)) continue;
+    if (!(ls >> v) || v < 0) return InvalidArgument(fmt::format("cpu.stat: bad line '{}'", line));
+    if (key == "nr_periods") st.nr_periods = v;
+    if (key == "nr_throttled") st.nr_throttled = v;
+    if (key == "throttled_time") st.throttled_ms = static_cast<double>(v) / 1e6;  // v1: ns
+    if (key == "throttled_usec") st.throttled_ms = static_cast<double>(v) / 1e3;  // v2
+    if (key == "usage_usec") st.usage_ms = static_cast<double>(v) / 1e3;          // v2
+  }
+  return st;
+}
+
+namespace {
+StatusOr<CgroupCpuStat> ReadCpuStat(const std::string& dir) {
+  const std::string path = dir + "/cpu.stat";
+  std::ifstream in(path);
+  if (!in) return IOError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto st = ParseCpuStat(ss.str());
+  if (!st.ok()) return st.status().WithContext(path);
+  return st;
+}
+}  // namespace
+
+StatusOr<CgroupCpuStat> Testbed::NodeCpuStat(int i) const {
+  return ReadCpuStat(NodeCgroup(i));
+}
+
+StatusOr<CgroupCpuStat> Testbed::SchedulerCpuStat() const {
+  return ReadCpuStat(cgroup_dir_ + "/sched");
+}
+
 std::vector<std::string> Testbed::WrapNode(int i, const std::vector<std::string>& argv) const {
   std::vector<std::string> w = {loftctl_,   "testbed",     "exec", "--netns", plan_.nodes[i].netns,
                                 "--cgroup", NodeCgroup(i), "--"};

@@ -59,6 +59,19 @@ std::vector<std::string> TestbedTagsOnSystem();
 // Returns a line per removed object; errors name what could not be removed.
 StatusOr<std::vector<std::string>> TeardownTestbed(const std::string& tag);
 
+// One cgroup's CPU accounting (cpu.stat): how often its quota stopped it.
+// cgroup v1's cpu controller keeps no usage (cpuacct is a hierarchy of its
+// own here), so usage_ms is -1 there; v2's cpu.stat has usage_usec.
+struct CgroupCpuStat {
+  int64_t nr_periods = 0;    // CFS periods in which the cgroup ran
+  int64_t nr_throttled = 0;  // periods that ended with the cgroup throttled
+  double throttled_ms = 0;   // total time throttled
+  double usage_ms = -1;      // CPU time used (v2 only)
+};
+// Parses cpu.stat text (v1: throttled_time in ns; v2: throttled_usec,
+// usage_usec). InvalidArgument naming the line when a value is not a number.
+StatusOr<CgroupCpuStat> ParseCpuStat(const std::string& text);
+
 class Testbed {
  public:
   // Builds the testbed for `spec`; `owner` = the process it belongs to (0 =
@@ -73,6 +86,9 @@ class Testbed {
   const TestbedPlan& plan() const { return plan_; }
   const std::string& cgroup_dir() const { return cgroup_dir_; }
   std::string NodeCgroup(int i) const;
+  // cpu.stat of node i's cgroup / the scheduler's; an error names the file.
+  StatusOr<CgroupCpuStat> NodeCpuStat(int i) const;
+  StatusOr<CgroupCpuStat> SchedulerCpuStat() const;
 
   // argv that runs `argv` in node i's namespace and cgroup / the scheduler's
   // cgroup (root namespace): `loftctl testbed exec --netns … --cgroup … -- argv`.

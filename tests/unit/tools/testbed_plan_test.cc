@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/cluster_spec.h"
+#include "tools/loftctl/testbed.h"
 
 using namespace loft;
 using namespace loft::ctl;
@@ -160,4 +161,26 @@ nodes:
   CHECK(p->nodes[0].cfs_quota_us == 1000);
   CHECK(p->nodes[1].cfs_period_us == 10000);
   CHECK(p->nodes[1].cfs_quota_us == 3000);
+}
+
+// cluster run --testbed writes testbed.json from each agent's cpu.stat.
+TEST_CASE("cpu.stat of cgroup v1 and v2", "[testbed]") {
+  auto v1 =
+      ParseCpuStat("nr_periods 120\nnr_throttled 45\nthrottled_time 2500000000\nnr_bursts 0\nburst_time 0\n");
+  REQUIRE(v1.ok());
+  CHECK(v1->nr_periods == 120);
+  CHECK(v1->nr_throttled == 45);
+  CHECK(v1->throttled_ms == Approx(2500.0));
+  CHECK(v1->usage_ms == -1);  // v1's cpu controller keeps no usage
+  auto v2 = ParseCpuStat(
+      "usage_usec 812345\nuser_usec 600000\nsystem_usec 212345\nnr_periods 90\nnr_throttled 7\n"
+      "throttled_usec 42000\n");
+  REQUIRE(v2.ok());
+  CHECK(v2->usage_ms == Approx(812.345));
+  CHECK(v2->nr_periods == 90);
+  CHECK(v2->nr_throttled == 7);
+  CHECK(v2->throttled_ms == Approx(42.0));
+  auto bad = ParseCpuStat("nr_periods 3\nnr_throttled lots\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("nr_throttled lots") != std::string::npos);
 }
