@@ -40,12 +40,13 @@ bool RobustLinearRls::Update(double x, double y) {
   }
   const double pred = Predict(x);
   const double err = y - pred;
-  // The residual scale: a MAD of the recent accepted residuals once there
-  // are min_residuals of them; before that (cold start) the prediction
-  // itself (at least 1 ms), so that a first observation far off the prior
-  // (a cold cache block, a connection being set up, a throttled agent) is
-  // not taken as the law: at the prior's small covariance in the other
-  // direction, one such point sets the intercept or the slope for good.
+  // The rejection limit: outlier_k robust std-devs (a MAD of the recent
+  // accepted residuals) once there are min_residuals of them; before that
+  // (cold start) cold_k × the prediction (at least 1 ms), so that an early
+  // observation far off the prior (a cold cache block, a connection being
+  // set up, a throttled agent) is not taken as the law: at the prior's
+  // small covariance in the other direction, one such point sets the
+  // intercept or the slope for good.
   double limit = opts_.cold_k * std::max(std::abs(pred), 1.0);
   if (static_cast<int>(residuals_.size()) >= opts_.min_residuals) {
     std::vector<double> r(residuals_.begin(), residuals_.end());

@@ -69,7 +69,7 @@ struct CostModelOptions {
   double outlier_k = 5.0;     // residuals beyond k robust std-devs are rejected
   double cold_k = 2.0;        // before min_residuals: residuals beyond k × max(|prediction|, 1 ms)
   int residual_window = 16;   // residuals kept for the MAD scale
-  int min_residuals = 6;      // no rejection before this many
+  int min_residuals = 6;      // the MAD rule from this many residuals on (cold_k before)
   int accept_after = 3;       // consecutive rejections that signal a regime change
   int warmup = 2;             // each law's first observations, not fitted (counted as rejected)
   double uplink_alpha = 0.2;  // EWMA weight of a new uplink measurement
