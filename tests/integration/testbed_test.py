@@ -298,6 +298,10 @@ def test_smoke():
         assert n["nr_throttled"] >= 0 and n["throttled_ms"] >= 0, (name, n)
         assert n["cpu_cores"] is None, (name, n)  # edge-bandwidth.yaml sets no quota
         assert n["partitions_done"] >= 1, (name, n)
+        assert n["usage_ms"] is not None and n["usage_ms"] >= 0, (name, n)  # the agents still ran
+        assert 0 <= n["job"]["partitions_done"] <= n["partitions_done"], (name, n)
+        assert 0 <= n["job"]["usage_ms"] <= n["usage_ms"], (name, n)
+    assert tb["job_from_iteration"] >= 0, tb
     assert "error" not in tb["scheduler"], tb
     for log in glob.glob(os.path.join(out, "logs", "agent-*.log")):
         text = open(log).read()

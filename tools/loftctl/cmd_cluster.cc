@@ -189,35 +189,81 @@ Status WriteText(const fs::path& p, const std::string& text) {
   return OkStatus();
 }
 
-// testbed.json: per agent (and the scheduler) its CPU quota and how often
-// the quota stopped it (cgroup cpu.stat), with the partitions it ran: the
-// agents' own CPU is not in loft-sim's model (docs/testbed.md "Agent CPU
-// under quotas"). A cgroup that cannot be read is reported, not fatal.
-void WriteTestbedCpu(const Testbed& tb, const nlohmann::json& last, const fs::path& path) {
-  auto entry = [](const StatusOr<CgroupCpuStat>& st, double cores) {
+// testbed.json: per agent (and the scheduler) its CPU quota, how often the
+// quota stopped it and the CPU it used (cgroup cpu.stat; testbed.h
+// CgroupCpuStat), over its whole life and, under "job", since cluster run
+// first saw the job running (`job_from_iteration`: the iteration it
+// showed then; the start-up before it, registration and the cache scan,
+// is left out), with its partitions: the agents' own CPU is not in
+// loft-sim's model (docs/testbed.md "Agent CPU under quotas"). A cgroup
+// that cannot be read is reported, not fatal.
+struct TestbedCpuSnapshot {
+  int64_t iteration = -1;
+  std::vector<StatusOr<CgroupCpuStat>> nodes;
+  std::map<std::string, int64_t> partitions;  // per node name, from status
+};
+
+std::map<std::string, int64_t> PartitionsDone(const nlohmann::json& status) {
+  std::map<std::string, int64_t> out;
+  if (status.is_object() && status.contains("workers")) {
+    for (const auto& w : status["workers"]) out[w.value("name", "")] = w.value("partitions_done", int64_t{0});
+  }
+  return out;
+}
+
+TestbedCpuSnapshot SnapshotTestbedCpu(const Testbed& tb, const nlohmann::json& status) {
+  TestbedCpuSnapshot s;
+  s.iteration = status.is_object() ? status.value("iteration", int64_t{-1}) : -1;
+  for (size_t i = 0; i < tb.plan().nodes.size(); ++i) s.nodes.push_back(tb.NodeCpuStat(static_cast<int>(i)));
+  s.partitions = PartitionsDone(status);
+  return s;
+}
+
+void WriteTestbedCpu(const Testbed& tb, const std::optional<TestbedCpuSnapshot>& at_job_start,
+                     const nlohmann::json& last, const fs::path& path) {
+  auto stat_json = [](const CgroupCpuStat& st) {
+    return nlohmann::json{
+        {"nr_periods", st.nr_periods},
+        {"nr_throttled", st.nr_throttled},
+        {"throttled_ms", st.throttled_ms},
+        {"usage_ms", st.usage_ms >= 0 ? nlohmann::json(st.usage_ms) : nlohmann::json(nullptr)}};
+  };
+  auto entry = [&](const StatusOr<CgroupCpuStat>& st, double cores) {
     nlohmann::json j = {{"cpu_cores", cores > 0 ? nlohmann::json(cores) : nlohmann::json(nullptr)}};
     if (!st.ok()) {
       j["error"] = st.status().ToString();
       return j;
     }
-    j["nr_periods"] = st->nr_periods;
-    j["nr_throttled"] = st->nr_throttled;
-    j["throttled_ms"] = st->throttled_ms;
-    j["usage_ms"] = st->usage_ms >= 0 ? nlohmann::json(st->usage_ms) : nlohmann::json(nullptr);
+    j.update(stat_json(*st));
     return j;
   };
+  const std::map<std::string, int64_t> done = PartitionsDone(last);
   nlohmann::json nodes = nlohmann::json::object();
   for (size_t i = 0; i < tb.plan().nodes.size(); ++i) {
     const TestbedNode& n = tb.plan().nodes[i];
-    nlohmann::json j = entry(tb.NodeCpuStat(static_cast<int>(i)), n.cpu_cores);
-    if (last.is_object() && last.contains("workers")) {
-      for (const auto& w : last["workers"])
-        if (w.value("name", "") == n.name) j["partitions_done"] = w.value("partitions_done", int64_t{0});
+    const StatusOr<CgroupCpuStat> now = tb.NodeCpuStat(static_cast<int>(i));
+    nlohmann::json j = entry(now, n.cpu_cores);
+    if (auto d = done.find(n.name); d != done.end()) j["partitions_done"] = d->second;
+    if (at_job_start && i < at_job_start->nodes.size() && now.ok() && at_job_start->nodes[i].ok()) {
+      const CgroupCpuStat& a = *at_job_start->nodes[i];
+      CgroupCpuStat diff;
+      diff.nr_periods = now->nr_periods - a.nr_periods;
+      diff.nr_throttled = now->nr_throttled - a.nr_throttled;
+      diff.throttled_ms = now->throttled_ms - a.throttled_ms;
+      diff.usage_ms = now->usage_ms >= 0 && a.usage_ms >= 0 ? now->usage_ms - a.usage_ms : -1;
+      nlohmann::json job = stat_json(diff);
+      auto before = at_job_start->partitions.find(n.name);
+      auto after = done.find(n.name);
+      if (before != at_job_start->partitions.end() && after != done.end())
+        job["partitions_done"] = after->second - before->second;
+      j["job"] = std::move(job);
     }
     nodes[n.name] = std::move(j);
   }
   nlohmann::json doc = {{"tag", tb.plan().tag},
                         {"cfs_period_us", tb.plan().nodes.empty() ? 0 : tb.plan().nodes[0].cfs_period_us},
+                        {"job_from_iteration",
+                         at_job_start ? nlohmann::json(at_job_start->iteration) : nlohmann::json(nullptr)},
                         {"nodes", std::move(nodes)},
                         {"scheduler", entry(tb.SchedulerCpuStat(), 0)}};
   if (Status s = WriteText(path, doc.dump(2) + "\n"); !s.ok())
@@ -485,6 +531,7 @@ Status ClusterRun(const RunOptions& ro) {
 
   auto t0 = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> job_start;
+  std::optional<TestbedCpuSnapshot> cpu_at_job_start;
   auto since = [](auto t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
@@ -554,8 +601,10 @@ Status ClusterRun(const RunOptions& ro) {
       }
     }
     if (!last.is_null()) {
-      if (!job_start && last.value("iteration", int64_t{-1}) >= 0)
+      if (!job_start && last.value("iteration", int64_t{-1}) >= 0) {
         job_start = std::chrono::steady_clock::now();
+        if (tb) cpu_at_job_start = SnapshotTestbedCpu(*tb, last);
+      }
       while (job_start && next_event < events.size() && since(*job_start) >= events[next_event].at_s) {
         const Event& e = events[next_event++];
         Child& a = agents[e.node];
@@ -629,8 +678,8 @@ Status ClusterRun(const RunOptions& ro) {
       std::fprintf(stderr, "cluster run: %s still running 60 s after the job ended; stopping it\n",
                    t.name.c_str());
   }
+  if (tb) WriteTestbedCpu(*tb, cpu_at_job_start, last, out / "testbed.json");  // agents still run (v1 usage)
   shutdown_all();
-  if (tb) WriteTestbedCpu(*tb, last, out / "testbed.json");
   for (const auto& t : trainers) {  // each trainer's last line (its result)
     std::ifstream in(t.log);
     std::string line, lastline;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -440,6 +441,23 @@ StatusOr<CgroupCpuStat> ParseCpuStat(const std::string& text) {
   return st;
 }
 
+StatusOr<double> ParseProcStatCpuMs(const std::string& line, long ticks_per_s) {
+  // pid (comm) state ppid … utime stime: comm may hold spaces and parens.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || ticks_per_s <= 0)
+    return InvalidArgument(fmt::format("not a /proc/PID/stat line: '{}'", Trim(line)));
+  std::istringstream in(line.substr(close + 1));
+  std::vector<std::string> f;
+  std::string tok;
+  while (in >> tok) f.push_back(tok);
+  // f[0] is field 3 (state); utime and stime are fields 14 and 15.
+  long long ut = 0, st = 0;
+  if (f.size() < 13 || std::sscanf(f[11].c_str(), "%lld", &ut) != 1 ||
+      std::sscanf(f[12].c_str(), "%lld", &st) != 1 || ut < 0 || st < 0)
+    return InvalidArgument(fmt::format("not a /proc/PID/stat line: '{}'", Trim(line)));
+  return static_cast<double>(ut + st) * 1000.0 / static_cast<double>(ticks_per_s);
+}
+
 namespace {
 StatusOr<CgroupCpuStat> ReadCpuStat(const std::string& dir) {
   const std::string path = dir + "/cpu.stat";
@@ -449,6 +467,17 @@ StatusOr<CgroupCpuStat> ReadCpuStat(const std::string& dir) {
   ss << in.rdbuf();
   auto st = ParseCpuStat(ss.str());
   if (!st.ok()) return st.status().WithContext(path);
+  if (st->usage_ms < 0) {  // v1: the processes still in the cgroup
+    double ms = 0;
+    bool any = false;
+    for (pid_t p : CgroupPids(dir)) {
+      auto v = ParseProcStatCpuMs(ReadFile(fmt::format("/proc/{}/stat", p)), ::sysconf(_SC_CLK_TCK));
+      if (!v.ok()) continue;  // it exited meanwhile
+      ms += *v;
+      any = true;
+    }
+    if (any) st->usage_ms = ms;
+  }
   return st;
 }
 }  // namespace

@@ -59,18 +59,23 @@ std::vector<std::string> TestbedTagsOnSystem();
 // Returns a line per removed object; errors name what could not be removed.
 StatusOr<std::vector<std::string>> TeardownTestbed(const std::string& tag);
 
-// One cgroup's CPU accounting (cpu.stat): how often its quota stopped it.
-// cgroup v1's cpu controller keeps no usage (cpuacct is a hierarchy of its
-// own here), so usage_ms is -1 there; v2's cpu.stat has usage_usec.
+// One cgroup's CPU accounting (cpu.stat): how often its quota stopped it,
+// and the CPU it used: v2's cpu.stat has usage_usec; cgroup v1's cpu
+// controller keeps none (cpuacct is a hierarchy of its own here), so there
+// usage_ms is the user + system time of the processes in the cgroup when
+// it is read (/proc/PID/stat), -1 if none is left.
 struct CgroupCpuStat {
   int64_t nr_periods = 0;    // CFS periods in which the cgroup ran
   int64_t nr_throttled = 0;  // periods that ended with the cgroup throttled
   double throttled_ms = 0;   // total time throttled
-  double usage_ms = -1;      // CPU time used (v2 only)
+  double usage_ms = -1;      // CPU time used
 };
 // Parses cpu.stat text (v1: throttled_time in ns; v2: throttled_usec,
 // usage_usec). InvalidArgument naming the line when a value is not a number.
 StatusOr<CgroupCpuStat> ParseCpuStat(const std::string& text);
+// utime + stime of a /proc/PID/stat line, in ms at `ticks_per_s`
+// (sysconf(_SC_CLK_TCK)); InvalidArgument when the line is not one.
+StatusOr<double> ParseProcStatCpuMs(const std::string& line, long ticks_per_s);
 
 class Testbed {
  public:

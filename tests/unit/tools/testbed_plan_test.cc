@@ -184,3 +184,14 @@ TEST_CASE("cpu.stat of cgroup v1 and v2", "[testbed]") {
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("nr_throttled lots") != std::string::npos);
 }
+
+TEST_CASE("a process's CPU time from /proc/PID/stat", "[testbed]") {
+  // comm with a space and a parenthesis; utime 150, stime 50 ticks at 100/s.
+  const std::string line =
+      "4242 (loft agent) x) S 1 4242 4242 0 -1 4194560 900 0 0 0 150 50 0 0 20 0 5 0 123 456 789";
+  auto ms = ParseProcStatCpuMs(line, 100);
+  REQUIRE(ms.ok());
+  CHECK(*ms == Approx(2000.0));
+  CHECK_FALSE(ParseProcStatCpuMs("4242 (agent) S 1 2", 100).ok());
+  CHECK_FALSE(ParseProcStatCpuMs("", 100).ok());
+}
