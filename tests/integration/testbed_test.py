@@ -258,9 +258,31 @@ def test_killed_run():
     run = start_run(spec, os.path.join(tmp, "out2"))
     st, _ = state_of_run(run.pid)
     run.send_signal(signal.SIGINT)
-    assert run.wait(timeout=60) == 130, "an interrupted cluster run exits with 130"
+    rc = run.wait(timeout=60)
+    assert rc == 130, f"an interrupted cluster run exits with 130, not {rc}"
     assert leftovers(st["tag"]) == [], leftovers(st["tag"])
-    print(f"ok: killed run {tag} cleaned by testbed down, interrupted run {st['tag']} cleaned itself")
+    # Ctrl-C while the testbed is being built (its state file is written
+    # first): the run still removes everything (a default SIGINT there left
+    # the namespaces and cgroups behind).
+    run = start_run(spec, os.path.join(tmp, "out3"))
+    deadline, early = time.time() + 60, None
+    while early is None and time.time() < deadline:
+        for p in glob.glob("/run/loft-testbed/*.json"):
+            try:
+                with open(p) as f:
+                    s = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if s.get("owner_pid") == run.pid:
+                early = s
+        time.sleep(0.005)
+    assert early is not None, "no testbed state file appeared"
+    run.send_signal(signal.SIGINT)
+    rc = run.wait(timeout=60)
+    assert rc == 130, f"a cluster run interrupted during its set-up exits with 130, not {rc}"
+    assert leftovers(early["tag"]) == [], leftovers(early["tag"])
+    print(f"ok: killed run {tag} cleaned by testbed down, interrupted runs {st['tag']} and "
+          f"{early['tag']} (during set-up) cleaned themselves")
 
 
 def test_smoke():

@@ -353,6 +353,15 @@ struct RunOptions {
 };
 
 Status ClusterRun(const RunOptions& ro) {
+  // Ctrl-C or SIGTERM at any point, the testbed's set-up included, ends the
+  // run through its clean-up (a default SIGINT there left the namespaces,
+  // links and cgroups behind). SA_RESTART: the set-up's child waits go on.
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  auto interrupted = [](const char* during) { return Aborted(fmt::format("interrupted during {}", during)); };
   LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(ro.spec_path));
   fs::path out = fs::absolute(ro.out);
   std::error_code ec;
@@ -384,9 +393,11 @@ Status ClusterRun(const RunOptions& ro) {
   if (ro.testbed) {
     if (ro.insecure)
       return InvalidArgument("--testbed needs CURVE (agents talk over a bridge, not loopback)");
+    if (g_interrupted) return interrupted("the caches' and keys' set-up");
     LOFT_ASSIGN_OR_RETURN(tb, Testbed::Up(spec, ro.spec_path, ::getpid()));
     std::fprintf(stderr, "testbed %s up (loftctl testbed down %s removes it if this run crashes)\n",
                  tb->plan().tag.c_str(), ro.spec_path.c_str());
+    if (g_interrupted) return interrupted("the testbed's set-up");  // ~Testbed removes it
   }
   auto node_ip = [&](int i) { return tb ? tb->plan().nodes[i].ip : std::string("127.0.0.1"); };
   LOFT_ASSIGN_OR_RETURN(int port, FreePort());
@@ -474,10 +485,6 @@ Status ClusterRun(const RunOptions& ro) {
     agents.push_back(Child{name, argv, (out / "logs" / ("agent-" + name + ".log")).string()});
   }
 
-  struct sigaction sa {};
-  sa.sa_handler = OnInterrupt;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
   auto shutdown_all = [&] {
     auto ptrs = [](std::vector<Child>& v) {
       std::vector<Child*> p;
