@@ -329,7 +329,16 @@ v1::Envelope AgentService::MakeHeartbeat() const {
   auto* h = env.mutable_heartbeat();
   h->set_node(node());
   h->set_view(view());
+  if (options_.peers_ready) h->set_peers_ready(options_.peers_ready(ViewPeers()));
   return env;
+}
+
+std::vector<int32_t> AgentService::ViewPeers() const {
+  std::lock_guard lock(mu_);
+  std::vector<int32_t> out;
+  for (const v1::Member& m : view_.members())
+    if (m.node() != node_) out.push_back(m.node());
+  return out;
 }
 
 v1::Envelope AgentService::MakeCreditGrant(int credits) const {

@@ -99,6 +99,10 @@ struct AgentServiceOptions {
   std::string ring_endpoint;   // advertised all-reduce endpoint (training); empty = none
   // Called (on the thread handling scheduler messages) with every MembershipView.
   std::function<void(const v1::MembershipView&)> on_view;
+  // How many of these nodes (the current view's members but this one) have
+  // a handshaken peer-fetch connection (PeerFetcher::HandshakenAmong); its
+  // result goes into every heartbeat (Heartbeat.peers_ready). Null = 0.
+  std::function<int(const std::vector<int32_t>&)> peers_ready;
   // Receives the dataset manifest of each RegisterReply (may be null).
   SampleGuard* guard = nullptr;
   // The agent's own copy of the manifest (AgentConfig::manifest; null =
@@ -119,6 +123,8 @@ class AgentService {
   // Carries this process's incarnation (RegisterRequest.incarnation).
   v1::Envelope MakeRegister(const v1::CacheSummary& summary) const;
   v1::Envelope MakeHeartbeat() const;
+  // Members of the current view but this node.
+  std::vector<int32_t> ViewPeers() const;
   v1::Envelope MakeCreditGrant(int credits) const;
 
   // Called when a partition report has been sent (frees a slot).

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "core/zmq_util.h"
@@ -54,9 +55,45 @@ StatusOr<zmq::socket_t*> PeerFetcher::SocketForLocked(const PeerInfo& peer) {
     so.curve_server_public = *key;
   }
   LOFT_ASSIGN_OR_RETURN(zmq::socket_t s, MakeSocket(*ctx_, zmq::socket_type::dealer, so));
+  // The monitor before the connect, and its reader connected before any
+  // event: an event with no PAIR peer yet is dropped.
+  zmq::socket_t mon;
+  const std::string mon_ep = fmt::format("inproc://loft-peer-monitor-{}-{}-{}",
+                                         static_cast<const void*>(this), next_monitor_++, peer.node);
+  if (zmq_socket_monitor(s.handle(), mon_ep.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+    try {
+      mon = zmq::socket_t(*ctx_, zmq::socket_type::pair);
+      mon.connect(mon_ep);
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("peer fetch: no handshake monitor for node {}: {}", peer.node, e.what());
+      mon = zmq::socket_t();
+    }
+  }
   LOFT_RETURN_IF_ERROR(Connect(s, peer.endpoint));
-  conns_[peer.node] = Conn{peer.endpoint, std::move(s)};
+  conns_[peer.node] = Conn{peer.endpoint, std::move(s), std::move(mon), false};
   return &conns_[peer.node].socket;
+}
+
+int PeerFetcher::HandshakenAmong(const std::vector<int32_t>& nodes) {
+  std::lock_guard lock(conns_mu_);
+  int ready = 0;
+  for (int32_t node : nodes) {
+    auto it = conns_.find(node);
+    if (it == conns_.end()) continue;
+    Conn& c = it->second;
+    while (!c.handshaken && c.monitor.handle() != nullptr) {
+      // An event: [uint16 event, uint32 value] then the endpoint.
+      zmq::message_t ev, addr;
+      auto got = c.monitor.recv(ev, zmq::recv_flags::dontwait);
+      if (!got) break;
+      if (ev.more()) (void)c.monitor.recv(addr, zmq::recv_flags::dontwait);
+      uint16_t id = 0;
+      if (ev.size() >= sizeof(id)) std::memcpy(&id, ev.data(), sizeof(id));
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) c.handshaken = true;
+    }
+    ready += c.handshaken ? 1 : 0;
+  }
+  return ready;
 }
 
 std::map<int32_t, PeerFetchResult> PeerFetcher::FetchAll(

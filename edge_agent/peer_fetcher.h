@@ -16,7 +16,11 @@
 // arrives: ZeroMQ then runs the TCP and CURVE handshakes in the background,
 // so a worker's first fetch from a peer does not pay them (on the testbed
 // they made the first remote read 6-13x its later ones, and the scheduler's
-// cost model took that as the link's cost).
+// cost model took that as the link's cost). Each connection is monitored
+// (zmq_socket_monitor, HANDSHAKE_SUCCEEDED): HandshakenAmong tells how many
+// of a view's members are ready, which the agent reports in its heartbeat
+// so that the scheduler can start the job when they all are
+// (start_peers_wait_ms).
 //
 // Not responsible for: deciding which peer serves which id (the
 // scheduler), verifying records.
@@ -83,11 +87,16 @@ class PeerFetcher final : public PeerClient {
   void Warm(const v1::MembershipView& view, int32_t self);
   // Peers with a connection (made by Warm or a fetch).
   size_t connections() const;
+  // How many of `nodes` have a connection whose handshake has finished
+  // (thread-safe, like Warm; reads the connections' monitor events).
+  int HandshakenAmong(const std::vector<int32_t>& nodes);
 
  private:
   struct Conn {
     std::string endpoint;
     zmq::socket_t socket;
+    zmq::socket_t monitor;  // PAIR on the socket's monitor (HANDSHAKE_SUCCEEDED events)
+    bool handshaken = false;
   };
   StatusOr<zmq::socket_t*> SocketFor(const PeerInfo& peer);
   StatusOr<zmq::socket_t*> SocketForLocked(const PeerInfo& peer);  // conns_mu_ held
@@ -98,6 +107,7 @@ class PeerFetcher final : public PeerClient {
   std::function<std::optional<PeerInfo>(int32_t)> lookup_;
   mutable std::mutex conns_mu_;  // guards conns_ (Warm adds from another thread)
   std::map<int32_t, Conn> conns_;
+  uint64_t next_monitor_ = 0;  // inproc endpoint names of the monitors (conns_mu_ held)
   uint64_t next_request_id_ = 1;
   ExactSleep latency_;  // the emulated latency_ms
 };

@@ -329,6 +329,12 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
       if (mp->fetcher) mp->fetcher->Warm(v, self);
     };
   }
+  {
+    Impl* mp = &m;
+    so.peers_ready = [mp](const std::vector<int32_t>& nodes) {
+      return mp->fetcher ? mp->fetcher->HandshakenAmong(nodes) : 0;
+    };
+  }
   m.service = std::make_unique<AgentService>(so, m.cache.get(), &m.metrics);
 
   PeerFetcherOptions fo;
@@ -420,6 +426,15 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
   int64_t last_heard = m.clock->NowMicros();
   int64_t last_hb = last_heard;
   bool draining = false;
+  // After a view arrives, until every other member's peer connection is
+  // handshaken (at most kPeersWatchMs), the loop wakes every
+  // kPeersPollMs and beats as soon as the count changes: the scheduler
+  // may be waiting for it to start the job (start_peers_wait_ms).
+  constexpr int kPeersPollMs = 5;
+  constexpr int64_t kPeersWatchUs = 3'000'000;
+  int64_t watched_view = -1, view_at = 0;
+  int reported_ready = -1;
+  bool peers_watch = false;
   if (m.has_scheduler) m.SendToScheduler(m.service->MakeRegister(m.summary));
   Status result;
   while (!m.stop && !(interrupt && interrupt->load())) {
@@ -431,7 +446,7 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
     // the heartbeat, the scheduler timeout, at most kIdlePollMs for a
     // Stop(). An idle agent used to wake every 2 ms: ~10% of a core
     // each, most of a 0.15-core edge node's quota (loftctl --testbed).
-    int64_t wait_us = int64_t{kIdlePollMs} * 1000;
+    int64_t wait_us = int64_t{(peers_watch ? kPeersPollMs : kIdlePollMs)} * 1000;
     if (m.has_scheduler) {
       const int64_t now = m.clock->NowMicros();
       if (m.service->node() >= 0) wait_us = std::min(wait_us, last_hb + heartbeat_us() - now);
@@ -455,6 +470,23 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
     }
     m.FlushReports();
     int64_t now = m.clock->NowMicros();
+    if (m.has_scheduler && m.service->node() >= 0 && m.fetcher) {
+      if (const int64_t v = m.service->view(); v != watched_view) {
+        watched_view = v;
+        view_at = now;
+        peers_watch = true;
+      }
+      if (peers_watch) {
+        const std::vector<int32_t> peers = m.service->ViewPeers();
+        const int ready = m.fetcher->HandshakenAmong(peers);
+        if (ready != reported_ready) {
+          reported_ready = ready;
+          m.SendToScheduler(m.service->MakeHeartbeat());
+          last_hb = now;
+        }
+        if (ready == static_cast<int>(peers.size()) || now - view_at >= kPeersWatchUs) peers_watch = false;
+      }
+    }
     if (m.has_scheduler) {
       if (m.service->node() >= 0 && now - last_hb >= heartbeat_us()) {
         m.SendToScheduler(m.service->MakeHeartbeat());

@@ -89,6 +89,7 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
                                               "iterations",
                                               "min_workers",
                                               "start_when_ready",
+                                              "start_peers_wait_ms",
                                               "journal_sync",
                                               "journal_snapshot_every",
                                               "plan_ahead",
@@ -114,6 +115,9 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
   LOFT_RETURN_IF_ERROR(Read(source, root, "iterations", &opts->iterations));
   LOFT_RETURN_IF_ERROR(Read(source, root, "min_workers", &opts->min_workers));
   LOFT_RETURN_IF_ERROR(Read(source, root, "start_when_ready", &opts->start_when_ready));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "start_peers_wait_ms", &opts->start_peers_wait_ms));
+  if (opts->start_peers_wait_ms < 0)
+    return FieldError(source, root["start_peers_wait_ms"], "start_peers_wait_ms", "must be >= 0");
   LOFT_RETURN_IF_ERROR(Read(source, root, "journal_sync", &opts->journal_sync));
   LOFT_RETURN_IF_ERROR(Read(source, root, "journal_snapshot_every", &opts->journal_snapshot_every));
   if (opts->journal_snapshot_every < 0) {
@@ -153,6 +157,7 @@ std::string SchedulerOptionsToYaml(const SchedulerOptions& o) {
   out << YAML::Key << "iterations" << YAML::Value << o.iterations;
   out << YAML::Key << "min_workers" << YAML::Value << o.min_workers;
   out << YAML::Key << "start_when_ready" << YAML::Value << o.start_when_ready;
+  out << YAML::Key << "start_peers_wait_ms" << YAML::Value << o.start_peers_wait_ms;
   out << YAML::Key << "journal_sync" << YAML::Value << o.journal_sync;
   out << YAML::Key << "journal_snapshot_every" << YAML::Value << o.journal_snapshot_every;
   out << YAML::Key << "plan_ahead" << YAML::Value;

@@ -17,6 +17,7 @@
 //   min_workers: 0                  # live workers before the first plan; 0 = all spec nodes
 //   start_when_ready: false         # those workers must also have been heard from after their
 //                                   # registration reply (view + manifest) arrived (cluster run: true)
+//   start_peers_wait_ms: 0          # and (at most this long) until their peer connections are up
 //   journal_sync: true              # fsync every journal batch before acting on it
 //   journal_snapshot_every: 10000   # snapshot the state into the journal (dropping the
 //                                   # entries it covers) once this many entries accumulated;
@@ -65,6 +66,13 @@ struct SchedulerOptions {
   // manifest) takes a while, and a peer fetching from a node that has not
   // read it yet is refused, which fails the first partitions.
   bool start_when_ready = false;
+  // With start_when_ready: the first iteration also waits, at most this
+  // long (ms) after the workers are live and heard from, until each reports
+  // its peer-fetch connections to the others handshaken
+  // (Heartbeat.peers_ready): the first partitions' reads otherwise pay the
+  // handshakes, on a CPU-quota node tens of ms each (docs/testbed.md
+  // "The first iterations"). 0 = do not wait.
+  int64_t start_peers_wait_ms = 0;
   bool journal_sync = true;  // fsync each journal batch
   // Journal entries after which the scheduler writes a snapshot of its
   // state into the journal and deletes the entries it covers

@@ -288,6 +288,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       *sender_node = node;
       n.last_seen_ms = now_ms;
       n.confirmed = true;
+      n.peers_ready = hb.peers_ready();
       n.flow.Grant(hb.credits());
       if (!driver_->state().alive(node)) {
         LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerAlive(node, now_ms));

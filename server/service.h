@@ -108,6 +108,7 @@ class SchedulerService {
     // worker the gate needs is (a fetch from a node that has not read its
     // reply yet is refused; over a slow link that reply takes a while).
     bool confirmed = false;
+    int32_t peers_ready = 0;  // its last Heartbeat.peers_ready
     std::string peer_endpoint;
     std::string ring_endpoint;
     uint64_t incarnation = 0;  // RegisterRequest.incarnation (0 = unknown; not in sessions.json)
@@ -225,7 +226,8 @@ class SchedulerService {
   std::map<uint64_t, v1::TrainingReport> pending_training_;  // the ack being observed
   double started_ms_ = 0;
   double first_plan_ms_ = -1;
-  bool started_ = false;  // first iteration planned (this process or journal)
+  double peers_wait_since_ms_ = -1;  // when the start first waited for peer connections (start_peers_wait_ms)
+  bool started_ = false;             // first iteration planned (this process or journal)
   bool finished_ = false;
   StatusOr<uint64_t> LoadOrCreateJobId(bool fresh_journal);
   bool recovered_ = false;

@@ -3,11 +3,14 @@
 // the bookkeeping that follows applied updates (rows for the run
 // recorder). service.h describes the class.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "scheduler/liveness.h"
 #include "server/service.h"
@@ -241,6 +244,26 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
     for (int32_t node : st.LiveNodes())
       live += nodes_[node].connected && (nodes_[node].confirmed || !opts_.start_when_ready) ? 1 : 0;
     if (!gate_->MayStart(live)) return false;
+    if (opts_.start_when_ready && opts_.start_peers_wait_ms > 0) {
+      // Each live worker's peer connections to the other live ones handshaken.
+      const std::vector<int32_t> nodes = st.LiveNodes();
+      std::vector<std::string> waiting;
+      for (int32_t node : nodes) {
+        if (nodes_[node].peers_ready < static_cast<int32_t>(nodes.size()) - 1)
+          waiting.push_back(spec_.nodes[node].name);
+      }
+      if (peers_wait_since_ms_ < 0) peers_wait_since_ms_ = now_ms;
+      if (!waiting.empty()) {
+        if (now_ms - peers_wait_since_ms_ < static_cast<double>(opts_.start_peers_wait_ms)) return false;
+        spdlog::warn(
+            "starting the job although {} reported no handshaken connection to every other worker "
+            "within start_peers_wait_ms {}",
+            fmt::join(waiting, ", "), opts_.start_peers_wait_ms);
+      } else {
+        spdlog::info("every worker's peer connections are up ({:.0f} ms after the workers were ready)",
+                     now_ms - peers_wait_since_ms_);
+      }
+    }
     started_ = true;
     first_plan_ms_ = now_ms;
     spdlog::info("{} workers live; starting the job ({} iterations, policy {}, plan ahead {})", live,

@@ -422,7 +422,8 @@ Status ClusterRun(const RunOptions& ro) {
   so.iterations = ro.iterations;
   so.log_level = ro.log_level;
   so.plan_ahead = ro.plan_ahead == "auto" ? -1 : std::stoi(ro.plan_ahead);
-  so.start_when_ready = true;  // no first partitions lost to an agent still reading its registration
+  so.start_when_ready = true;     // no first partitions lost to an agent still reading its registration
+  so.start_peers_wait_ms = 3000;  // nor paying its peers' handshakes (server/README.md)
   so.insecure = ro.insecure;
   if (!ro.insecure) so.keys_dir = keys.string();
   if (fs::exists(cache_root / cache::kManifestFile))

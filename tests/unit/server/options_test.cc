@@ -71,6 +71,7 @@ TEST_CASE("scheduler options reject unknown keys and bad values, naming them") {
   for (const char* bad :
        {"journal_snapshot_every: often\n", "journal_snapshot_every: 1.5\n", "journal_snapshot_every: [1]\n"})
     CHECK(Has(ParseError(bad), "s.yaml:1: journal_snapshot_every"));
+  CHECK(Has(ParseError("start_peers_wait_ms: -1\n"), "s.yaml:1: start_peers_wait_ms must be >= 0"));
   REQUIRE(ParseSchedulerOptions("journal_snapshot_every: 0\n", "s.yaml", &o).ok());
   CHECK(o.journal_snapshot_every == 0);
   o.cluster_spec = "c.yaml";
@@ -111,6 +112,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
   o.iterations = 32;
   o.min_workers = 2;
   o.start_when_ready = true;
+  o.start_peers_wait_ms = 2500;
   o.journal_sync = false;
   o.log_level = "warn";
   o.max_message_bytes = 1 << 20;
@@ -135,6 +137,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
     CHECK_SAME(insecure);
     CHECK_SAME(metrics_port);
     CHECK_SAME(start_when_ready);
+    CHECK_SAME(start_peers_wait_ms);
     CHECK_SAME(metrics_address);
     CHECK_SAME(iterations);
     CHECK_SAME(min_workers);

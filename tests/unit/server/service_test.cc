@@ -124,9 +124,10 @@ loft::v1::Envelope Credit(int32_t node, int c = 1) {
   return e;
 }
 
-loft::v1::Envelope Beat(int32_t node) {
+loft::v1::Envelope Beat(int32_t node, int32_t peers_ready = 0) {
   loft::v1::Envelope e;
   e.mutable_heartbeat()->set_node(node);
+  e.mutable_heartbeat()->set_peers_ready(peers_ready);
   return e;
 }
 
@@ -196,6 +197,38 @@ TEST_CASE("start_when_ready: the job starts once every worker was heard from aft
   REQUIRE(Send(*s, Beat(1), 4).ok());
   REQUIRE(s->Tick(5).ok());
   CHECK(f.transport.Assignments().size() == 2);
+}
+
+TEST_CASE("start_peers_wait_ms: the job also waits for every worker's peer connections, at most that long") {
+  Fixture f;
+  f.opts.start_when_ready = true;
+  f.opts.start_peers_wait_ms = 500;
+  auto s = f.Make();
+  REQUIRE(Send(*s, Register("edge-0", 1), 0).ok());
+  REQUIRE(Send(*s, Register("edge-1", 1), 0).ok());
+  REQUIRE(Send(*s, Beat(0, /*peers_ready=*/1), 2).ok());
+  REQUIRE(Send(*s, Beat(1, /*peers_ready=*/0), 2).ok());
+  REQUIRE(s->Tick(3).ok());
+  CHECK(f.transport.Assignments().empty());  // edge-1's connection to edge-0 not handshaken
+  REQUIRE(s->Tick(200).ok());
+  CHECK(f.transport.Assignments().empty());
+  REQUIRE(Send(*s, Beat(1, /*peers_ready=*/1), 250).ok());
+  REQUIRE(s->Tick(251).ok());
+  CHECK(f.transport.Assignments().size() == 2);
+  // Agents that never report (peers_ready 0): the job starts once the wait is over.
+  Fixture g;
+  g.opts.start_when_ready = true;
+  g.opts.start_peers_wait_ms = 500;
+  auto t = g.Make();
+  REQUIRE(Send(*t, Register("edge-0", 1), 0).ok());
+  REQUIRE(Send(*t, Register("edge-1", 1), 0).ok());
+  REQUIRE(Send(*t, Beat(0), 2).ok());
+  REQUIRE(Send(*t, Beat(1), 2).ok());
+  REQUIRE(t->Tick(3).ok());
+  REQUIRE(t->Tick(400).ok());
+  CHECK(g.transport.Assignments().empty());
+  REQUIRE(t->Tick(504).ok());
+  CHECK(g.transport.Assignments().size() == 2);
 }
 
 TEST_CASE("a node that misses heartbeats is dropped, its partition retried as a child") {
