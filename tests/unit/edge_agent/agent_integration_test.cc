@@ -7,6 +7,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <random>
@@ -623,4 +624,38 @@ TEST_CASE("Warm connects the peer fetcher to every other member of a view before
   for (int i = 0; i < 3; ++i) accepts.check_event(20);
   CHECK(accepts.accepted == 1);
   CHECK(lookups == 0);
+  // The connection's monitor sees its handshake finish (what the agent's
+  // heartbeat reports as peers_ready); node 2 has no connection.
+  int ready = 0;
+  for (int i = 0; i < 300 && ready == 0; ++i) {
+    ready = fetcher.HandshakenAmong({1, 2});
+    if (ready == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(ready == 1);
+  CHECK(fetcher.HandshakenAmong({2}) == 0);
+  CHECK(fetcher.HandshakenAmong({}) == 0);
+}
+
+TEST_CASE("a peer that never answers is not counted as handshaken") {
+  zmq::context_t ctx(1);
+  // A plain TCP listener that accepts and says nothing: no ZMTP greeting.
+  zmq::socket_t stream(ctx, zmq::socket_type::stream);
+  stream.set(zmq::sockopt::linger, 0);
+  stream.bind("tcp://127.0.0.1:*");
+  const std::string ep = stream.get(zmq::sockopt::last_endpoint);
+  PeerFetcher fetcher(&ctx, SystemClock::Default(), PeerFetcherOptions{},
+                      [&](int32_t n) -> std::optional<PeerInfo> {
+                        return PeerInfo{n, "peer", ep};
+                      });
+  v1::MembershipView view;
+  v1::Member* m = view.add_members();
+  m->set_node(1);
+  m->set_name("n1");
+  m->set_peer_endpoint(ep);
+  fetcher.Warm(view, 0);
+  CHECK(fetcher.connections() == 1);
+  for (int i = 0; i < 30; ++i) {
+    CHECK(fetcher.HandshakenAmong({1}) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
