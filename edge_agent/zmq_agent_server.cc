@@ -427,7 +427,7 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
   int64_t last_hb = last_heard;
   bool draining = false;
   // After a view arrives, until every other member's peer connection is
-  // handshaken (at most kPeersWatchMs), the loop wakes every
+  // handshaken (at most kPeersWatchUs), the loop wakes every
   // kPeersPollMs and beats as soon as the count changes: the scheduler
   // may be waiting for it to start the job (start_peers_wait_ms).
   constexpr int kPeersPollMs = 5;
