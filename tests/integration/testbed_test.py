@@ -210,21 +210,29 @@ def test_cpu_quota():
         assert leftovers(tag) == [], leftovers(tag)
 
 
+def state_file_of(pid):
+    """The state JSON of the testbed owned by loftctl `pid`, or None yet."""
+    for p in glob.glob("/run/loft-testbed/*.json"):
+        try:
+            with open(p) as f:
+                st = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if st.get("owner_pid") == pid:
+            return st
+    return None
+
+
 def state_of_run(pid, timeout=60):
     """The state JSON of the testbed owned by loftctl `pid`, once its agents run."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        for p in glob.glob("/run/loft-testbed/*.json"):
-            try:
-                with open(p) as f:
-                    st = json.load(f)
-            except (OSError, ValueError):
-                continue
-            if st.get("owner_pid") == pid:
-                pids = subprocess.run(["ip", "netns", "pids", st["nodes"][-1]["netns"]], capture_output=True,
-                                      text=True).stdout.split()
-                if pids:
-                    return st, [int(x) for x in pids]
+        st = state_file_of(pid)
+        if st is not None:
+            pids = subprocess.run(["ip", "netns", "pids", st["nodes"][-1]["netns"]], capture_output=True,
+                                  text=True).stdout.split()
+            if pids:
+                return st, [int(x) for x in pids]
         time.sleep(0.2)
     sys.exit(f"no testbed with running agents appeared for loftctl pid {pid}")
 
@@ -267,14 +275,7 @@ def test_killed_run():
     run = start_run(spec, os.path.join(tmp, "out3"))
     deadline, early = time.time() + 60, None
     while early is None and time.time() < deadline:
-        for p in glob.glob("/run/loft-testbed/*.json"):
-            try:
-                with open(p) as f:
-                    s = json.load(f)
-            except (OSError, ValueError):
-                continue
-            if s.get("owner_pid") == run.pid:
-                early = s
+        early = state_file_of(run.pid)
         time.sleep(0.005)
     assert early is not None, "no testbed state file appeared"
     run.send_signal(signal.SIGINT)

@@ -200,15 +200,20 @@ TEST_CASE("start_when_ready: the job starts once every worker was heard from aft
 }
 
 TEST_CASE("start_peers_wait_ms: the job also waits for every worker's peer connections, at most that long") {
+  // Both workers registered and heard from at t = 2, with these peers_ready counts.
+  auto registered = [](Fixture& fx, int32_t ready0, int32_t ready1) {
+    fx.opts.start_when_ready = true;
+    fx.opts.start_peers_wait_ms = 500;
+    auto svc = fx.Make();
+    REQUIRE(Send(*svc, Register("edge-0", 1), 0).ok());
+    REQUIRE(Send(*svc, Register("edge-1", 1), 0).ok());
+    REQUIRE(Send(*svc, Beat(0, ready0), 2).ok());
+    REQUIRE(Send(*svc, Beat(1, ready1), 2).ok());
+    REQUIRE(svc->Tick(3).ok());
+    return svc;
+  };
   Fixture f;
-  f.opts.start_when_ready = true;
-  f.opts.start_peers_wait_ms = 500;
-  auto s = f.Make();
-  REQUIRE(Send(*s, Register("edge-0", 1), 0).ok());
-  REQUIRE(Send(*s, Register("edge-1", 1), 0).ok());
-  REQUIRE(Send(*s, Beat(0, /*peers_ready=*/1), 2).ok());
-  REQUIRE(Send(*s, Beat(1, /*peers_ready=*/0), 2).ok());
-  REQUIRE(s->Tick(3).ok());
+  auto s = registered(f, /*ready0=*/1, /*ready1=*/0);
   CHECK(f.transport.Assignments().empty());  // edge-1's connection to edge-0 not handshaken
   REQUIRE(s->Tick(200).ok());
   CHECK(f.transport.Assignments().empty());
@@ -217,14 +222,7 @@ TEST_CASE("start_peers_wait_ms: the job also waits for every worker's peer conne
   CHECK(f.transport.Assignments().size() == 2);
   // Agents that never report (peers_ready 0): the job starts once the wait is over.
   Fixture g;
-  g.opts.start_when_ready = true;
-  g.opts.start_peers_wait_ms = 500;
-  auto t = g.Make();
-  REQUIRE(Send(*t, Register("edge-0", 1), 0).ok());
-  REQUIRE(Send(*t, Register("edge-1", 1), 0).ok());
-  REQUIRE(Send(*t, Beat(0), 2).ok());
-  REQUIRE(Send(*t, Beat(1), 2).ok());
-  REQUIRE(t->Tick(3).ok());
+  auto t = registered(g, 0, 0);
   REQUIRE(t->Tick(400).ok());
   CHECK(g.transport.Assignments().empty());
   REQUIRE(t->Tick(504).ok());
