@@ -216,6 +216,8 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
   std::pair<int64_t, uint64_t> target{-1, 0};
   bool stale = false, bad_len = false;
   uint64_t D = 0;
+  int ring_members = 0;      // of the attempt that succeeded (members past the round left out)
+  std::string done_by_past;  // set when members past the round hold the job's state
   while (true) {
     ++out.attempts;
     transport_->SetAbortCheck([this, &m] { return views_->CheckAlive(m); });
@@ -233,6 +235,7 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
       std::vector<double> bs;
       std::vector<int64_t> rounds;
       std::vector<uint64_t> hashes, parts, ds;
+      std::vector<int> past;  // members whose later round's exchange came instead: past this round
       for (int node : m.nodes) {
         if (node == options_.node) {
           bs.push_back(b);
@@ -242,7 +245,27 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
           ds.push_back(d_mine);
           continue;
         }
-        LOFT_ASSIGN_OR_RETURN(auto bytes, transport_->Recv(node, tag, options_.ring_timeout_ms));
+        LOFT_ASSIGN_OR_RETURN(
+            auto got, transport_->RecvOrLater(
+                          node, tag, options_.ring_timeout_ms, options_.past_grace_ms,
+                          [](uint64_t, std::span<const std::byte> b) { return b.size() == kExchangeBytes; }));
+        const std::vector<std::byte>& bytes = got.body;
+        if (got.tag != tag) {
+          // It finished this round while this member's attempt failed (or
+          // skipped it) and waits in a later one: its state votes, it gets
+          // no weight and no place in the all-reduce (ModelTrainer does the same).
+          past.push_back(node);
+          bs.push_back(0);
+          rounds.push_back(LoadLe<int64_t>(bytes, 8));
+          hashes.push_back(LoadLe<uint64_t>(bytes, 16));
+          parts.push_back(0);
+          ds.push_back(0);
+          spdlog::info(
+              "round {}: node {} is past it (its exchange of round {} came instead): it takes no part "
+              "in this round's all-reduce",
+              round, node, models::TagRound(got.tag));
+          continue;
+        }
         if (bytes.size() != kExchangeBytes) {  // malformed: no weight, a state nobody holds
           bs.push_back(0);
           rounds.push_back(std::numeric_limits<int64_t>::min());
@@ -276,6 +299,15 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
       for (size_t i = 0; i < m.nodes.size(); ++i) {
         const bool in_step = rounds[i] == target.first && hashes[i] == target.second;
         if (bs[i] > 0 && in_step && ds[i] == D) eff[i] = bs[i];
+      }
+      if (!past.empty() && target.first >= static_cast<int64_t>(round)) {
+        // The job's state is past this round: members past it finished it.
+        // Nothing is all-reduced here; the partition goes back for a retry
+        // and this consumer is brought in step in its next round (stale).
+        done_by_past = "round " + std::to_string(round) +
+                       " was finished by the member(s) past it (they hold round " +
+                       std::to_string(target.first) + "): this gradient is in no update";
+        return OkStatus();
       }
       stale = consumer && std::pair{my_round, my_hash} != target;
       bad_len = b > 0 && d_mine != D;
@@ -321,7 +353,15 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
         ao.reducer.krum_f = 0;
       ao.timeout_ms = options_.ring_timeout_ms;
       models::RingAllReduce ring(transport_.get(), ao);
-      LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, data, w));
+      std::vector<int> ring_nodes;
+      std::vector<double> ring_w;
+      for (size_t i = 0; i < m.nodes.size(); ++i) {
+        if (std::find(past.begin(), past.end(), m.nodes[i]) != past.end()) continue;
+        ring_nodes.push_back(m.nodes[i]);
+        ring_w.push_back(w[i]);
+      }
+      LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, ring_nodes}, round, data, ring_w));
+      ring_members = static_cast<int>(ring_nodes.size());
       out.applied.clear();
       out.included = mine_in;
       for (size_t i = 0; i < m.nodes.size(); ++i) {
@@ -331,6 +371,14 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
       return OkStatus();
     }();
     transport_->SetAbortCheck(nullptr);
+    if (st.ok() && !done_by_past.empty()) {
+      round_done_ = round;
+      out.kind = Kind::kError;
+      out.message = done_by_past;
+      out.members = static_cast<int>(m.nodes.size());
+      spdlog::info("{}", done_by_past);
+      return out;
+    }
     if (st.ok()) break;
     if (st.code() == StatusCode::kDataLoss) {
       // Every member sees the same exchange: the round is done, nothing applied.
@@ -359,7 +407,7 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
     m = next;
   }
   round_done_ = round;
-  out.members = static_cast<int>(m.nodes.size());
+  out.members = ring_members;
   out.allreduce_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!consumer) return out;  // a weight-0 join alone: the consumer (if any comes) is behind
   if (out.included || stale) {

@@ -28,6 +28,12 @@
 //     names both lengths) or a non-finite aggregate (the plain means pass
 //     a member's NaN/Inf on; every in-step member refuses it alike, so
 //     parameters stay identical).
+// A member whose exchange of a later round (same view) came instead of
+// this one's is past this round (it finished it while this member's attempt
+// failed): its state votes in 2., but it gets no weight and no place in 3.
+// When that vote puts the job's state at or past this round, nothing is
+// all-reduced here: ERROR (the partition is retried elsewhere) and the
+// consumer is STALE in its next round.
 // A partition of a round already done here (a retried child) is carried:
 // its b·g joins this member's next contribution (CARRIED).
 // A failed attempt (a member silent or gone) waits for a newer view and
@@ -71,6 +77,7 @@ struct ExternalRingOptions {
   int64_t view_wait_ms = 8000;
   int64_t state_timeout_ms = 5000;
   int64_t idle_join_grace_ms = 50;
+  int64_t past_grace_ms = 200;  // a member's later round's exchange waits this long before it counts as past
   size_t max_message_bytes = 16u << 20;
   zmq::context_t* context = nullptr;  // required
   std::optional<CurveKeyPair> curve_own;

@@ -110,16 +110,38 @@ StatusOr<RoundHellos> ModelTrainer::ExchangeHellos(const RingMembers& m, uint32_
       x.hellos.push_back(mine);
       continue;
     }
-    auto bytes = transport_->Recv(n, tag, silent.ok() ? options_.ring_timeout_ms : 0);
-    if (!bytes.ok()) {
-      if (bytes.status().code() != StatusCode::kDeadlineExceeded) return bytes.status();
+    // A member that sent a later round's hello of this view instead is past
+    // this round (e.g. it finished it while this member's attempt failed,
+    // and this member restarts it among the survivors): waiting for it
+    // would deadlock, each waiting for the other's round.
+    auto usable = [this](uint64_t later, std::span<const std::byte> body) {
+      if (guard_.OutOfWindow(last_round_, models::TagRound(later))) return false;
+      auto h = DecodeHello(body);
+      return h.ok() && !guard_.OutOfWindow(last_round_, h->last_round);
+    };
+    auto got = transport_->RecvOrLater(n, tag, silent.ok() ? options_.ring_timeout_ms : 0,
+                                       options_.past_grace_ms, usable);
+    if (!got.ok()) {
+      if (got.status().code() != StatusCode::kDeadlineExceeded) return got.status();
       Silent(n, round);
-      if (silent.ok()) silent = bytes.status();
+      if (silent.ok()) silent = got.status();
       continue;
     }
     guard_.Heard(n);
     if (!silent.ok()) continue;  // the attempt failed already
-    auto h = DecodeHello(*bytes);
+    auto h = DecodeHello(got->body);
+    if (h.ok() && got->tag != tag) {
+      spdlog::info(
+          "round {}: node {} is past it (its hello of round {} came instead; it holds round {}): it takes "
+          "no part in this round's all-reduce",
+          round, n, models::TagRound(got->tag), h->last_round);
+      MemberHello past;  // its state votes; no weight
+      past.last_round = h->last_round;
+      past.hash = h->hash;
+      x.hellos.push_back(past);
+      x.past.push_back(n);
+      continue;
+    }
     if (h.ok()) {
       if (guard_.OutOfWindow(last_round_, h->last_round))
         Offend(n, "out_of_window");  // a minority: never agreed
@@ -220,8 +242,14 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
     res->carried = true;  // the others finished this round already
     return OkStatus();
   }
-  // 3. All-reduce this node's mean gradient over its n + carried samples.
-  LOFT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(options_.node, round, x, reducer_));
+  // 3. All-reduce this node's mean gradient over its n + carried samples,
+  // among the members not past the round.
+  const RoundHellos px = x.past.empty() ? x : Participants(x);
+  if (!x.past.empty()) {
+    spdlog::info("round {}: all-reducing among the {} member(s) not past it (view {})", round,
+                 px.members.size(), m.view);
+  }
+  LOFT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(options_.node, round, px, reducer_));
   carry_.Mix(n, grad_, data);
   models::AllReduceOptions ao;
   ao.reducer = plan.reducer;
@@ -231,13 +259,14 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
     ao.corrupt_owned_chunk = [this](std::span<float> c) { CorruptChunk(c); };
   models::RingAllReduce ring(transport_.get(), ao);
   models::AllReduceReport report;
-  LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, m.nodes}, round, *data, plan.weights, &report));
+  LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, px.members}, round, *data, plan.weights, &report));
   for (int from : report.malformed_from) Offend(from, "malformed_chunk");
   for (int from : report.chunk_mismatch_from) {
     spdlog::warn("round {}: node {} sent a reduced chunk its replicas do not agree with: not taken", round,
                  from);
     Offend(from, "chunk_mismatch");
   }
+  res->members = static_cast<int>(px.members.size());
   res->applied = std::move(plan.applied);
   res->evaluator = plan.evaluator;
   return OkStatus();
@@ -258,7 +287,7 @@ StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_
   };
   LOFT_ASSIGN_OR_RETURN(RetryResult rr,
                         RunWithViewRetry(views_.get(), options_.node, view, round, connect, attempt));
-  res.members = static_cast<int>(rr.members.nodes.size());
+  if (res.carried) res.members = static_cast<int>(rr.members.nodes.size());
   res.attempts = rr.attempts;
   res.allreduce_ms = MsSince(t0);
   if (res.carried) {

@@ -15,6 +15,11 @@
 //  1. exchange: every member sends a RingHello (edge_agent/ring_hello.h):
 //     b_i, last_round, ParameterHash, reports, partition id of this round
 //     (0 = none) (b_i = samples this round, 0 for a member without a partition);
+//     A member whose hello of a later round (same view) came instead is
+//     past this round: it finished it while this member's attempt failed
+//     and is waiting in its next round, or it skipped it. It gets no weight
+//     and no place in the all-reduce (both would wait for each other's
+//     round until the ring timeout), but its (last_round, hash) votes below;
 //  2. state check: the (last_round, hash) pair held by most members (ties:
 //     the later round) is the job's state; a member holding anything else
 //     (a restarted agent starts from the seed's initial parameters; one
@@ -87,6 +92,9 @@ struct ModelTrainerOptions {
   int64_t view_wait_ms = 8000;      // how long to wait for a (newer) membership view
   int64_t state_timeout_ms = 5000;  // per state-transfer request
   int64_t idle_join_grace_ms = 50;  // a newer round's message waits this long before a weight-0 join
+  // A member's later round's hello waits this long before it counts as past
+  // the round being exchanged (see step 1 above).
+  int64_t past_grace_ms = 200;
   size_t max_message_bytes = 16u << 20;
   // The ZeroMQ context to use (with its ZapAuthenticator when CURVE is on);
   // null = the trainer makes its own (plain TCP only).
@@ -136,7 +144,7 @@ class ModelTrainer final : public Trainer {
   // The gradient of the current batch (images_/labels_, n samples) into grad_, corrupted if Byzantine.
   double ComputeGradient(size_t n);
   struct RoundResult {
-    int members = 0, attempts = 0;
+    int members = 0, attempts = 0;  // members: of the all-reduce (members past the round left out)
     double allreduce_ms = 0;
     bool evaluator = false;
     bool carried = false;  // the round was already done (state fetched past it)

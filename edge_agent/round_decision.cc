@@ -53,6 +53,16 @@ SyncDecision DecideSync(int self, const RoundHellos& x, std::pair<int64_t, uint6
   return d;
 }
 
+RoundHellos Participants(const RoundHellos& x) {
+  RoundHellos out;
+  for (size_t i = 0; i < x.members.size() && i < x.hellos.size(); ++i) {
+    if (std::find(x.past.begin(), x.past.end(), x.members[i]) != x.past.end()) continue;
+    out.members.push_back(x.members[i]);
+    out.hellos.push_back(x.hellos[i]);
+  }
+  return out;
+}
+
 StatusOr<RoundPlan> PlanRound(int self, uint32_t round, const RoundHellos& x,
                               const models::ReducerOptions& base) {
   RoundPlan p;

@@ -35,7 +35,14 @@ std::pair<int64_t, uint64_t> AgreedState(std::span<const int64_t> last_round, st
 struct RoundHellos {
   std::vector<int> members;
   std::vector<MemberHello> hellos;
+  // Members past the round: they sent a later round's hello instead of
+  // this one's (their hello here is that one's state with no weight). Their
+  // state votes, they may serve it, but they take no part in the all-reduce.
+  std::vector<int> past;
 };
+
+// The hellos of the members that take part in the all-reduce (not past).
+RoundHellos Participants(const RoundHellos& x);
 
 // Where this member's parameters must come from before the round.
 struct SyncDecision {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -206,6 +207,46 @@ StatusOr<zmq::message_t> ZmqTransport::Take(int from_rank, uint64_t tag, int64_t
     }
     if (abort_check_) LOFT_RETURN_IF_ERROR(abort_check_());
     LOFT_RETURN_IF_ERROR(Pump(std::min<int64_t>(left.count(), 50)));
+  }
+}
+
+StatusOr<ZmqTransport::Taken> ZmqTransport::RecvOrLater(int from_rank, uint64_t tag, int64_t timeout_ms,
+                                                        int64_t grace_ms, const LaterUsable& usable) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
+  constexpr uint64_t kViewMask = ~((uint64_t{1} << 40) - 1);  // models::MakeTag: view in bits 63..40
+  uint64_t later = 0;                                         // the later tag being watched (0 = none)
+  Clock::time_point later_since;
+  while (true) {
+    const int64_t left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto m = Take(from_rank, tag, std::clamp<int64_t>(left, 0, 50));
+    if (m.ok()) {
+      const auto* p = static_cast<const std::byte*>(m->data());
+      return Taken{tag, std::vector<std::byte>(p, p + m->size())};
+    }
+    if (m.status().code() != StatusCode::kDeadlineExceeded) return m.status();
+    if (left <= 0) {
+      return DeadlineExceeded("ring transport: nothing from rank " + std::to_string(from_rank) +
+                              " with tag " + std::to_string(tag) + " within " + std::to_string(timeout_ms) +
+                              " ms");
+    }
+    // The sender's lowest buffered tag of the same view and phase, later round.
+    for (auto it = inbox_.upper_bound({from_rank, tag}); it != inbox_.end() && it->first.first == from_rank &&
+                                                         (it->first.second & kViewMask) == (tag & kViewMask);
+         ++it) {
+      if ((it->first.second & 0xFF) != (tag & 0xFF) || it->second.empty()) continue;
+      const auto now = Clock::now();
+      if (it->first.second != later) {
+        later = it->first.second;
+        later_since = now;
+      }
+      const zmq::message_t& body = it->second.front().body;
+      const std::span<const std::byte> bytes(static_cast<const std::byte*>(body.data()), body.size());
+      if (now - later_since >= std::chrono::milliseconds(grace_ms) && usable(later, bytes))
+        return Taken{later, std::vector<std::byte>(bytes.begin(), bytes.end())};
+      break;
+    }
   }
 }
 

@@ -115,6 +115,21 @@ class ZmqTransport final : public models::Transport {
   StatusOr<std::vector<std::byte>> Request(int to_rank, uint64_t tag, std::span<const std::byte> body,
                                            int64_t timeout_ms);
 
+  // Recv of (from_rank, tag), except that the wait ends early once the
+  // sender has a message of the same view and phase but a later round
+  // buffered (the lowest such tag), it has waited grace_ms and `usable`
+  // accepts it: that message's tag and a copy of its body are returned,
+  // and it stays buffered for the round it belongs to. ZeroMQ keeps one
+  // sender's messages in order, so a sender whose later round's message
+  // came and this one's did not has moved past this round (the opening
+  // exchange of a ring round: edge_agent/model_trainer.h).
+  struct Taken {
+    uint64_t tag = 0;
+    std::vector<std::byte> body;
+  };
+  using LaterUsable = std::function<bool(uint64_t tag, std::span<const std::byte> body)>;
+  StatusOr<Taken> RecvOrLater(int from_rank, uint64_t tag, int64_t timeout_ms, int64_t grace_ms,
+                              const LaterUsable& usable);
   // Reads what is waiting (up to timeout_ms for the first message), serving requests.
   Status Poll(int64_t timeout_ms) { return Pump(timeout_ms); }
   // Checked while Recv or Request waits (about every 50 ms): a non-OK status

@@ -3,6 +3,7 @@
 // ZmqTransport that sends what it likes.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "edge_agent/model_trainer.h"
 #include "edge_agent/ring_hello.h"
 #include "edge_agent/zmq_transport.h"
+#include "models/model.h"
 #include "models/transport.h"
 
 using namespace loft;
@@ -67,6 +69,22 @@ struct Ring {
     h.b = b;
     h.partition = partition;
     REQUIRE(attacker->Send(0, models::MakeTag(1, round, kHelloPhase), EncodeHello(h)).ok());
+  }
+
+  // A batch of `n` made-up samples for iteration `round` of view 1.
+  static Batch MakeBatch(uint32_t round, int n) {
+    Batch b;
+    b.partition_id = 500 + round;
+    b.iteration = round;
+    b.view = 1;
+    for (int i = 0; i < n; ++i) {
+      cache::Sample s;
+      s.id = static_cast<uint64_t>(i);
+      s.label = static_cast<uint16_t>(i % 10);
+      s.payload.assign(784, static_cast<uint8_t>(17 * i));
+      b.samples.push_back(std::move(s));
+    }
+    return b;
   }
 
   // Lets the trainer idle for `ms`; true if it sent its own hello for `round` (it joined).
@@ -137,4 +155,46 @@ TEST_CASE("a malformed hello is dropped and counted, never joined") {
   REQUIRE(offences.size() == 1);
   CHECK(offences[0].reason == "malformed_hello");
   CHECK(offences[0].node == 1);
+}
+
+TEST_CASE("a member past the round (its later round's hello came instead) is not waited for") {
+  // The ring-restart deadlock: rank 1 finished round 5 while rank 0's
+  // attempt failed; rank 0 restarts round 5 and rank 1 waits in round 6.
+  // Rank 0 must leave rank 1 out of round 5 instead of waiting for its
+  // hello until the ring timeout (which fails the round: no newer view).
+  Ring r(0);
+  MemberHello h;  // rank 1 holds the same state (no round applied yet) and announces round 6
+  h.b = 4;
+  h.partition = 77;
+  h.last_round = -1;
+  h.hash = models::ParameterHash(r.trainer->params());
+  REQUIRE(r.attacker->Send(0, models::MakeTag(1, 6, kHelloPhase), EncodeHello(h)).ok());
+  auto loss = r.trainer->Compute(Ring::MakeBatch(5, 6));
+  REQUIRE(loss.ok());
+  CHECK(r.trainer->last_round() == 5);
+  auto rep = r.trainer->TakeReport();
+  REQUIRE(rep);
+  CHECK(rep->ring_members() == 1);
+  CHECK(rep->ring_attempts() == 1);
+  REQUIRE(rep->applied_partitions_size() == 1);  // only its own partition: rank 1 had no part in round 5
+  CHECK(rep->applied_partitions(0) == 505);
+  for (const auto& o : r.trainer->TakeOffences()) CHECK(o.reason != "silent");
+  // Rank 1's hello of round 6 is still there for round 6.
+  auto got = r.attacker->Recv(0, models::MakeTag(1, 5, kHelloPhase), 0);
+  CHECK(got.ok());  // rank 0 did send its own hello of round 5
+}
+
+TEST_CASE("a later round's hello claiming a round out of window never stands in for the member") {
+  Ring r(0);
+  MemberHello h;
+  h.b = 4;
+  h.partition = 77;
+  h.last_round = std::numeric_limits<uint32_t>::max();  // a phantom: training pushed to the end of time
+  REQUIRE(r.attacker->Send(0, models::MakeTag(1, 6, kHelloPhase), EncodeHello(h)).ok());
+  auto loss = r.trainer->Compute(Ring::MakeBatch(5, 6));
+  CHECK_FALSE(loss.ok());  // rank 1 stays awaited: silent, and no newer view to restart in
+  CHECK(r.trainer->last_round() == -1);
+  bool silent = false;
+  for (const auto& o : r.trainer->TakeOffences()) silent |= o.node == 1 && o.reason == "silent";
+  CHECK(silent);
 }

@@ -384,3 +384,54 @@ TEST_CASE("link emulation shapes the ring: 2(N-1) steps at min(up, down) plus th
   CHECK(shaped < 2.0 * model_ms + plain);
   CHECK(plain < 0.5 * shaped);
 }
+
+TEST_CASE("RecvOrLater: the awaited message first; else the sender's later round once it waited the grace") {
+  using loft::models::MakeTag;
+  zmq::context_t ctx(1);
+  auto ts = MakeRing(&ctx, 2);
+  const std::vector<std::byte> a{std::byte{1}}, b{std::byte{2}, std::byte{2}};
+  auto any = [](uint64_t, std::span<const std::byte>) { return true; };
+  const uint64_t want = MakeTag(3, 10, 0xFE);
+
+  // Both buffered: the awaited one is taken, the later one stays.
+  REQUIRE(ts[1]->Send(0, want, a).ok());
+  REQUIRE(ts[1]->Send(0, MakeTag(3, 11, 0xFE), b).ok());
+  auto got = ts[0]->RecvOrLater(1, want, 2000, 0, any);
+  REQUIRE(got.ok());
+  CHECK(got->tag == want);
+  CHECK(got->body == a);
+
+  // Only the later round came: it stands in once it waited the grace, and
+  // stays buffered for its own round.
+  const auto t0 = std::chrono::steady_clock::now();
+  got = ts[0]->RecvOrLater(1, want, 5000, 120, any);
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(got.ok());
+  CHECK(got->tag == MakeTag(3, 11, 0xFE));
+  CHECK(got->body == b);
+  CHECK(waited >= 120);
+  auto again = ts[0]->Recv(1, MakeTag(3, 11, 0xFE), 0);
+  REQUIRE(again.ok());
+  CHECK(*again == b);
+
+  // Not taken: another view, another phase, another sender's later round,
+  // or one `usable` refuses: the wait ends with DeadlineExceeded.
+  REQUIRE(ts[1]->Send(0, MakeTag(4, 11, 0xFE), b).ok());
+  REQUIRE(ts[1]->Send(0, MakeTag(3, 12, 0x01), b).ok());
+  auto none = ts[0]->RecvOrLater(1, want, 300, 0, any);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().code() == loft::StatusCode::kDeadlineExceeded);
+  REQUIRE(ts[1]->Send(0, MakeTag(3, 13, 0xFE), b).ok());
+  int asked = 0;
+  auto refuse = [&](uint64_t tag, std::span<const std::byte>) {
+    ++asked;
+    CHECK(tag == MakeTag(3, 13, 0xFE));
+    return false;
+  };
+  none = ts[0]->RecvOrLater(1, want, 300, 0, refuse);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().code() == loft::StatusCode::kDeadlineExceeded);
+  CHECK(asked > 0);
+  CHECK(ts[0]->Recv(1, MakeTag(3, 13, 0xFE), 0).ok());  // still buffered
+}

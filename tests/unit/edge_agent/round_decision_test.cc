@@ -33,7 +33,7 @@ std::vector<std::byte> Bytes(const std::string& s) {
 }  // namespace
 
 TEST_CASE("DecideSync: a member off the majority's state fetches it from the holders in ring order") {
-  RoundHellos x{{0, 2, 5}, {H(3, 7, 0xAA), H(3, 7, 0xAA), H(3, -1, 0x11)}};
+  RoundHellos x{{0, 2, 5}, {H(3, 7, 0xAA), H(3, 7, 0xAA), H(3, -1, 0x11)}, {}};
   SyncDecision d = DecideSync(5, x, {-1, 0x11});
   CHECK(d.needed);
   CHECK(d.target == std::pair<int64_t, uint64_t>{7, 0xAA});
@@ -45,7 +45,7 @@ TEST_CASE("DecideSync: a member off the majority's state fetches it from the hol
 }
 
 TEST_CASE("DecideSync: one member claiming a far-ahead round does not move two that agree") {
-  RoundHellos x{{0, 1, 2}, {H(1, 4, 0xA), H(1, 4, 0xA), H(1, 4000000000, 0xB)}};
+  RoundHellos x{{0, 1, 2}, {H(1, 4, 0xA), H(1, 4, 0xA), H(1, 4000000000, 0xB)}, {}};
   SyncDecision d = DecideSync(0, x, {4, 0xA});
   CHECK_FALSE(d.needed);
   CHECK(d.target.first == 4);
@@ -59,7 +59,7 @@ TEST_CASE("RoundCarried: a round at or below the last applied one is carried") {
 }
 
 TEST_CASE("PlanRound: batch-size weights for mean, one per member with samples for robust reducers") {
-  RoundHellos x{{0, 1, 2}, {H(4, 1, 1, 40), H(0, 1, 1), H(2, 1, 1, 20)}};
+  RoundHellos x{{0, 1, 2}, {H(4, 1, 1, 40), H(0, 1, 1), H(2, 1, 1, 20)}, {}};
   models::ReducerOptions mean;
   auto p = PlanRound(1, 2, x, mean);
   REQUIRE(p.ok());
@@ -73,12 +73,12 @@ TEST_CASE("PlanRound: batch-size weights for mean, one per member with samples f
 }
 
 TEST_CASE("PlanRound: the applied list holds partitions of members with weight, sorted") {
-  RoundHellos x{{0, 1, 2}, {H(4, 1, 1, 40), H(0, 1, 1), H(2, 1, 1, 20)}};
+  RoundHellos x{{0, 1, 2}, {H(4, 1, 1, 40), H(0, 1, 1), H(2, 1, 1, 20)}, {}};
   auto p = PlanRound(0, 2, x, {});
   REQUIRE(p.ok());
   CHECK(p->applied == std::vector<std::pair<uint64_t, int32_t>>{{20, 2}, {40, 0}});
   // Carried samples only (b > 0, no partition): weight, but nothing applied.
-  RoundHellos c{{0, 1}, {H(3, 1, 1, 0), H(2, 1, 1, 9)}};
+  RoundHellos c{{0, 1}, {H(3, 1, 1, 0), H(2, 1, 1, 9)}, {}};
   auto q = PlanRound(0, 2, c, {});
   REQUIRE(q.ok());
   CHECK(q->weights == std::vector<double>{3, 2});
@@ -86,7 +86,7 @@ TEST_CASE("PlanRound: the applied list holds partitions of members with weight, 
 }
 
 TEST_CASE("PlanRound: the first reporting member in ring order evaluates") {
-  RoundHellos x{{0, 3, 4}, {H(1, 1, 1, 1, false), H(1, 1, 1, 2, true), H(1, 1, 1, 3, true)}};
+  RoundHellos x{{0, 3, 4}, {H(1, 1, 1, 1, false), H(1, 1, 1, 2, true), H(1, 1, 1, 3, true)}, {}};
   CHECK(PlanRound(3, 1, x, {})->evaluator);
   CHECK_FALSE(PlanRound(4, 1, x, {})->evaluator);
   CHECK_FALSE(PlanRound(0, 1, x, {})->evaluator);
@@ -95,20 +95,20 @@ TEST_CASE("PlanRound: the first reporting member in ring order evaluates") {
 TEST_CASE("PlanRound: trimmed_mean trims max(1, 0.2 N) per side while N > 2k; krum f fits N") {
   models::ReducerOptions tm;
   tm.kind = models::ReducerKind::kTrimmedMean;
-  RoundHellos six{{0, 1, 2, 3, 4, 5}, std::vector<MemberHello>(6, H(1, 0, 0, 1))};
+  RoundHellos six{{0, 1, 2, 3, 4, 5}, std::vector<MemberHello>(6, H(1, 0, 0, 1)), {}};
   CHECK(PlanRound(0, 1, six, tm)->reducer.trim_count == 1);
-  RoundHellos two{{0, 1}, std::vector<MemberHello>(2, H(1, 0, 0, 1))};
+  RoundHellos two{{0, 1}, std::vector<MemberHello>(2, H(1, 0, 0, 1)), {}};
   CHECK(PlanRound(0, 1, two, tm)->reducer.trim_count == 0);
   models::ReducerOptions krum;
   krum.kind = models::ReducerKind::kMultiKrum;
   krum.krum_f = 1;
-  RoundHellos three{{0, 1, 2}, std::vector<MemberHello>(3, H(1, 0, 0, 1))};
+  RoundHellos three{{0, 1, 2}, std::vector<MemberHello>(3, H(1, 0, 0, 1)), {}};
   CHECK(PlanRound(0, 1, three, krum)->reducer.krum_f == 0);
   CHECK(PlanRound(0, 1, six, krum)->reducer.krum_f == 1);
 }
 
 TEST_CASE("PlanRound: a round where no member has samples is DataLoss") {
-  RoundHellos x{{0, 1}, {H(0, 1, 1), H(0, 1, 1)}};
+  RoundHellos x{{0, 1}, {H(0, 1, 1), H(0, 1, 1)}, {}};
   auto p = PlanRound(0, 7, x, {});
   CHECK(p.status().code() == StatusCode::kDataLoss);
   CHECK(p.status().message() == "round 7: no member has samples");
@@ -208,4 +208,32 @@ TEST_CASE("RingGuard: f+1 announcers for a weight-0 join; a sender is reported e
   CHECK_FALSE(g.Offence(4));
   CHECK(g.Offence(4));  // resent at the sixth
   CHECK(g.total_offences() == 7);
+}
+
+TEST_CASE("Participants: members past the round vote with their state but leave the all-reduce") {
+  // Node 2 finished round 7 while 0 and 5 restart it: 0 and 5 all-reduce
+  // round 7 between them; node 2's state (round 7) is one vote of three.
+  MemberHello past;
+  past.last_round = 7;
+  past.hash = 0xBB;
+  RoundHellos x{{0, 2, 5}, {H(3, 6, 0xAA, 40), past, H(2, 6, 0xAA, 41)}, {2}};
+  SyncDecision d = DecideSync(0, x, {6, 0xAA});
+  CHECK_FALSE(d.needed);
+  CHECK(d.agreeing == 2);
+  RoundHellos p = Participants(x);
+  CHECK(p.members == std::vector<int>{0, 5});
+  REQUIRE(p.hellos.size() == 2);
+  CHECK(p.hellos[1].partition == 41);
+  CHECK(p.past.empty());
+  auto plan = PlanRound(0, 7, p, {});
+  REQUIRE(plan.ok());
+  CHECK(plan->weights == std::vector<double>{3, 2});
+  // With only one member left to restart it, the past member's state wins
+  // the tie (the later round): the member fetches it and carries its samples.
+  RoundHellos two{{0, 2}, {H(3, 6, 0xAA, 40), past}, {2}};
+  SyncDecision t = DecideSync(0, two, {6, 0xAA});
+  CHECK(t.needed);
+  CHECK(t.target == std::pair<int64_t, uint64_t>{7, 0xBB});
+  CHECK(t.holders == std::vector<int>{2});
+  CHECK(RoundCarried(t.target.first, 7));
 }
