@@ -216,8 +216,7 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
   std::pair<int64_t, uint64_t> target{-1, 0};
   bool stale = false, bad_len = false;
   uint64_t D = 0;
-  int ring_members = 0;      // of the attempt that succeeded (members past the round left out)
-  std::string done_by_past;  // set when members past the round hold the job's state
+  int ring_members = 0;  // of the attempt that succeeded (members past the round left out)
   while (true) {
     ++out.attempts;
     transport_->SetAbortCheck([this, &m] { return views_->CheckAlive(m); });
@@ -246,14 +245,17 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
           continue;
         }
         LOFT_ASSIGN_OR_RETURN(
-            auto got, transport_->RecvOrLater(
-                          node, tag, options_.ring_timeout_ms, options_.past_grace_ms,
-                          [](uint64_t, std::span<const std::byte> b) { return b.size() == kExchangeBytes; }));
+            auto got, transport_->RecvOrLater(node, tag, options_.ring_timeout_ms, options_.past_grace_ms,
+                                              [round](uint64_t, std::span<const std::byte> b) {
+                                                // Only a member that skipped this round: one
+                                                // holding it is waited for as before.
+                                                return b.size() == kExchangeBytes &&
+                                                       LoadLe<int64_t>(b, 8) < static_cast<int64_t>(round);
+                                              }));
         const std::vector<std::byte>& bytes = got.body;
         if (got.tag != tag) {
-          // It finished this round while this member's attempt failed (or
-          // skipped it) and waits in a later one: its state votes, it gets
-          // no weight and no place in the all-reduce (ModelTrainer does the same).
+          // It skipped this round and waits in a later one: its state
+          // votes, it gets no weight and no place in the all-reduce.
           past.push_back(node);
           bs.push_back(0);
           rounds.push_back(LoadLe<int64_t>(bytes, 8));
@@ -299,15 +301,6 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
       for (size_t i = 0; i < m.nodes.size(); ++i) {
         const bool in_step = rounds[i] == target.first && hashes[i] == target.second;
         if (bs[i] > 0 && in_step && ds[i] == D) eff[i] = bs[i];
-      }
-      if (!past.empty() && target.first >= static_cast<int64_t>(round)) {
-        // The job's state is past this round: members past it finished it.
-        // Nothing is all-reduced here; the partition goes back for a retry
-        // and this consumer is brought in step in its next round (stale).
-        done_by_past = "round " + std::to_string(round) +
-                       " was finished by the member(s) past it (they hold round " +
-                       std::to_string(target.first) + "): this gradient is in no update";
-        return OkStatus();
       }
       stale = consumer && std::pair{my_round, my_hash} != target;
       bad_len = b > 0 && d_mine != D;
@@ -371,14 +364,6 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
       return OkStatus();
     }();
     transport_->SetAbortCheck(nullptr);
-    if (st.ok() && !done_by_past.empty()) {
-      round_done_ = round;
-      out.kind = Kind::kError;
-      out.message = done_by_past;
-      out.members = static_cast<int>(m.nodes.size());
-      spdlog::info("{}", done_by_past);
-      return out;
-    }
     if (st.ok()) break;
     if (st.code() == StatusCode::kDataLoss) {
       // Every member sees the same exchange: the round is done, nothing applied.

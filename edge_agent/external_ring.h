@@ -29,11 +29,11 @@
 //     a member's NaN/Inf on; every in-step member refuses it alike, so
 //     parameters stay identical).
 // A member whose exchange of a later round (same view) came instead of
-// this one's is past this round (it finished it while this member's attempt
-// failed): its state votes in 2., but it gets no weight and no place in 3.
-// When that vote puts the job's state at or past this round, nothing is
-// all-reduced here: ERROR (the partition is retried elsewhere) and the
-// consumer is STALE in its next round.
+// this one's, holding a state before this round, skipped it: its state
+// votes in 2., but it gets no weight and no place in 3. (A member holding
+// this round finished it in an attempt whose end this member missed;
+// unlike ModelTrainer, this ring does not take such a result over, and
+// waits for that member until the ring timeout as before.)
 // A partition of a round already done here (a retried child) is carried:
 // its b·g joins this member's next contribution (CARRIED).
 // A failed attempt (a member silent or gone) waits for a newer view and

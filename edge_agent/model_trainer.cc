@@ -228,6 +228,22 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
   hello.reports = reports;
   hello.partition = n > 0 ? partition_id : 0;
   LOFT_ASSIGN_OR_RETURN(RoundHellos x, ExchangeHellos(m, round, hello));
+  // 1b. Members past this round that finished it (an earlier attempt this
+  // node planned and took part in, whose end it missed): take their result.
+  if (!x.past.empty() && last_plan_) {
+    if (auto done = FindFinishedElsewhere(x, round, tolerance_ + 1)) {
+      spdlog::info(
+          "round {}: {} member(s) past it finished it (hash {:016x}) in an attempt this node took part in: "
+          "taking their result",
+          round, done->holders.size(), done->hash);
+      LOFT_RETURN_IF_ERROR(SyncState(m, round, round, done->hash, done->holders));
+      res->adopted = true;
+      res->applied = last_plan_->applied;
+      res->evaluator = last_plan_->evaluator;
+      res->members = last_plan_members_;
+      return OkStatus();
+    }
+  }
   // 2. State check: fetch the agreed state if this member does not hold it.
   const SyncDecision sync = DecideSync(options_.node, x, mine);
   if (sync.needed) {
@@ -250,6 +266,8 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
                  px.members.size(), m.view);
   }
   LOFT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(options_.node, round, px, reducer_));
+  last_plan_ = plan;  // what a member finishing this attempt without this node applies
+  last_plan_members_ = static_cast<int>(px.members.size());
   carry_.Mix(n, grad_, data);
   models::AllReduceOptions ao;
   ao.reducer = plan.reducer;
@@ -278,6 +296,7 @@ StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_
   auto t0 = std::chrono::steady_clock::now();
   RoundResult res;
   std::vector<float> data;
+  last_plan_.reset();
   auto connect = [this](const RingMembers& m) { return transport_->SetPeers(m.endpoints); };
   auto attempt = [&](const RingMembers& m) {
     transport_->SetAbortCheck([this, &m] { return views_->CheckAlive(m); });
@@ -290,6 +309,10 @@ StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_
   if (res.carried) res.members = static_cast<int>(rr.members.nodes.size());
   res.attempts = rr.attempts;
   res.allreduce_ms = MsSince(t0);
+  if (res.adopted) {
+    carry_.Clear();  // the carried samples were in the contribution the result holds
+    return res;      // SyncState installed the round's parameters and optimizer state
+  }
   if (res.carried) {
     carry_.Add(n, grad_);  // keep this node's samples for the next round
     return res;

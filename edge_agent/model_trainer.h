@@ -19,7 +19,12 @@
 //     past this round: it finished it while this member's attempt failed
 //     and is waiting in its next round, or it skipped it. It gets no weight
 //     and no place in the all-reduce (both would wait for each other's
-//     round until the ring timeout), but its (last_round, hash) votes below;
+//     round until the ring timeout), but its (last_round, hash) votes below.
+//     If at least f+1 such members hold this round, they finished an
+//     earlier attempt of it that this member planned and took part in:
+//     this member takes their state and that attempt's applied list
+//     instead of all-reducing the round again (round_decision.h
+//     FindFinishedElsewhere);
 //  2. state check: the (last_round, hash) pair held by most members (ties:
 //     the later round) is the job's state; a member holding anything else
 //     (a restarted agent starts from the seed's initial parameters; one
@@ -148,6 +153,8 @@ class ModelTrainer final : public Trainer {
     double allreduce_ms = 0;
     bool evaluator = false;
     bool carried = false;  // the round was already done (state fetched past it)
+    bool adopted =
+        false;  // members past the round finished it with this node's contribution: their state taken
     // (partition, member that named it) whose samples the applied update holds.
     std::vector<std::pair<uint64_t, int32_t>> applied;
   };
@@ -192,8 +199,12 @@ class ModelTrainer final : public Trainer {
   int64_t last_round_ = -1;  // the last round whose update this node applied
   GradientCarry carry_;      // samples of partitions of rounds already done
   RingGuard guard_;
-  int tolerance_ = 0;                  // training.byzantine_tolerance: verified chunks when > 0
-  std::vector<RingOffence> offences_;  // since the last TakeOffences
+  int tolerance_ = 0;  // training.byzantine_tolerance: verified chunks when > 0
+  // The plan of this round's latest attempt that got past its exchange
+  // (RunRound resets it): what a member that finished that attempt applied.
+  std::optional<RoundPlan> last_plan_;
+  int last_plan_members_ = 0;
+  std::vector<RingOffence> offences_;                         // since the last TakeOffences
   std::map<std::pair<int, uint64_t>, int64_t> idle_seen_us_;  // weights messages first seen idle
   std::set<uint64_t> idle_refused_;                           // (view, round) tags not to join
 

@@ -63,6 +63,21 @@ RoundHellos Participants(const RoundHellos& x) {
   return out;
 }
 
+std::optional<FinishedElsewhere> FindFinishedElsewhere(const RoundHellos& x, uint32_t round, int vouch) {
+  std::map<uint64_t, std::vector<int>> by_hash;
+  for (size_t i = 0; i < x.members.size() && i < x.hellos.size(); ++i) {
+    if (std::find(x.past.begin(), x.past.end(), x.members[i]) == x.past.end()) continue;
+    if (x.hellos[i].last_round != static_cast<int64_t>(round)) continue;
+    by_hash[x.hellos[i].hash].push_back(x.members[i]);
+  }
+  std::optional<FinishedElsewhere> best;
+  for (auto& [hash, holders] : by_hash) {
+    if (static_cast<int>(holders.size()) < std::max(1, vouch)) continue;
+    if (!best || holders.size() > best->holders.size()) best = FinishedElsewhere{hash, holders};
+  }
+  return best;
+}
+
 StatusOr<RoundPlan> PlanRound(int self, uint32_t round, const RoundHellos& x,
                               const models::ReducerOptions& base) {
   RoundPlan p;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -43,6 +44,21 @@ struct RoundHellos {
 
 // The hellos of the members that take part in the all-reduce (not past).
 RoundHellos Participants(const RoundHellos& x);
+
+// This round's result held by members past it. A member past the round
+// holding last_round == round finished an attempt of it in which every
+// member took part (a ring attempt ends only with every member's chunks):
+// that result holds this member's contribution too, so this member takes
+// it instead of all-reducing the round again (a redo would roll the
+// finished members back and lose their partitions, which they have
+// reported done). Taken when at least `vouch` past members (f + 1 with
+// byzantine_tolerance f: one of them honest) hold the same hash; nullopt
+// otherwise. `holders`: those members, ring order.
+struct FinishedElsewhere {
+  uint64_t hash = 0;
+  std::vector<int> holders;
+};
+std::optional<FinishedElsewhere> FindFinishedElsewhere(const RoundHellos& x, uint32_t round, int vouch);
 
 // Where this member's parameters must come from before the round.
 struct SyncDecision {

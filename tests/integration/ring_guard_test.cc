@@ -1,6 +1,7 @@
 // A ModelTrainer's ring against a Byzantine member (issue 19 item 2),
 // over real tcp loopback: rank 0 is the trainer, rank 1 a raw
 // ZmqTransport that sends what it likes.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <limits>
@@ -10,10 +11,13 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/le_bytes.h"
 #include "edge_agent/model_trainer.h"
 #include "edge_agent/ring_hello.h"
 #include "edge_agent/zmq_transport.h"
+#include "models/checkpoint.h"
 #include "models/model.h"
+#include "models/sgd.h"
 #include "models/transport.h"
 
 using namespace loft;
@@ -182,6 +186,78 @@ TEST_CASE("a member past the round (its later round's hello came instead) is not
   // Rank 1's hello of round 6 is still there for round 6.
   auto got = r.attacker->Recv(0, models::MakeTag(1, 5, kHelloPhase), 0);
   CHECK(got.ok());  // rank 0 did send its own hello of round 5
+}
+
+TEST_CASE("a member that finished the round in an attempt this member took part in: its result is taken") {
+  // The ring-restart race of integration:training_rejoin: rank 1 finished
+  // round 5 in view 1 (this member's attempt timed out before the last
+  // chunk) and waits in round 6 of view 2. Rank 0 must take rank 1's round
+  // 5 (it holds rank 0's contribution; rank 1 reported its partition done),
+  // not all-reduce round 5 again without rank 1 (that would roll rank 1
+  // back and lose its partition's samples).
+  Ring r(0);
+  v1::MembershipView v2;
+  v2.set_view(2);
+  for (int node : {0, 1}) {
+    v1::Member* mb = v2.add_members();
+    mb->set_node(node);
+    mb->set_ring_endpoint(node == 0 ? r.trainer->ring_endpoint() : r.attacker->endpoint());
+  }
+  r.trainer->OnView(v2);  // already there when view 1's attempt fails
+  const uint64_t h0 = models::ParameterHash(r.trainer->params());
+  // Rank 1's round-5 result: other parameters, one optimizer step.
+  auto model = models::MakeModel(models::ModelKind::kSoftmax, models::Device::kCpu);
+  REQUIRE(model.ok());
+  (*model)->Init(1);
+  auto sgd = models::Sgd::Create(models::SgdOptions{}, (*model)->num_params());
+  REQUIRE(sgd.ok());
+  std::vector<float> grad(static_cast<size_t>((*model)->num_params()), 0.01f);
+  REQUIRE(sgd->Step((*model)->params(), grad).ok());
+  const uint64_t h5 = models::ParameterHash((*model)->params());
+  auto ckpt = models::EncodeCheckpoint(**model, *sgd);
+  REQUIRE(ckpt.ok());
+  std::vector<std::byte> state;
+  AppendLe(&state, int64_t{5});
+  AppendLe(&state, h5);
+  const auto* cp = reinterpret_cast<const std::byte*>(ckpt->data());
+  state.insert(state.end(), cp, cp + ckpt->size());
+  int served = 0;
+  r.attacker->SetRequestHandler(0xFD, [&](int, uint64_t, std::span<const std::byte>) {
+    ++served;
+    return state;
+  });
+  MemberHello h;  // view 1: rank 1 takes part in round 5 (then goes silent towards rank 0)
+  h.b = 4;
+  h.partition = 77;
+  h.last_round = -1;
+  h.hash = h0;
+  REQUIRE(r.attacker->Send(0, models::MakeTag(1, 5, kHelloPhase), EncodeHello(h)).ok());
+  MemberHello next;  // view 2: rank 1 is in round 6, holding round 5
+  next.b = 4;
+  next.partition = 78;
+  next.last_round = 5;
+  next.hash = h5;
+  REQUIRE(r.attacker->Send(0, models::MakeTag(2, 6, kHelloPhase), EncodeHello(next)).ok());
+  std::atomic<bool> done{false};
+  std::thread serve([&] {
+    while (!done) (void)r.attacker->Poll(10);
+  });
+  auto loss = r.trainer->Compute(Ring::MakeBatch(5, 6));
+  done = true;
+  serve.join();
+  REQUIRE(loss.ok());
+  CHECK(served == 1);
+  CHECK(r.trainer->last_round() == 5);
+  CHECK(models::ParameterHash(r.trainer->params()) == h5);
+  auto rep = r.trainer->TakeReport();
+  REQUIRE(rep);
+  CHECK(rep->ring_attempts() == 2);
+  CHECK(rep->ring_members() == 2);
+  // View 1's plan: both partitions are in the result rank 1 applied.
+  REQUIRE(rep->applied_partitions_size() == 2);
+  CHECK(rep->applied_partitions(0) == 77);
+  CHECK(rep->applied_partitions(1) == 505);
+  CHECK(rep->param_hash() == h5);
 }
 
 TEST_CASE("a later round's hello claiming a round out of window never stands in for the member") {

@@ -237,3 +237,31 @@ TEST_CASE("Participants: members past the round vote with their state but leave 
   CHECK(t.holders == std::vector<int>{2});
   CHECK(RoundCarried(t.target.first, 7));
 }
+
+TEST_CASE("FindFinishedElsewhere: f+1 members past the round holding it vouch for its result") {
+  MemberHello done;
+  done.last_round = 7;
+  done.hash = 0xBB;
+  MemberHello skipped;  // past the round without having applied it
+  skipped.last_round = 6;
+  skipped.hash = 0xAA;
+  MemberHello liar = done;
+  liar.hash = 0xCC;
+  RoundHellos x{{0, 2, 5}, {H(3, 6, 0xAA, 40), done, H(2, 6, 0xAA, 41)}, {2}};
+  auto f0 = FindFinishedElsewhere(x, 7, 1);
+  REQUIRE(f0);
+  CHECK(f0->hash == 0xBB);
+  CHECK(f0->holders == std::vector<int>{2});
+  CHECK_FALSE(FindFinishedElsewhere(x, 7, 2));  // f = 1: one member alone is not believed
+  CHECK_FALSE(FindFinishedElsewhere(x, 8, 1));  // it holds round 7, not 8
+  RoundHellos two{{0, 2, 3, 5}, {H(3, 6, 0xAA, 40), done, done, liar}, {2, 3, 5}};
+  auto f1 = FindFinishedElsewhere(two, 7, 2);
+  REQUIRE(f1);
+  CHECK(f1->hash == 0xBB);
+  CHECK(f1->holders == std::vector<int>{2, 3});
+  RoundHellos skip{{0, 2}, {H(3, 6, 0xAA, 40), skipped}, {2}};
+  CHECK_FALSE(FindFinishedElsewhere(skip, 7, 1));  // it skipped the round: it is left out, nothing to take
+  // A member not past the round never counts, whatever it holds.
+  RoundHellos none{{0, 2}, {H(3, 6, 0xAA, 40), done}, {}};
+  CHECK_FALSE(FindFinishedElsewhere(none, 7, 1));
+}
