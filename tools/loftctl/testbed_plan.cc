@@ -27,40 +27,9 @@ std::vector<std::string> Tbf(const std::string& netns, const std::string& dev, d
   if (!netns.empty()) c.insert(c.end(), {"-n", netns});
   // latency 100 ms bounds the queue (limit = rate * latency + burst): deep
   // enough that TCP is not starved by drops, small next to an iteration.
-  c.insert(c.end(), {"qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", TcRate(mbps), "burst",
+  c.insert(c.end(), {"qdisc", "add", "dev", dev, "root", "tbf", "rate", TcRate(mbps), "burst",
                      std::to_string(burst_bytes), "latency", "100ms"});
   return c;
-}
-
-// The packets waiting in a tbf, shared fairly among the other ends: an htb
-// child of the tbf with one class per peer address (matched on the
-// packet's `field`, "dst" on a node's uplink and "src" on its downlink) and
-// a default class (the scheduler, ARP) that the htb round-robins a frame
-// at a time. The classes' rate is far above any link's, so the tbf alone
-// shapes; without them one FIFO made a small reply wait behind a bulk one
-// (loft-sim shares a link max-min among its flows, sim/flow_network.h).
-std::vector<std::vector<std::string>> FairShare(const std::string& netns, const std::string& dev,
-                                                const char* field, const std::vector<std::string>& peers) {
-  std::vector<std::vector<std::string>> cmds;
-  auto tc = [&](std::vector<std::string> args) {
-    std::vector<std::string> c = {"tc"};
-    if (!netns.empty()) c.insert(c.end(), {"-n", netns});
-    c.insert(c.end(), args.begin(), args.end());
-    cmds.push_back(std::move(c));
-  };
-  tc({"qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "htb", "default", "1"});
-  auto klass = [&](int minor) {
-    tc({"class", "add", "dev", dev, "parent", "10:", "classid", fmt::format("10:{:x}", minor), "htb", "rate",
-        "10gbit", "quantum", std::to_string(kTbfMinBurstBytes)});
-  };
-  klass(1);
-  for (size_t k = 0; k < peers.size(); ++k) {
-    const int minor = static_cast<int>(k) + 2;
-    klass(minor);
-    tc({"filter", "add", "dev", dev, "parent", "10:", "protocol", "ip", "prio", "1", "u32", "match", "ip",
-        field, peers[k] + "/32", "flowid", fmt::format("10:{:x}", minor)});
-  }
-  return cmds;
 }
 
 }  // namespace
@@ -80,12 +49,6 @@ std::vector<std::vector<std::string>> TestbedPlan::SetupCommands() const {
     cmds.push_back({"ip", "-n", n.netns, "link", "set", "lo", "up"});
     cmds.push_back(Tbf(n.netns, n.agent_veth, n.up_mbps, n.up_burst_bytes));
     cmds.push_back(Tbf("", n.host_veth, n.down_mbps, n.down_burst_bytes));
-    std::vector<std::string> peers;
-    for (const auto& o : nodes) {
-      if (o.ip != n.ip) peers.push_back(o.ip);
-    }
-    for (auto& c : FairShare(n.netns, n.agent_veth, "dst", peers)) cmds.push_back(std::move(c));
-    for (auto& c : FairShare("", n.host_veth, "src", peers)) cmds.push_back(std::move(c));
   }
   return cmds;
 }

@@ -7,10 +7,7 @@
 // namespace `<tag>-n<i>` with the veth end `<tag>a<i>` at
 // 10.213.<subnet>.<i+2>, whose peer `<tag>h<i>` is a port of the bridge. A
 // tbf qdisc on `<tag>a<i>` shapes what the node sends (link.up_mbps), one
-// on `<tag>h<i>` what it receives (link.down_mbps); under each tbf an htb
-// with one class per other node round-robins the waiting packets, so the
-// peers sharing a link share it fairly (as loft-sim's links do) instead of
-// queueing behind each other in one FIFO. `<tag>` is "lft" plus 4
+// on `<tag>h<i>` what it receives (link.down_mbps). `<tag>` is "lft" plus 4
 // hex digits, unique per run: every interface name stays <= 15 characters.
 //
 // Not responsible for: running the commands, cgroups, state files (testbed.h).
