@@ -12,6 +12,7 @@
 #include "core/le_bytes.h"
 #include "edge_agent/zmq_transport.h"
 #include "models/transport.h"
+#include "tests/integration/raw_ring_peer.h"
 
 using namespace loft;
 using namespace loft::agent;
@@ -43,21 +44,8 @@ struct Ring {
     auto r = ExternalRing::Create(*spec, o);
     REQUIRE(r.ok());
     ring = std::move(*r);
-    ZmqTransportOptions to;
-    to.rank = 1;
-    to.world_size = 2;
-    auto p = ZmqTransport::Create(&ctx, to);
-    REQUIRE(p.ok());
-    peer = std::move(*p);
-    REQUIRE(peer->SetPeers({{0, ring->ring_endpoint()}}).ok());
-    v1::MembershipView view;
-    view.set_view(1);
-    for (int node : {0, 1}) {
-      v1::Member* mb = view.add_members();
-      mb->set_node(node);
-      mb->set_ring_endpoint(node == 0 ? ring->ring_endpoint() : peer->endpoint());
-    }
-    ring->OnView(view);
+    peer = testing::RawPeer(&ctx, 2, ring->ring_endpoint());
+    ring->OnView(testing::TwoMembers(1, ring->ring_endpoint(), peer->endpoint()));
   }
 
   // Rank 1's exchange of `round`: [f64 b][i64 state_round][u64 hash][u64 partition][u64 d].

@@ -19,6 +19,7 @@
 #include "models/model.h"
 #include "models/sgd.h"
 #include "models/transport.h"
+#include "tests/integration/raw_ring_peer.h"
 
 using namespace loft;
 using namespace loft::agent;
@@ -49,22 +50,8 @@ struct Ring {
     auto t = ModelTrainer::Create(*spec, o);
     REQUIRE(t.ok());
     trainer = std::move(*t);
-    ZmqTransportOptions to;
-    to.rank = 1;
-    to.world_size = 3;
-    auto a = ZmqTransport::Create(&ctx, to);
-    REQUIRE(a.ok());
-    attacker = std::move(*a);
-    REQUIRE(attacker->SetPeers({{0, trainer->ring_endpoint()}}).ok());
-    v1::MembershipView view;
-    view.set_view(1);
-    v1::Member* m0 = view.add_members();
-    m0->set_node(0);
-    m0->set_ring_endpoint(trainer->ring_endpoint());
-    v1::Member* m1 = view.add_members();
-    m1->set_node(1);
-    m1->set_ring_endpoint(attacker->endpoint());
-    trainer->OnView(view);
+    attacker = testing::RawPeer(&ctx, 3, trainer->ring_endpoint());
+    trainer->OnView(testing::TwoMembers(1, trainer->ring_endpoint(), attacker->endpoint()));
   }
 
   // Sends a hello for `round` of view 1 claiming `b` samples of partition `partition`.
@@ -196,14 +183,8 @@ TEST_CASE("a member that finished the round in an attempt this member took part 
   // not all-reduce round 5 again without rank 1 (that would roll rank 1
   // back and lose its partition's samples).
   Ring r(0);
-  v1::MembershipView v2;
-  v2.set_view(2);
-  for (int node : {0, 1}) {
-    v1::Member* mb = v2.add_members();
-    mb->set_node(node);
-    mb->set_ring_endpoint(node == 0 ? r.trainer->ring_endpoint() : r.attacker->endpoint());
-  }
-  r.trainer->OnView(v2);  // already there when view 1's attempt fails
+  r.trainer->OnView(testing::TwoMembers(2, r.trainer->ring_endpoint(),
+                                        r.attacker->endpoint()));  // before view 1's attempt fails
   const uint64_t h0 = models::ParameterHash(r.trainer->params());
   // Rank 1's round-5 result: other parameters, one optimizer step.
   auto model = models::MakeModel(models::ModelKind::kSoftmax, models::Device::kCpu);
