@@ -153,8 +153,8 @@ class ModelTrainer final : public Trainer {
     double allreduce_ms = 0;
     bool evaluator = false;
     bool carried = false;  // the round was already done (state fetched past it)
-    bool adopted =
-        false;  // members past the round finished it with this node's contribution: their state taken
+    // Members past the round finished it with this node's contribution: their state was taken.
+    bool adopted = false;
     // (partition, member that named it) whose samples the applied update holds.
     std::vector<std::pair<uint64_t, int32_t>> applied;
   };
