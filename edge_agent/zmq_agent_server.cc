@@ -477,14 +477,16 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
         peers_watch = true;
       }
       if (peers_watch) {
-        const std::vector<int32_t> peers = m.service->ViewPeers();
-        const int ready = m.fetcher->HandshakenAmong(peers);
+        // The heartbeat counts the handshaken peers (AgentServiceOptions::peers_ready).
+        v1::Envelope hb = m.service->MakeHeartbeat();
+        const int ready = hb.heartbeat().peers_ready();
         if (ready != reported_ready) {
           reported_ready = ready;
-          m.SendToScheduler(m.service->MakeHeartbeat());
+          m.SendToScheduler(hb);
           last_hb = now;
         }
-        if (ready == static_cast<int>(peers.size()) || now - view_at >= kPeersWatchUs) peers_watch = false;
+        if (ready == static_cast<int>(m.service->ViewPeers().size()) || now - view_at >= kPeersWatchUs)
+          peers_watch = false;
       }
     }
     if (m.has_scheduler) {

@@ -214,8 +214,7 @@ StatusOr<ZmqTransport::Taken> ZmqTransport::RecvOrLater(int from_rank, uint64_t 
                                                         int64_t grace_ms, const LaterUsable& usable) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
-  constexpr uint64_t kViewMask = ~((uint64_t{1} << 40) - 1);  // models::MakeTag: view in bits 63..40
-  uint64_t later = 0;                                         // the later tag being watched (0 = none)
+  uint64_t later = 0;  // the later tag being watched (0 = none)
   Clock::time_point later_since;
   while (true) {
     const int64_t left =
@@ -232,8 +231,9 @@ StatusOr<ZmqTransport::Taken> ZmqTransport::RecvOrLater(int from_rank, uint64_t 
                               " ms");
     }
     // The sender's lowest buffered tag of the same view and phase, later round.
-    for (auto it = inbox_.upper_bound({from_rank, tag}); it != inbox_.end() && it->first.first == from_rank &&
-                                                         (it->first.second & kViewMask) == (tag & kViewMask);
+    for (auto it = inbox_.upper_bound({from_rank, tag});
+         it != inbox_.end() && it->first.first == from_rank &&
+         models::TagView(it->first.second) == models::TagView(tag);
          ++it) {
       if ((it->first.second & 0xFF) != (tag & 0xFF) || it->second.empty()) continue;
       const auto now = Clock::now();
