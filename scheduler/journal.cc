@@ -214,6 +214,7 @@ Status Journal::WriteSnapshot(const loft::v1::StateSnapshot& snapshot) {
   LOFT_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "journal: write snapshot to " + path_));
   snapshot_seq_ = seq;
   ++snapshots_written_;
+  if (options_.sync) ++synced_writes_;
   RequestFlush();
   return OkStatus();
 }
@@ -284,6 +285,7 @@ Status Journal::Write(std::span<const loft::v1::StateUpdate> updates, bool sync)
   wo.sync = sync;
   wo.disableWAL = false;
   LOFT_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "journal: write " + path_));
+  if (sync) ++synced_writes_;
   next_seq_ = seq;
   return OkStatus();
 }

@@ -112,6 +112,8 @@ class Journal {
   uint64_t entries() const { return next_seq_ - snapshot_seq_; }
   // Snapshots written through this instance.
   int64_t snapshots_written() const { return snapshots_written_; }
+  // Writes through this instance that were fsynced (entries and snapshots).
+  int64_t synced_writes() const { return synced_writes_; }
   const std::string& path() const { return path_; }
 
   static constexpr uint32_t kSnapshotFormatVersion = 1;
@@ -142,6 +144,7 @@ class Journal {
   uint64_t next_seq_;
   uint64_t snapshot_seq_;
   int64_t snapshots_written_ = 0;
+  int64_t synced_writes_ = 0;
   std::unique_ptr<rocksdb::WriteBatch> batch_;  // reused by Write
   std::string value_;                           // reused by Write
 };

@@ -81,6 +81,10 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
       s->c_planned_ahead_,
       registry->AddCounter("loft_scheduler_planned_ahead_total",
                            "Iterations planned and streamed while the previous one was running."));
+  LOFT_ASSIGN_OR_RETURN(s->c_journal_syncs_,
+                        registry->AddCounter("loft_scheduler_journal_syncs_total",
+                                             "Journal writes that were fsynced (journal_sync): about one per "
+                                             "iteration (the plan's), not one per ack."));
   LOFT_ASSIGN_OR_RETURN(s->c_committed_by_ring_,
                         registry->AddCounter("loft_scheduler_committed_by_ring_total",
                                              "Partitions committed on their worker's behalf because the "
@@ -216,7 +220,9 @@ void SchedulerService::Record(sched::Updates&& u) {
 Status SchedulerService::Flush() {
   if (unflushed_.empty()) return OkStatus();
   auto t0 = std::chrono::steady_clock::now();
+  const int64_t syncs = journal_->synced_writes();
   Status st = journal_->AppendAll(unflushed_);
+  c_journal_syncs_->Get().Increment(static_cast<double>(journal_->synced_writes() - syncs));
   h_journal_->Get().Observe(
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   if (!st.ok()) return st.WithContext("journal append");
@@ -235,6 +241,13 @@ Status SchedulerService::FlushUnsynced() {
   return OkStatus();
 }
 
+Status SchedulerService::FlushBeforeEffects() {
+  const bool needs_sync = std::any_of(unflushed_.begin(), unflushed_.end(), [](const v1::StateUpdate& u) {
+    return u.kind_case() != v1::StateUpdate::kPartitionSent && u.kind_case() != v1::StateUpdate::kPartitionDone;
+  });
+  return needs_sync ? Flush() : FlushUnsynced();
+}
+
 void SchedulerService::MaybeSnapshotJournal() {
   const auto every = static_cast<uint64_t>(opts_.journal_snapshot_every);
   if (every == 0 || !unflushed_.empty() || journal_->entries() < every ||
@@ -243,7 +256,9 @@ void SchedulerService::MaybeSnapshotJournal() {
   }
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t covered = journal_->entries();
+  const int64_t syncs = journal_->synced_writes();
   Status st = journal_->WriteSnapshot(driver_->state().ToSnapshot());
+  c_journal_syncs_->Get().Increment(static_cast<double>(journal_->synced_writes() - syncs));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   h_snapshot_->Get().Observe(ms);
   if (!st.ok()) {

@@ -146,6 +146,17 @@ class SchedulerService {
   // Journal::AppendAllUnsynced): only for records whose loss in a power
   // failure is harmless, like PartitionSent.
   Status FlushUnsynced();
+  // Before an external effect that may derive from what is recorded:
+  // Flush when any record needs an fsync first, else FlushUnsynced. Acks
+  // (PartitionDone) and PartitionSent records need none: nothing leaves
+  // the scheduler because of them that was not journaled synced before
+  // (a plan, a view), and the next synced write makes them durable (the
+  // WAL is synced as a whole). Losing them in a power failure is the
+  // window every ack already has between the agent's training and the
+  // ack's arrival: recovery re-sends the partition and commits it once
+  // (CommitIfApplied). One fsync per iteration instead of one per tick
+  // that handled an ack (4.5 per iteration at 8 workers).
+  Status FlushBeforeEffects();
   // Writes a journal snapshot (Journal::WriteSnapshot) when
   // journal_snapshot_every entries have accumulated since the last one and
   // nothing recorded is unjournaled (the snapshot must be of the journaled
@@ -261,6 +272,7 @@ class SchedulerService {
   metrics::GaugeFamily* g_journal_entries_ = nullptr;
   uint64_t snapshot_retry_seq_ = 0;  // after a failed snapshot: no new try before this entry
   metrics::CounterFamily* c_planned_ahead_ = nullptr;
+  metrics::CounterFamily* c_journal_syncs_ = nullptr;
   metrics::CounterFamily* c_committed_by_ring_ = nullptr;
   // Reports that change no state (server/message_limits.h WouldApply).
   void CountIgnored(const char* type);

@@ -228,6 +228,7 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
   if (gate_->AllPlanned(st)) {
     if (!gate_->Finished(st)) return false;  // the last iterations are still running
     finished_ = true;
+    LOFT_RETURN_IF_ERROR(Flush());  // the last acks, durable before the job's end is reported
     const auto& c = st.ledger().counters();
     spdlog::info(
         "job finished: {} iterations, {} epochs completed, {} samples committed, duplicates {}, lost {}, "
@@ -393,7 +394,7 @@ Status SchedulerService::Tick(double now_ms) {
   LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
   for (int round = 0; round <= gate_->max_depth(); ++round) {
     LOFT_ASSIGN_OR_RETURN(bool planned, PlanIfReady(now_ms));
-    LOFT_RETURN_IF_ERROR(Flush());
+    LOFT_RETURN_IF_ERROR(FlushBeforeEffects());  // a plan flushed itself (synced)
     LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
     if (!planned) break;
   }

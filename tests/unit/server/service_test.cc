@@ -728,6 +728,59 @@ TEST_CASE("authenticated peers speak only for their own node; unexpected message
   CHECK(st.message().find("PartitionFailed.reason has 5000 bytes") != std::string::npos);
 }
 
+// The value of an unlabelled metric in the registry's text, -1 if absent.
+double MetricValue(loft::metrics::Registry& r, const std::string& name) {
+  const std::string text = r.Render();
+  const size_t at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
+TEST_CASE("acks are journaled without an fsync of their own: one synced write per plan") {
+  Fixture f;
+  f.opts.journal_sync = true;
+  auto s = StartBoth(f);  // registrations, iterations 0 and 1 planned and sent
+  auto syncs = [&] { return MetricValue(f.registry, "loft_scheduler_journal_syncs_total"); };
+  auto entries = [&] { return MetricValue(f.registry, "loft_scheduler_journal_entries"); };
+  const double at_start = syncs();
+  REQUIRE(at_start >= 2);  // at least the two plans
+  const auto sent = f.transport.Assignments();
+  REQUIRE(sent.size() == 4);
+  // edge-0's ack of iteration 0 alone: journaled in the tick, not synced
+  // (nothing leaves the scheduler because of it).
+  const double before = entries();
+  for (const auto& p : sent) {
+    if (p.iteration() != 0 || p.worker() != 0) continue;
+    REQUIRE(Send(*s, Done(p), 2).ok());
+    REQUIRE(Send(*s, Credit(0), 2).ok());
+  }
+  REQUIRE(s->Tick(2).ok());
+  CHECK(entries() > before);
+  CHECK(syncs() == at_start);
+  // edge-1's ack completes iteration 0: iteration 2 is planned and its
+  // synced write (which makes the acks durable too) precedes its sends.
+  for (const auto& p : sent) {
+    if (p.iteration() != 0 || p.worker() != 1) continue;
+    REQUIRE(Send(*s, Done(p), 3).ok());
+    REQUIRE(Send(*s, Credit(1), 3).ok());
+  }
+  REQUIRE(s->Tick(3).ok());
+  CHECK(f.transport.Assignments().size() == 6);
+  CHECK(syncs() == at_start + 1);
+  // To the end: one synced write per plan, and one when the job finishes.
+  std::set<uint64_t> acked;
+  for (const auto& p : f.transport.Assignments())
+    if (p.iteration() == 0) acked.insert(p.id());
+  for (int t = 4; t < 200 && !s->finished(); ++t) {
+    AckAll(*s, f.transport, acked, t);
+    REQUIRE(s->Tick(t).ok());
+  }
+  REQUIRE(s->finished());
+  const double plans_after_start = static_cast<double>(f.transport.Assignments().size() - 4) / 2;
+  CHECK(syncs() == at_start + plans_after_start + 1);
+  CHECK(Status(*s, 300)["ledger"]["lost"] == 0);
+}
+
 TEST_CASE("reports that change no state are not journaled") {
   Fixture f;
   uint64_t seq = 0;
