@@ -243,7 +243,8 @@ Status SchedulerService::FlushUnsynced() {
 
 Status SchedulerService::FlushBeforeEffects() {
   const bool needs_sync = std::any_of(unflushed_.begin(), unflushed_.end(), [](const v1::StateUpdate& u) {
-    return u.kind_case() != v1::StateUpdate::kPartitionSent && u.kind_case() != v1::StateUpdate::kPartitionDone;
+    return u.kind_case() != v1::StateUpdate::kPartitionSent &&
+           u.kind_case() != v1::StateUpdate::kPartitionDone;
   });
   return needs_sync ? Flush() : FlushUnsynced();
 }
