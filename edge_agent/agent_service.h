@@ -189,6 +189,7 @@ struct ReadPartition {
 class PartitionRunner {
  public:
   // `guard` (may be null) supplies the manifest peer samples are checked against.
+  Clock* clock() const { return clock_; }
   PartitionRunner(Clock* clock, cache::SampleCache* cache, PeerClient* peers, AgentMetrics* metrics,
                   const SampleGuard* guard = nullptr)
       : clock_(clock), cache_(cache), peers_(peers), metrics_(metrics), guard_(guard) {}

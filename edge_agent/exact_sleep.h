@@ -24,6 +24,13 @@ class ExactSleep {
  public:
   explicit ExactSleep(Clock* clock) : clock_(clock) {}
   void Sleep(int64_t micros);
+  // Adds `micros` (> 0) that the emulated device did not spend but the
+  // host made it wait (e.g. a thread waiting for a core before it could
+  // start the next emulated step) to what later sleeps take off, like an
+  // overrun (capped the same way: never more than the next sleep).
+  void Owe(int64_t micros) {
+    if (micros > 0) overrun_us_ += micros;
+  }
   int64_t overrun_us() const { return overrun_us_; }
 
  private:

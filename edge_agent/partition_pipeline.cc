@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/codec.h"
@@ -85,13 +86,17 @@ void PartitionPipeline::ReaderLoop() {
     if (stop_) return;
     reading_ = false;
     ready_ = std::move(r);
+    ready_since_us_ = runner_->clock()->NowMicros();
     cv_.notify_all();
   }
 }
 
 void PartitionPipeline::ComputeLoop() {
+  Clock* clock = runner_->clock();
+  int64_t last_end_us = -1;  // when the previous Finish returned
   while (true) {
     ReadPartition r;
+    int64_t late_us = 0;
     {
       std::unique_lock lock(mu_);
       // While nothing is pending, let the trainer serve its ring (state
@@ -110,9 +115,13 @@ void PartitionPipeline::ComputeLoop() {
       r = std::move(*ready_);
       ready_.reset();
       computing_ = true;
+      // How long the node could already have been computing this batch.
+      if (last_end_us >= 0) late_us = clock->NowMicros() - std::max(last_end_us, ready_since_us_);
       cv_.notify_all();
     }
+    trainer_->StartedLate(late_us);
     v1::Envelope report = runner_->Finish(std::move(r), trainer_, service_->node());
+    last_end_us = clock->NowMicros();
     {
       std::lock_guard lock(mu_);
       TakeOffences();

@@ -92,8 +92,9 @@ class PartitionPipeline {
   std::condition_variable cv_;
   std::deque<v1::Partition> assigned_;
   std::optional<ReadPartition> ready_;
-  bool reading_ = false;    // the reader thread holds a partition
-  bool computing_ = false;  // the compute thread holds a partition (until its report is queued)
+  int64_t ready_since_us_ = 0;  // when ready_ was set (runner clock)
+  bool reading_ = false;        // the reader thread holds a partition
+  bool computing_ = false;      // the compute thread holds a partition (until its report is queued)
   std::deque<v1::Envelope> outbox_;
   std::map<std::pair<int32_t, std::string>, int64_t> offence_counts_;  // (offender, reason) -> seen
   bool stop_ = false;

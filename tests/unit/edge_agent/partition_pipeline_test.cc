@@ -180,3 +180,86 @@ TEST_CASE("overlap false: no read while the compute thread works; overlap true: 
     CHECK(done == 2);
   }
 }
+
+namespace {
+
+// ProbeTrainer's hold, plus: records every StartedLate, and once partition
+// 1's Compute is done the first TakeOffences (which the compute thread
+// calls after queuing a report, before it takes the next batch) moves the
+// clock 250 µs on: the compute thread "waited for a core" that long.
+class LateTrainer final : public Trainer {
+ public:
+  LateTrainer(Probe* probe, ManualClock* clock) : probe_(probe), clock_(clock) {}
+  StatusOr<double> Compute(const Batch& batch) override {
+    std::unique_lock lock(probe_->mu);
+    probe_->compute_started.insert(batch.partition_id);
+    probe_->cv.notify_all();
+    probe_->cv.wait(lock, [&] { return probe_->released.count(batch.partition_id) > 0; });
+    probe_->compute_done.insert(batch.partition_id);
+    probe_->cv.notify_all();
+    return 0.5;
+  }
+  std::vector<RingOffence> TakeOffences() override {
+    std::lock_guard lock(probe_->mu);
+    if (probe_->compute_done.count(1) > 0 && !advanced_) {
+      advanced_ = true;
+      clock_->Advance(250);
+    }
+    return {};
+  }
+  void StartedLate(int64_t micros) override {
+    std::lock_guard lock(probe_->mu);
+    late.push_back(micros);
+  }
+  std::vector<int64_t> late;  // under probe_->mu
+
+ private:
+  Probe* probe_;
+  ManualClock* clock_;
+  bool advanced_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("the compute thread tells the trainer how long a ready batch waited for it") {
+  TempDir dir;
+  MakeCache(dir.Sub("db"), {});
+  auto opened = cache::SampleCache::Open(dir.Sub("db"));
+  REQUIRE(opened.ok());
+  std::unique_ptr<cache::SampleCache> db = std::move(*opened);
+  metrics::Registry registry;
+  auto m = AgentMetrics::Create(&registry);
+  REQUIRE(m.ok());
+  AgentMetrics metrics = *m;
+  AgentServiceOptions so;
+  so.node_name = "a";
+  so.peer_endpoint = "tcp://127.0.0.1:9000";
+  AgentService service(so, db.get(), &metrics);
+  ManualClock clock(1'000'000);
+  Probe probe;
+  ProbePeers peers(&probe);
+  PartitionRunner runner(&clock, db.get(), &peers, &metrics);
+  LateTrainer trainer(&probe, &clock);
+  zmq::context_t ctx(1);
+  auto created = PartitionPipeline::Create(&ctx, &runner, &trainer, &service, &metrics, /*overlap=*/true);
+  REQUIRE(created.ok());
+  PartitionPipeline& pipeline = **created;
+  pipeline.Start();
+  pipeline.Enqueue({PeerPartition(1, 0), PeerPartition(2, 1), PeerPartition(3, 2)});
+  // Partition 1 computes; partition 3's read has begun, so partition 2
+  // was read and is ready (prefetch depth 1) before partition 1 ends.
+  REQUIRE(
+      probe.WaitFor([&] { return probe.compute_started.count(1) > 0 && probe.read_started.count(3) > 0; }));
+  probe.Release(1);
+  // Partition 2 was ready when partition 1 ended; the thread took it 250 µs
+  // later. Partition 3 becomes ready only while 2 computes (ProbePeers):
+  // on time.
+  REQUIRE(probe.WaitFor([&] { return probe.compute_started.count(2) > 0; }));
+  probe.Release(2);
+  REQUIRE(probe.WaitFor([&] { return probe.compute_started.count(3) > 0; }));
+  probe.Release(3);
+  REQUIRE(probe.WaitFor([&] { return probe.compute_done.count(3) > 0; }));
+  pipeline.Stop();
+  std::lock_guard lock(probe.mu);
+  CHECK(trainer.late == std::vector<int64_t>{0, 250, 0});
+}

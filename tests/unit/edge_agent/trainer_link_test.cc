@@ -94,6 +94,29 @@ TEST_CASE("ExactSleep: late sleeps are taken off the next ones, never below zero
   CHECK(sleep.overrun_us() == 100);
 }
 
+TEST_CASE("SyntheticTrainer: a late start is taken off the next sleep; the reported time is the drawn one") {
+  ManualClock clock;
+  SyntheticTrainer t(&clock, ComputeSpec{1.0, 0.0, 0.0}, 1);  // 1 ms per batch, no jitter
+  Batch b;
+  b.samples.resize(4);
+  REQUIRE(t.Compute(b).ok());
+  CHECK(clock.NowMicros() == 1000);
+  t.StartedLate(300);  // waited 300 µs for a core before this batch
+  REQUIRE(t.Compute(b).ok());
+  CHECK(clock.NowMicros() == 1700);
+  CHECK(t.ReportedComputeMs() == 1.0);
+  t.StartedLate(0);  // on time: nothing owed
+  REQUIRE(t.Compute(b).ok());
+  CHECK(clock.NowMicros() == 2700);
+  t.StartedLate(5000);  // more than a batch: never below zero, the rest waits
+  REQUIRE(t.Compute(b).ok());
+  CHECK(clock.NowMicros() == 2700);
+  REQUIRE(t.Compute(b).ok());  // the debt is capped at one sleep: it took this one whole
+  CHECK(clock.NowMicros() == 2700);
+  REQUIRE(t.Compute(b).ok());
+  CHECK(clock.NowMicros() == 3700);
+}
+
 TEST_CASE("Synthetic jitter varies the time around the nominal value, seeded") {
   ComputeSpec spec{0.0, 1.0, 0.1};
   Batch b;
