@@ -189,10 +189,11 @@ struct ReadPartition {
 class PartitionRunner {
  public:
   // `guard` (may be null) supplies the manifest peer samples are checked against.
-  Clock* clock() const { return clock_; }
   PartitionRunner(Clock* clock, cache::SampleCache* cache, PeerClient* peers, AgentMetrics* metrics,
                   const SampleGuard* guard = nullptr)
       : clock_(clock), cache_(cache), peers_(peers), metrics_(metrics), guard_(guard) {}
+  // The clock its reads and emulated delays use (the pipeline times with it too).
+  Clock* clock() const { return clock_; }
   // Local reads and peer fetches (concurrently); verifies every record
   // (CRC, sample id) and every peer sample against the manifest.
   ReadPartition Read(const v1::Partition& p, int32_t me);
