@@ -266,6 +266,13 @@ Status Journal::AppendAllUnsynced(std::span<const loft::v1::StateUpdate> updates
   return Write(updates, false);
 }
 
+Status Journal::Sync() {
+  if (!options_.sync) return OkStatus();
+  LOFT_RETURN_IF_ERROR(FromRocks(db_->SyncWAL(), "journal: sync " + path_));
+  ++synced_writes_;
+  return OkStatus();
+}
+
 Status Journal::Write(std::span<const loft::v1::StateUpdate> updates, bool sync) {
   if (updates.empty()) return OkStatus();
   // The batch and the value buffer are members: their buffers (tens of KB

@@ -81,6 +81,9 @@ class Journal {
   // makes them durable too (the WAL is synced as a whole). For records
   // whose loss is harmless (e.g. PartitionSent: replay then re-sends).
   Status AppendAllUnsynced(std::span<const loft::v1::StateUpdate> updates);
+  // Makes everything written so far durable (an fsync of the WAL) when
+  // JournalOptions::sync; nothing otherwise. IOError on a RocksDB failure.
+  Status Sync();
   // Every entry after the newest snapshot (all of them without one), in
   // sequence order. DataLoss (naming the sequence number) on a corrupt
   // entry or a gap.

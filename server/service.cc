@@ -227,10 +227,11 @@ Status SchedulerService::Flush() {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   if (!st.ok()) return st.WithContext("journal append");
   unflushed_.clear();
+  unsynced_since_ms_ = -1;  // the WAL is synced as a whole
   return OkStatus();
 }
 
-Status SchedulerService::FlushUnsynced() {
+Status SchedulerService::FlushUnsynced(double now_ms) {
   if (unflushed_.empty()) return OkStatus();
   auto t0 = std::chrono::steady_clock::now();
   Status st = journal_->AppendAllUnsynced(unflushed_);
@@ -238,15 +239,25 @@ Status SchedulerService::FlushUnsynced() {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   if (!st.ok()) return st.WithContext("journal append");
   unflushed_.clear();
+  if (unsynced_since_ms_ < 0) unsynced_since_ms_ = now_ms;
   return OkStatus();
 }
 
-Status SchedulerService::FlushBeforeEffects() {
+Status SchedulerService::SyncIfDue(double now_ms, bool force) {
+  if (unsynced_since_ms_ < 0 || (!force && now_ms - unsynced_since_ms_ < kMaxUnsyncedMs)) return OkStatus();
+  const int64_t syncs = journal_->synced_writes();
+  LOFT_RETURN_IF_ERROR(journal_->Sync().WithContext("journal sync"));
+  c_journal_syncs_->Get().Increment(static_cast<double>(journal_->synced_writes() - syncs));
+  unsynced_since_ms_ = -1;
+  return OkStatus();
+}
+
+Status SchedulerService::FlushBeforeEffects(double now_ms) {
   const bool needs_sync = std::any_of(unflushed_.begin(), unflushed_.end(), [](const v1::StateUpdate& u) {
     return u.kind_case() != v1::StateUpdate::kPartitionSent &&
            u.kind_case() != v1::StateUpdate::kPartitionDone;
   });
-  return needs_sync ? Flush() : FlushUnsynced();
+  return needs_sync ? Flush() : FlushUnsynced(now_ms);
 }
 
 void SchedulerService::MaybeSnapshotJournal() {
@@ -260,6 +271,7 @@ void SchedulerService::MaybeSnapshotJournal() {
   const int64_t syncs = journal_->synced_writes();
   Status st = journal_->WriteSnapshot(driver_->state().ToSnapshot());
   c_journal_syncs_->Get().Increment(static_cast<double>(journal_->synced_writes() - syncs));
+  if (st.ok() && journal_->synced_writes() > syncs) unsynced_since_ms_ = -1;
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   h_snapshot_->Get().Observe(ms);
   if (!st.ok()) {
@@ -309,6 +321,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       if (!driver_->state().alive(node)) {
         LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerAlive(node, now_ms));
         Record(u);
+        LOFT_RETURN_IF_ERROR(Flush());  // journaled before the reply carries the new view
         view_dirty_ = true;
         spdlog::info("node {} is alive again (view {})", spec_.nodes[node].name, driver_->state().view());
       }

@@ -94,6 +94,8 @@ class SchedulerService {
   void WorkerProfiles(google::protobuf::RepeatedPtrField<v1::WorkerCostProfile>* out) const;
   // True once the configured number of iterations has completed.
   bool finished() const { return finished_; }
+  // The longest an ack stays journaled without an fsync (SyncIfDue).
+  static constexpr double kMaxUnsyncedMs = 20;
   const sched::JobDriver& driver() const { return *driver_; }
   // The job's id (RegisterReply.job, Partition.job).
   uint64_t job_id() const { return job_id_; }
@@ -143,20 +145,28 @@ class SchedulerService {
   // external effect and at the end of each Tick.
   Status Flush();
   // Journals what is pending without an fsync (see
-  // Journal::AppendAllUnsynced): only for records whose loss in a power
-  // failure is harmless, like PartitionSent.
-  Status FlushUnsynced();
+  // Journal::AppendAllUnsynced): only for records no external effect
+  // derives from (PartitionSent, PartitionDone). `now_ms` starts the
+  // unsynced window (SyncIfDue).
+  Status FlushUnsynced(double now_ms);
   // Before an external effect that may derive from what is recorded:
   // Flush when any record needs an fsync first, else FlushUnsynced. Acks
   // (PartitionDone) and PartitionSent records need none: nothing leaves
   // the scheduler because of them that was not journaled synced before
   // (a plan, a view), and the next synced write makes them durable (the
-  // WAL is synced as a whole). Losing them in a power failure is the
-  // window every ack already has between the agent's training and the
-  // ack's arrival: recovery re-sends the partition and commits it once
-  // (CommitIfApplied). One fsync per iteration instead of one per tick
-  // that handled an ack (4.5 per iteration at 8 workers).
-  Status FlushBeforeEffects();
+  // WAL is synced as a whole). One fsync per iteration instead of one per
+  // tick that handled an ack (4.5 per iteration at 8 workers).
+  Status FlushBeforeEffects(double now_ms);
+  // What a power failure may take: the acks written since the last synced
+  // write. A lost ack leaves its partition Sent after recovery, held until
+  // it times out and then retried, so its samples are trained twice (as
+  // for an ack lost on its way). The window already existed between an
+  // agent's work and the fsync of its ack (one tick); it is bounded here:
+  // at the end of a Tick whose oldest unsynced record is kMaxUnsyncedMs
+  // old, the journal is synced even with nothing new to write (planning
+  // may be stalled: credits, the last iterations, too few workers).
+  // `force`: sync whatever is unsynced now (the job's end).
+  Status SyncIfDue(double now_ms, bool force = false);
   // Writes a journal snapshot (Journal::WriteSnapshot) when
   // journal_snapshot_every entries have accumulated since the last one and
   // nothing recorded is unjournaled (the snapshot must be of the journaled
@@ -273,6 +283,7 @@ class SchedulerService {
   uint64_t snapshot_retry_seq_ = 0;  // after a failed snapshot: no new try before this entry
   metrics::CounterFamily* c_planned_ahead_ = nullptr;
   metrics::CounterFamily* c_journal_syncs_ = nullptr;
+  double unsynced_since_ms_ = -1;  // Tick time of the oldest record written without an fsync; -1: none
   metrics::CounterFamily* c_committed_by_ring_ = nullptr;
   // Reports that change no state (server/message_limits.h WouldApply).
   void CountIgnored(const char* type);

@@ -227,8 +227,10 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
   const bool complete = st.ledger().in_flight() == 0;  // no iteration open
   if (gate_->AllPlanned(st)) {
     if (!gate_->Finished(st)) return false;  // the last iterations are still running
+    // The last acks, durable before the job's end is reported.
+    LOFT_RETURN_IF_ERROR(Flush());
+    LOFT_RETURN_IF_ERROR(SyncIfDue(now_ms, /*force=*/true));
     finished_ = true;
-    LOFT_RETURN_IF_ERROR(Flush());  // the last acks, durable before the job's end is reported
     const auto& c = st.ledger().counters();
     spdlog::info(
         "job finished: {} iterations, {} epochs completed, {} samples committed, duplicates {}, lost {}, "
@@ -394,7 +396,7 @@ Status SchedulerService::Tick(double now_ms) {
   LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
   for (int round = 0; round <= gate_->max_depth(); ++round) {
     LOFT_ASSIGN_OR_RETURN(bool planned, PlanIfReady(now_ms));
-    LOFT_RETURN_IF_ERROR(FlushBeforeEffects());  // a plan flushed itself (synced)
+    LOFT_RETURN_IF_ERROR(FlushBeforeEffects(now_ms));  // a plan flushed itself (synced)
     LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
     if (!planned) break;
   }
@@ -404,7 +406,8 @@ Status SchedulerService::Tick(double now_ms) {
   // those partitions, which agents ignore as duplicates. So no fsync of
   // its own: one fsync per iteration (the plan's) instead of two. They
   // still reach the WAL now, so a killed process keeps them.
-  LOFT_RETURN_IF_ERROR(FlushUnsynced());
+  LOFT_RETURN_IF_ERROR(FlushUnsynced(now_ms));
+  LOFT_RETURN_IF_ERROR(SyncIfDue(now_ms));
   MaybeSnapshotJournal();
   g_journal_entries_->Get().Set(static_cast<double>(journal_->entries()));
 

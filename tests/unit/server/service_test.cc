@@ -736,7 +736,8 @@ double MetricValue(loft::metrics::Registry& r, const std::string& name) {
   return std::stod(text.substr(at + name.size() + 2));
 }
 
-TEST_CASE("acks are journaled without an fsync of their own: one synced write per plan") {
+TEST_CASE(
+    "acks are journaled without an fsync of their own: one synced write per plan, none later than 20 ms") {
   Fixture f;
   f.opts.journal_sync = true;
   auto s = StartBoth(f);  // registrations, iterations 0 and 1 planned and sent
@@ -757,27 +758,37 @@ TEST_CASE("acks are journaled without an fsync of their own: one synced write pe
   REQUIRE(s->Tick(2).ok());
   CHECK(entries() > before);
   CHECK(syncs() == at_start);
+  // Nothing else happens: what is unsynced (the sends of tick 1, this ack)
+  // is synced once the oldest of it is kMaxUnsyncedMs old, not later.
+  REQUIRE(s->Tick(1 + SchedulerService::kMaxUnsyncedMs - 1).ok());
+  CHECK(syncs() == at_start);
+  REQUIRE(s->Tick(1 + SchedulerService::kMaxUnsyncedMs).ok());
+  CHECK(syncs() == at_start + 1);
+  REQUIRE(s->Tick(3 + 2 * SchedulerService::kMaxUnsyncedMs).ok());  // nothing unsynced: no sync
+  CHECK(syncs() == at_start + 1);
   // edge-1's ack completes iteration 0: iteration 2 is planned and its
   // synced write (which makes the acks durable too) precedes its sends.
+  const double t1 = 4 + 2 * SchedulerService::kMaxUnsyncedMs;
   for (const auto& p : sent) {
     if (p.iteration() != 0 || p.worker() != 1) continue;
-    REQUIRE(Send(*s, Done(p), 3).ok());
-    REQUIRE(Send(*s, Credit(1), 3).ok());
+    REQUIRE(Send(*s, Done(p), t1).ok());
+    REQUIRE(Send(*s, Credit(1), t1).ok());
   }
-  REQUIRE(s->Tick(3).ok());
+  REQUIRE(s->Tick(t1).ok());
   CHECK(f.transport.Assignments().size() == 6);
-  CHECK(syncs() == at_start + 1);
+  CHECK(syncs() == at_start + 2);
   // To the end: one synced write per plan, and one when the job finishes.
   std::set<uint64_t> acked;
   for (const auto& p : f.transport.Assignments())
     if (p.iteration() == 0) acked.insert(p.id());
-  for (int t = 4; t < 200 && !s->finished(); ++t) {
+  for (double t = t1 + 1; t < t1 + 200 && !s->finished(); ++t) {
     AckAll(*s, f.transport, acked, t);
     REQUIRE(s->Tick(t).ok());
   }
   REQUIRE(s->finished());
+  // 2 partitions per plan (2 workers); the window's sync; the job's end.
   const double plans_after_start = static_cast<double>(f.transport.Assignments().size() - 4) / 2;
-  CHECK(syncs() == at_start + plans_after_start + 1);
+  CHECK(syncs() == at_start + 1 + plans_after_start + 1);
   CHECK(Status(*s, 300)["ledger"]["lost"] == 0);
 }
 
