@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -120,31 +121,42 @@ v1::Partition PeerPartition(uint64_t id, int64_t iteration) {
   return p;
 }
 
+// A cache in a temp dir (every sample is a peer's here), the agent's
+// metrics and its service: what each pipeline below runs over.
+struct AgentParts {
+  TempDir dir;
+  std::unique_ptr<cache::SampleCache> db;
+  metrics::Registry registry;
+  std::optional<AgentMetrics> metrics;
+  std::optional<AgentService> service;
+  AgentParts() {
+    MakeCache(dir.Sub("db"), {});
+    auto opened = cache::SampleCache::Open(dir.Sub("db"));
+    REQUIRE(opened.ok());
+    db = std::move(*opened);
+    auto m = AgentMetrics::Create(&registry);
+    REQUIRE(m.ok());
+    metrics.emplace(*m);
+    AgentServiceOptions so;
+    so.node_name = "a";
+    so.peer_endpoint = "tcp://127.0.0.1:9000";
+    service.emplace(so, db.get(), &*metrics);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("overlap false: no read while the compute thread works; overlap true: the reader reads ahead") {
   for (const bool overlap : {false, true}) {
     INFO("overlap " << overlap);
-    TempDir dir;
-    MakeCache(dir.Sub("db"), {});
-    auto opened = cache::SampleCache::Open(dir.Sub("db"));
-    REQUIRE(opened.ok());
-    std::unique_ptr<cache::SampleCache> db = std::move(*opened);
-    metrics::Registry registry;
-    auto m = AgentMetrics::Create(&registry);
-    REQUIRE(m.ok());
-    AgentMetrics metrics = *m;
-    AgentServiceOptions so;
-    so.node_name = "a";
-    so.peer_endpoint = "tcp://127.0.0.1:9000";
-    AgentService service(so, db.get(), &metrics);
+    AgentParts a;
     SystemClock clock;
     Probe probe;
     ProbePeers peers(&probe);
-    PartitionRunner runner(&clock, db.get(), &peers, &metrics);
+    PartitionRunner runner(&clock, a.db.get(), &peers, &*a.metrics);
     ProbeTrainer trainer(&probe);
     zmq::context_t ctx(1);
-    auto created = PartitionPipeline::Create(&ctx, &runner, &trainer, &service, &metrics, overlap);
+    auto created = PartitionPipeline::Create(&ctx, &runner, &trainer, &*a.service, &*a.metrics, overlap);
     REQUIRE(created.ok());
     PartitionPipeline& pipeline = **created;
     pipeline.Start();
@@ -222,26 +234,15 @@ class LateTrainer final : public Trainer {
 }  // namespace
 
 TEST_CASE("the compute thread tells the trainer how long a ready batch waited for it") {
-  TempDir dir;
-  MakeCache(dir.Sub("db"), {});
-  auto opened = cache::SampleCache::Open(dir.Sub("db"));
-  REQUIRE(opened.ok());
-  std::unique_ptr<cache::SampleCache> db = std::move(*opened);
-  metrics::Registry registry;
-  auto m = AgentMetrics::Create(&registry);
-  REQUIRE(m.ok());
-  AgentMetrics metrics = *m;
-  AgentServiceOptions so;
-  so.node_name = "a";
-  so.peer_endpoint = "tcp://127.0.0.1:9000";
-  AgentService service(so, db.get(), &metrics);
+  AgentParts a;
   ManualClock clock(1'000'000);
   Probe probe;
   ProbePeers peers(&probe);
-  PartitionRunner runner(&clock, db.get(), &peers, &metrics);
+  PartitionRunner runner(&clock, a.db.get(), &peers, &*a.metrics);
   LateTrainer trainer(&probe, &clock);
   zmq::context_t ctx(1);
-  auto created = PartitionPipeline::Create(&ctx, &runner, &trainer, &service, &metrics, /*overlap=*/true);
+  auto created =
+      PartitionPipeline::Create(&ctx, &runner, &trainer, &*a.service, &*a.metrics, /*overlap=*/true);
   REQUIRE(created.ok());
   PartitionPipeline& pipeline = **created;
   pipeline.Start();
