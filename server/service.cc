@@ -217,12 +217,16 @@ void SchedulerService::Record(sched::Updates&& u) {
   }
 }
 
+void SchedulerService::CountSyncs(int64_t before) {
+  c_journal_syncs_->Get().Increment(static_cast<double>(journal_->synced_writes() - before));
+}
+
 Status SchedulerService::Flush() {
   if (unflushed_.empty()) return OkStatus();
   auto t0 = std::chrono::steady_clock::now();
   const int64_t syncs = journal_->synced_writes();
   Status st = journal_->AppendAll(unflushed_);
-  c_journal_syncs_->Get().Increment(static_cast<double>(journal_->synced_writes() - syncs));
+  CountSyncs(syncs);
   h_journal_->Get().Observe(
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   if (!st.ok()) return st.WithContext("journal append");
@@ -247,7 +251,7 @@ Status SchedulerService::SyncIfDue(double now_ms, bool force) {
   if (unsynced_since_ms_ < 0 || (!force && now_ms - unsynced_since_ms_ < kMaxUnsyncedMs)) return OkStatus();
   const int64_t syncs = journal_->synced_writes();
   LOFT_RETURN_IF_ERROR(journal_->Sync().WithContext("journal sync"));
-  c_journal_syncs_->Get().Increment(static_cast<double>(journal_->synced_writes() - syncs));
+  CountSyncs(syncs);
   unsynced_since_ms_ = -1;
   return OkStatus();
 }
@@ -270,7 +274,7 @@ void SchedulerService::MaybeSnapshotJournal() {
   const uint64_t covered = journal_->entries();
   const int64_t syncs = journal_->synced_writes();
   Status st = journal_->WriteSnapshot(driver_->state().ToSnapshot());
-  c_journal_syncs_->Get().Increment(static_cast<double>(journal_->synced_writes() - syncs));
+  CountSyncs(syncs);
   if (st.ok() && journal_->synced_writes() > syncs) unsynced_since_ms_ = -1;
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   h_snapshot_->Get().Observe(ms);

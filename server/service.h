@@ -167,6 +167,9 @@ class SchedulerService {
   // may be stalled: credits, the last iterations, too few workers).
   // `force`: sync whatever is unsynced now (the job's end).
   Status SyncIfDue(double now_ms, bool force = false);
+  // Adds the journal's synced writes since it counted `before` to
+  // loft_scheduler_journal_syncs_total.
+  void CountSyncs(int64_t before);
   // Writes a journal snapshot (Journal::WriteSnapshot) when
   // journal_snapshot_every entries have accumulated since the last one and
   // nothing recorded is unjournaled (the snapshot must be of the journaled
