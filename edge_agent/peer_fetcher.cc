@@ -200,8 +200,12 @@ std::map<int32_t, PeerFetchResult> PeerFetcher::FetchAll(
       item_peer.push_back(peer);
     }
     if (items.empty()) break;
-    int64_t wait_ms =
-        std::max<int64_t>(1, std::min<int64_t>(options_.retry_backoff_ms, (deadline - now) / 1000));
+    // Sleep until a reply arrives, the next resend, the next view check
+    // or the deadline, whichever is first.
+    int64_t wait_us = std::min<int64_t>(deadline - now, int64_t{options_.view_check_ms} * 1000);
+    for (const auto& [rid, pd] : pending)
+      if (pd.resend_at_us >= 0) wait_us = std::min(wait_us, pd.resend_at_us - now);
+    const int64_t wait_ms = std::max<int64_t>(1, (wait_us + 999) / 1000);
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
     } catch (const zmq::error_t& e) {

@@ -65,6 +65,13 @@ struct PeerFetcherOptions {
   int fetch_batch = 64;
   int timeout_ms = 10000;
   int retry_backoff_ms = 1;  // "no grant yet": the grant is usually sub-ms behind (the scheduler sent both)
+  // While replies are outstanding and no resend is due, the fetch wakes
+  // at least this often to check the view (a serving peer that left it
+  // or restarted fails at once rather than at the deadline). It used to
+  // wake every millisecond: a slow link's fetch then cost its reader
+  // thread 1,000 polls a second (about 6 % of a core per agent on the
+  // testbed's edge-tiers8 spec, much of a 0.15-core node's quota).
+  int view_check_ms = 20;
   std::optional<CurveKeyPair> own_keys;  // set = CURVE on
   std::string keys_dir;                  // <dir>/<peer name>.pub authenticates each peer
   TokenBucket* down = nullptr;           // emulation; not owned

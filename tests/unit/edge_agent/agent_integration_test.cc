@@ -487,6 +487,28 @@ TEST_CASE("A peer fetch fails at once when the serving node leaves the view or r
   }
 }
 
+TEST_CASE("A fetch waiting on a slow peer sleeps between view checks instead of polling every millisecond") {
+  zmq::context_t ctx(1);
+  zmq::socket_t silent(ctx, zmq::socket_type::router);  // never answers: a slow link's long transfer
+  silent.set(zmq::sockopt::linger, 0);
+  silent.bind("tcp://127.0.0.1:*");
+  const std::string ep = silent.get(zmq::sockopt::last_endpoint);
+  std::atomic<int> lookups{0};
+  PeerFetcherOptions fo;
+  fo.timeout_ms = 400;
+  PeerFetcher fetcher(&ctx, SystemClock::Default(), fo, [&](int32_t n) -> std::optional<PeerInfo> {
+    ++lookups;  // once when the fetch starts, then once per wake-up (the view check)
+    return PeerInfo{n, "peer", ep};
+  });
+  auto res = fetcher.FetchAll(7, 0, {{1, {10, 11, 12}}});
+  CHECK(res[1].status.code() == StatusCode::kDeadlineExceeded);
+  // 400 ms at one view check per 20 ms: about 21 wake-ups (the loop used
+  // to wake every millisecond: about 400).
+  INFO("lookups: " << lookups.load());
+  CHECK(lookups.load() >= 2);
+  CHECK(lookups.load() <= 60);
+}
+
 TEST_CASE("Unsolicited frames from a peer queue only up to the fetcher's bound and are never used") {
   zmq::context_t ctx(1);
   // A lying "peer": answers fetches correctly but also pushes frames nobody
