@@ -95,7 +95,7 @@ TEST_CASE("ring all-reduce over tcp loopback equals the direct computation") {
   CheckRing(4, loft::models::ReducerKind::kMedian, 999);
 }
 
-TEST_CASE("tag floor drops stale messages; a silent peer times out") {
+TEST_CASE("tag floor drops stale messages, a silent peer times out") {
   zmq::context_t ctx(1);
   auto ts = MakeRing(&ctx, 2);
   std::vector<std::byte> a{std::byte{1}}, b{std::byte{2}};
@@ -222,7 +222,7 @@ TEST_CASE(
   CHECK(got->size() == 5);
 }
 
-TEST_CASE("a request is answered by the peer's handler while it waits in Recv; no answer times out") {
+TEST_CASE("a request is answered by the peer's handler while it waits in Recv, no answer times out") {
   zmq::context_t ctx(1);
   auto ts = MakeRing(&ctx, 2);
   ts[1]->SetRequestHandler(0xFD, [](int from, uint64_t tag, std::span<const std::byte> body) {
@@ -311,7 +311,7 @@ TEST_CASE("CURVE ring: a listed key claiming another rank's routing id cannot ta
   CHECK_FALSE(imp.recv(m, zmq::recv_flags::dontwait));
 }
 
-TEST_CASE("ring routing ids: rank/nonce or a bare rank; anything else is malformed") {
+TEST_CASE("ring routing ids: rank/nonce or a bare rank, anything else is malformed") {
   using loft::agent::RankOfRoutingId;
   CHECK(RankOfRoutingId("3/0a1b2c") == 3);
   CHECK(RankOfRoutingId("12") == 12);
@@ -385,7 +385,7 @@ TEST_CASE("link emulation shapes the ring: 2(N-1) steps at min(up, down) plus th
   CHECK(plain < 0.5 * shaped);
 }
 
-TEST_CASE("RecvOrLater: the awaited message first; else the sender's later round once it waited the grace") {
+TEST_CASE("RecvOrLater: the awaited message first, else the sender's later round once it waited the grace") {
   using loft::models::MakeTag;
   zmq::context_t ctx(1);
   auto ts = MakeRing(&ctx, 2);

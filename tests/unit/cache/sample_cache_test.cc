@@ -38,7 +38,7 @@ void RawPut(const std::string& dir, uint64_t id, const std::string& value) {
 
 }  // namespace
 
-TEST_CASE("CacheOptions defaults validate; bad values are named", "[cache]") {
+TEST_CASE("CacheOptions defaults validate, bad values are named", "[cache]") {
   CacheOptions o;
   REQUIRE(o.Validate().ok());
   o.bloom_bits_per_key = -1;
@@ -96,7 +96,7 @@ TEST_CASE("Record codec round trips and rejects damage", "[cache]") {
   REQUIRE(empty->payload.empty());
 }
 
-TEST_CASE("Stats(warm) loads the scanned blocks into the block cache; a plain scan does not", "[cache]") {
+TEST_CASE("Stats(warm) loads the scanned blocks into the block cache, a plain scan does not", "[cache]") {
   TempDir tmp;
   {
     auto cache = OpenOrDie(tmp.Sub("db"));

@@ -41,7 +41,7 @@ TEST_CASE("shards are equal, zipf skews, explicit follows shares") {
   CHECK(e->PrimaryCount(2) == 0);
 }
 
-TEST_CASE("same seed same answer; different seed different answer") {
+TEST_CASE("same seed same answer, different seed different answer") {
   auto a = Placement::Make(5000, {1, 2, 3}, 2, 9);
   auto b = Placement::Make(5000, {1, 2, 3}, 2, 9);
   auto c = Placement::Make(5000, {1, 2, 3}, 2, 10);

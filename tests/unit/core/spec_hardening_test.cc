@@ -64,7 +64,7 @@ TEST_CASE("min_batch x nodes cannot overflow past the global batch check") {
   CHECK_FALSE(ParseClusterSpec(Spec("a", "{global_batch: 64, min_batch: 17}", "1000", 3)).ok());
 }
 
-TEST_CASE("Huge max_batch values load (capped at global_batch; the capacity sum saturates)") {
+TEST_CASE("Huge max_batch values load (capped at global_batch, the capacity sum saturates)") {
   std::string yaml = Spec("a", "{global_batch: 64, min_batch: 1}", "1000", 3);
   const std::string big = "max_batch: 9223372036854775807, ";
   size_t at = 0;

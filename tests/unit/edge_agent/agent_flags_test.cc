@@ -18,7 +18,7 @@ AgentConfig Apply(AgentConfig file, std::vector<std::string> args) {
 }
 }  // namespace
 
-TEST_CASE("Flag consumer-timeout-ms overrides the config file; absent flags keep the file's values") {
+TEST_CASE("Flag consumer-timeout-ms overrides the config file, absent flags keep the file's values") {
   auto file = ParseAgentConfig("consumer_timeout_ms: 3000\ncredits: 5\nmetrics_port: 9101\n", "agent.yaml");
   REQUIRE(file.ok());
   AgentConfig c = Apply(*file, {"--consumer-timeout-ms", "750"});

@@ -342,7 +342,7 @@ TEST_CASE("10,000 random and malformed frames: the agent stays up and serves a v
   CHECK(HandledPeerMessages(rb.Render()) == 10001);
 }
 
-TEST_CASE("CURVE: an unknown key cannot fetch; a listed key can") {
+TEST_CASE("CURVE: an unknown key cannot fetch, a listed key can") {
   TempDir dir;
   MakeCache(dir.Sub("b"), Range(500, 1000));
   std::string spec = WriteSpec(dir);

@@ -143,7 +143,7 @@ TEST_CASE("check_cache: false skips the check (hand-made test caches)") {
   CHECK(ParseAgentConfig("node_name: x\n")->check_cache);
 }
 
-TEST_CASE("Ingest completion marker round trip; an older loftctl's marker reads as a count") {
+TEST_CASE("Ingest completion marker round trip, an older loftctl's marker reads as a count") {
   TempDir dir;
   const std::string db = dir.Sub("m");
   std::filesystem::create_directories(db);

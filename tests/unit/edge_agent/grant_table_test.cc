@@ -15,7 +15,7 @@ v1::ServeGrant Grant(uint64_t partition, int32_t requester, std::vector<uint64_t
 }
 }  // namespace
 
-TEST_CASE("Granted ids are served once; others are refused") {
+TEST_CASE("Granted ids are served once, others are refused") {
   GrantTable t(16);
   t.Add(Grant(7, 1, {10, 11, 12}));
   std::vector<uint64_t> two{10, 11};

@@ -146,7 +146,7 @@ struct AgentParts {
 
 }  // namespace
 
-TEST_CASE("overlap false: no read while the compute thread works; overlap true: the reader reads ahead") {
+TEST_CASE("overlap false: no read while the compute thread works, overlap true: the reader reads ahead") {
   for (const bool overlap : {false, true}) {
     INFO("overlap " << overlap);
     AgentParts a;

@@ -92,7 +92,7 @@ TEST_CASE("PlanRound: the first reporting member in ring order evaluates") {
   CHECK_FALSE(PlanRound(0, 1, x, {})->evaluator);
 }
 
-TEST_CASE("PlanRound: trimmed_mean trims max(1, 0.2 N) per side while N > 2k; krum f fits N") {
+TEST_CASE("PlanRound: trimmed_mean trims max(1, 0.2 N) per side while N > 2k, krum f fits N") {
   models::ReducerOptions tm;
   tm.kind = models::ReducerKind::kTrimmedMean;
   RoundHellos six{{0, 1, 2, 3, 4, 5}, std::vector<MemberHello>(6, H(1, 0, 0, 1)), {}};
@@ -181,7 +181,7 @@ TEST_CASE("RingHello: other versions, garbage and impossible values are refused,
   CHECK_FALSE(DecodeHello(Bytes(m.SerializeAsString())).ok());
 }
 
-TEST_CASE("RingGuard: the window follows what this agent knows; nothing is judged before it knows anything") {
+TEST_CASE("RingGuard: the window follows what this agent knows, nothing is judged before it knows anything") {
   RingGuard g(RingGuardOptions{1, 100, 3});
   CHECK_FALSE(g.OutOfWindow(-1, 4000000000));  // a fresh agent cannot tell
   g.Planned(10);
@@ -193,7 +193,7 @@ TEST_CASE("RingGuard: the window follows what this agent knows; nothing is judge
   CHECK(g.OutOfWindow(500, 601));
 }
 
-TEST_CASE("RingGuard: f+1 announcers for a weight-0 join; a sender is reported every report_after offences") {
+TEST_CASE("RingGuard: f+1 announcers for a weight-0 join, a sender is reported every report_after offences") {
   CHECK(RingGuard(RingGuardOptions{0, 100, 3}).JoinQuorum() == 1);
   RingGuard g(RingGuardOptions{2, 100, 3});
   CHECK(g.JoinQuorum() == 3);

@@ -94,7 +94,7 @@ TEST_CASE("ExactSleep: late sleeps are taken off the next ones, never below zero
   CHECK(sleep.overrun_us() == 100);
 }
 
-TEST_CASE("SyntheticTrainer: a late start is taken off the next sleep; the reported time is the drawn one") {
+TEST_CASE("SyntheticTrainer: a late start is taken off the next sleep, the reported time is the drawn one") {
   ManualClock clock;
   SyntheticTrainer t(&clock, ComputeSpec{1.0, 0.0, 0.0}, 1);  // 1 ms per batch, no jitter
   Batch b;

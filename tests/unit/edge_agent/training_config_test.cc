@@ -77,7 +77,7 @@ TEST_CASE("bad lr_schedule fields are errors naming file, line and field") {
         std::string::npos);
 }
 
-TEST_CASE("the agreed state is the majority's (last_round, hash); ties go to the later round") {
+TEST_CASE("the agreed state is the majority's (last_round, hash), ties go to the later round") {
   using P = std::pair<int64_t, uint64_t>;
   // A restarted member (-1, init hash) among three that agree.
   std::vector<int64_t> r{41, 41, -1, 41};

@@ -69,7 +69,7 @@ TEST_CASE("Assigner: locality-aware plan counts and sources are respected", "[as
   CHECK(a->makespan_ms == std::max(w0.predicted_ms, a->workers[1].predicted_ms));
 }
 
-TEST_CASE("Assigner: shortfalls fall back to live holders; dead peers never serve", "[assigner]") {
+TEST_CASE("Assigner: shortfalls fall back to live holders, dead peers never serve", "[assigner]") {
   Placement pl = Make(4, 2);
   EpochSampler s(&pl, 2);
   PlanRequest req = Request(4);
@@ -92,7 +92,7 @@ TEST_CASE("Assigner: shortfalls fall back to live holders; dead peers never serv
   CHECK(a->locality_fallbacks > 0);
 }
 
-TEST_CASE("Assigner: global shuffle takes the permutation order; end of epoch shrinks", "[assigner]") {
+TEST_CASE("Assigner: global shuffle takes the permutation order, end of epoch shrinks", "[assigner]") {
   Placement pl = Make(3, 1);
   EpochSampler s(&pl, 3), ref(&pl, 3);
   std::vector<uint64_t> order;
@@ -184,7 +184,7 @@ TEST_CASE("Assigner: a distrusted node serves only itself", "[assigner][byzantin
       for (int32_t src : w.sources) from_3 += w.node != 3 && src == 3;
     CHECK(from_3 > 0);
   }
-  SECTION("replication 1: its samples go to nobody but itself; it takes them first") {
+  SECTION("replication 1: its samples go to nobody but itself, it takes them first") {
     Placement pl = Make(4, 1);
     EpochSampler s(&pl, 5);
     const auto mine = static_cast<int64_t>(pl.SamplesOf(3).size());

@@ -254,7 +254,7 @@ TEST_CASE("JobDriver: journal-before-act ordering and blocked reasons", "[driver
   if (only0 > 0) CHECK(drv.BlockedReason().find("dead") != std::string::npos);
 }
 
-TEST_CASE("JobDriver: a distrusted source serves only itself; epochs still complete", "[driver][byzantine]") {
+TEST_CASE("JobDriver: a distrusted source serves only itself, epochs still complete", "[driver][byzantine]") {
   for (const char* policy : {"uniform", "loft"}) {
     for (int replication : {1, 2}) {
       for (const int32_t kBad : {2, 5}) {  // 5: the last node (uniform gives it no remainder)
@@ -508,7 +508,7 @@ void RunPipelinedChaos(const char* policy_name, int replication, uint64_t seed, 
 
 }  // namespace
 
-TEST_CASE("JobDriver: two epochs open when planning ahead; exactly once per epoch under chaos", "[driver]") {
+TEST_CASE("JobDriver: two epochs open when planning ahead, exactly once per epoch under chaos", "[driver]") {
   for (const char* name : {"uniform", "loft", "loft-epoch"}) {
     for (int r : {1, 2}) {
       DYNAMIC_SECTION(name << " r=" << r) {
@@ -626,7 +626,7 @@ TEST_CASE("SchedulerState: EpochAdvanced while two epochs are open is refused", 
   }
 }
 
-TEST_CASE("SchedulerState: a snapshot with two epochs open restores; a bad previous epoch is DataLoss",
+TEST_CASE("SchedulerState: a snapshot with two epochs open restores, a bad previous epoch is DataLoss",
           "[driver][journal]") {
   const auto spec = SmallSpec(100, 1, 50, 2);
   auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(false), StateOptions{});

@@ -122,7 +122,7 @@ TEST_CASE("EpochSampler: bad ids are rejected without changes", "[sampler]") {
   CHECK(s.Digest() == d);
 }
 
-TEST_CASE("EpochSampler: a rolled-back trial leaves no trace; picks equal a sampler without trials",
+TEST_CASE("EpochSampler: a rolled-back trial leaves no trace, picks equal a sampler without trials",
           "[sampler]") {
   for (int replication : {1, 2}) {
     Placement pl = MakePlacement(600, 5, replication, 9);

@@ -50,7 +50,7 @@ void Ack(JobDriver& d, const loft::v1::Partition& p, double now) {
 }
 }  // namespace
 
-TEST_CASE("start gate: min_workers, capped at the spec's nodes; 0 means every node", "[rules][gate]") {
+TEST_CASE("start gate: min_workers, capped at the spec's nodes, 0 means every node", "[rules][gate]") {
   CHECK(IterationGate({.plan_ahead = 0, .target_iterations = 5, .min_workers = 0}, 4).workers_needed() == 4);
   CHECK(IterationGate({.plan_ahead = 0, .target_iterations = 5, .min_workers = 2}, 4).workers_needed() == 2);
   IterationGate g({.plan_ahead = 0, .target_iterations = 5, .min_workers = 9}, 4);
@@ -59,7 +59,7 @@ TEST_CASE("start gate: min_workers, capped at the spec's nodes; 0 means every no
   CHECK(g.MayStart(4));
 }
 
-TEST_CASE("BSP gate: the next iteration waits for a complete one; finish needs none in flight",
+TEST_CASE("BSP gate: the next iteration waits for a complete one, finish needs none in flight",
           "[rules][gate]") {
   auto d = Driver(3);
   IterationGate g({.plan_ahead = 0, .target_iterations = 1, .min_workers = 0}, 3);
@@ -103,7 +103,7 @@ TEST_CASE("plan-ahead gate: t+1 only when t is fully sent, same view, every live
   CHECK_FALSE(bsp.ReadyToPlan(d->state(), true));
 }
 
-TEST_CASE("plan-ahead 2: t+1 while t-1 and t run, never a fourth open; (b)-(d) on the last plan",
+TEST_CASE("plan-ahead 2: t+1 while t-1 and t run, never a fourth open, (b)-(d) on the last plan",
           "[rules][gate]") {
   auto d = Driver(3);
   IterationGate g({.plan_ahead = 2, .target_iterations = 10, .min_workers = 0}, 3);
@@ -143,7 +143,7 @@ TEST_CASE("plan-ahead 2: t+1 while t-1 and t run, never a fourth open; (b)-(d) o
   CHECK_FALSE(g.ReadyToPlan(d->state(), true));
 }
 
-TEST_CASE("auto plan-ahead: deep enough for the control path; the former auto without one", "[rules][gate]") {
+TEST_CASE("auto plan-ahead: deep enough for the control path, the former auto without one", "[rules][gate]") {
   using loft::sched::AutoPlanAhead;
   using loft::sched::kMaxPlanAhead;
   // No control path: 1 with overlap, 0 (BSP) without, whatever the makespan.
@@ -250,7 +250,7 @@ TEST_CASE("ring committer: more than half of the other workers must name a parti
   CHECK(rc.workers(it) == 0);
 }
 
-TEST_CASE("credit window: never more in flight than granted; a timeout returns its credit",
+TEST_CASE("credit window: never more in flight than granted, a timeout returns its credit",
           "[rules][credits]") {
   loft::sched::CreditWindow w;
   w.Open(2);

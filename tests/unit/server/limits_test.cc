@@ -72,7 +72,7 @@ TEST_CASE("WouldApply: only an open partition's own attempt from its worker") {
   CHECK_FALSE(loft::server::WouldApply(l, 5, 0, 1));  // finished
 }
 
-TEST_CASE("sessions.json round-trips; a mistyped one is an error naming the file and field") {
+TEST_CASE("sessions.json round-trips, a mistyped one is an error naming the file and field") {
   using loft::server::ParseSessions;
   std::vector<loft::server::SessionEntry> in = {{2, "tcp://a:1", "tcp://a:2", 3, 99}};
   auto back = ParseSessions(loft::server::SessionsToJson(in), "j/sessions.json");

@@ -691,7 +691,7 @@ TEST_CASE("an agent holding the scheduler's manifest gets its root only, any oth
   CHECK(reply_other.register_reply().sample_digests() == m->digests());
 }
 
-TEST_CASE("authenticated peers speak only for their own node; unexpected messages are rejected") {
+TEST_CASE("authenticated peers speak only for their own node, unexpected messages are rejected") {
   Fixture f;
   auto s = f.Make();
   Sender rogue{"edge-1", true};

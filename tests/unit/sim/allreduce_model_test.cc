@@ -89,7 +89,7 @@ TEST_CASE("the ring moves its payload at the links' rate times network.packet_ef
   CHECK(framed.RingMs(all) == Approx(ideal.RingMs(all) + ideal.TransferMs(all) * (1 / 0.8 - 1)));
 }
 
-TEST_CASE("links: false leaves the transfers out; step latency explicit") {
+TEST_CASE("links: false leaves the transfers out, step latency explicit") {
   AllreduceModel m(
       Spec("model: softmax, allreduce: {parameters: 3000, step_latency_ms: 0.25, links: false}"));
   std::vector<int32_t> all{0, 1, 2};

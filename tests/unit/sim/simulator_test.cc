@@ -480,7 +480,7 @@ nodes:
 // every heartbeat_interval_ms, or an ack). Meanwhile the ring of its
 // iteration waits for it; the survivors' iteration takes the timeout.
 // Back, its first ring first sends it the job's state (8·P bytes).
-TEST_CASE("a crashed node is declared dead after the heartbeat timeout; the rejoin fetches the state",
+TEST_CASE("a crashed node is declared dead after the heartbeat timeout, the rejoin fetches the state",
           "[sim][failure]") {
   const std::string base = R"(
 dataset: {name: fashion-mnist, samples: 3000, sample_bytes: 784}
