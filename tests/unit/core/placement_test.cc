@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <set>
-
 #include "core/placement.h"
+
+#include <catch2/catch.hpp>
+#include <set>
 
 using namespace loft;
 
