@@ -26,6 +26,11 @@ double LinkBurstBytes(const NetworkSpec& network, double mbps) {
   return std::max(network.burst_min_bytes, network.burst_ms * bytes_per_ms);
 }
 
+int64_t CfsPeriodUs(double cpu_cores) {
+  if (!(cpu_cores > 0)) return kCfsPeriodUs;
+  return std::clamp<int64_t>(std::llround(std::ceil(1000.0 / cpu_cores)), kCfsPeriodUs, 1000000);
+}
+
 namespace {
 
 // Walks a YAML tree, remembering the source name so each error says
@@ -105,7 +110,7 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   ClusterSpec spec;
   spec.source = source;
   if (!root.IsDefined() || root.IsNull()) return r.Error(root, "spec", "is empty");
-  RET(r.CheckKeys(root, "", {"dataset", "placement", "training", "scheduler", "network", "nodes"}));
+  RET(r.CheckKeys(root, "", {"dataset", "placement", "training", "scheduler", "network", "agent", "nodes"}));
 
   // dataset
   if (YAML::Node d = root["dataset"]; d.IsDefined()) {
@@ -237,6 +242,20 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     RET(r.Get(nw, "request_overhead_ms", "network", &spec.network.request_overhead_ms));
     if (!(spec.network.request_overhead_ms >= 0) || !std::isfinite(spec.network.request_overhead_ms))
       return r.Error(nw["request_overhead_ms"], "network.request_overhead_ms", "must be a number >= 0");
+  }
+
+  // agent
+  if (YAML::Node ag = root["agent"]; ag.IsDefined() && !ag.IsNull()) {
+    RET(r.CheckKeys(ag, "agent",
+                    {"cpu_ms_per_partition", "cpu_ms_per_sample", "cpu_ms_per_request", "idle_cores"}));
+    for (auto [key, field] : {std::pair{"cpu_ms_per_partition", &spec.agent.cpu_ms_per_partition},
+                              std::pair{"cpu_ms_per_sample", &spec.agent.cpu_ms_per_sample},
+                              std::pair{"cpu_ms_per_request", &spec.agent.cpu_ms_per_request},
+                              std::pair{"idle_cores", &spec.agent.idle_cores}}) {
+      const std::string path = std::string("agent.") + key;
+      RET(r.Get(ag, key, "agent", field));
+      if (!(*field >= 0) || !std::isfinite(*field)) return r.Error(ag[key], path, "must be a number >= 0");
+    }
   }
 
   // nodes

@@ -135,12 +135,40 @@ struct NetworkSpec {
 // agents' link emulation (edge_agent/link_emulator.h MakeLinkBucket).
 double LinkBurstBytes(const NetworkSpec& network, double mbps);
 
+// agent: the agent daemon's own CPU, which loft-sim charges against a
+// node's compute.cpu_cores (the testbed's CFS quota; sim/cpu_quota.h).
+// Nodes without a quota are not charged: their compute and disk priors
+// are an edge node's own. Defaults: measured on this project's testbed
+// (docs/cluster-spec.md "The agents' CPU"), 6-8 agents on two shared
+// cores. All >= 0; all 0 = the agents' CPU is free.
+struct AgentSpec {
+  // Per partition: its assignment, the reader and compute threads'
+  // hand-offs, the report and the credit.
+  double cpu_ms_per_partition = 0.34;
+  // Per sample read (local or from a peer) and per sample served to a peer.
+  double cpu_ms_per_sample = 0.0022;
+  // Per request served to a peer (one per serving peer of a partition).
+  double cpu_ms_per_request = 0.1;
+  // Cores the agent uses whatever it does (its poll loops, heartbeats,
+  // ZeroMQ I/O threads): taken off the quota's rate and burst.
+  double idle_cores = 0.046;
+};
+
+// The CFS period of a node's quota on the testbed: 10 ms, longer only when
+// cpu_cores < 0.1 (the kernel's smallest quota is 1 ms per period; its
+// largest period 1 s). tools/loftctl/testbed_plan.cc writes it;
+// loft-sim's quota (sim/cpu_quota.h) holds one period's quota as a burst.
+inline constexpr int64_t kCfsPeriodUs = 10000;
+int64_t CfsPeriodUs(double cpu_cores);
+
 struct ComputeSpec {
   double fixed_ms = 1.0;
   double per_sample_ms = 0.05;
   double jitter = 0.0;  // relative std-dev of compute time, >= 0
   // Testbed only (`loftctl cluster run --testbed`): the agent's CPU quota in
-  // cores (a cgroup cfs quota). 0 = not set: no quota. The simulator ignores it.
+  // cores (a cgroup cfs quota). 0 = not set: no quota. loft-sim charges the
+  // agent's own CPU (AgentSpec) against it; compute itself is emulated (a
+  // sleep) and is not charged.
   double cpu_cores = 0.0;
 };
 
@@ -204,6 +232,7 @@ struct ClusterSpec {
   TrainingSpec training;
   SchedulerSpec scheduler;
   NetworkSpec network;
+  AgentSpec agent;
   std::vector<NodeSpec> nodes;  // expanded, in spec order
 
   int num_nodes() const { return static_cast<int>(nodes.size()); }

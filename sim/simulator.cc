@@ -42,6 +42,13 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       registrations_(spec.nodes.size(), 0) {
   result_.policy = options_.policy;
   network_.SetBursts(model_.UpBursts(), model_.DownBursts());
+  cpu_.resize(spec.nodes.size());
+  for (size_t i = 0; i < spec.nodes.size(); ++i) {
+    const double cores = spec.nodes[i].compute.cpu_cores;
+    if (cores > 0)
+      cpu_[i] = CpuQuota(cores, static_cast<double>(CfsPeriodUs(cores)) / 1000.0, spec.agent.idle_cores);
+  }
+  agent_cpu_ = spec.agent;
   result_.flow_interval_ms = FlowInterval(options_, spec);
   result_.plan_ahead = std::max(0, options_.plan_ahead);  // auto: the deepest depth after each plan
 }

@@ -30,6 +30,13 @@
 //            every member has computed and holds every member's compute
 //            stage; then the partition is acked (PartitionDone with the
 //            PartitionTimings an agent sends, then a CreditGrant).
+// On a node with compute.cpu_cores (the testbed's CPU quota) the agent's
+// own CPU is charged too (sim/cpu_quota.h, the spec's `agent` costs): a
+// partition's read is done only when its CPU (per partition and per
+// sample) is, and a peer's reply starts only after the server's CPU for
+// the request (per request and per sample). The reported read times stay
+// the links' and the disk's, as an agent's do (its emulated sleeps take
+// a stall off the next one).
 // With plan-ahead (auto: training.overlap) the reads of t+1 thus run
 // while t computes and all-reduces; without it t+1 is planned after t's
 // last ack, so a partition is strictly read, then computed.
@@ -81,6 +88,7 @@
 #include "scheduler/run_recorder.h"
 #include "sim/allreduce_model.h"
 #include "sim/cluster_model.h"
+#include "sim/cpu_quota.h"
 #include "sim/event_queue.h"
 #include "sim/flow_network.h"
 #include "sim/summary.h"
@@ -208,6 +216,7 @@ class Simulator {
     double remote_end_ms = 0;
     bool local_done = true;
     bool remote_done = true;
+    bool cpu_done = true;  // the agent's own CPU for it (quota nodes, sim/cpu_quota.h)
     int flows_pending = 0;
     std::vector<uint64_t> flows;
     std::map<int32_t, double> by_peer_ms;
@@ -283,6 +292,7 @@ class Simulator {
   void Deliver(Part& p);  // the assignment reaches the agent
   void ReaderNext(int32_t node);
   void StartRead(Part& p);
+  void StartFetchFlow(uint64_t id, int32_t server, int32_t node, double bytes);
   void ReadDone(Part& p);
   void ComputeNext(int32_t node);
   void Computed(Part& p);
@@ -318,6 +328,10 @@ class Simulator {
   std::deque<std::unique_ptr<Part>> parts_;
   uint64_t parts_base_ = 0;
   std::vector<Agent> agents_;
+  // Each node's CPU quota (compute.cpu_cores; disabled without one) and
+  // what the agent's own work costs on it (the spec's `agent`).
+  std::vector<CpuQuota> cpu_;
+  AgentSpec agent_cpu_;
   std::vector<int32_t> queued_nodes_;  // agents with partitions waiting to be sent
   bool queued_nodes_sorted_ = true;    // ascending and unique (the daemon sends in node order)
   int64_t queued_ = 0;                 // partitions waiting to be sent, all agents

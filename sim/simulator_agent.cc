@@ -40,6 +40,21 @@ void Simulator::StartRead(Part& p) {
   p.read_start_ms = queue_.now_ms();
   const uint64_t id = p.id;
   const int32_t node = p.node;
+  // The agent's own CPU for the partition, on a node with a quota.
+  if (CpuQuota& cpu = cpu_[static_cast<size_t>(node)]; cpu.enabled()) {
+    const double work = agent_cpu_.cpu_ms_per_partition +
+                        agent_cpu_.cpu_ms_per_sample * static_cast<double>(p.local + p.remote);
+    const double end = cpu.Run(queue_.now_ms(), work);
+    if (end > queue_.now_ms()) {
+      p.cpu_done = false;
+      queue_.After(end - queue_.now_ms(), [this, id] {
+        Part* x = FindPart(id);
+        if (x == nullptr || crashed_[static_cast<size_t>(x->node)]) return;
+        x->cpu_done = true;
+        if (x->local_done && x->remote_done) ReadDone(*x);
+      });
+    }
+  }
   if (p.local > 0) {
     p.local_done = false;
     queue_.After(model_.LocalReadMs(node, p.local), [this, id] {
@@ -47,7 +62,7 @@ void Simulator::StartRead(Part& p) {
       if (x == nullptr || crashed_[static_cast<size_t>(x->node)]) return;
       x->local_done = true;
       x->local_end_ms = queue_.now_ms();
-      if (x->remote_done) ReadDone(*x);
+      if (x->remote_done && x->cpu_done) ReadDone(*x);
     });
   }
   if (p.remote > 0) {
@@ -58,35 +73,48 @@ void Simulator::StartRead(Part& p) {
     for (const auto& [peer, count] : p.from_peer) {
       const int32_t server = peer;
       const double bytes = model_.FetchBytes(count);
-      queue_.After(latency, [this, id, server, node, bytes] {
+      // The server's CPU for the request (a quota node): its reply starts after it.
+      const double serve_cpu =
+          agent_cpu_.cpu_ms_per_request + agent_cpu_.cpu_ms_per_sample * static_cast<double>(count);
+      queue_.After(latency, [this, id, server, node, bytes, serve_cpu] {
         if (FindPart(id) == nullptr) return;
-        // A crashed end: the read stalls until the death is noticed.
         if (crashed_[static_cast<size_t>(server)] || crashed_[static_cast<size_t>(node)]) return;
-        const uint64_t f = network_.Start(server, node, bytes, [this, id, server](bool ok) {
-          Part* x = FindPart(id);
-          if (x == nullptr) return;
-          if (!ok && (crashed_[static_cast<size_t>(server)] || crashed_[static_cast<size_t>(x->node)]))
-            return;  // stalled until the death is noticed (then the partition fails)
-          if (!ok) {
-            // Flows are cut only when a node dies, and the liveness rule
-            // already failed every partition reading from it.
-            return Fail(
-                Internal(fmt::format("partition {}: a read from node {} was cut but the partition "
-                                     "did not fail",
-                                     id, server)));
-          }
-          x->by_peer_ms[server] = queue_.now_ms() - x->read_start_ms;
-          if (--x->flows_pending == 0) {
-            x->remote_done = true;
-            x->remote_end_ms = queue_.now_ms();
-            if (x->local_done) ReadDone(*x);
-          }
-        });
-        FindPart(id)->flows.push_back(f);
+        const double served = cpu_[static_cast<size_t>(server)].Run(queue_.now_ms(), serve_cpu);
+        if (served <= queue_.now_ms()) return StartFetchFlow(id, server, node, bytes);
+        queue_.After(served - queue_.now_ms(),
+                     [this, id, server, node, bytes] { StartFetchFlow(id, server, node, bytes); });
       });
     }
   }
-  if (p.local == 0 && p.remote == 0) ReadDone(p);
+  if (p.local == 0 && p.remote == 0 && p.cpu_done) ReadDone(p);
+}
+
+// One serving peer's reply to a partition's remote read, as a flow.
+void Simulator::StartFetchFlow(uint64_t id, int32_t server, int32_t node, double bytes) {
+  if (FindPart(id) == nullptr) return;
+  // A crashed end: the read stalls until the death is noticed.
+  if (crashed_[static_cast<size_t>(server)] || crashed_[static_cast<size_t>(node)]) return;
+  const uint64_t f = network_.Start(server, node, bytes, [this, id, server](bool ok) {
+    Part* x = FindPart(id);
+    if (x == nullptr) return;
+    if (!ok && (crashed_[static_cast<size_t>(server)] || crashed_[static_cast<size_t>(x->node)]))
+      return;  // stalled until the death is noticed (then the partition fails)
+    if (!ok) {
+      // Flows are cut only when a node dies, and the liveness rule
+      // already failed every partition reading from it.
+      return Fail(
+          Internal(fmt::format("partition {}: a read from node {} was cut but the partition "
+                               "did not fail",
+                               id, server)));
+    }
+    x->by_peer_ms[server] = queue_.now_ms() - x->read_start_ms;
+    if (--x->flows_pending == 0) {
+      x->remote_done = true;
+      x->remote_end_ms = queue_.now_ms();
+      if (x->local_done && x->cpu_done) ReadDone(*x);
+    }
+  });
+  FindPart(id)->flows.push_back(f);
 }
 
 // The read is in: into the ready slot, or held until the slot is free.

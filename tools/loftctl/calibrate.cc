@@ -90,6 +90,10 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       "request_overhead_ms: {}}}\n",
       Num(spec.network.packet_efficiency), Num(spec.network.record_overhead_bytes),
       Num(spec.network.burst_ms), Num(spec.network.burst_min_bytes), Num(spec.network.request_overhead_ms));
+  y += fmt::format(
+      "agent: {{cpu_ms_per_partition: {}, cpu_ms_per_sample: {}, cpu_ms_per_request: {}, idle_cores: {}}}\n",
+      Num(spec.agent.cpu_ms_per_partition), Num(spec.agent.cpu_ms_per_sample),
+      Num(spec.agent.cpu_ms_per_request), Num(spec.agent.idle_cores));
   y += "nodes:\n";
   for (const auto& n : spec.nodes) {
     y += fmt::format("  - name: {}\n", n.name);

@@ -93,8 +93,7 @@ StatusOr<TestbedPlan> PlanTestbed(const ClusterSpec& spec, const std::string& ta
     n.cpu_cores = ns.compute.cpu_cores;
     if (n.cpu_cores > 0) {
       // The kernel's smallest quota is 1 ms per period (and largest period 1 s).
-      n.cfs_period_us =
-          std::clamp<int64_t>(std::llround(std::ceil(1000.0 / n.cpu_cores)), kCfsPeriodUs, 1000000);
+      n.cfs_period_us = CfsPeriodUs(n.cpu_cores);
       n.cfs_quota_us =
           std::max<int64_t>(1000, std::llround(n.cpu_cores * static_cast<double>(n.cfs_period_us)));
       if (n.cpu_cores > machine_cpus) {

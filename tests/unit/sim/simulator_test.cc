@@ -358,6 +358,47 @@ TEST_CASE("each request to a peer pays network.request_overhead_ms after the lat
   CHECK(refused.status().message().find("network.request_overhead_ms") != std::string::npos);
 }
 
+TEST_CASE("a quota node's own CPU bounds its iterations, its reported reads stay the model's",
+          "[sim][analytic][cpu]") {
+  // solo: read 100 · 784 B at 80 Mbit/s = 7.84 ms, compute 7 ms; with a
+  // 0.1-core quota and 2 ms of agent CPU per partition the agent can do a
+  // partition only every 20 ms (once its first period's 1 ms burst is spent).
+  std::string text = WithOverlap(kOneWorker, true);
+  const ClusterSpec free_cpu = Spec(text);
+  std::string quota_text = text;
+  quota_text.replace(quota_text.find("per_sample_ms: 0.05}"), 20, "per_sample_ms: 0.05, cpu_cores: 0.1}");
+  quota_text +=
+      "agent: {cpu_ms_per_partition: 2, cpu_ms_per_sample: 0, cpu_ms_per_request: 0, idle_cores: 0}\n";
+  const ClusterSpec quota = Spec(quota_text);
+  REQUIRE(quota.nodes[0].compute.cpu_cores == 0.1);
+  const SimResult a = MustRun(free_cpu, "uniform", 12);
+  const SimResult b = MustRun(quota, "uniform", 12);
+  REQUIRE(b.iterations.size() == 12);
+  double steady = 0;
+  for (size_t i = 4; i < b.iterations.size(); ++i) steady += b.iterations[i].makespan_ms;
+  steady /= static_cast<double>(b.iterations.size() - 4);
+  CHECK(steady == Approx(20.0).epsilon(0.02));
+  CHECK(a.iterations.back().makespan_ms < 10.0);
+  for (const IterationRecord& it : b.iterations) {
+    CHECK(it.workers[0].local_read_ms == Approx(7.84).epsilon(1e-9));
+    CHECK(it.workers[0].compute_ms == Approx(7.0).epsilon(1e-9));
+  }
+  // A free agent (all costs 0) on the same quota: the quota changes nothing.
+  std::string zero_text = quota_text;
+  zero_text.replace(zero_text.find("cpu_ms_per_partition: 2"), 23, "cpu_ms_per_partition: 0");
+  const SimResult c = MustRun(Spec(zero_text), "uniform", 12);
+  for (size_t i = 0; i < c.iterations.size(); ++i)
+    CHECK(c.iterations[i].makespan_ms == Approx(a.iterations[i].makespan_ms).epsilon(1e-12));
+  // Bad values are named.
+  std::string bad = text + "agent: {cpu_ms_per_sample: -1}\n";
+  auto refused = ParseClusterSpec(bad, "bad.yaml");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("agent.cpu_ms_per_sample") != std::string::npos);
+  auto unknown = ParseClusterSpec(text + "agent: {cpu_ms: 1}\n", "bad.yaml");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().message().find("cpu_ms") != std::string::npos);
+}
+
 TEST_CASE("links are token buckets by default: a fetch after a pause gets its burst at once",
           "[sim][analytic]") {
   const std::string text = WithOverlap(kTwoWorkers, false);

@@ -36,6 +36,7 @@ nodes:
     link: {up_mbps: 5, down_mbps: 10, latency_ms: 20}
     byzantine: sign_flip
     byzantine_scale: 3
+agent: {cpu_ms_per_partition: 0.9, cpu_ms_per_sample: 0.003, cpu_ms_per_request: 0.2, idle_cores: 0.01}
 )";
 
 ClusterSpec Spec(const std::string& text = kSpec) {
@@ -71,6 +72,10 @@ TEST_CASE("ClusterSpecToYaml reads back to the same spec, nodes expanded") {
   CHECK(b->training.lr_schedule.warmup_steps == 5);
   CHECK(b->training.learning_rate == 0.1);
   CHECK(b->nodes[0].compute.cpu_cores == 0.5);
+  CHECK(b->agent.cpu_ms_per_partition == 0.9);
+  CHECK(b->agent.cpu_ms_per_sample == 0.003);
+  CHECK(b->agent.cpu_ms_per_request == 0.2);
+  CHECK(b->agent.idle_cores == 0.01);
   CHECK(b->nodes[0].slowdowns.size() == 1);
   CHECK(b->nodes[0].slowdowns[0].factor == 2.5);
   CHECK(b->nodes[0].failures[0].down_s == 2);
