@@ -139,7 +139,7 @@ double LinkBurstBytes(const NetworkSpec& network, double mbps);
 // node's compute.cpu_cores (the testbed's CFS quota; sim/cpu_quota.h).
 // Nodes without a quota are not charged: their compute and disk priors
 // are an edge node's own. Defaults: measured on this project's testbed
-// (docs/cluster-spec.md "The agents' CPU"), 6-8 agents on two shared
+// (docs/cluster-spec.md "The agents' CPU in loft-sim"), 6-8 agents on two shared
 // cores. All >= 0; all 0 = the agents' CPU is free.
 struct AgentSpec {
   // Per partition: its assignment, the reader and compute threads'
