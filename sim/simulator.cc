@@ -42,13 +42,9 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       registrations_(spec.nodes.size(), 0) {
   result_.policy = options_.policy;
   network_.SetBursts(model_.UpBursts(), model_.DownBursts());
-  cpu_.resize(spec.nodes.size());
-  for (size_t i = 0; i < spec.nodes.size(); ++i) {
-    const double cores = spec.nodes[i].compute.cpu_cores;
-    if (cores > 0)
-      cpu_[i] = CpuQuota(cores, static_cast<double>(CfsPeriodUs(cores)) / 1000.0, spec.agent.idle_cores);
-  }
   agent_cpu_ = spec.agent;
+  cpu_.resize(spec.nodes.size());
+  for (size_t i = 0; i < spec.nodes.size(); ++i) cpu_[i] = FreshQuota(static_cast<int>(i));
   result_.flow_interval_ms = FlowInterval(options_, spec);
   result_.plan_ahead = std::max(0, options_.plan_ahead);  // auto: the deepest depth after each plan
 }
@@ -497,6 +493,14 @@ void Simulator::DeclareDead(int node) {
   }
 }
 
+// A node's CPU quota as a new agent finds it (a full bucket, nothing
+// queued); disabled without compute.cpu_cores.
+CpuQuota Simulator::FreshQuota(int node) const {
+  const double cores = spec_.nodes[static_cast<size_t>(node)].compute.cpu_cores;
+  if (!(cores > 0)) return CpuQuota();
+  return CpuQuota(cores, static_cast<double>(CfsPeriodUs(cores)) / 1000.0, agent_cpu_.idle_cores);
+}
+
 void Simulator::NodeUp(int node) {
   if (done_ || !crashed_[node]) return;
   if (model_.IsDown(node, queue_.now_ms())) return;  // an overlapping outage continues
@@ -505,7 +509,8 @@ void Simulator::NodeUp(int node) {
   if (done_) return;
   down_[node] = false;
   crashed_[node] = false;
-  stale_[node] = allreduce_.enabled();  // a restarted agent holds the seed's parameters
+  stale_[node] = allreduce_.enabled();                 // a restarted agent holds the seed's parameters
+  cpu_[static_cast<size_t>(node)] = FreshQuota(node);  // a new process: the dead one's CPU queue is gone
   Sync();
   Seen(node);
   registered_ms_[static_cast<size_t>(node)] = queue_.now_ms();

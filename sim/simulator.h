@@ -34,9 +34,10 @@
 // own CPU is charged too (sim/cpu_quota.h, the spec's `agent` costs): a
 // partition's read is done only when its CPU (per partition and per
 // sample) is, and a peer's reply starts only after the server's CPU for
-// the request (per request and per sample). The reported read times stay
-// the links' and the disk's, as an agent's do (its emulated sleeps take
-// a stall off the next one).
+// the request (per request and per sample). The reported local read
+// times stay the disk's, as an agent's do (its emulated sleeps take a
+// stall off the next one); a remote read's include the serving peer's
+// CPU, as an agent's do.
 // With plan-ahead (auto: training.overlap) the reads of t+1 thus run
 // while t computes and all-reduces; without it t+1 is planned after t's
 // last ack, so a partition is strictly read, then computed.
@@ -293,6 +294,7 @@ class Simulator {
   void ReaderNext(int32_t node);
   void StartRead(Part& p);
   void StartFetchFlow(uint64_t id, int32_t server, int32_t node, double bytes);
+  CpuQuota FreshQuota(int node) const;
   void ReadDone(Part& p);
   void ComputeNext(int32_t node);
   void Computed(Part& p);

@@ -165,7 +165,7 @@ std::unique_ptr<CurveRing> MakeCurveRing(int n) {
 }  // namespace
 
 TEST_CASE(
-    "CURVE ring: the all-reduce works; an unlisted key and a listed key claiming another rank are refused") {
+    "CURVE ring: the all-reduce works, an unlisted key and a listed key claiming another rank are refused") {
   auto c = MakeCurveRing(3);
   std::vector<std::vector<float>> data{{1, 2, 3, 4}, {3, 2, 1, 0}, {5, 5, 5, 5}};
   std::vector<loft::Status> st(3);

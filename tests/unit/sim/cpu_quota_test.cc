@@ -32,7 +32,7 @@ TEST_CASE("CpuQuota: work queued while busy starts when the earlier work ends", 
   CHECK(q.TokensAt(3.0) == Approx(5.0 - 1.0 - 0.5));
 }
 
-TEST_CASE("CpuQuota: no quota, no cost; a quota of a core or more never throttles", "[sim][cpu]") {
+TEST_CASE("CpuQuota: no quota, no cost, a quota of a core or more never throttles", "[sim][cpu]") {
   CpuQuota none;
   CHECK_FALSE(none.enabled());
   CHECK(none.Run(3.0, 5.0) == 3.0);
