@@ -218,6 +218,7 @@ class Simulator {
     bool local_done = true;
     bool remote_done = true;
     bool cpu_done = true;  // the agent's own CPU for it (quota nodes, sim/cpu_quota.h)
+    bool read_in() const { return local_done && remote_done && cpu_done; }
     int flows_pending = 0;
     std::vector<uint64_t> flows;
     std::map<int32_t, double> by_peer_ms;
@@ -294,6 +295,10 @@ class Simulator {
   void ReaderNext(int32_t node);
   void StartRead(Part& p);
   void StartFetchFlow(uint64_t id, int32_t server, int32_t node, double bytes);
+  // A read from `server` for partition `id` of `node` cannot go on: the
+  // partition is gone, or an end crashed (the read stalls until the death
+  // is noticed).
+  bool FetchStalled(uint64_t id, int32_t server, int32_t node);
   CpuQuota FreshQuota(int node) const;
   void ReadDone(Part& p);
   void ComputeNext(int32_t node);

@@ -40,20 +40,18 @@ void Simulator::StartRead(Part& p) {
   p.read_start_ms = queue_.now_ms();
   const uint64_t id = p.id;
   const int32_t node = p.node;
-  // The agent's own CPU for the partition, on a node with a quota.
-  if (CpuQuota& cpu = cpu_[static_cast<size_t>(node)]; cpu.enabled()) {
-    const double work = agent_cpu_.cpu_ms_per_partition +
-                        agent_cpu_.cpu_ms_per_sample * static_cast<double>(p.local + p.remote);
-    const double end = cpu.Run(queue_.now_ms(), work);
-    if (end > queue_.now_ms()) {
-      p.cpu_done = false;
-      queue_.After(end - queue_.now_ms(), [this, id] {
-        Part* x = FindPart(id);
-        if (x == nullptr || crashed_[static_cast<size_t>(x->node)]) return;
-        x->cpu_done = true;
-        if (x->local_done && x->remote_done) ReadDone(*x);
-      });
-    }
+  // The agent's own CPU for the partition (free on a node without a quota).
+  const double cpu_end = cpu_[static_cast<size_t>(node)].Run(
+      queue_.now_ms(), agent_cpu_.cpu_ms_per_partition +
+                           agent_cpu_.cpu_ms_per_sample * static_cast<double>(p.local + p.remote));
+  if (cpu_end > queue_.now_ms()) {
+    p.cpu_done = false;
+    queue_.After(cpu_end - queue_.now_ms(), [this, id] {
+      Part* x = FindPart(id);
+      if (x == nullptr || crashed_[static_cast<size_t>(x->node)]) return;
+      x->cpu_done = true;
+      if (x->read_in()) ReadDone(*x);
+    });
   }
   if (p.local > 0) {
     p.local_done = false;
@@ -62,7 +60,7 @@ void Simulator::StartRead(Part& p) {
       if (x == nullptr || crashed_[static_cast<size_t>(x->node)]) return;
       x->local_done = true;
       x->local_end_ms = queue_.now_ms();
-      if (x->remote_done && x->cpu_done) ReadDone(*x);
+      if (x->read_in()) ReadDone(*x);
     });
   }
   if (p.remote > 0) {
@@ -77,8 +75,7 @@ void Simulator::StartRead(Part& p) {
       const double serve_cpu =
           agent_cpu_.cpu_ms_per_request + agent_cpu_.cpu_ms_per_sample * static_cast<double>(count);
       queue_.After(latency, [this, id, server, node, bytes, serve_cpu] {
-        if (FindPart(id) == nullptr) return;
-        if (crashed_[static_cast<size_t>(server)] || crashed_[static_cast<size_t>(node)]) return;
+        if (FetchStalled(id, server, node)) return;
         const double served = cpu_[static_cast<size_t>(server)].Run(queue_.now_ms(), serve_cpu);
         if (served <= queue_.now_ms()) return StartFetchFlow(id, server, node, bytes);
         queue_.After(served - queue_.now_ms(),
@@ -86,14 +83,17 @@ void Simulator::StartRead(Part& p) {
       });
     }
   }
-  if (p.local == 0 && p.remote == 0 && p.cpu_done) ReadDone(p);
+  if (p.read_in()) ReadDone(p);
+}
+
+bool Simulator::FetchStalled(uint64_t id, int32_t server, int32_t node) {
+  return FindPart(id) == nullptr || crashed_[static_cast<size_t>(server)] ||
+         crashed_[static_cast<size_t>(node)];
 }
 
 // One serving peer's reply to a partition's remote read, as a flow.
 void Simulator::StartFetchFlow(uint64_t id, int32_t server, int32_t node, double bytes) {
-  if (FindPart(id) == nullptr) return;
-  // A crashed end: the read stalls until the death is noticed.
-  if (crashed_[static_cast<size_t>(server)] || crashed_[static_cast<size_t>(node)]) return;
+  if (FetchStalled(id, server, node)) return;
   const uint64_t f = network_.Start(server, node, bytes, [this, id, server](bool ok) {
     Part* x = FindPart(id);
     if (x == nullptr) return;
@@ -111,7 +111,7 @@ void Simulator::StartFetchFlow(uint64_t id, int32_t server, int32_t node, double
     if (--x->flows_pending == 0) {
       x->remote_done = true;
       x->remote_end_ms = queue_.now_ms();
-      if (x->local_done && x->cpu_done) ReadDone(*x);
+      if (x->read_in()) ReadDone(*x);
     }
   });
   FindPart(id)->flows.push_back(f);
