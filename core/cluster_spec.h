@@ -154,9 +154,12 @@ struct AgentSpec {
   double idle_cores = 0.046;
 };
 
-// The CFS period of a node's quota on the testbed: 10 ms, longer only when
-// cpu_cores < 0.1 (the kernel's smallest quota is 1 ms per period; its
-// largest period 1 s). tools/loftctl/testbed_plan.cc writes it;
+// The CFS period of a node's quota on the testbed: 10 ms, so that a
+// throttled agent waits at most 10·(1 − cpu_cores) ms, not the 100 ms of
+// the kernel's default period (a 0.15-core agent stalled 85 ms in a 5 ms
+// iteration); longer only when cpu_cores < 0.1 (the kernel's smallest
+// quota is 1 ms per period; its largest period 1 s).
+// tools/loftctl/testbed_plan.cc writes it;
 // loft-sim's quota (sim/cpu_quota.h) holds one period's quota as a burst.
 inline constexpr int64_t kCfsPeriodUs = 10000;
 int64_t CfsPeriodUs(double cpu_cores);

@@ -23,11 +23,6 @@ namespace loft::ctl {
 
 inline constexpr const char* kTestbedPrefix = "lft";  // every name a testbed creates starts with it
 inline constexpr int kTestbedMaxNodes = 253;          // one /24: .1 bridge, .2 … .254 nodes
-// The CFS period of the agents' quotas (core/cluster_spec.h CfsPeriodUs):
-// 10 ms, so that a throttled agent waits at most 10·(1 − cpu_cores) ms, not
-// the 100 ms of the kernel's default period (a 0.15-core agent stalled 85
-// ms in a 5 ms iteration). Longer only when cpu_cores < 0.1, since a quota
-// is at least 1 ms.
 // tbf drops a packet larger than its bucket: a shaped link's burst must
 // hold one full Ethernet frame (1500 MTU + 14 header bytes).
 inline constexpr int64_t kTbfMinBurstBytes = 1514;
