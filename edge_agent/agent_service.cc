@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cmath>
 #include <future>
 #include <random>
@@ -373,6 +375,17 @@ std::optional<PeerInfo> AgentService::PeerFor(int32_t node) const {
 
 // ---------------------------------------------------------------- runner
 
+PartitionRunner::PartitionRunner(Clock* clock, cache::SampleCache* cache, PeerClient* peers,
+                                 AgentMetrics* metrics, const SampleGuard* guard)
+    : clock_(clock),
+      cache_(cache),
+      peers_(peers),
+      metrics_(metrics),
+      guard_(guard),
+      fetch_thread_(std::make_unique<boost::asio::thread_pool>(1)) {}
+
+PartitionRunner::~PartitionRunner() = default;  // the pool joins its thread
+
 ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
   ReadPartition out;
   out.partition = p;
@@ -394,7 +407,10 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
       out.status = FailedPrecondition("partition needs peer reads but no peer client is configured");
       return out;
     }
-    fut = std::async(std::launch::async, [&] { return peers_->FetchAll(p.id(), me, remote); });
+    std::packaged_task<std::map<int32_t, PeerFetchResult>()> fetch(
+        [&] { return peers_->FetchAll(p.id(), me, remote); });
+    fut = fetch.get_future();
+    boost::asio::post(*fetch_thread_, std::move(fetch));
   }
   std::unordered_map<uint64_t, cache::Sample> got;
   std::shared_ptr<const cache::Manifest> manifest = guard_ != nullptr ? guard_->manifest() : nullptr;

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -42,6 +43,10 @@
 #include "edge_agent/sample_guard.h"
 #include "edge_agent/seen_assignments.h"
 #include "edge_agent/trainer.h"
+
+namespace boost::asio {
+class thread_pool;
+}  // namespace boost::asio
 
 namespace loft::agent {
 
@@ -190,8 +195,10 @@ class PartitionRunner {
  public:
   // `guard` (may be null) supplies the manifest peer samples are checked against.
   PartitionRunner(Clock* clock, cache::SampleCache* cache, PeerClient* peers, AgentMetrics* metrics,
-                  const SampleGuard* guard = nullptr)
-      : clock_(clock), cache_(cache), peers_(peers), metrics_(metrics), guard_(guard) {}
+                  const SampleGuard* guard = nullptr);
+  ~PartitionRunner();
+  PartitionRunner(const PartitionRunner&) = delete;
+  PartitionRunner& operator=(const PartitionRunner&) = delete;
   // The clock its reads and emulated delays use (the pipeline times with it too).
   Clock* clock() const { return clock_; }
   // Local reads and peer fetches (concurrently); verifies every record
@@ -215,6 +222,10 @@ class PartitionRunner {
   const SampleGuard* guard_;
   double disk_ms_per_sample_ = 0;
   ExactSleep disk_sleep_{clock_};  // the reader thread's (Read runs on one thread)
+  // One thread that runs a Read's peer fetches while the reader reads the
+  // local samples. A thread started per partition (std::async) cost a
+  // clone and an exit per remote read.
+  std::unique_ptr<boost::asio::thread_pool> fetch_thread_;
 };
 
 }  // namespace loft::agent

@@ -47,7 +47,8 @@ void PartitionPipeline::Stop() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  reader_cv_.notify_all();
+  compute_cv_.notify_all();
   if (reader_.joinable()) reader_.join();
   if (computer_.joinable()) computer_.join();
 }
@@ -56,7 +57,7 @@ void PartitionPipeline::Enqueue(std::vector<v1::Partition> partitions) {
   if (partitions.empty()) return;
   std::lock_guard lock(mu_);
   for (auto& p : partitions) assigned_.push_back(std::move(p));
-  cv_.notify_all();
+  reader_cv_.notify_one();
 }
 
 std::deque<v1::Envelope> PartitionPipeline::TakeReports() {
@@ -72,7 +73,7 @@ void PartitionPipeline::ReaderLoop() {
     {
       std::unique_lock lock(mu_);
       // Without overlap: only while the compute thread is idle.
-      cv_.wait(lock, [&] {
+      reader_cv_.wait(lock, [&] {
         return stop_ || (!assigned_.empty() && (overlap_ || (!computing_ && !ready_.has_value())));
       });
       if (stop_) return;
@@ -82,12 +83,14 @@ void PartitionPipeline::ReaderLoop() {
     }
     ReadPartition r = runner_->Read(p, service_->node());
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return stop_ || !ready_.has_value(); });  // prefetch depth 1
+    reader_waits_slot_ = true;
+    reader_cv_.wait(lock, [&] { return stop_ || !ready_.has_value(); });  // prefetch depth 1
+    reader_waits_slot_ = false;
     if (stop_) return;
     reading_ = false;
     ready_ = std::move(r);
     ready_since_us_ = runner_->clock()->NowMicros();
-    cv_.notify_all();
+    compute_cv_.notify_one();
   }
 }
 
@@ -102,7 +105,8 @@ void PartitionPipeline::ComputeLoop() {
       // While nothing is pending, let the trainer serve its ring (state
       // requests, weight-0 joins of rounds it has no partition for).
       while (!stop_ && !ready_.has_value()) {
-        if (cv_.wait_for(lock, std::chrono::milliseconds(10), [&] { return stop_ || ready_.has_value(); }))
+        if (compute_cv_.wait_for(lock, std::chrono::milliseconds(10),
+                                 [&] { return stop_ || ready_.has_value(); }))
           break;
         if (assigned_.empty() && !reading_) {
           lock.unlock();
@@ -117,7 +121,7 @@ void PartitionPipeline::ComputeLoop() {
       computing_ = true;
       // How long the node could already have been computing this batch.
       if (last_end_us >= 0) late_us = clock->NowMicros() - std::max(last_end_us, ready_since_us_);
-      cv_.notify_all();
+      if (reader_waits_slot_) reader_cv_.notify_one();  // the slot is free
     }
     trainer_->StartedLate(late_us);
     v1::Envelope report = runner_->Finish(std::move(r), trainer_, service_->node());
@@ -129,7 +133,7 @@ void PartitionPipeline::ComputeLoop() {
       outbox_.push_back(std::move(report));
       computing_ = false;
     }
-    cv_.notify_all();  // without overlap the reader waits for this
+    if (!overlap_) reader_cv_.notify_one();  // without overlap the reader waits for this
     WakeMainLoop();
   }
 }

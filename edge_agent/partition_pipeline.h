@@ -89,7 +89,12 @@ class PartitionPipeline {
   zmq::socket_t wake_rx_, wake_tx_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  // Each thread waits on its own condition and is woken only for what it
+  // waits for: one shared condition woke both threads on every change,
+  // two or three needless context switches per partition.
+  std::condition_variable reader_cv_;   // assigned_, the ready_ slot, computing_ (no overlap), stop_
+  std::condition_variable compute_cv_;  // ready_, stop_
+  bool reader_waits_slot_ = false;      // the reader holds a read and waits for ready_ to empty
   std::deque<v1::Partition> assigned_;
   std::optional<ReadPartition> ready_;
   int64_t ready_since_us_ = 0;  // when ready_ was set (runner clock)
