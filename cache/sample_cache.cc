@@ -234,7 +234,13 @@ StatusOr<std::unique_ptr<SampleCache>> SampleCache::Open(const std::string& dir,
       return NotFound("no sample cache at '" + dir + "' (missing " + dir + "/CURRENT)");
     }
   }
-  auto block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  // HyperClock sizes its table from the entry charge: one data block
+  // (index and filter blocks stay out of the cache, below).
+  std::shared_ptr<rocksdb::Cache> block_cache =
+      options.block_cache_kind == BlockCacheKind::kHyperClock
+          ? rocksdb::HyperClockCacheOptions(options.block_cache_bytes, options.block_size_bytes)
+                .MakeSharedCache()
+          : rocksdb::NewLRUCache(options.block_cache_bytes);
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = block_cache;
   table.block_size = options.block_size_bytes;

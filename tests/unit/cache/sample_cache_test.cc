@@ -115,6 +115,34 @@ TEST_CASE("Stats(warm) loads the scanned blocks into the block cache, a plain sc
   CHECK(cache->block_cache_usage() >= empty + static_cast<size_t>(cold->stored_bytes));
 }
 
+TEST_CASE("Both block cache kinds serve every record and cache the blocks they read", "[cache]") {
+  const BlockCacheKind kind = GENERATE(BlockCacheKind::kHyperClock, BlockCacheKind::kLru);
+  TempDir tmp;
+  {
+    auto cache = OpenOrDie(tmp.Sub("db"));
+    for (uint64_t id = 0; id < 500; ++id)
+      REQUIRE(cache->Put(id, static_cast<uint16_t>(id % 10), Payload(id)).ok());
+    REQUIRE(cache->Flush().ok());
+  }
+  CacheOptions opts;
+  opts.block_cache_kind = kind;
+  auto cache = OpenOrDie(tmp.Sub("db"), opts);
+  const size_t empty = cache->block_cache_usage();
+  std::vector<uint64_t> ids(500);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
+  for (int round = 0; round < 2; ++round) {  // the second round hits the cache
+    auto got = cache->MultiGet(ids);
+    REQUIRE(got.size() == ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      REQUIRE(got[i].ok());
+      CHECK(got[i]->label == ids[i] % 10);
+      CHECK(got[i]->payload == Payload(ids[i]));
+    }
+  }
+  CHECK(cache->block_cache_usage() > empty);
+}
+
 TEST_CASE("SampleCache Put/Get/MultiGet/Delete/ForEach/Stats round trip", "[cache]") {
   TempDir tmp;
   auto cache = OpenOrDie(tmp.Sub("db"));
