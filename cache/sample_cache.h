@@ -53,13 +53,14 @@ inline constexpr size_t kMaxPayloadBytes = 64u << 20;
 
 enum class CacheCompression { kNone, kSnappy, kLZ4, kZSTD };
 
-// The block cache's kind. HyperClock (RocksDB's lock-free cache) takes a
-// third less CPU per lookup than LRU, whose every hit locks a shard and
-// moves the block in its list: on the testbed's 0.15-core field nodes
-// (edge-tiers8, loft-epoch, 1000 iterations, two A/B pairs) the agents'
-// CPU per partition went from 1.04-1.15 to 0.94-1.01 ms and the mean
-// iteration from 7.70 and 7.93 ms to 7.24 and 6.99 ms. LRU stays
-// available (RocksDB 7.8 still calls HyperClock experimental).
+// The block cache's kind. With LRU, whose every hit locks a shard and
+// moves the block in its list, the block-cache lookups were a third of an
+// agent's MultiGet CPU (perf, a 0.15-core field node of edge-tiers8 on the
+// testbed). With HyperClock (RocksDB's lock-free cache), in two A/B pairs
+// of loft-epoch on that spec (1000 iterations), the field agents' CPU per
+// partition went from 1.04-1.15 to 0.94-1.01 ms and the mean iteration
+// from 7.70 and 7.93 ms to 7.24 and 6.99 ms. LRU stays available
+// (RocksDB 7.8 still calls HyperClock experimental).
 enum class BlockCacheKind { kHyperClock, kLru };
 
 // Options for SampleCache::Open. Defaults are tuned for Fashion-MNIST-sized
