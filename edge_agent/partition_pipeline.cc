@@ -105,6 +105,10 @@ void PartitionPipeline::ComputeLoop() {
       // While nothing is pending, let the trainer serve its ring (state
       // requests, weight-0 joins of rounds it has no partition for).
       while (!stop_ && !ready_.has_value()) {
+        if (!trainer_->WantsIdle()) {
+          compute_cv_.wait(lock, [&] { return stop_ || ready_.has_value(); });
+          break;
+        }
         if (compute_cv_.wait_for(lock, std::chrono::milliseconds(10),
                                  [&] { return stop_ || ready_.has_value(); }))
           break;

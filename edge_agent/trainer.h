@@ -72,6 +72,9 @@ class Trainer {
   // takes part in a round (ModelTrainer: then bounded by its ring, state and
   // view timeouts, and ended early by its stop flag).
   virtual void Idle() {}
+  // false: Idle does nothing, and the compute thread sleeps until a
+  // partition is ready instead of waking every 10 ms to call it.
+  virtual bool WantsIdle() const { return false; }
   // A partition of `iteration` (planned in `view`) failed before Compute
   // (its samples could not be read). Training takes part in that round
   // with weight 0, so the ring does not wait for this member — with

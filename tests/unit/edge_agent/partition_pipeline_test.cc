@@ -5,6 +5,7 @@
 // is the pipeline's inproc wake pair.
 #include "edge_agent/partition_pipeline.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "cache/sample_cache.h"
@@ -256,4 +258,52 @@ TEST_CASE("the compute thread tells the trainer how long a ready batch waited fo
   pipeline.Stop();
   std::lock_guard lock(probe.mu);
   CHECK(trainer.late == std::vector<int64_t>{0, 250, 0});
+}
+
+namespace {
+
+// ProbeTrainer's hold, plus: counts Idle calls and says whether it wants them.
+class IdleCountingTrainer final : public Trainer {
+ public:
+  IdleCountingTrainer(Probe* probe, bool wants) : hold_(probe), wants_(wants) {}
+  StatusOr<double> Compute(const Batch& batch) override { return hold_.Compute(batch); }
+  void Idle() override { ++idle_calls; }
+  bool WantsIdle() const override { return wants_; }
+  std::atomic<int> idle_calls{0};
+
+ private:
+  ProbeTrainer hold_;
+  bool wants_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "an idle compute thread calls Idle every 10 ms only for a trainer that wants it, and sleeps otherwise") {
+  for (const bool wants : {true, false}) {
+    INFO("WantsIdle " << wants);
+    AgentParts a;
+    SystemClock clock;
+    Probe probe;
+    ProbePeers peers(&probe);
+    PartitionRunner runner(&clock, a.db.get(), &peers, &*a.metrics);
+    IdleCountingTrainer trainer(&probe, wants);
+    zmq::context_t ctx(1);
+    auto created =
+        PartitionPipeline::Create(&ctx, &runner, &trainer, &*a.service, &*a.metrics, /*overlap=*/true);
+    REQUIRE(created.ok());
+    PartitionPipeline& pipeline = **created;
+    pipeline.Start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (wants)
+      CHECK(trainer.idle_calls.load() >= 2);  // about 10 in 100 ms
+    else
+      CHECK(trainer.idle_calls.load() == 0);
+    // A thread asleep without a timeout still takes the next batch.
+    pipeline.Enqueue({PeerPartition(1, 0)});
+    REQUIRE(probe.WaitFor([&] { return probe.compute_started.count(1) > 0; }));
+    probe.Release(1);
+    REQUIRE(probe.WaitFor([&] { return probe.compute_done.count(1) > 0; }));
+    pipeline.Stop();
+  }
 }
