@@ -144,6 +144,14 @@ struct AgentParts {
     so.peer_endpoint = "tcp://127.0.0.1:9000";
     service.emplace(so, db.get(), &*metrics);
   }
+  // A started pipeline over these parts.
+  std::unique_ptr<PartitionPipeline> Start(zmq::context_t* ctx, PartitionRunner* runner, Trainer* trainer,
+                                           bool overlap) {
+    auto created = PartitionPipeline::Create(ctx, runner, trainer, &*service, &*metrics, overlap);
+    REQUIRE(created.ok());
+    (*created)->Start();
+    return std::move(*created);
+  }
 };
 
 }  // namespace
@@ -158,10 +166,8 @@ TEST_CASE("overlap false: no read while the compute thread works, overlap true: 
     PartitionRunner runner(&clock, a.db.get(), &peers, &*a.metrics);
     ProbeTrainer trainer(&probe);
     zmq::context_t ctx(1);
-    auto created = PartitionPipeline::Create(&ctx, &runner, &trainer, &*a.service, &*a.metrics, overlap);
-    REQUIRE(created.ok());
-    PartitionPipeline& pipeline = **created;
-    pipeline.Start();
+    auto started = a.Start(&ctx, &runner, &trainer, overlap);
+    PartitionPipeline& pipeline = *started;
     // Two partitions at once, as when the scheduler plans ahead.
     pipeline.Enqueue({PeerPartition(1, 0), PeerPartition(2, 1)});
 
@@ -236,11 +242,8 @@ TEST_CASE("the compute thread tells the trainer how long a ready batch waited fo
   PartitionRunner runner(&clock, a.db.get(), &peers, &*a.metrics);
   LateTrainer trainer(&probe, &clock);
   zmq::context_t ctx(1);
-  auto created =
-      PartitionPipeline::Create(&ctx, &runner, &trainer, &*a.service, &*a.metrics, /*overlap=*/true);
-  REQUIRE(created.ok());
-  PartitionPipeline& pipeline = **created;
-  pipeline.Start();
+  auto started = a.Start(&ctx, &runner, &trainer, /*overlap=*/true);
+  PartitionPipeline& pipeline = *started;
   pipeline.Enqueue({PeerPartition(1, 0), PeerPartition(2, 1), PeerPartition(3, 2)});
   // Partition 1 computes; partition 3's read has begun, so partition 2
   // was read and is ready (prefetch depth 1) before partition 1 ends.
@@ -289,11 +292,8 @@ TEST_CASE(
     PartitionRunner runner(&clock, a.db.get(), &peers, &*a.metrics);
     IdleCountingTrainer trainer(&probe, wants);
     zmq::context_t ctx(1);
-    auto created =
-        PartitionPipeline::Create(&ctx, &runner, &trainer, &*a.service, &*a.metrics, /*overlap=*/true);
-    REQUIRE(created.ok());
-    PartitionPipeline& pipeline = **created;
-    pipeline.Start();
+    auto started = a.Start(&ctx, &runner, &trainer, /*overlap=*/true);
+    PartitionPipeline& pipeline = *started;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (wants)
       CHECK(trainer.idle_calls.load() >= 2);  // about 10 in 100 ms
