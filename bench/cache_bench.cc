@@ -182,12 +182,11 @@ int main(int argc, char** argv) {
   out["samples"] = ds->count;
   out["sample_bytes"] = ds->rows * ds->cols;
   out["crc32c"] = Crc32cHardwareAvailable() ? "sse4.2" : "portable";
-  out["options"] = {
-      {"block_cache_bytes", options.block_cache_bytes},
-      {"block_cache_kind", options.block_cache_kind == BlockCacheKind::kHyperClock ? "hyper_clock" : "lru"},
-      {"block_size_bytes", options.block_size_bytes},
-      {"bloom_bits_per_key", options.bloom_bits_per_key},
-      {"compression", std::string(CacheCompressionName(options.compression))}};
+  out["options"] = {{"block_cache_bytes", options.block_cache_bytes},
+                    {"block_cache_kind", std::string(BlockCacheKindName(options.block_cache_kind))},
+                    {"block_size_bytes", options.block_size_bytes},
+                    {"bloom_bits_per_key", options.bloom_bits_per_key},
+                    {"compression", std::string(CacheCompressionName(options.compression))}};
   out["rounds"] = rounds;
   out["samples_per_round"] = per_round;
   out["load_idx_seconds"] = load_s;

@@ -147,6 +147,17 @@ StatusOr<CacheCompression> ParseCacheCompression(std::string_view name) {
   return InvalidArgument("unknown compression '" + std::string(name) + "' (none|snappy|lz4|zstd)");
 }
 
+std::string_view BlockCacheKindName(BlockCacheKind k) {
+  return k == BlockCacheKind::kHyperClock ? "hyper_clock" : "lru";
+}
+
+StatusOr<BlockCacheKind> ParseBlockCacheKind(std::string_view name) {
+  for (auto k : {BlockCacheKind::kHyperClock, BlockCacheKind::kLru}) {
+    if (name == BlockCacheKindName(k)) return k;
+  }
+  return InvalidArgument("unknown block cache '" + std::string(name) + "' (hyper_clock|lru)");
+}
+
 // ---------------------------------------------------------------------------
 // Codecs
 
@@ -260,6 +271,10 @@ StatusOr<std::unique_ptr<SampleCache>> SampleCache::Open(const std::string& dir,
   if (!s.ok()) return FromRocks(s, "open sample cache '" + dir + "'");
   return std::unique_ptr<SampleCache>(
       new SampleCache(dir, std::unique_ptr<rocksdb::DB>(raw), std::move(block_cache), options.sync_writes));
+}
+
+std::string SampleCache::block_cache_name() const {
+  return block_cache_->Name();
 }
 
 size_t SampleCache::block_cache_usage() const {

@@ -84,6 +84,8 @@ struct CacheOptions {
 
 std::string_view CacheCompressionName(CacheCompression c);
 StatusOr<CacheCompression> ParseCacheCompression(std::string_view name);  // none|snappy|lz4|zstd
+std::string_view BlockCacheKindName(BlockCacheKind k);
+StatusOr<BlockCacheKind> ParseBlockCacheKind(std::string_view name);  // hyper_clock|lru
 
 struct Sample {
   uint64_t id = 0;
@@ -206,6 +208,8 @@ class SampleCache {
   rocksdb::DB* raw_db() const { return db_.get(); }
   // Bytes the block cache holds now.
   size_t block_cache_usage() const;
+  // RocksDB's name of the block cache in use (e.g. "HyperClockCache", "LRUCache").
+  std::string block_cache_name() const;
 
  private:
   SampleCache(std::string dir, std::unique_ptr<rocksdb::DB> db, std::shared_ptr<rocksdb::Cache> block_cache,

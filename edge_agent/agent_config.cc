@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "cache/sample_cache.h"
+
 namespace loft::agent {
 
 Status AgentConfig::Validate() const {
@@ -18,6 +20,8 @@ Status AgentConfig::Validate() const {
   if (peer_bind.empty()) return InvalidArgument("peer_bind is required");
   if (!insecure && keys_dir.empty()) return InvalidArgument("keys_dir is required unless insecure: true");
   if (credits < 1) return InvalidArgument(fmt::format("credits must be >= 1 (got {})", credits));
+  if (!cache::ParseBlockCacheKind(block_cache).ok())
+    return InvalidArgument("block_cache must be 'hyper_clock' or 'lru' (got '" + block_cache + "')");
   if (compute_mode != "synthetic" && compute_mode != "external") {
     return InvalidArgument("compute_mode must be 'synthetic' or 'external' (got '" + compute_mode + "')");
   }
@@ -66,6 +70,7 @@ const std::vector<Field>& Fields() {
       {"node_name", &AgentConfig::node_name},
       {"cluster_spec", &AgentConfig::cluster_spec},
       {"cache_dir", &AgentConfig::cache_dir},
+      {"block_cache", &AgentConfig::block_cache},
       {"manifest", &AgentConfig::manifest},
       {"check_cache", &AgentConfig::check_cache},
       {"scheduler_endpoint", &AgentConfig::scheduler_endpoint},

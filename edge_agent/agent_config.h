@@ -16,9 +16,10 @@
 namespace loft::agent {
 
 struct AgentConfig {
-  std::string node_name;     // required; the node's expanded spec name
-  std::string cluster_spec;  // path to the cluster spec YAML (compute + link constants)
-  std::string cache_dir;     // required; the node's SampleCache directory
+  std::string node_name;                    // required; the node's expanded spec name
+  std::string cluster_spec;                 // path to the cluster spec YAML (compute + link constants)
+  std::string cache_dir;                    // required; the node's SampleCache directory
+  std::string block_cache = "hyper_clock";  // the cache's RocksDB block cache: hyper_clock | lru
   // The dataset manifest file (cache/manifest.h, MANIFEST.loft; written by
   // `loftctl ingest`); empty = none. With it the agent registers with its
   // root and the scheduler sends the 16-byte-per-sample digests only when

@@ -382,7 +382,7 @@ PartitionRunner::PartitionRunner(Clock* clock, cache::SampleCache* cache, PeerCl
       peers_(peers),
       metrics_(metrics),
       guard_(guard),
-      fetch_thread_(std::make_unique<boost::asio::thread_pool>(1)) {}
+      fetch_thread_(peers != nullptr ? std::make_unique<boost::asio::thread_pool>(1) : nullptr) {}
 
 PartitionRunner::~PartitionRunner() = default;  // the pool joins its thread
 
@@ -407,8 +407,10 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
       out.status = FailedPrecondition("partition needs peer reads but no peer client is configured");
       return out;
     }
+    // The task owns what it reads: unlike std::async's, a packaged_task's
+    // future does not wait for it if Read leaves early.
     std::packaged_task<std::map<int32_t, PeerFetchResult>()> fetch(
-        [&] { return peers_->FetchAll(p.id(), me, remote); });
+        [peers = peers_, id = p.id(), me, remote] { return peers->FetchAll(id, me, remote); });
     fut = fetch.get_future();
     boost::asio::post(*fetch_thread_, std::move(fetch));
   }

@@ -74,7 +74,6 @@ class ExternalTrainer final : public Trainer {
   std::optional<double> ReportedComputeMs() override;
   std::optional<v1::TrainingReport> TakeReport() override;
   void Idle() override;
-  bool WantsIdle() const override { return true; }
   void Skip(int64_t view, int64_t iteration) override;
 
   // The bound endpoint (tcp port resolved).

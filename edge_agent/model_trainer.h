@@ -130,7 +130,6 @@ class ModelTrainer final : public Trainer {
   // Serves state requests and joins, with weight 0, a newer round that
   // peers have started (the caller has no partition pending).
   void Idle() override;
-  bool WantsIdle() const override { return true; }
   // Joins round `iteration` with weight 0 unless this node is past it.
   void Skip(int64_t view, int64_t iteration) override;
   std::vector<RingOffence> TakeOffences() override;

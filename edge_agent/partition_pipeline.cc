@@ -90,6 +90,7 @@ void PartitionPipeline::ReaderLoop() {
     reading_ = false;
     ready_ = std::move(r);
     ready_since_us_ = runner_->clock()->NowMicros();
+    lock.unlock();  // the woken thread takes mu_ at once
     compute_cv_.notify_one();
   }
 }
@@ -100,6 +101,7 @@ void PartitionPipeline::ComputeLoop() {
   while (true) {
     ReadPartition r;
     int64_t late_us = 0;
+    bool slot_freed = false;
     {
       std::unique_lock lock(mu_);
       // While nothing is pending, let the trainer serve its ring (state
@@ -125,8 +127,9 @@ void PartitionPipeline::ComputeLoop() {
       computing_ = true;
       // How long the node could already have been computing this batch.
       if (last_end_us >= 0) late_us = clock->NowMicros() - std::max(last_end_us, ready_since_us_);
-      if (reader_waits_slot_) reader_cv_.notify_one();  // the slot is free
+      slot_freed = reader_waits_slot_;
     }
+    if (slot_freed) reader_cv_.notify_one();  // after unlocking: the reader takes mu_ at once
     trainer_->StartedLate(late_us);
     v1::Envelope report = runner_->Finish(std::move(r), trainer_, service_->node());
     last_end_us = clock->NowMicros();

@@ -90,8 +90,8 @@ class PartitionPipeline {
 
   std::mutex mu_;
   // Each thread waits on its own condition and is woken only for what it
-  // waits for: one shared condition woke both threads on every change,
-  // two or three needless context switches per partition.
+  // waits for (one shared condition with notify_all woke the other thread
+  // at each of a partition's hand-offs too).
   std::condition_variable reader_cv_;   // assigned_, the ready_ slot, computing_ (no overlap), stop_
   std::condition_variable compute_cv_;  // ready_, stop_
   bool reader_waits_slot_ = false;      // the reader holds a read and waits for ready_ to empty

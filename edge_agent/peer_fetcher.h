@@ -24,8 +24,8 @@
 //
 // Not responsible for: deciding which peer serves which id (the
 // scheduler), verifying records.
-// Thread-safety: FetchAll is not thread-safe; one thread (the agent's
-// reader thread) uses it. Warm may be called from another thread at any
+// Thread-safety: FetchAll is not thread-safe; one thread (the partition
+// runner's fetch thread) uses it. Warm may be called from another thread at any
 // time (it only adds connections, under a lock). `lookup` must be
 // thread-safe.
 #pragma once

@@ -73,8 +73,10 @@ class Trainer {
   // view timeouts, and ended early by its stop flag).
   virtual void Idle() {}
   // false: Idle does nothing, and the compute thread sleeps until a
-  // partition is ready instead of waking every 10 ms to call it.
-  virtual bool WantsIdle() const { return false; }
+  // partition is ready instead of waking every 10 ms to call it. Called
+  // under the pipeline's lock (must not block); must not change over the
+  // trainer's life (a thread asleep without a timeout is not asked again).
+  virtual bool WantsIdle() const { return true; }
   // A partition of `iteration` (planned in `view`) failed before Compute
   // (its samples could not be read). Training takes part in that round
   // with weight 0, so the ring does not wait for this member — with
@@ -101,6 +103,7 @@ class SyntheticTrainer final : public Trainer {
   // The emulated compute time of the last Compute (nominal × jitter).
   std::optional<double> ReportedComputeMs() override { return last_ms_; }
   void StartedLate(int64_t micros) override { sleep_.Owe(micros); }
+  bool WantsIdle() const override { return false; }  // no ring to serve
   // The time Compute will spend for b samples before jitter.
   double NominalMs(size_t b) const { return spec_.fixed_ms + spec_.per_sample_ms * static_cast<double>(b); }
 

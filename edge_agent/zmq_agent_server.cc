@@ -185,6 +185,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
 
   cache::CacheOptions copts;
   copts.create_if_missing = false;
+  LOFT_ASSIGN_OR_RETURN(copts.block_cache_kind, cache::ParseBlockCacheKind(cfg.block_cache));
   LOFT_ASSIGN_OR_RETURN(m.cache, cache::SampleCache::Open(cfg.cache_dir, copts));
   // The scan also warms the block cache: no first-epoch read pays a block's
   // load and decompression (under a testbed CPU quota, several ms).

@@ -2,6 +2,7 @@
 
 #include <rocksdb/db.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <numeric>
@@ -127,6 +128,7 @@ TEST_CASE("Both block cache kinds serve every record and cache the blocks they r
   CacheOptions opts;
   opts.block_cache_kind = kind;
   auto cache = OpenOrDie(tmp.Sub("db"), opts);
+  CHECK(cache->block_cache_name() == (kind == BlockCacheKind::kHyperClock ? "HyperClockCache" : "LRUCache"));
   const size_t empty = cache->block_cache_usage();
   std::vector<uint64_t> ids(500);
   std::iota(ids.begin(), ids.end(), 0);

@@ -63,6 +63,10 @@ TEST_CASE("Agent config validation") {
   c.credits = 0;
   CHECK(c.Validate().message() == "credits must be >= 1 (got 0)");
   c.credits = 1;
+  c.block_cache = "clock";
+  CHECK(c.Validate().message() == "block_cache must be 'hyper_clock' or 'lru' (got 'clock')");
+  c.block_cache = "lru";
+  CHECK(c.Validate().ok());
   c.compute_mode = "gpu";
   CHECK(c.Validate().code() == StatusCode::kInvalidArgument);
 }
@@ -72,6 +76,7 @@ TEST_CASE("AgentConfigToYaml writes every key and ParseAgentConfig reads it back
   c.node_name = "edge-b-1";
   c.cluster_spec = "/tmp/spec with space.yaml";
   c.cache_dir = "/var/lib/loft/cache/edge-b-1";
+  c.block_cache = "lru";
   c.check_cache = false;
   c.scheduler_endpoint = "tcp://10.0.0.1:7400";
   c.peer_bind = "tcp://10.0.0.3:0";
@@ -108,6 +113,7 @@ TEST_CASE("AgentConfigToYaml writes every key and ParseAgentConfig reads it back
   CHECK(AgentConfigToYaml(*back) == yaml);
   CHECK(back->node_name == c.node_name);
   CHECK(back->cluster_spec == c.cluster_spec);
+  CHECK(back->block_cache == "lru");
   CHECK_FALSE(back->check_cache);
   CHECK(back->consumer_token == c.consumer_token);
   CHECK(back->keys_dir.empty());

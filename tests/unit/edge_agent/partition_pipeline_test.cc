@@ -272,7 +272,14 @@ class IdleCountingTrainer final : public Trainer {
   StatusOr<double> Compute(const Batch& batch) override { return hold_.Compute(batch); }
   void Idle() override { ++idle_calls; }
   bool WantsIdle() const override { return wants_; }
+  // The compute thread's idle loop also takes the offences after each
+  // 10 ms wait: counted, a loop that still woke but skipped Idle shows.
+  std::vector<RingOffence> TakeOffences() override {
+    ++offence_takes;
+    return {};
+  }
   std::atomic<int> idle_calls{0};
+  std::atomic<int> offence_takes{0};
 
  private:
   ProbeTrainer hold_;
@@ -295,10 +302,12 @@ TEST_CASE(
     auto started = a.Start(&ctx, &runner, &trainer, /*overlap=*/true);
     PartitionPipeline& pipeline = *started;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (wants)
+    if (wants) {
       CHECK(trainer.idle_calls.load() >= 2);  // about 10 in 100 ms
-    else
+    } else {
       CHECK(trainer.idle_calls.load() == 0);
+      CHECK(trainer.offence_takes.load() == 0);  // it never woke
+    }
     // A thread asleep without a timeout still takes the next batch.
     pipeline.Enqueue({PeerPartition(1, 0)});
     REQUIRE(probe.WaitFor([&] { return probe.compute_started.count(1) > 0; }));
