@@ -104,16 +104,13 @@ void PartitionPipeline::ComputeLoop() {
     bool slot_freed = false;
     {
       std::unique_lock lock(mu_);
+      const auto ready_or_stop = [&] { return stop_ || ready_.has_value(); };
+      // A trainer with nothing to do while idle: sleep until a batch is ready.
+      if (!trainer_->WantsIdle()) compute_cv_.wait(lock, ready_or_stop);
       // While nothing is pending, let the trainer serve its ring (state
       // requests, weight-0 joins of rounds it has no partition for).
-      while (!stop_ && !ready_.has_value()) {
-        if (!trainer_->WantsIdle()) {
-          compute_cv_.wait(lock, [&] { return stop_ || ready_.has_value(); });
-          break;
-        }
-        if (compute_cv_.wait_for(lock, std::chrono::milliseconds(10),
-                                 [&] { return stop_ || ready_.has_value(); }))
-          break;
+      while (!ready_or_stop()) {
+        if (compute_cv_.wait_for(lock, std::chrono::milliseconds(10), ready_or_stop)) break;
         if (assigned_.empty() && !reading_) {
           lock.unlock();
           trainer_->Idle();

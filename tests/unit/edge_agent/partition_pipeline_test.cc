@@ -124,7 +124,8 @@ v1::Partition PeerPartition(uint64_t id, int64_t iteration) {
 }
 
 // A cache in a temp dir (every sample is a peer's here), the agent's
-// metrics and its service: what each pipeline below runs over.
+// metrics and its service, the probe and peers its trainer and fetches
+// report to: what each pipeline below runs over.
 struct AgentParts {
   TempDir dir;
   std::unique_ptr<cache::SampleCache> db;
@@ -144,10 +145,15 @@ struct AgentParts {
     so.peer_endpoint = "tcp://127.0.0.1:9000";
     service.emplace(so, db.get(), &*metrics);
   }
-  // A started pipeline over these parts.
-  std::unique_ptr<PartitionPipeline> Start(zmq::context_t* ctx, PartitionRunner* runner, Trainer* trainer,
-                                           bool overlap) {
-    auto created = PartitionPipeline::Create(ctx, runner, trainer, &*service, &*metrics, overlap);
+  // What a test's trainer and the pipeline's peer fetches report to.
+  Probe probe;
+  ProbePeers peers{&probe};
+  std::optional<PartitionRunner> runner;
+  zmq::context_t ctx{1};
+  // A started pipeline over these parts, reading with `clock`.
+  std::unique_ptr<PartitionPipeline> Start(Clock* clock, Trainer* trainer, bool overlap) {
+    runner.emplace(clock, db.get(), &peers, &*metrics);
+    auto created = PartitionPipeline::Create(&ctx, &*runner, trainer, &*service, &*metrics, overlap);
     REQUIRE(created.ok());
     (*created)->Start();
     return std::move(*created);
@@ -161,39 +167,35 @@ TEST_CASE("overlap false: no read while the compute thread works, overlap true: 
     INFO("overlap " << overlap);
     AgentParts a;
     SystemClock clock;
-    Probe probe;
-    ProbePeers peers(&probe);
-    PartitionRunner runner(&clock, a.db.get(), &peers, &*a.metrics);
-    ProbeTrainer trainer(&probe);
-    zmq::context_t ctx(1);
-    auto started = a.Start(&ctx, &runner, &trainer, overlap);
+    ProbeTrainer trainer(&a.probe);
+    auto started = a.Start(&clock, &trainer, overlap);
     PartitionPipeline& pipeline = *started;
     // Two partitions at once, as when the scheduler plans ahead.
     pipeline.Enqueue({PeerPartition(1, 0), PeerPartition(2, 1)});
 
     // Partition 1 is read, then held in Compute.
-    REQUIRE(probe.WaitFor([&] { return probe.compute_started.count(1) > 0; }));
+    REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_started.count(1) > 0; }));
     if (overlap) {
       // The control: partition 2's read runs while partition 1 computes.
-      REQUIRE(probe.WaitFor([&] { return probe.overlapped; }));
+      REQUIRE(a.probe.WaitFor([&] { return a.probe.overlapped; }));
     } else {
       // The reader is given time to start partition 2's read and must not:
       // only the wait keeps it from doing so within microseconds (so this
       // pass is not luck; a stalled machine could hide a regression here,
       // never fail a correct pipeline).
       CHECK_FALSE(
-          probe.WaitFor([&] { return probe.read_started.count(2) > 0; }, std::chrono::milliseconds(300)));
+          a.probe.WaitFor([&] { return a.probe.read_started.count(2) > 0; }, std::chrono::milliseconds(300)));
     }
-    probe.Release(1);
+    a.probe.Release(1);
     // Partition 1's report is queued: partition 2 is read (at once, if it
     // was not already) and computed.
-    REQUIRE(probe.WaitFor([&] { return probe.read_started.count(2) > 0; }));
-    probe.Release(2);
-    REQUIRE(probe.WaitFor([&] { return probe.compute_done.count(2) > 0; }));
+    REQUIRE(a.probe.WaitFor([&] { return a.probe.read_started.count(2) > 0; }));
+    a.probe.Release(2);
+    REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_done.count(2) > 0; }));
     pipeline.Stop();
     {
-      std::lock_guard lock(probe.mu);
-      CHECK(probe.overlapped == overlap);
+      std::lock_guard lock(a.probe.mu);
+      CHECK(a.probe.overlapped == overlap);
     }
     int done = 0;
     for (const v1::Envelope& e : pipeline.TakeReports()) done += e.has_partition_done() ? 1 : 0;
@@ -237,29 +239,25 @@ class LateTrainer final : public Trainer {
 TEST_CASE("the compute thread tells the trainer how long a ready batch waited for it") {
   AgentParts a;
   ManualClock clock(1'000'000);
-  Probe probe;
-  ProbePeers peers(&probe);
-  PartitionRunner runner(&clock, a.db.get(), &peers, &*a.metrics);
-  LateTrainer trainer(&probe, &clock);
-  zmq::context_t ctx(1);
-  auto started = a.Start(&ctx, &runner, &trainer, /*overlap=*/true);
+  LateTrainer trainer(&a.probe, &clock);
+  auto started = a.Start(&clock, &trainer, /*overlap=*/true);
   PartitionPipeline& pipeline = *started;
   pipeline.Enqueue({PeerPartition(1, 0), PeerPartition(2, 1), PeerPartition(3, 2)});
   // Partition 1 computes; partition 3's read has begun, so partition 2
   // was read and is ready (prefetch depth 1) before partition 1 ends.
-  REQUIRE(
-      probe.WaitFor([&] { return probe.compute_started.count(1) > 0 && probe.read_started.count(3) > 0; }));
-  probe.Release(1);
+  REQUIRE(a.probe.WaitFor(
+      [&] { return a.probe.compute_started.count(1) > 0 && a.probe.read_started.count(3) > 0; }));
+  a.probe.Release(1);
   // Partition 2 was ready when partition 1 ended; the thread took it 250 µs
   // later. Partition 3 becomes ready only while 2 computes (ProbePeers):
   // on time.
-  REQUIRE(probe.WaitFor([&] { return probe.compute_started.count(2) > 0; }));
-  probe.Release(2);
-  REQUIRE(probe.WaitFor([&] { return probe.compute_started.count(3) > 0; }));
-  probe.Release(3);
-  REQUIRE(probe.WaitFor([&] { return probe.compute_done.count(3) > 0; }));
+  REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_started.count(2) > 0; }));
+  a.probe.Release(2);
+  REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_started.count(3) > 0; }));
+  a.probe.Release(3);
+  REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_done.count(3) > 0; }));
   pipeline.Stop();
-  std::lock_guard lock(probe.mu);
+  std::lock_guard lock(a.probe.mu);
   CHECK(trainer.late == std::vector<int64_t>{0, 250, 0});
 }
 
@@ -294,12 +292,8 @@ TEST_CASE(
     INFO("WantsIdle " << wants);
     AgentParts a;
     SystemClock clock;
-    Probe probe;
-    ProbePeers peers(&probe);
-    PartitionRunner runner(&clock, a.db.get(), &peers, &*a.metrics);
-    IdleCountingTrainer trainer(&probe, wants);
-    zmq::context_t ctx(1);
-    auto started = a.Start(&ctx, &runner, &trainer, /*overlap=*/true);
+    IdleCountingTrainer trainer(&a.probe, wants);
+    auto started = a.Start(&clock, &trainer, /*overlap=*/true);
     PartitionPipeline& pipeline = *started;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (wants) {
@@ -310,9 +304,9 @@ TEST_CASE(
     }
     // A thread asleep without a timeout still takes the next batch.
     pipeline.Enqueue({PeerPartition(1, 0)});
-    REQUIRE(probe.WaitFor([&] { return probe.compute_started.count(1) > 0; }));
-    probe.Release(1);
-    REQUIRE(probe.WaitFor([&] { return probe.compute_done.count(1) > 0; }));
+    REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_started.count(1) > 0; }));
+    a.probe.Release(1);
+    REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_done.count(1) > 0; }));
     pipeline.Stop();
   }
 }
