@@ -44,6 +44,10 @@ StatusOr<zmq::socket_t> MakeSocket(zmq::context_t& ctx, zmq::socket_type type, c
       step = "ZMQ_ROUTER_MANDATORY";
       s.set(zmq::sockopt::router_mandatory, 1);
     }
+    if (o.tos != 0) {
+      step = "ZMQ_TOS";
+      s.set(zmq::sockopt::tos, o.tos);
+    }
     if (!o.routing_id.empty()) {
       step = "ZMQ_ROUTING_ID";
       s.set(zmq::sockopt::routing_id, o.routing_id);

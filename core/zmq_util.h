@@ -43,6 +43,7 @@ struct SocketOptions {
   int send_timeout_ms = -1;                            // ZMQ_SNDTIMEO; -1 = block
   int recv_timeout_ms = -1;                            // ZMQ_RCVTIMEO; -1 = block
   std::string routing_id;                              // ZMQ_ROUTING_ID for DEALERs; empty = libzmq picks
+  int tos = 0;                                         // ZMQ_TOS (IP type of service); 0 = unset
   // CURVE: a server socket needs `curve_own` and `curve_server = true`; a
   // client needs `curve_own` and `curve_server_public`. Unset = plain
   // (only allowed on loopback: see CheckInsecureAllowed in core/curve.h).

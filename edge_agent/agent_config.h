@@ -62,7 +62,11 @@ struct AgentConfig {
   int fetch_batch = 64;             // sample ids per FetchRequest
   int64_t max_message_bytes = static_cast<int64_t>(kDefaultMaxMessageBytes);
   int max_grants = 4096;  // ServeGrant table bound (oldest evicted)
-  uint64_t seed = 1;      // compute jitter seed
+  // IP type of service (ZMQ_TOS) of the agent's request connections: to
+  // serving peers (requests and the ACKs of their replies) and to the
+  // scheduler. 16 = 0x10, low delay; 0 = unmarked. 0..255.
+  int request_tos = 16;
+  uint64_t seed = 1;  // compute jitter seed
   // Training (used when the spec's training.model is softmax|mlp; see README "Training").
   std::string ring_bind = "tcp://127.0.0.1:0";  // all-reduce ROUTER (plain TCP); port 0 = any free port
   std::string ring_advertise;                   // endpoint peers connect to; empty = resolved ring_bind

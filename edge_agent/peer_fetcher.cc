@@ -47,6 +47,7 @@ StatusOr<zmq::socket_t*> PeerFetcher::SocketForLocked(const PeerInfo& peer) {
   so.max_message_bytes = std::min(options_.max_message_bytes, options_.max_frame_bytes);
   so.send_timeout_ms = options_.timeout_ms;
   so.recv_hwm = std::max(1, options_.recv_hwm);
+  so.tos = options_.request_tos;
   if (options_.own_keys) {
     so.curve_own = options_.own_keys;
     auto key = ReadCurvePublicKey((std::filesystem::path(options_.keys_dir) / (peer.name + ".pub")).string());

@@ -72,6 +72,12 @@ struct PeerFetcherOptions {
   // thread 1,000 polls a second (about 6 % of a core per agent on the
   // testbed's edge-tiers8 spec, much of a 0.15-core node's quota).
   int view_check_ms = 20;
+  // IP type of service of the connections to serving peers (ZMQ_TOS): the
+  // requests and the ACKs of their replies. 0x10 (low delay) puts them
+  // ahead of bulk traffic where a queue honours it (the testbed's links,
+  // docs/testbed.md; DSCP-aware edge routers), so that a node's requests
+  // do not wait behind the records it serves on its own uplink. 0 = unset.
+  int request_tos = 0x10;
   std::optional<CurveKeyPair> own_keys;  // set = CURVE on
   std::string keys_dir;                  // <dir>/<peer name>.pub authenticates each peer
   TokenBucket* down = nullptr;           // emulation; not owned

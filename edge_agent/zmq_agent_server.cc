@@ -254,6 +254,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     // node name as routing id, any listed key claiming it took this
     // agent's connection (and its assignments) at the scheduler.
     so.routing_id = UniqueRoutingId(cfg.node_name);
+    so.tos = cfg.request_tos;  // control traffic: ahead of bulk records where queues honour it
     if (m.own) {
       so.curve_own = m.own;
       so.curve_server_public = scheduler_public;
@@ -341,6 +342,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   PeerFetcherOptions fo;
   fo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
   fo.fetch_batch = cfg.fetch_batch;
+  fo.request_tos = cfg.request_tos;
   fo.max_frame_bytes =
       std::max<size_t>(fo.max_frame_bytes, static_cast<size_t>(spec.dataset.sample_bytes) +
                                                cache::kRecordHeaderBytes + cache::kRecordTrailerBytes);

@@ -52,6 +52,11 @@ Status SchedulerOptions::Validate() const {
   if (plan_ahead < -1 || plan_ahead > sched::kMaxPlanAhead)
     return InvalidArgument("plan_ahead must be auto or 0..3");
   if (max_message_bytes < 1024) return InvalidArgument("max_message_bytes must be >= 1024");
+  if (control_tos < 0 || control_tos > 255) {
+    return InvalidArgument(
+        "control_tos must be an IP type-of-service byte 0..255 (16 = low delay, 0 = unmarked), got " +
+        std::to_string(control_tos));
+  }
   if (journal_snapshot_every < 0) {
     return InvalidArgument("journal_snapshot_every must be >= 0 (0 = never snapshot the journal)");
   }
@@ -96,7 +101,8 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
                                               "epoch_overlap",
                                               "log_level",
                                               "max_message_bytes",
-                                              "manifest"};
+                                              "manifest",
+                                              "control_tos"};
   for (const auto& kv : root) {
     std::string key = kv.first.as<std::string>();
     if (!kKeys.count(key)) return FieldError(source, kv.first, key, "is not a known option");
@@ -137,6 +143,12 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
   LOFT_RETURN_IF_ERROR(Read(source, root, "log_level", &opts->log_level));
   LOFT_RETURN_IF_ERROR(Read(source, root, "max_message_bytes", &opts->max_message_bytes));
   LOFT_RETURN_IF_ERROR(Read(source, root, "manifest", &opts->manifest));
+  LOFT_RETURN_IF_ERROR(Read(source, root, "control_tos", &opts->control_tos));
+  if (opts->control_tos < 0 || opts->control_tos > 255) {
+    return FieldError(source, root["control_tos"], "control_tos",
+                      "must be an IP type-of-service byte 0..255 (16 = low delay, 0 = unmarked), got " +
+                          std::to_string(opts->control_tos));
+  }
   return OkStatus();
 }
 
@@ -170,6 +182,7 @@ std::string SchedulerOptionsToYaml(const SchedulerOptions& o) {
   out << YAML::Key << "log_level" << YAML::Value << o.log_level;
   out << YAML::Key << "max_message_bytes" << YAML::Value << o.max_message_bytes;
   if (!o.manifest.empty()) out << YAML::Key << "manifest" << YAML::Value << o.manifest;
+  out << YAML::Key << "control_tos" << YAML::Value << o.control_tos;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -34,6 +34,8 @@
 //   max_message_bytes: 16777216     # per ZeroMQ message (ZMQ_MAXMSGSIZE)
 //   manifest: /var/lib/loft/caches/MANIFEST.loft  # dataset manifest (`loftctl ingest`); sent to
 //                                   # agents, who refuse peer samples that do not match it
+//   control_tos: 16                 # IP type of service of what the scheduler sends (0x10 low
+//                                   # delay; 0 = unmarked); 0..255
 //
 // Not responsible for: reading keys or the spec (the daemon does that).
 // Thread-safety: plain value type.
@@ -93,6 +95,10 @@ struct SchedulerOptions {
   std::string log_level = "info";
   int64_t max_message_bytes = 16 << 20;
   std::string manifest;  // empty = no manifest (peer samples checked by CRC only)
+  // IP type of service (ZMQ_TOS) of the agents' connections to the
+  // scheduler, as the scheduler sends (assignments, views): 16 = 0x10, low
+  // delay, ahead of bulk records where a queue honours it; 0 = unmarked.
+  int control_tos = 16;
 
   // Names the first invalid field. `insecure` requires a loopback bind
   // (CheckInsecureAllowed in core/curve.h); without it keys_dir is required.

@@ -76,6 +76,7 @@ Status ZmqSchedulerServer::Init() {
   so.max_message_bytes = inbound_limit;
   so.send_hwm = kSendHwm;
   so.recv_hwm = kRecvHwm;
+  so.tos = opts_.control_tos;  // applies to every accepted agent connection
   if (opts_.insecure) {
     spdlog::warn("*** INSECURE MODE: CURVE authentication is OFF on {} (loopback development only) ***",
                  opts_.bind);

@@ -4,6 +4,10 @@ prints why and exits 77 (ctest SKIP_RETURN_CODE), never passes silently.
 
   testbed_test.py link_rate   a 10 Mbit/s up link and a 20 Mbit/s down link
                               deliver their rate +-10% (real TCP transfers)
+  testbed_test.py priority    on a 10 Mbit/s uplink filled by a bulk transfer,
+                              round trips marked low delay (IP TOS 0x10, as
+                              the agents mark requests) skip the queue that
+                              unmarked ones wait in
   testbed_test.py cpu_quota   a process in a node with cpu_cores: 0.25 gets
                               25% +-5% of a core under a busy loop
   testbed_test.py killed_run  kill -9 of `loftctl cluster run --testbed`, then
@@ -65,6 +69,62 @@ buf = b"x" * 65536; end = time.monotonic() + float(sys.argv[3])
 while time.monotonic() < end: c.sendall(buf)
 c.close()
 """
+# Echoes each message back (one connection at a time).
+ECHO = r"""
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(4)
+print("listening", flush=True)
+while True:
+    c, _ = s.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        b = c.recv(64)
+        if not b: break
+        c.sendall(b)
+"""
+# Median round trip (ms) of 64-byte messages on a connection with IP TOS argv[3].
+PING = r"""
+import socket, statistics, sys, time
+c = socket.socket(); c.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, int(sys.argv[3]))
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1); c.connect((sys.argv[1], int(sys.argv[2])))
+rtts = []
+for _ in range(15):
+    t0 = time.monotonic(); c.sendall(b"p" * 64); n = 0
+    while n < 64: n += len(c.recv(64 - n))
+    rtts.append((time.monotonic() - t0) * 1e3); time.sleep(0.02)
+print(statistics.median(rtts), flush=True)
+"""
+# Bulk: argv[3] connections sending for argv[4] s (the kernel keeps only a
+# few packets of each TCP flow in a local qdisc, so one flow barely queues).
+MULTI_TX = r"""
+import socket, sys, threading, time
+end = time.monotonic() + float(sys.argv[4])
+def send():
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2]))); buf = b"x" * 65536
+    while time.monotonic() < end: c.sendall(buf)
+    c.close()
+ts = [threading.Thread(target=send) for _ in range(int(sys.argv[3]))]
+for x in ts: x.start()
+for x in ts: x.join()
+"""
+# Accepts any number of connections; prints Mbit/s received after 1 s.
+SINK = r"""
+import selectors, socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(64); print("listening", flush=True)
+sel = selectors.DefaultSelector(); sel.register(s, selectors.EVENT_READ)
+t0 = None; n = 0; n1 = None; t1 = None; last = None; open_ = 0; seen = 0
+while seen == 0 or open_ > 0:
+    for key, _ in sel.select():
+        if key.fileobj is s:
+            c, _ = s.accept(); sel.register(c, selectors.EVENT_READ); open_ += 1; seen += 1; continue
+        b = key.fileobj.recv(1 << 16)
+        if not b:
+            sel.unregister(key.fileobj); key.fileobj.close(); open_ -= 1; continue
+        now = time.monotonic(); t0 = t0 or now; n += len(b); last = now
+        if n1 is None and now - t0 >= 1.0: n1, t1 = n, now
+print((n - n1) * 8 / (last - t1) / 1e6, flush=True)
+"""
 # Busy loop; prints CPU time / wall time.
 BUSY = r"""
 import os, sys, time
@@ -100,7 +160,7 @@ def up(spec):
     """`loftctl testbed up SPEC` -> the state JSON. Skips if the kernel lacks a feature."""
     r = loftctl("testbed", "up", spec, check=False)
     if r.returncode != 0:
-        if "needs network namespaces, veth, bridge and the tbf qdisc" in r.stderr:
+        if "needs network namespaces, veth, bridge and the tbf" in r.stderr:
             skip(r.stderr.strip())
         sys.exit(f"testbed up failed:\n{r.stderr}")
     with open(r.stdout.strip()) as f:
@@ -172,6 +232,56 @@ def test_link_rate():
         assert abs(down_rate - 20) <= 2.0, f"20 Mbit/s down link delivered {down_rate:.2f} Mbit/s"
         assert fast > 40, f"the 100 Mbit/s path delivered only {fast:.2f} Mbit/s"
     finally:
+        loftctl("testbed", "down", spec)
+    assert leftovers(tag) == [], leftovers(tag)
+
+
+def test_priority():
+    require_support()
+    tmp = tempfile.mkdtemp(prefix="loft-tb-prio-")
+    spec = write(tmp, "two.yaml", TWO_NODES)
+    echo_py, ping_py = write(tmp, "echo.py", ECHO), write(tmp, "ping.py", PING)
+    rx_py, tx_py = write(tmp, "sink.py", SINK), write(tmp, "multi_tx.py", MULTI_TX)
+    st = up(spec)
+    tag = st["tag"]
+    procs = []
+    try:
+        ip_b = st["nodes"][1]["ip"]
+        echo = subprocess.Popen(in_node(st, 1, [sys.executable, echo_py, ip_b, "5201"], cgroup=False),
+                                stdout=subprocess.PIPE, text=True)
+        procs.append(echo)
+        assert echo.stdout.readline().strip() == "listening"
+        rx = subprocess.Popen(in_node(st, 1, [sys.executable, rx_py, ip_b, "5202"], cgroup=False),
+                              stdout=subprocess.PIPE, text=True)
+        procs.append(rx)
+        assert rx.stdout.readline().strip() == "listening"
+        # a -> b: 8 flows fill a's 10 Mbit/s uplink for 6 s; the round trips start after 1.5 s.
+        tx = subprocess.Popen(in_node(st, 0, [sys.executable, tx_py, ip_b, "5202", "8", "6"], cgroup=False))
+        procs.append(tx)
+        time.sleep(1.5)
+
+        def ping(tos):
+            r = subprocess.run(in_node(st, 0, [sys.executable, ping_py, ip_b, "5201", str(tos)], cgroup=False),
+                               capture_output=True, text=True, timeout=60, check=True)
+            return float(r.stdout.strip())
+
+        marked, unmarked = ping(0x10), ping(0)
+        tx.wait(timeout=60)
+        rate = float(rx.communicate(timeout=30)[0].strip())
+        print(f"behind a bulk transfer at {rate:.2f} Mbit/s: median round trip {marked:.2f} ms marked low "
+              f"delay, {unmarked:.2f} ms unmarked; load {os.getloadavg()}", flush=True)
+        assert rate > 8, f"the bulk transfer ran at {rate:.2f} Mbit/s: the uplink was not full"
+        # The queue holds ~100 ms of the rate (94 frames at 10 Mbit/s): an
+        # unmarked message waits in it, a marked one only behind the frame
+        # on the wire.
+        assert unmarked > 20, f"unmarked round trips took {unmarked:.2f} ms: no queue to skip?"
+        assert marked < unmarked / 3, (
+            f"low-delay round trips took {marked:.2f} ms against {unmarked:.2f} ms unmarked: "
+            "the uplink's queue does not put them first")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
         loftctl("testbed", "down", spec)
     assert leftovers(tag) == [], leftovers(tag)
 
@@ -334,7 +444,7 @@ def test_smoke():
 
 
 if __name__ == "__main__":
-    tests = {"link_rate": test_link_rate, "cpu_quota": test_cpu_quota, "killed_run": test_killed_run,
+    tests = {"link_rate": test_link_rate, "priority": test_priority, "cpu_quota": test_cpu_quota, "killed_run": test_killed_run,
              "smoke": test_smoke}
     if len(sys.argv) != 2 or sys.argv[1] not in tests:
         sys.exit(f"usage: testbed_test.py {'|'.join(tests)}")

@@ -373,9 +373,9 @@ StatusOr<std::unique_ptr<Testbed>> Testbed::Up(const ClusterSpec& spec, const st
     for (const auto& cmd : tb->plan_.SetupCommands()) {
       auto r = RunCommand(cmd);
       if (!r.ok()) {
-        return FailedPrecondition(
-            r.status().message() +
-            "\n(the testbed needs network namespaces, veth, bridge and the tbf qdisc in the kernel)");
+        return FailedPrecondition(r.status().message() +
+                                  "\n(the testbed needs network namespaces, veth, bridge and the tbf and "
+                                  "pfifo_fast qdiscs in the kernel)");
       }
     }
     if (::mkdir(tb->cgroup_dir_.c_str(), 0755) != 0)

@@ -14,6 +14,11 @@ bool IsTestbedTag(const std::string& tag) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+int64_t QueuePackets(double mbps, int64_t burst_bytes) {
+  const double bytes = mbps * 1e6 / 8 * 0.1 + static_cast<double>(burst_bytes);
+  return std::max<int64_t>(8, static_cast<int64_t>(std::ceil(bytes / kTbfMinBurstBytes)));
+}
+
 namespace {
 
 // tc's rate in bit/s (tc accepts "bit"), exact for fractional Mbit/s.
@@ -25,10 +30,25 @@ std::vector<std::string> Tbf(const std::string& netns, const std::string& dev, d
                              int64_t burst_bytes) {
   std::vector<std::string> c = {"tc"};
   if (!netns.empty()) c.insert(c.end(), {"-n", netns});
-  // latency 100 ms bounds the queue (limit = rate * latency + burst): deep
-  // enough that TCP is not starved by drops, small next to an iteration.
-  c.insert(c.end(), {"qdisc", "add", "dev", dev, "root", "tbf", "rate", TcRate(mbps), "burst",
+  // Handle 1: for the priority queue below (PriorityQueue), which replaces
+  // tbf's own FIFO (whose limit latency 100 ms would set).
+  c.insert(c.end(), {"qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", TcRate(mbps), "burst",
                      std::to_string(burst_bytes), "latency", "100ms"});
+  return c;
+}
+
+// The tbf's queue: pfifo_fast, whose band 0 (IP type of service 0x10, low
+// delay: the agents' requests, the ACKs of what they fetch, the scheduler's
+// messages) goes before band 1 (everything else, e.g. the records a node
+// serves). With tbf's own FIFO a node's requests waited behind the records
+// it serves on its uplink (tens of ms on a 2-5 Mbit/s link), which loft-sim,
+// sending requests outside the links, does not charge (docs/testbed.md
+// "Priority for requests"). Its limit is the veth's txqueuelen, read when
+// it is created: set before, to about tbf's own limit (QueuePackets).
+std::vector<std::string> PriorityQueue(const std::string& netns, const std::string& dev) {
+  std::vector<std::string> c = {"tc"};
+  if (!netns.empty()) c.insert(c.end(), {"-n", netns});
+  c.insert(c.end(), {"qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo_fast"});
   return c;
 }
 
@@ -47,8 +67,13 @@ std::vector<std::vector<std::string>> TestbedPlan::SetupCommands() const {
     cmds.push_back({"ip", "-n", n.netns, "addr", "add", n.ip + "/24", "dev", n.agent_veth});
     cmds.push_back({"ip", "-n", n.netns, "link", "set", n.agent_veth, "up"});
     cmds.push_back({"ip", "-n", n.netns, "link", "set", "lo", "up"});
+    cmds.push_back(
+        {"ip", "-n", n.netns, "link", "set", n.agent_veth, "txqueuelen", std::to_string(n.up_queue_packets)});
+    cmds.push_back({"ip", "link", "set", n.host_veth, "txqueuelen", std::to_string(n.down_queue_packets)});
     cmds.push_back(Tbf(n.netns, n.agent_veth, n.up_mbps, n.up_burst_bytes));
+    cmds.push_back(PriorityQueue(n.netns, n.agent_veth));
     cmds.push_back(Tbf("", n.host_veth, n.down_mbps, n.down_burst_bytes));
+    cmds.push_back(PriorityQueue("", n.host_veth));
   }
   return cmds;
 }
@@ -90,6 +115,8 @@ StatusOr<TestbedPlan> PlanTestbed(const ClusterSpec& spec, const std::string& ta
             ns.name, key, burst, kTbfMinBurstBytes));
       }
     }
+    n.up_queue_packets = QueuePackets(n.up_mbps, n.up_burst_bytes);
+    n.down_queue_packets = QueuePackets(n.down_mbps, n.down_burst_bytes);
     n.cpu_cores = ns.compute.cpu_cores;
     if (n.cpu_cores > 0) {
       // The kernel's smallest quota is 1 ms per period (and largest period 1 s).

@@ -40,6 +40,11 @@ struct TestbedNode {
   // bytes (defaults: 2 ms of traffic for timer slack, at least 16 KiB).
   int64_t up_burst_bytes = 0;
   int64_t down_burst_bytes = 0;
+  // The priority queues' limits in packets (each veth's txqueuelen, which
+  // pfifo_fast takes): QueuePackets(rate, burst), about what tbf's own
+  // queue held (100 ms of the rate plus the burst, in full frames).
+  int64_t up_queue_packets = 0;
+  int64_t down_queue_packets = 0;
   double cpu_cores = 0;  // 0 = no quota
   int64_t cfs_quota_us = -1;
   int64_t cfs_period_us = kCfsPeriodUs;
@@ -55,6 +60,10 @@ struct TestbedPlan {
   // ip/tc argument vectors that build the testbed, in order.
   std::vector<std::vector<std::string>> SetupCommands() const;
 };
+
+// ceil((100 ms of `mbps` + `burst_bytes`) / one full Ethernet frame), at
+// least 8.
+int64_t QueuePackets(double mbps, int64_t burst_bytes);
 
 // True for a well-formed tag ("lft" + 4 lower-case hex digits).
 bool IsTestbedTag(const std::string& tag);

@@ -99,6 +99,7 @@ TEST_CASE("AgentConfigToYaml writes every key and ParseAgentConfig reads it back
   c.fetch_batch = 16;
   c.max_message_bytes = 1 << 22;
   c.max_grants = 77;
+  c.request_tos = 0;
   c.seed = 18446744073709551615ull;
   c.ring_bind = "tcp://10.0.0.3:0";
   c.ring_advertise = "tcp://10.0.0.3:7500";
@@ -125,10 +126,25 @@ TEST_CASE("AgentConfigToYaml writes every key and ParseAgentConfig reads it back
   CHECK(back->ring_advertise == c.ring_advertise);
   CHECK(back->last_iteration == 299);
   CHECK(back->ring_timeout_ms == 1234);
+  CHECK(back->request_tos == 0);
   // Defaults round-trip too (a fresh struct writes and reads back unchanged).
   auto defaults = ParseAgentConfig(AgentConfigToYaml(AgentConfig{}), "defaults");
   REQUIRE(defaults.ok());
   CHECK(AgentConfigToYaml(*defaults) == AgentConfigToYaml(AgentConfig{}));
   CHECK(defaults->check_cache);
   CHECK(defaults->last_iteration == -1);
+}
+
+TEST_CASE("request_tos: low delay by default, a byte, anything else refused with the range") {
+  CHECK(AgentConfig{}.request_tos == 0x10);
+  auto c = ParseAgentConfig(
+      "node_name: a\ncache_dir: /tmp/x\ncluster_spec: s.yaml\ninsecure: true\nrequest_tos: 0\n");
+  REQUIRE(c.ok());
+  CHECK(c->request_tos == 0);
+  CHECK(c->Validate().ok());
+  c->request_tos = 256;
+  CHECK(c->Validate().message() ==
+        "request_tos must be an IP type-of-service byte 0..255 (got 256; 16 = low delay, 0 = unmarked)");
+  c->request_tos = -1;
+  CHECK_FALSE(c->Validate().ok());
 }

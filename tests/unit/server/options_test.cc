@@ -72,6 +72,9 @@ TEST_CASE("scheduler options reject unknown keys and bad values, naming them") {
        {"journal_snapshot_every: often\n", "journal_snapshot_every: 1.5\n", "journal_snapshot_every: [1]\n"})
     CHECK(Has(ParseError(bad), "s.yaml:1: journal_snapshot_every"));
   CHECK(Has(ParseError("start_peers_wait_ms: -1\n"), "s.yaml:1: start_peers_wait_ms must be >= 0"));
+  CHECK(Has(ParseError("policy: loft\ncontrol_tos: 256\n"),
+            "s.yaml:2: control_tos must be an IP type-of-service byte"));
+  CHECK(Has(ParseError("control_tos: low\n"), "s.yaml:1: control_tos"));
   REQUIRE(ParseSchedulerOptions("journal_snapshot_every: 0\n", "s.yaml", &o).ok());
   CHECK(o.journal_snapshot_every == 0);
   o.cluster_spec = "c.yaml";
@@ -79,6 +82,10 @@ TEST_CASE("scheduler options reject unknown keys and bad values, naming them") {
   REQUIRE(o.Validate().ok());
   o.journal_snapshot_every = -1;
   CHECK(Has(o.Validate().message(), "journal_snapshot_every must be >= 0"));
+  o.journal_snapshot_every = 0;
+  CHECK(SchedulerOptions{}.control_tos == 0x10);
+  o.control_tos = -3;
+  CHECK(Has(o.Validate().message(), "control_tos must be an IP type-of-service byte 0..255"));
 }
 
 TEST_CASE("insecure is only allowed on loopback and keys are required otherwise") {
@@ -120,6 +127,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
   o.manifest = "/m/MANIFEST.loft";
   o.journal_snapshot_every = 123;
   o.epoch_overlap = false;
+  o.control_tos = 0;
   // Every field: each one the YAML writer or the parser forgets fails here.
 #define CHECK_SAME(field) CHECK(back.field == o.field)
   for (int plan_ahead : {-1, 0, 1, 2, 3}) {
@@ -148,6 +156,7 @@ TEST_CASE("scheduler options written as YAML read back to the same struct") {
     CHECK_SAME(manifest);
     CHECK_SAME(journal_snapshot_every);
     CHECK_SAME(epoch_overlap);
+    CHECK_SAME(control_tos);
   }
 }
 #undef CHECK_SAME

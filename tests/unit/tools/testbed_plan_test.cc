@@ -1,5 +1,6 @@
 #include "tools/loftctl/testbed_plan.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "core/cluster_spec.h"
@@ -86,13 +87,37 @@ TEST_CASE("testbed plan: tbf up on the agent's veth, down on the bridge side") {
   CHECK(cmds.front() == std::vector<std::string>{"ip", "link", "add", "lft12abbr", "type", "bridge"});
   CHECK(Has(cmds, {"ip", "link", "add", "lft12abh0", "type", "veth", "peer", "name", "lft12aba0", "netns",
                    "lft12ab-n0"}));
-  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n0", "qdisc", "add", "dev", "lft12aba0", "root", "tbf", "rate",
-                   "10000000bit", "burst", "16384", "latency", "100ms"}));
-  CHECK(Has(cmds, {"tc", "qdisc", "add", "dev", "lft12abh0", "root", "tbf", "rate", "20500000bit", "burst",
-                   "16384", "latency", "100ms"}));
+  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n0", "qdisc", "add", "dev", "lft12aba0", "root", "handle",
+                   "1:", "tbf", "rate", "10000000bit", "burst", "16384", "latency", "100ms"}));
+  CHECK(Has(cmds, {"tc", "qdisc", "add", "dev", "lft12abh0", "root", "handle", "1:", "tbf", "rate",
+                   "20500000bit", "burst", "16384", "latency", "100ms"}));
   // The spec's default burst rule: 2 ms of traffic, at least 16 KiB.
-  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n1", "qdisc", "add", "dev", "lft12aba1", "root", "tbf", "rate",
-                   "100000000bit", "burst", "25000", "latency", "100ms"}));  // 2 ms at 12.5 MB/s
+  CHECK(
+      Has(cmds, {"tc", "-n", "lft12ab-n1", "qdisc", "add", "dev", "lft12aba1", "root", "handle", "1:", "tbf",
+                 "rate", "100000000bit", "burst", "25000", "latency", "100ms"}));  // 2 ms at 12.5 MB/s
+  // Each tbf queues into a pfifo_fast: low-delay packets (requests) first.
+  for (const std::string i : {"0", "1"}) {
+    CHECK(Has(cmds, {"tc", "-n", "lft12ab-n" + i, "qdisc", "add", "dev", "lft12aba" + i, "parent", "1:1",
+                     "handle", "10:", "pfifo_fast"}));
+    CHECK(Has(cmds,
+              {"tc", "qdisc", "add", "dev", "lft12abh" + i, "parent", "1:1", "handle", "10:", "pfifo_fast"}));
+  }
+  // Their limits (txqueuelen, set before they are created): about tbf's own
+  // 100 ms of the rate plus the burst, in full frames.
+  CHECK(p->nodes[0].up_queue_packets == 94);     // (125000 + 16384) / 1514
+  CHECK(p->nodes[0].down_queue_packets == 181);  // (256250 + 16384) / 1514
+  CHECK(QueuePackets(0.1, 1514) == 8);           // at least 8
+  CHECK(Has(cmds, {"ip", "-n", "lft12ab-n0", "link", "set", "lft12aba0", "txqueuelen", "94"}));
+  CHECK(Has(cmds, {"ip", "link", "set", "lft12abh0", "txqueuelen", "181"}));
+  // The child after its tbf (it attaches to the tbf's class 1:1).
+  auto at = [&](const std::vector<std::string>& c) {
+    return std::find(cmds.begin(), cmds.end(), c) - cmds.begin();
+  };
+  CHECK(at({"tc", "qdisc", "add", "dev", "lft12abh0", "parent", "1:1", "handle", "10:", "pfifo_fast"}) >
+        at({"tc", "qdisc", "add", "dev", "lft12abh0", "root", "handle", "1:", "tbf", "rate", "20500000bit",
+            "burst", "16384", "latency", "100ms"}));
+  CHECK(at({"ip", "link", "set", "lft12abh0", "txqueuelen", "181"}) <
+        at({"tc", "qdisc", "add", "dev", "lft12abh0", "parent", "1:1", "handle", "10:", "pfifo_fast"}));
 }
 
 TEST_CASE("testbed plan: the tbf bursts follow the spec's network.burst_ms and burst_min_bytes") {
@@ -103,12 +128,12 @@ TEST_CASE("testbed plan: the tbf bursts follow the spec's network.burst_ms and b
   CHECK(p->nodes[0].down_burst_bytes == 25625);  // 10 ms of 20.5 Mbit/s
   CHECK(p->nodes[1].up_burst_bytes == 125000);   // 10 ms of 100 Mbit/s
   auto cmds = p->SetupCommands();
-  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n0", "qdisc", "add", "dev", "lft12aba0", "root", "tbf", "rate",
-                   "10000000bit", "burst", "20000", "latency", "100ms"}));
-  CHECK(Has(cmds, {"tc", "qdisc", "add", "dev", "lft12abh0", "root", "tbf", "rate", "20500000bit", "burst",
-                   "25625", "latency", "100ms"}));
-  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n1", "qdisc", "add", "dev", "lft12aba1", "root", "tbf", "rate",
-                   "100000000bit", "burst", "125000", "latency", "100ms"}));
+  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n0", "qdisc", "add", "dev", "lft12aba0", "root", "handle",
+                   "1:", "tbf", "rate", "10000000bit", "burst", "20000", "latency", "100ms"}));
+  CHECK(Has(cmds, {"tc", "qdisc", "add", "dev", "lft12abh0", "root", "handle", "1:", "tbf", "rate",
+                   "20500000bit", "burst", "25625", "latency", "100ms"}));
+  CHECK(Has(cmds, {"tc", "-n", "lft12ab-n1", "qdisc", "add", "dev", "lft12aba1", "root", "handle",
+                   "1:", "tbf", "rate", "100000000bit", "burst", "125000", "latency", "100ms"}));
 }
 
 TEST_CASE("testbed plan: a burst below one Ethernet frame is refused") {
