@@ -271,9 +271,9 @@ def test_priority():
         print(f"behind a bulk transfer at {rate:.2f} Mbit/s: median round trip {marked:.2f} ms marked low "
               f"delay, {unmarked:.2f} ms unmarked; load {os.getloadavg()}", flush=True)
         assert rate > 8, f"the bulk transfer ran at {rate:.2f} Mbit/s: the uplink was not full"
-        # The queue holds ~100 ms of the rate (94 frames at 10 Mbit/s): an
-        # unmarked message waits in it, a marked one only behind the frame
-        # on the wire.
+        # The eight flows keep tens of ms of the rate queued: an unmarked
+        # message waits behind them, a marked one only behind the frame on
+        # the wire.
         assert unmarked > 20, f"unmarked round trips took {unmarked:.2f} ms: no queue to skip?"
         assert marked < unmarked / 3, (
             f"low-delay round trips took {marked:.2f} ms against {unmarked:.2f} ms unmarked: "

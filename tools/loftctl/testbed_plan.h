@@ -26,6 +26,10 @@ inline constexpr int kTestbedMaxNodes = 253;          // one /24: .1 bridge, .2 
 // tbf drops a packet larger than its bucket: a shaped link's burst must
 // hold one full Ethernet frame (1500 MTU + 14 header bytes).
 inline constexpr int64_t kTbfMinBurstBytes = 1514;
+// The limit of each link's priority queue (pfifo_fast takes its veth's
+// txqueuelen when it is created; set explicitly before). Packets, not
+// bytes: TCP hands the qdisc segments of up to 64 KB.
+inline constexpr int kTestbedQueuePackets = 1000;
 
 struct TestbedNode {
   std::string name;        // the spec's node name
@@ -40,11 +44,6 @@ struct TestbedNode {
   // bytes (defaults: 2 ms of traffic for timer slack, at least 16 KiB).
   int64_t up_burst_bytes = 0;
   int64_t down_burst_bytes = 0;
-  // The priority queues' limits in packets (each veth's txqueuelen, which
-  // pfifo_fast takes): QueuePackets(rate, burst), about what tbf's own
-  // queue held (100 ms of the rate plus the burst, in full frames).
-  int64_t up_queue_packets = 0;
-  int64_t down_queue_packets = 0;
   double cpu_cores = 0;  // 0 = no quota
   int64_t cfs_quota_us = -1;
   int64_t cfs_period_us = kCfsPeriodUs;
@@ -60,10 +59,6 @@ struct TestbedPlan {
   // ip/tc argument vectors that build the testbed, in order.
   std::vector<std::vector<std::string>> SetupCommands() const;
 };
-
-// ceil((100 ms of `mbps` + `burst_bytes`) / one full Ethernet frame), at
-// least 8.
-int64_t QueuePackets(double mbps, int64_t burst_bytes);
 
 // True for a well-formed tag ("lft" + 4 lower-case hex digits).
 bool IsTestbedTag(const std::string& tag);
