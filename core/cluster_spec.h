@@ -144,14 +144,14 @@ double LinkBurstBytes(const NetworkSpec& network, double mbps);
 struct AgentSpec {
   // Per partition: its assignment, the reader and compute threads'
   // hand-offs, the report and the credit.
-  double cpu_ms_per_partition = 0.34;
+  double cpu_ms_per_partition = 0.23;
   // Per sample read (local or from a peer) and per sample served to a peer.
-  double cpu_ms_per_sample = 0.0022;
+  double cpu_ms_per_sample = 0.0023;
   // Per request served to a peer (one per serving peer of a partition).
   double cpu_ms_per_request = 0.1;
   // Cores the agent uses whatever it does (its poll loops, heartbeats,
   // ZeroMQ I/O threads): taken off the quota's rate and burst.
-  double idle_cores = 0.046;
+  double idle_cores = 0.008;
 };
 
 // The CFS period of a node's quota on the testbed: 10 ms, so that a
