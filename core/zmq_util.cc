@@ -23,6 +23,12 @@ std::string UniqueRoutingId(const std::string& prefix) {
   return out;
 }
 
+std::string TosProblem(int tos) {
+  if (tos >= 0 && tos <= 255) return "";
+  return fmt::format("must be an IP type-of-service byte 0..255 (got {}; {} = low delay, 0 = unmarked)", tos,
+                     kLowDelayTos);
+}
+
 StatusOr<zmq::socket_t> MakeSocket(zmq::context_t& ctx, zmq::socket_type type, const SocketOptions& o) {
   if (o.max_message_bytes == 0) return InvalidArgument("max_message_bytes must be > 0");
   std::string step = "create socket";

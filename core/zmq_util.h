@@ -52,6 +52,15 @@ struct SocketOptions {
   std::string curve_server_public;  // Z85, client side
 };
 
+// IP type of service "low delay" (IPTOS_LOWDELAY): the agents' request_tos
+// and the scheduler's control_tos by default, so that queues honouring it
+// (pfifo_fast's band 0, the testbed's links, DSCP-aware routers) send
+// requests and control messages ahead of bulk records.
+inline constexpr int kLowDelayTos = 0x10;
+// Empty when `tos` is a type-of-service byte (0..255, 0 = unset); else what
+// is wrong with it, to follow the setting's name in an error.
+std::string TosProblem(int tos);
+
 // A fresh routing id for one connection: "<prefix>/<128 random bits in
 // hex>". Unique per connection and, under CURVE, secret (sent encrypted in
 // the handshake), so no other key holder can claim it at a ROUTER; the

@@ -47,11 +47,7 @@ Status AgentConfig::Validate() const {
   if (fetch_batch < 1 || fetch_batch > 4096) return InvalidArgument("fetch_batch must be 1 … 4096");
   if (max_message_bytes < 1024) return InvalidArgument("max_message_bytes must be >= 1024");
   if (max_grants < 1) return InvalidArgument("max_grants must be >= 1");
-  if (request_tos < 0 || request_tos > 255) {
-    return InvalidArgument(fmt::format(
-        "request_tos must be an IP type-of-service byte 0..255 (got {}; 16 = low delay, 0 = unmarked)",
-        request_tos));
-  }
+  if (std::string p = TosProblem(request_tos); !p.empty()) return InvalidArgument("request_tos " + p);
   if (ring_bind.empty()) return InvalidArgument("ring_bind is required");
   if (eval_every < 0) return InvalidArgument(fmt::format("eval_every must be >= 0 (got {})", eval_every));
   if (last_iteration < -1) return InvalidArgument("last_iteration must be >= -1");

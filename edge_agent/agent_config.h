@@ -12,6 +12,7 @@
 
 #include "core/codec.h"
 #include "core/status.h"
+#include "core/zmq_util.h"
 
 namespace loft::agent {
 
@@ -65,7 +66,7 @@ struct AgentConfig {
   // IP type of service (ZMQ_TOS) of the agent's request connections: to
   // serving peers (requests and the ACKs of their replies) and to the
   // scheduler. 16 = 0x10, low delay; 0 = unmarked. 0..255.
-  int request_tos = 16;
+  int request_tos = kLowDelayTos;
   uint64_t seed = 1;  // compute jitter seed
   // Training (used when the spec's training.model is softmax|mlp; see README "Training").
   std::string ring_bind = "tcp://127.0.0.1:0";  // all-reduce ROUTER (plain TCP); port 0 = any free port

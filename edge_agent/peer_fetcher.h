@@ -41,6 +41,7 @@
 
 #include "core/clock.h"
 #include "core/curve.h"
+#include "core/zmq_util.h"
 #include "edge_agent/agent_service.h"
 #include "edge_agent/exact_sleep.h"
 #include "edge_agent/link_emulator.h"
@@ -77,7 +78,7 @@ struct PeerFetcherOptions {
   // ahead of bulk traffic where a queue honours it (the testbed's links,
   // docs/testbed.md; DSCP-aware edge routers), so that a node's requests
   // do not wait behind the records it serves on its own uplink. 0 = unset.
-  int request_tos = 0x10;
+  int request_tos = kLowDelayTos;
   std::optional<CurveKeyPair> own_keys;  // set = CURVE on
   std::string keys_dir;                  // <dir>/<peer name>.pub authenticates each peer
   TokenBucket* down = nullptr;           // emulation; not owned

@@ -52,11 +52,7 @@ Status SchedulerOptions::Validate() const {
   if (plan_ahead < -1 || plan_ahead > sched::kMaxPlanAhead)
     return InvalidArgument("plan_ahead must be auto or 0..3");
   if (max_message_bytes < 1024) return InvalidArgument("max_message_bytes must be >= 1024");
-  if (control_tos < 0 || control_tos > 255) {
-    return InvalidArgument(
-        "control_tos must be an IP type-of-service byte 0..255 (16 = low delay, 0 = unmarked), got " +
-        std::to_string(control_tos));
-  }
+  if (std::string p = TosProblem(control_tos); !p.empty()) return InvalidArgument("control_tos " + p);
   if (journal_snapshot_every < 0) {
     return InvalidArgument("journal_snapshot_every must be >= 0 (0 = never snapshot the journal)");
   }
@@ -144,11 +140,8 @@ Status ParseSchedulerOptions(const std::string& yaml_text, const std::string& so
   LOFT_RETURN_IF_ERROR(Read(source, root, "max_message_bytes", &opts->max_message_bytes));
   LOFT_RETURN_IF_ERROR(Read(source, root, "manifest", &opts->manifest));
   LOFT_RETURN_IF_ERROR(Read(source, root, "control_tos", &opts->control_tos));
-  if (opts->control_tos < 0 || opts->control_tos > 255) {
-    return FieldError(source, root["control_tos"], "control_tos",
-                      "must be an IP type-of-service byte 0..255 (16 = low delay, 0 = unmarked), got " +
-                          std::to_string(opts->control_tos));
-  }
+  if (std::string p = TosProblem(opts->control_tos); !p.empty())
+    return FieldError(source, root["control_tos"], "control_tos", p);
   return OkStatus();
 }
 

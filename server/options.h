@@ -45,6 +45,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/zmq_util.h"
 
 namespace loft::server {
 
@@ -98,7 +99,7 @@ struct SchedulerOptions {
   // IP type of service (ZMQ_TOS) of the agents' connections to the
   // scheduler, as the scheduler sends (assignments, views): 16 = 0x10, low
   // delay, ahead of bulk records where a queue honours it; 0 = unmarked.
-  int control_tos = 16;
+  int control_tos = kLowDelayTos;
 
   // Names the first invalid field. `insecure` requires a loopback bind
   // (CheckInsecureAllowed in core/curve.h); without it keys_dir is required.

@@ -21,10 +21,15 @@ std::string TcRate(double mbps) {
   return fmt::format("{}bit", static_cast<int64_t>(std::llround(mbps * 1e6)));
 }
 
+// "tc" in the namespace `netns` (empty: the root namespace).
+std::vector<std::string> Tc(const std::string& netns) {
+  if (netns.empty()) return {"tc"};
+  return {"tc", "-n", netns};
+}
+
 std::vector<std::string> Tbf(const std::string& netns, const std::string& dev, double mbps,
                              int64_t burst_bytes) {
-  std::vector<std::string> c = {"tc"};
-  if (!netns.empty()) c.insert(c.end(), {"-n", netns});
+  std::vector<std::string> c = Tc(netns);
   // Handle 1: for the priority queue below (PriorityQueue), which replaces
   // tbf's own FIFO (whose limit latency 100 ms would set).
   c.insert(c.end(), {"qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", TcRate(mbps), "burst",
@@ -44,8 +49,7 @@ std::vector<std::string> Tbf(const std::string& netns, const std::string& dev, d
 // segments of the all-reduce's bursts and made training on edge-bandwidth
 // 17 % slower than tbf's FIFO; 1000 drops none of them.
 std::vector<std::string> PriorityQueue(const std::string& netns, const std::string& dev) {
-  std::vector<std::string> c = {"tc"};
-  if (!netns.empty()) c.insert(c.end(), {"-n", netns});
+  std::vector<std::string> c = Tc(netns);
   c.insert(c.end(), {"qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo_fast"});
   return c;
 }
