@@ -223,9 +223,10 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   }
   // network
   if (YAML::Node nw = root["network"]; nw.IsDefined() && !nw.IsNull()) {
-    RET(r.CheckKeys(nw, "network",
-                    {"packet_efficiency", "record_overhead_bytes", "burst_ms", "burst_min_bytes",
-                     "request_overhead_ms"}));
+    RET(r.CheckKeys(
+        nw, "network",
+        {"packet_efficiency", "record_overhead_bytes", "burst_ms", "burst_min_bytes", "request_overhead_ms",
+         "ack_bytes_per_byte", "request_bytes", "report_bytes", "assignment_bytes"}));
     RET(r.Get(nw, "packet_efficiency", "network", &spec.network.packet_efficiency));
     if (!(spec.network.packet_efficiency > 0 && spec.network.packet_efficiency <= 1))
       return r.Error(nw["packet_efficiency"], "network.packet_efficiency",
@@ -242,6 +243,14 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     RET(r.Get(nw, "request_overhead_ms", "network", &spec.network.request_overhead_ms));
     if (!(spec.network.request_overhead_ms >= 0) || !std::isfinite(spec.network.request_overhead_ms))
       return r.Error(nw["request_overhead_ms"], "network.request_overhead_ms", "must be a number >= 0");
+    for (const auto& [key, field] : {std::pair{"ack_bytes_per_byte", &spec.network.ack_bytes_per_byte},
+                                     std::pair{"request_bytes", &spec.network.request_bytes},
+                                     std::pair{"report_bytes", &spec.network.report_bytes},
+                                     std::pair{"assignment_bytes", &spec.network.assignment_bytes}}) {
+      RET(r.Get(nw, key, "network", field));
+      if (!(*field >= 0) || !std::isfinite(*field))
+        return r.Error(nw[key], std::string("network.") + key, "must be a number >= 0");
+    }
   }
 
   // agent

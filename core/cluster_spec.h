@@ -126,6 +126,23 @@ struct NetworkSpec {
   // it measured 0.9-1.4 ms (docs/cluster-spec.md). `loftctl calibrate`
   // folds it into fitted link latencies and writes 0. >= 0.
   double request_overhead_ms = 0;
+  // The small packets loft-sim puts on the links besides records and ring
+  // chunks (docs/cluster-spec.md "Where the defaults come from", measured
+  // with tcpdump on the testbed). They take link capacity; nothing waits
+  // for them (on the testbed they leave first, docs/testbed.md "Priority
+  // for requests"). All 0 = links carry only records and ring chunks.
+  // TCP ACKs: link bytes a receiver sends back per payload byte it
+  // receives (delayed ACKs of 66 bytes per 2-3 segments). >= 0.
+  double ack_bytes_per_byte = 0.017;
+  // One FetchRequest to a serving peer (reader's uplink, server's
+  // downlink), link bytes. >= 0.
+  double request_bytes = 130;
+  // Per partition, the worker's PartitionDone and CreditGrant to the
+  // scheduler with their TCP ACKs (worker's uplink), link bytes. >= 0.
+  double report_bytes = 400;
+  // Per partition, the scheduler's PartitionAssignment and ServeGrants
+  // with their TCP ACKs (worker's downlink), link bytes. >= 0.
+  double assignment_bytes = 300;
 };
 
 // The token-bucket depth of a link of `mbps` megabits/s, in link bytes:

@@ -29,6 +29,7 @@ AllreduceModel::AllreduceModel(const ClusterSpec& spec) {
   fixed_ms_ = a.fixed_ms;
   use_links_ = a.links;
   efficiency_ = spec.network.packet_efficiency;
+  ack_ = spec.network.ack_bytes_per_byte;
   links_.reserve(spec.nodes.size());
   for (const auto& n : spec.nodes) links_.push_back(n.link);
 }
@@ -51,7 +52,7 @@ double LinkTransferMs(const LinkSpec& from, const LinkSpec& to, double bytes, do
 double AllreduceModel::TransferMs(std::span<const int32_t> members) const {
   const size_t n = members.size();
   if (!enabled() || n <= 1 || !use_links_) return 0;
-  const double chunk_bytes = ChunkBytes(n);
+  const double chunk_bytes = WireChunkBytes(n);
   double step = 0;
   for (size_t i = 0; i < n; ++i) {
     step = std::max(
@@ -89,7 +90,7 @@ double AllreduceModel::TailMs(size_t members) const {
 double AllreduceModel::LatencyMs(std::span<const int32_t> members) const {
   const size_t n = members.size();
   if (!enabled() || n <= 1) return 0;
-  const double chunk_bytes = ChunkBytes(n);
+  const double chunk_bytes = WireChunkBytes(n);
   double step = 0;  // max over links of (transfer + latency)
   for (size_t i = 0; i < n; ++i) {
     const int32_t from = members[i], to = members[(i + 1) % n];

@@ -11,9 +11,14 @@
 //   bytes) to the next member over the link member→next, whose payload
 //   rate is min(up_mbps of the sender, down_mbps of the receiver) ×
 //   network.packet_efficiency (TCP/IP framing) and whose
-//   latency is max(latency_ms of its two ends). A step ends when its
+//   latency is max(latency_ms of its two ends). Each link also carries
+//   network.ack_bytes_per_byte of the chunk: the TCP ACKs a member sends
+//   back for the chunk it receives go on its own uplink and the previous
+//   member's downlink, the same load per link as when charged on the
+//   chunk's path, so a chunk takes 4·⌈P/N⌉·(1 + ack_bytes_per_byte) link
+//   payload bytes (WireChunkBytes). A step ends when its
 //   slowest link is done: step = max over links of
-//   (4·⌈P/N⌉·8 / (rate·1000) ms + the link's latency);
+//   (WireChunkBytes·8 / (rate·1000) ms + the link's latency);
 //   plus the reducer: (N−1)·⌈P/N⌉ elements × reduce_ns_per_element,
 //   plus fixed_ms.
 // training.allreduce.step_latency_ms, when set, replaces every link's
@@ -79,6 +84,11 @@ class AllreduceModel {
   double HelloMs(std::span<const int32_t> members) const;
   double LinkLatencyMs(int32_t from, int32_t to) const;
   double ChunkBytes(size_t members) const;
+  // What a chunk and its ACKs take on the links: ChunkBytes ×
+  // (1 + network.ack_bytes_per_byte). The simulator's ring flows carry it.
+  double WireChunkBytes(size_t members) const { return ChunkBytes(members) * (1.0 + ack_); }
+  // The state transfer's bytes on its path, its ACKs charged with it.
+  double WireStateBytes() const { return StateBytes() * (1.0 + ack_); }
   double TailMs(size_t members) const;
   // The job's state a restarted member fetches before its first ring
   // (models/checkpoint.h: float32 parameters and SGD velocity).
@@ -93,6 +103,7 @@ class AllreduceModel {
   double fixed_ms_ = 0;
   bool use_links_ = true;
   double efficiency_ = 1;  // network.packet_efficiency
+  double ack_ = 0;         // network.ack_bytes_per_byte
 };
 
 }  // namespace loft::sim

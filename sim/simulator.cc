@@ -12,6 +12,14 @@
 namespace loft::sim {
 
 namespace {
+// The cluster's links, then the scheduler's (SchedulerNode): never the
+// limit, and no token bucket.
+std::vector<double> WithScheduler(std::vector<double> per_node, double scheduler) {
+  per_node.push_back(scheduler);
+  return per_node;
+}
+constexpr double kUnlimitedBytesPerMs = 1e12;
+
 double FlowInterval(const SimOptions& o, const ClusterSpec& spec) {
   if (o.flow_interval_ms >= 0) return o.flow_interval_ms;
   return spec.num_nodes() <= kExactFlowNodes ? 0.0 : kLargeFlowIntervalMs;
@@ -24,7 +32,8 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       driver_(std::move(driver)),
       clock_(0),
       model_(spec, options_.seed != 0 ? options_.seed : spec.training.seed),
-      network_(&queue_, model_.UpRates(), model_.DownRates(), FlowInterval(options_, spec)),
+      network_(&queue_, WithScheduler(model_.UpRates(), kUnlimitedBytesPerMs),
+               WithScheduler(model_.DownRates(), kUnlimitedBytesPerMs), FlowInterval(options_, spec)),
       target_iterations_(options_.iterations > 0 ? options_.iterations : spec.training.iterations),
       gate_({.plan_ahead = options_.plan_ahead,
              .target_iterations = target_iterations_,
@@ -41,7 +50,7 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       registered_ms_(spec.nodes.size(), 0.0),
       registrations_(spec.nodes.size(), 0) {
   result_.policy = options_.policy;
-  network_.SetBursts(model_.UpBursts(), model_.DownBursts());
+  network_.SetBursts(WithScheduler(model_.UpBursts(), 0), WithScheduler(model_.DownBursts(), 0));
   agent_cpu_ = spec.agent;
   cpu_.resize(spec.nodes.size());
   for (size_t i = 0; i < spec.nodes.size(); ++i) cpu_[i] = FreshQuota(static_cast<int>(i));
@@ -321,6 +330,7 @@ void Simulator::Acked(Part& p) {
   Agent& ag = agents_[static_cast<size_t>(node)];
   if (ag.computing == p.id) ag.computing = kNone;
   Seen(node);
+  Background(node, SchedulerNode(), spec_.network.report_bytes);
   auto u = driver_->OnPartitionDone(done, clock_.NowMillis());
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} done", p.id)));
   // The daemon's row (server/service_loop.cc Observe), from the timings.

@@ -46,7 +46,14 @@
 // delays each sent assignment's arrival at its agent's reader (the
 // report's and the assignment's delivery and the wake-ups). Links carry
 // payload at their rate × network.packet_efficiency, and a fetched sample
-// is sample_bytes + network.record_overhead_bytes on them.
+// is sample_bytes + network.record_overhead_bytes on them. They also carry
+// the small packets nothing waits for (Background): each request to a
+// serving peer (network.request_bytes, reader → server), the reader's TCP
+// ACKs of each reply (network.ack_bytes_per_byte of it, reader → server),
+// per partition its assignment (network.assignment_bytes, scheduler →
+// worker) and its report (network.report_bytes, worker → scheduler), the
+// scheduler being one more node whose links never limit; a ring chunk
+// carries its ACKs with it (sim/allreduce_model.h WireChunkBytes).
 //
 // Failures: at a node's failure time it crashes: it stops training,
 // serving and sending (its flows stop, reads from it and rings with it
@@ -295,6 +302,13 @@ class Simulator {
   void ReaderNext(int32_t node);
   void StartRead(Part& p);
   void StartFetchFlow(uint64_t id, int32_t server, int32_t node, double bytes);
+  // `bytes` of small packets (network.ack_bytes_per_byte, request_bytes,
+  // report_bytes, assignment_bytes) from → to: they take link capacity
+  // and nothing waits for them. Not started from or to a crashed node.
+  void Background(int32_t from, int32_t to, double bytes);
+  // The scheduler's end of the flow network: one node past the cluster's,
+  // with links that never limit (its own link is not in the spec).
+  int32_t SchedulerNode() const { return static_cast<int32_t>(spec_.nodes.size()); }
   // A read from `server` for partition `id` of `node` cannot go on: the
   // partition is gone, or an end crashed (the read stalls until the death
   // is noticed).

@@ -12,6 +12,7 @@ namespace loft::sim {
 
 void Simulator::Deliver(Part& p) {
   if (crashed_[static_cast<size_t>(p.node)]) return;  // lost: its death will fail it
+  Background(SchedulerNode(), p.node, spec_.network.assignment_bytes);
   agents_[static_cast<size_t>(p.node)].assigned.push_back(p.id);
   ReaderNext(p.node);
 }
@@ -71,6 +72,7 @@ void Simulator::StartRead(Part& p) {
     for (const auto& [peer, count] : p.from_peer) {
       const int32_t server = peer;
       const double bytes = model_.FetchBytes(count);
+      Background(node, server, spec_.network.request_bytes);
       // The server's CPU for the request (a quota node): its reply starts after it.
       const double serve_cpu =
           agent_cpu_.cpu_ms_per_request + agent_cpu_.cpu_ms_per_sample * static_cast<double>(count);
@@ -115,6 +117,14 @@ void Simulator::StartFetchFlow(uint64_t id, int32_t server, int32_t node, double
     }
   });
   FindPart(id)->flows.push_back(f);
+  // The reader's ACKs of the reply, on its uplink and the server's downlink.
+  Background(node, server, bytes * spec_.network.ack_bytes_per_byte);
+}
+
+void Simulator::Background(int32_t from, int32_t to, double bytes) {
+  auto crashed = [this](int32_t n) { return n != SchedulerNode() && crashed_[static_cast<size_t>(n)]; };
+  if (bytes <= 0 || crashed(from) || crashed(to)) return;
+  network_.Start(from, to, bytes, [](bool) {});
 }
 
 // The read is in: into the ready slot, or held until the slot is free.
@@ -244,7 +254,7 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   }
   ring.flows_pending = static_cast<int>(n);
   ring.flows.clear();
-  const double bytes = allreduce_.ChunkBytes(n);
+  const double bytes = allreduce_.WireChunkBytes(n);
   for (size_t i = 0; i < n; ++i)
     RingFlow(iteration, generation, ring.members[i], ring.members[(i + 1) % n], bytes, next);
 }
@@ -284,7 +294,8 @@ void Simulator::RingState(int64_t iteration, uint64_t generation) {
   };
   ring.flows_pending = static_cast<int>(stale.size());
   ring.flows.clear();
-  for (int32_t to : stale) RingFlow(iteration, generation, source, to, allreduce_.StateBytes(), recompute);
+  for (int32_t to : stale)
+    RingFlow(iteration, generation, source, to, allreduce_.WireStateBytes(), recompute);
 }
 
 void Simulator::RingFlow(int64_t iteration, uint64_t generation, int32_t from, int32_t to, double bytes,

@@ -87,9 +87,12 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       Num(spec.scheduler.heartbeat_timeout_ms), Num(spec.scheduler.handoff_ms));
   y += fmt::format(
       "network: {{packet_efficiency: {}, record_overhead_bytes: {}, burst_ms: {}, burst_min_bytes: {}, "
-      "request_overhead_ms: {}}}\n",
+      "request_overhead_ms: {},\n          ack_bytes_per_byte: {}, request_bytes: {}, report_bytes: {}, "
+      "assignment_bytes: {}}}\n",
       Num(spec.network.packet_efficiency), Num(spec.network.record_overhead_bytes),
-      Num(spec.network.burst_ms), Num(spec.network.burst_min_bytes), Num(spec.network.request_overhead_ms));
+      Num(spec.network.burst_ms), Num(spec.network.burst_min_bytes), Num(spec.network.request_overhead_ms),
+      Num(spec.network.ack_bytes_per_byte), Num(spec.network.request_bytes), Num(spec.network.report_bytes),
+      Num(spec.network.assignment_bytes));
   y += fmt::format(
       "agent: {{cpu_ms_per_partition: {}, cpu_ms_per_sample: {}, cpu_ms_per_request: {}, idle_cores: {}}}\n",
       Num(spec.agent.cpu_ms_per_partition), Num(spec.agent.cpu_ms_per_sample),

@@ -17,13 +17,18 @@ ClusterSpec Spec(const std::string& training, std::string extra = "") {
   if (const size_t at = extra.find("network: {");
       at != std::string::npos && extra.find("burst") == std::string::npos)
     extra.insert(at + 10, "burst_ms: 0, burst_min_bytes: 0, ");
+  // No ACKs on the ring's links unless the test sets them.
+  if (const size_t at = extra.find("network: {");
+      at != std::string::npos && extra.find("ack_bytes_per_byte") == std::string::npos)
+    extra.insert(at + 10, "ack_bytes_per_byte: 0, ");
   const std::string text =
       "dataset: {name: d, samples: 2000, sample_bytes: 784}\n"
       "training: {global_batch: 64, min_batch: 1, iterations: 5, seed: 3, " +
       training + "}\n" + extra +
       // The ideal links of the formulas below unless a test sets its own.
       (extra.find("network:") == std::string::npos
-           ? "network: {packet_efficiency: 1, record_overhead_bytes: 0, burst_ms: 0, burst_min_bytes: 0}\n"
+           ? "network: {packet_efficiency: 1, record_overhead_bytes: 0, burst_ms: 0, burst_min_bytes: 0, "
+             "ack_bytes_per_byte: 0, request_bytes: 0, report_bytes: 0, assignment_bytes: 0}\n"
            : "") +
       "nodes:\n"
       "  - name: a\n    compute: {fixed_ms: 1, per_sample_ms: 0.01}\n"
@@ -108,7 +113,9 @@ TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
   for (const char* text : {"scheduler: {handoff_ms: -0.5}\n", "scheduler: {handoff_ms: .nan}\n",
                            "network: {packet_efficiency: 0}\n", "network: {packet_efficiency: 1.2}\n",
                            "network: {record_overhead_bytes: -1}\n", "network: {mtu: 1500}\n",
-                           "network: {burst_ms: -1}\n", "network: {burst_min_bytes: .nan}\n"}) {
+                           "network: {burst_ms: -1}\n", "network: {burst_min_bytes: .nan}\n",
+                           "network: {ack_bytes_per_byte: -0.1}\n", "network: {request_bytes: -1}\n",
+                           "network: {report_bytes: .nan}\n", "network: {assignment_bytes: .inf}\n"}) {
     INFO(text);
     auto r = ParseClusterSpec(std::string(text) + "nodes: [{name: a}]\n", "x.yaml");
     REQUIRE_FALSE(r.ok());
@@ -130,6 +137,40 @@ TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
   CHECK(defaults->scheduler.handoff_ms == DefaultHandoffMs());
   CHECK(defaults->network.packet_efficiency == Approx(1448.0 / 1514.0));
   CHECK(defaults->network.record_overhead_bytes == 62);
+  // The small packets measured on the testbed (docs/cluster-spec.md).
+  CHECK(defaults->network.ack_bytes_per_byte == Approx(0.017));
+  CHECK(defaults->network.request_bytes == 130);
+  CHECK(defaults->network.report_bytes == 400);
+  CHECK(defaults->network.assignment_bytes == 300);
+  auto set = ParseClusterSpec(
+      "network: {ack_bytes_per_byte: 0.02, request_bytes: 1, report_bytes: 2, assignment_bytes: 3}\n"
+      "nodes: [{name: a}]\n",
+      "x.yaml");
+  REQUIRE(set.ok());
+  CHECK(set->network.ack_bytes_per_byte == 0.02);
+  CHECK(set->network.request_bytes == 1);
+  CHECK(set->network.report_bytes == 2);
+  CHECK(set->network.assignment_bytes == 3);
+  auto neg_bytes = ParseClusterSpec("network: {report_bytes: -5}\nnodes: [{name: a}]\n", "x.yaml");
+  REQUIRE_FALSE(neg_bytes.ok());
+  CHECK(neg_bytes.status().message().find("network.report_bytes") != std::string::npos);
+}
+
+// Each member's uplink carries its chunk and the ACKs of the chunk it
+// receives; the model charges both on the chunk's path.
+TEST_CASE("the ring's chunks carry their TCP ACKs (network.ack_bytes_per_byte)") {
+  const std::string t = "model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 0}";
+  AllreduceModel ideal(Spec(t));
+  AllreduceModel acked(
+      Spec(t, "network: {packet_efficiency: 1, record_overhead_bytes: 0, ack_bytes_per_byte: 0.05}\n"));
+  std::vector<int32_t> all{0, 1, 2};
+  CHECK(acked.ChunkBytes(3) == ideal.ChunkBytes(3));
+  CHECK(acked.WireChunkBytes(3) == Approx(ideal.ChunkBytes(3) * 1.05));
+  CHECK(ideal.WireChunkBytes(3) == ideal.ChunkBytes(3));
+  CHECK(acked.WireStateBytes() == Approx(acked.StateBytes() * 1.05));
+  CHECK(acked.TransferMs(all) == Approx(ideal.TransferMs(all) * 1.05));
+  CHECK(acked.LatencyMs(all) == Approx(ideal.LatencyMs(all)));
+  REQUIRE(ideal.TransferMs(all) > 1);
 }
 
 // Without plan-ahead (BSP, overlap: false) the ring and the overhead add to
@@ -155,6 +196,16 @@ TEST_CASE("loft-sim charges the ring and the scheduler overhead per iteration") 
   REQUIRE(ring_ms > 10);
   CHECK(ring.summary.mean_iteration_ms == Approx(plain.summary.mean_iteration_ms + ring_ms).epsilon(1e-6));
   CHECK(both.summary.mean_iteration_ms == Approx(ring.summary.mean_iteration_ms + 2).epsilon(1e-6));
+  // With ACKs on the links the simulated ring still takes RingMs exactly.
+  const std::string acks =
+      "network: {packet_efficiency: 1, record_overhead_bytes: 0, ack_bytes_per_byte: 0.05, request_bytes: 0, "
+      "report_bytes: 0, assignment_bytes: 0}\n";
+  SimResult plain_acked = run(Spec("overlap: false, model: none", acks));
+  SimResult ring_acked = run(Spec(model, acks));
+  const double acked_ring_ms = AllreduceModel(Spec(model, acks)).RingMs(all);
+  CHECK(acked_ring_ms > ring_ms + 0.1);
+  CHECK(ring_acked.summary.mean_iteration_ms ==
+        Approx(plain_acked.summary.mean_iteration_ms + acked_ring_ms).epsilon(1e-6));
   // Every row carries the agent's view of the ring: at least the ring's time.
   for (const auto& it : ring.iterations)
     for (const auto& w : it.workers) {

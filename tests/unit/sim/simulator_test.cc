@@ -15,12 +15,15 @@ namespace loft::sim {
 namespace {
 
 // Fluid links (no token-bucket bursts: the timings below are the cost
-// model's) unless the test sets network.burst_*, and no per-request cost
-// unless it sets network.request_overhead_ms.
+// model's) unless the test sets network.burst_*, no per-request cost
+// unless it sets network.request_overhead_ms, and no small packets (ACKs,
+// requests, reports, assignments) unless it sets their sizes.
 ClusterSpec Spec(std::string yaml) {
   std::string ideal;
   if (yaml.find("burst") == std::string::npos) ideal += "burst_ms: 0, burst_min_bytes: 0, ";
   if (yaml.find("request_overhead") == std::string::npos) ideal += "request_overhead_ms: 0, ";
+  for (const char* key : {"ack_bytes_per_byte", "request_bytes", "report_bytes", "assignment_bytes"})
+    if (yaml.find(key) == std::string::npos) ideal += std::string(key) + ": 0, ";
   if (!ideal.empty()) {
     if (const size_t at = yaml.find("network: {"); at != std::string::npos)
       yaml.insert(at + 10, ideal);
@@ -311,6 +314,55 @@ TEST_CASE("fetches pay the transport overhead outside the plan", "[sim][analytic
   CHECK(b.iterations[0].predicted_ms == Approx(a.iterations[0].predicted_ms).epsilon(1e-12));
   CHECK(b.summary.remote_bytes == a.summary.remote_bytes);
   CHECK(b.summary.mean_iteration_ms > a.summary.mean_iteration_ms);
+}
+
+// network.ack_bytes_per_byte: a reader's TCP ACKs go to its server on the
+// server's downlink, here the bottleneck of the server's own download
+// (each node serves the other), so both reads take longer, by at most the
+// ACKs' share.
+TEST_CASE("the readers' ACKs take the serving peer's downlink", "[sim]") {
+  const std::string text = WithOverlap(kTwoWorkers, false);
+  const ClusterSpec ideal = Spec(text);
+  std::string acked_text = text;
+  acked_text.replace(acked_text.find("network: {"), 10, "network: {ack_bytes_per_byte: 0.5, ");
+  const ClusterSpec acked = Spec(acked_text);
+  REQUIRE(acked.network.ack_bytes_per_byte == 0.5);
+  REQUIRE(acked.network.report_bytes == 0);
+  const SimResult a = MustRun(ideal, "uniform", 15);
+  const SimResult b = MustRun(acked, "uniform", 15);
+  REQUIRE(a.iterations.size() == 15);
+  REQUIRE(b.iterations.size() == 15);
+  int64_t slower = 0;
+  for (size_t i = 0; i < a.iterations.size(); ++i) {
+    for (size_t w = 0; w < a.iterations[i].workers.size(); ++w) {
+      const WorkerIteration& x = a.iterations[i].workers[w];
+      const WorkerIteration& y = b.iterations[i].workers[w];
+      REQUIRE(x.node == y.node);
+      REQUIRE(x.remote == y.remote);  // uniform: the same plans
+      INFO("iteration " << i << " node " << x.node);
+      CHECK(y.remote_read_ms >= x.remote_read_ms - 1e-9);
+      CHECK(y.remote_read_ms <= x.remote_read_ms * 1.5 + 1e-9);
+      if (y.remote_read_ms > x.remote_read_ms * 1.05) ++slower;
+    }
+  }
+  CHECK(slower > 10);
+  CHECK(b.summary.mean_iteration_ms > a.summary.mean_iteration_ms);
+}
+
+// Reports and assignments take capacity on the worker's links but nothing
+// waits for them: a worker that only reads locally runs exactly as fast
+// with huge ones.
+TEST_CASE("reports and assignments are not waited for", "[sim][analytic]") {
+  const std::string text = WithOverlap(kOneWorker, false);
+  std::string heavy_text = text;
+  heavy_text.replace(heavy_text.find("network: {"), 10,
+                     "network: {report_bytes: 1e7, assignment_bytes: 1e7, request_bytes: 1e7, ");
+  const SimResult a = MustRun(Spec(text), "loft", 12);
+  const SimResult b = MustRun(Spec(heavy_text), "loft", 12);
+  REQUIRE(a.iterations.size() == 12);
+  REQUIRE(b.iterations.size() == 12);
+  for (size_t i = 0; i < a.iterations.size(); ++i)
+    CHECK(b.iterations[i].makespan_ms == Approx(a.iterations[i].makespan_ms).epsilon(1e-12));
 }
 
 // network.request_overhead_ms: every request to a serving peer starts

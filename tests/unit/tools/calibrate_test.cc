@@ -425,6 +425,18 @@ TEST_CASE("scheduler.handoff_ms is the median ack_ms of the rows not planned ahe
   CHECK(back->scheduler.handoff_ms == Approx(0.9));
   CHECK(back->network.packet_efficiency == Approx(s.network.packet_efficiency));
   CHECK(back->network.record_overhead_bytes == Approx(s.network.record_overhead_bytes));
+  // The small packets' sizes pass through (they are not fitted).
+  ClusterSpec sized = s;
+  sized.network.ack_bytes_per_byte = 0.03;
+  sized.network.request_bytes = 111;
+  sized.network.report_bytes = 222;
+  sized.network.assignment_bytes = 333;
+  auto sized_back = ParseClusterSpec(ClusterSpecToYaml(sized), "back.yaml");
+  REQUIRE(sized_back.ok());
+  CHECK(sized_back->network.ack_bytes_per_byte == Approx(0.03));
+  CHECK(sized_back->network.request_bytes == 111);
+  CHECK(sized_back->network.report_bytes == 222);
+  CHECK(sized_back->network.assignment_bytes == 333);
   // Too few such rows: the spec's hand-off is kept, and said so.
   ClusterSpec few = Spec(kFastSpec);
   few.training.model = "none";
