@@ -127,8 +127,8 @@ struct NetworkSpec {
   // folds it into fitted link latencies and writes 0. >= 0.
   double request_overhead_ms = 0;
   // The small packets loft-sim puts on the links besides records and ring
-  // chunks (docs/cluster-spec.md "Where the defaults come from", measured
-  // with tcpdump on the testbed). They take link capacity; nothing waits
+  // chunks (docs/cluster-spec.md "Transport overhead and hand-off in
+  // loft-sim", measured with tcpdump on the testbed). They take link capacity; nothing waits
   // for them (on the testbed they leave first, docs/testbed.md "Priority
   // for requests"). All 0 = links carry only records and ring chunks.
   // TCP ACKs: link bytes a receiver sends back per payload byte it

@@ -15,8 +15,9 @@
 //   network.ack_bytes_per_byte of the chunk: the TCP ACKs a member sends
 //   back for the chunk it receives go on its own uplink and the previous
 //   member's downlink, the same load per link as when charged on the
-//   chunk's path, so a chunk takes 4·⌈P/N⌉·(1 + ack_bytes_per_byte) link
-//   payload bytes (WireChunkBytes). A step ends when its
+//   chunk's path, so a chunk takes 4·⌈P/N⌉·(1 + ack_bytes_per_byte ×
+//   packet_efficiency) bytes at the payload rate (WireChunkBytes; the
+//   ACKs are link bytes). A step ends when its
 //   slowest link is done: step = max over links of
 //   (WireChunkBytes·8 / (rate·1000) ms + the link's latency);
 //   plus the reducer: (N−1)·⌈P/N⌉ elements × reduce_ns_per_element,
@@ -84,11 +85,12 @@ class AllreduceModel {
   double HelloMs(std::span<const int32_t> members) const;
   double LinkLatencyMs(int32_t from, int32_t to) const;
   double ChunkBytes(size_t members) const;
-  // What a chunk and its ACKs take on the links: ChunkBytes ×
-  // (1 + network.ack_bytes_per_byte). The simulator's ring flows carry it.
-  double WireChunkBytes(size_t members) const { return ChunkBytes(members) * (1.0 + ack_); }
+  // What a chunk and its ACKs take on the links at the payload rate:
+  // ChunkBytes × (1 + ack_bytes_per_byte × packet_efficiency). The
+  // simulator's ring flows carry it.
+  double WireChunkBytes(size_t members) const { return ChunkBytes(members) * (1.0 + ack_ * efficiency_); }
   // The state transfer's bytes on its path, its ACKs charged with it.
-  double WireStateBytes() const { return StateBytes() * (1.0 + ack_); }
+  double WireStateBytes() const { return StateBytes() * (1.0 + ack_ * efficiency_); }
   double TailMs(size_t members) const;
   // The job's state a restarted member fetches before its first ring
   // (models/checkpoint.h: float32 parameters and SGD velocity).

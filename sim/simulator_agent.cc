@@ -124,7 +124,8 @@ void Simulator::StartFetchFlow(uint64_t id, int32_t server, int32_t node, double
 void Simulator::Background(int32_t from, int32_t to, double bytes) {
   auto crashed = [this](int32_t n) { return n != SchedulerNode() && crashed_[static_cast<size_t>(n)]; };
   if (bytes <= 0 || crashed(from) || crashed(to)) return;
-  network_.Start(from, to, bytes, [](bool) {});
+  // Link bytes, on links whose capacity is in payload bytes (ClusterModel).
+  network_.Start(from, to, bytes * spec_.network.packet_efficiency, [](bool) {});
 }
 
 // The read is in: into the ready slot, or held until the slot is free.

@@ -168,6 +168,11 @@ TEST_CASE("the ring's chunks carry their TCP ACKs (network.ack_bytes_per_byte)")
   CHECK(acked.WireChunkBytes(3) == Approx(ideal.ChunkBytes(3) * 1.05));
   CHECK(ideal.WireChunkBytes(3) == ideal.ChunkBytes(3));
   CHECK(acked.WireStateBytes() == Approx(acked.StateBytes() * 1.05));
+  // The ACKs are link bytes: at packet_efficiency 0.8 they take 0.8 of
+  // their size at the payload rate.
+  AllreduceModel framed(
+      Spec(t, "network: {packet_efficiency: 0.8, record_overhead_bytes: 0, ack_bytes_per_byte: 0.05}\n"));
+  CHECK(framed.WireChunkBytes(3) == Approx(ideal.ChunkBytes(3) * 1.04));
   CHECK(acked.TransferMs(all) == Approx(ideal.TransferMs(all) * 1.05));
   CHECK(acked.LatencyMs(all) == Approx(ideal.LatencyMs(all)));
   REQUIRE(ideal.TransferMs(all) > 1);
