@@ -13,6 +13,7 @@
 
 #include "scheduler/cost_profile.h"
 #include "sim/allreduce_model.h"
+#include "sim/simulator.h"
 
 namespace loft::ctl {
 namespace {
@@ -43,6 +44,30 @@ StatusOr<double> CsvNumber(const std::string& source, int64_t lineno, std::strin
     return InvalidArgument(
         fmt::format("{}:{}: {} '{}' is not a finite number >= 0", source, lineno, column, text));
   return v;
+}
+
+// The median of `xs` (the mean of the middle two for an even count); xs non-empty.
+double Median(std::vector<double> xs) {
+  const size_t mid = xs.size() / 2;
+  std::nth_element(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(mid), xs.end());
+  const double hi = xs[mid];
+  if (xs.size() % 2 == 1) return hi;
+  return (hi + *std::max_element(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+}
+
+// The mean of the values of `xs` up to 3× its median: a failure's stalled
+// rings (seconds, against a typical 0.15) are left out, the spread of the
+// others is kept. xs non-empty.
+double TypicalMean(std::vector<double> xs) {
+  const double cut = 3 * Median(xs);
+  double sum = 0;
+  int64_t n = 0;
+  for (double x : xs) {
+    if (x > cut) continue;
+    sum += x;
+    ++n;
+  }
+  return sum / static_cast<double>(n);
 }
 
 bool Same(double a, double b) {
@@ -127,9 +152,74 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
   return y;
 }
 
+double TypicalRingSpanMs(const std::vector<sched::IterationRecord>& iterations) {
+  std::vector<double> spans;
+  for (const auto& it : iterations) {
+    double end = -1, start = -1;
+    for (const auto& w : it.workers) {
+      if (w.failed || w.allreduce_ms <= 0) continue;
+      end = std::max(end, w.own_ms);
+      start = std::max(start, w.own_ms - w.allreduce_ms);
+    }
+    if (end < 0 || end - start <= 0) continue;
+    spans.push_back(end - start);
+  }
+  return spans.empty() ? -1 : TypicalMean(std::move(spans));
+}
+
+Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::vector<std::string>* notes) {
+  if (measured.ring_ms <= 0 || measured.iterations <= 0 || spec->training.model == "none") return OkStatus();
+  auto& ar = spec->training.allreduce;
+  if (ar.reduce_ns_per_element < 0)
+    ar.reduce_ns_per_element = sim::PriorReduceNsPerElement(spec->training.aggregation);
+  const double before = ar.reduce_ns_per_element;
+  double simulated = -1, first = -1;
+  for (int pass = 0; pass < 2; ++pass) {
+    sim::SimOptions o;
+    o.policy = measured.policy;
+    o.iterations = measured.iterations;
+    o.trace_iterations = 0;
+    auto r = sim::RunPolicy(*spec, o);
+    if (!r.ok())
+      return r.status().WithContext(
+          fmt::format("calibrate: loft-sim of the calibrated spec ({}, {} iterations)", measured.policy,
+                      measured.iterations));
+    simulated = TypicalRingSpanMs(r->iterations);
+    if (pass == 0) first = simulated;
+    if (simulated <= 0) break;
+    // The members of the simulated rings, to spread the difference over.
+    double members = 0;
+    int64_t rings = 0;
+    for (const auto& it : r->iterations) {
+      int64_t k = 0;
+      for (const auto& w : it.workers) k += (!w.failed && w.allreduce_ms > 0) ? 1 : 0;
+      if (k > 0) {
+        members += static_cast<double>(k);
+        ++rings;
+      }
+    }
+    const double elements = rings > 0 ? sim::AllreduceModel(*spec).ReduceElements(static_cast<size_t>(
+                                            std::lround(members / static_cast<double>(rings))))
+                                      : 0;
+    if (elements <= 0) break;
+    ar.reduce_ns_per_element =
+        std::max(0.0, ar.reduce_ns_per_element + (measured.ring_ms - simulated) / elements * 1e6);
+  }
+  if (first <= 0) {
+    notes->push_back("training.allreduce: loft-sim of the calibrated spec ran no ring; not matched");
+    return OkStatus();
+  }
+  notes->push_back(fmt::format(
+      "training.allreduce: loft-sim ran {}'s ring in {:.4g} ms against the measured {:.4g} (means of the "
+      "rings up to 3x the median; the contention with the next reads, which loft-sim adds itself); "
+      "reduce_ns_per_element {:.4g} -> {:.4g}",
+      measured.policy, first, measured.ring_ms, before, ar.reduce_ns_per_element));
+  return OkStatus();
+}
+
 StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::json& status,
                                     const std::string& source, const std::string* iterations_csv,
-                                    const std::string& csv_source, bool fit_links) {
+                                    const std::string& csv_source, bool fit_links, bool match_ring) {
   if (!status.is_object() || !status.contains("workers") || !status["workers"].is_array())
     return InvalidArgument(source + ": no \"workers\" list (is it a scheduler status document?)");
   ClusterSpec out = spec;
@@ -213,8 +303,12 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
   for (int i = 0; i < spec.num_nodes(); ++i)
     if (!seen[i])
       cal.notes.push_back(spec.nodes[i].name + ": not in the run's status; kept the spec's constants");
-  if (iterations_csv != nullptr)
-    LOFT_RETURN_IF_ERROR(CalibrateIterationTail(*iterations_csv, csv_source, &out, &cal.notes, &refit_fixed));
+  if (iterations_csv != nullptr) {
+    RingMeasure ring;
+    LOFT_RETURN_IF_ERROR(
+        CalibrateIterationTail(*iterations_csv, csv_source, &out, &cal.notes, &refit_fixed, &ring));
+    if (match_ring) LOFT_RETURN_IF_ERROR(MatchSimulatedRing(ring, &out, &cal.notes));
+  }
   cal.yaml = ClusterSpecToYaml(out);
   // The result must load: a calibrated value the loader rejects is a bug here.
   auto check = ParseClusterSpec(cal.yaml, "calibrated spec");
@@ -270,7 +364,8 @@ void CalibrateHandoff(std::vector<double> acks, const std::string& policy, Clust
 }
 
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
-                              std::vector<std::string>* notes, const std::vector<bool>* refit_fixed) {
+                              std::vector<std::string>* notes, const std::vector<bool>* refit_fixed,
+                              RingMeasure* measured) {
   std::istringstream in(csv_text);
   std::string line;
   if (!std::getline(in, line)) return InvalidArgument(source + " is empty");
@@ -394,6 +489,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
   // node with two partitions of one iteration, e.g. a retried child, is
   // one member), in node order.
   std::vector<std::vector<int32_t>> rings;
+  std::vector<double> spans;  // each iteration's ring
   for (auto& [i, it] : its) {
     if (it.failed || it.members.empty()) continue;
     over_sum += it.sched;
@@ -402,6 +498,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
       std::sort(it.members.begin(), it.members.end());
       it.members.erase(std::unique(it.members.begin(), it.members.end()), it.members.end());
       ring_sum += it.ring;
+      spans.push_back(it.ring);
       members_sum += static_cast<double>(it.members.size());
       ++n_ring;
       rings.push_back(it.members);
@@ -461,6 +558,11 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
                     m, latency));
   }
   ar.reduce_ns_per_element = elements > 0 ? std::max(0.0, rest) / elements * 1e6 : 0.0;
+  if (measured != nullptr) {
+    measured->policy = policy;
+    measured->iterations = its.empty() ? 0 : its.rbegin()->first + 1;
+    measured->ring_ms = TypicalMean(std::move(spans));
+  }
   notes->push_back(fmt::format(
       "training.allreduce: mean ring {:.4g} ms over {} iterations at {:.3g} members ({} parameters); "
       "transfer + latency {:.4g} ms, the rest {:.4g} ns per element",

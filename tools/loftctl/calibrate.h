@@ -58,6 +58,7 @@
 
 #include "core/cluster_spec.h"
 #include "core/status.h"
+#include "scheduler/run_recorder.h"
 
 namespace loft::ctl {
 
@@ -78,9 +79,21 @@ inline constexpr size_t kMinHandoffRows = 10;
 // contention with the ring and the other fetches on the same link, which
 // loft-sim models itself (flows sharing links), so writing it back would
 // count that contention twice.
+// `match_ring`: after the ring's constants are fitted, MatchSimulatedRing
+// (below) runs loft-sim on the calibrated spec and corrects them.
 StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::json& status,
                                     const std::string& source, const std::string* iterations_csv = nullptr,
-                                    const std::string& csv_source = "iterations.csv", bool fit_links = true);
+                                    const std::string& csv_source = "iterations.csv", bool fit_links = true,
+                                    bool match_ring = false);
+
+// The ring a run measured (CalibrateIterationTail): its policy, its
+// iterations and its typical ring span: the mean of the iterations'
+// rings up to 3× their median (ms; < 0 = no ring fitted).
+struct RingMeasure {
+  std::string policy;
+  int64_t iterations = 0;
+  double ring_ms = -1;
+};
 
 // What iterations.csv (its text; `source` names it) says about the ring
 // and the overhead; writes them into `spec` (the calibrated one) and
@@ -93,9 +106,30 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
 // run's compute at its batches. Every numeric field of the policy's rows
 // (batch, the *_ms columns) must be a finite number >= 0; the error names
 // `source`, the line, the column and the text.
+// `measured` (may be null): what the ring fit was made from.
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
-                              std::vector<std::string>* notes,
-                              const std::vector<bool>* refit_fixed = nullptr);
+                              std::vector<std::string>* notes, const std::vector<bool>* refit_fixed = nullptr,
+                              RingMeasure* measured = nullptr);
+
+// The fitted ring is the measured one, which already holds the contention
+// with the reads of the next iteration that ran beside it; loft-sim adds
+// that contention itself (its ring shares the links with the reads), so
+// run as fitted it would count it twice (homogeneous training: measured
+// ring 159.5 ms, loft-sim's 165.8). This runs loft-sim on `spec` (the
+// calibrated spec) with the measured run's policy and iterations, takes
+// its typical ring span the way CalibrateIterationTail takes the run's
+// (without the rings over 3× the median: a failure's stalled ring is an
+// outlier in both), and
+// moves training.allreduce.reduce_ns_per_element by the difference per
+// element (never below 0); twice, the second pass on the corrected spec.
+// A note gives both rings and the change. No-op when nothing was fitted.
+Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::vector<std::string>* notes);
+
+// The typical ring span of simulated iterations (the mean of those up to
+// 3× their median): per iteration with a ring, the latest member's end
+// (own_ms) less the latest start (own_ms − allreduce_ms), failed rows
+// left out; -1 when none had a ring.
+double TypicalRingSpanMs(const std::vector<sched::IterationRecord>& iterations);
 
 // scheduler.handoff_ms from `acks`, the ack_ms of the rows not planned
 // ahead: their median when there are at least

@@ -124,7 +124,8 @@ Status Calibrate(const std::string& run, const std::string& spec_arg, const std:
                      : "the run's agents enforced the spec's links (emulation or testbed): keeping them");
   }
   LOFT_ASSIGN_OR_RETURN(Calibration cal, CalibrateSpec(spec, status, status_path.string(),
-                                                       csv ? &*csv : nullptr, csv_path.string(), fit_links));
+                                                       csv ? &*csv : nullptr, csv_path.string(), fit_links,
+                                                       /*match_ring=*/true));
   std::string head = fmt::format(
       "# Calibrated by `loftctl calibrate {}` from the scheduler's fitted cost models\n"
       "# (policy {}, {} iterations) of a run of {}.\n",

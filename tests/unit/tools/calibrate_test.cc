@@ -13,6 +13,7 @@
 #include "scheduler/plan.h"
 #include "scheduler/run_recorder.h"
 #include "sim/allreduce_model.h"
+#include "sim/simulator.h"
 
 using namespace loft;
 using namespace loft::ctl;
@@ -447,4 +448,81 @@ TEST_CASE("scheduler.handoff_ms is the median ack_ms of the rows not planned ahe
   bool kept = false;
   for (const auto& n : notes) kept |= n.find("scheduler.handoff_ms kept at 1.7 (8 rows") == 0;
   CHECK(kept);
+}
+
+namespace {
+
+// Three nodes whose reads of t+1 share the links with t's ring.
+const char* kRingSpec = R"(dataset: {name: fashion-mnist, samples: 6000, sample_bytes: 784}
+placement: {kind: shards, replication: 1}
+training: {global_batch: 96, min_batch: 8, iterations: 30, model: mlp, overlap: true,
+           allreduce: {reduce_ns_per_element: 50}}
+nodes:
+  - name: n
+    count: 3
+    link: {up_mbps: 20, down_mbps: 20, latency_ms: 1}
+)";
+
+double SimulatedRing(const ClusterSpec& spec) {
+  sim::SimOptions o;
+  o.policy = "uniform";
+  o.iterations = 30;
+  auto r = sim::RunPolicy(spec, o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return TypicalRingSpanMs(r->iterations);
+}
+
+sched::WorkerIteration Row(double own, double allreduce, bool failed = false) {
+  sched::WorkerIteration w;
+  w.own_ms = own;
+  w.allreduce_ms = allreduce;
+  w.failed = failed;
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("TypicalRingSpanMs: the latest end less the latest start, rings over 3x the median left out") {
+  std::vector<sched::IterationRecord> its(4);
+  // Spans 100, 110, 120 and a stalled 1000 (median 115: cut at 345).
+  its[0].workers = {Row(150, 120), Row(160, 100)};  // ends 160, starts max(30, 60) = 60
+  its[1].workers = {Row(200, 110), Row(190, 100), Row(500, 400, /*failed=*/true)};
+  its[2].workers = {Row(220, 120)};
+  its[3].workers = {Row(1100, 1000)};
+  CHECK(TypicalRingSpanMs(its) == Approx(110));
+  std::vector<sched::IterationRecord> none(2);
+  none[0].workers = {Row(10, 0)};
+  CHECK(TypicalRingSpanMs(none) == -1);
+}
+
+TEST_CASE("MatchSimulatedRing moves the reducer's cost until loft-sim's ring is the measured one") {
+  ClusterSpec spec = Spec(kRingSpec);
+  const double simulated = SimulatedRing(spec);
+  REQUIRE(simulated > 100);
+  RingMeasure measured{"uniform", 30, simulated + 10};
+  std::vector<std::string> notes;
+  REQUIRE(MatchSimulatedRing(measured, &spec, &notes).ok());
+  CHECK(spec.training.allreduce.reduce_ns_per_element > 50);
+  CHECK(SimulatedRing(spec) == Approx(simulated + 10).margin(0.5));
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("training.allreduce: loft-sim ran uniform's ring in") == 0);
+  // A measured ring faster than loft-sim can run it: the reducer is free,
+  // never negative.
+  ClusterSpec fast = Spec(kRingSpec);
+  REQUIRE(MatchSimulatedRing({"uniform", 30, simulated / 2}, &fast, &notes).ok());
+  CHECK(fast.training.allreduce.reduce_ns_per_element == 0);
+  // Nothing fitted, or no model: unchanged, no note.
+  ClusterSpec same = Spec(kRingSpec);
+  notes.clear();
+  REQUIRE(MatchSimulatedRing({"uniform", 30, -1}, &same, &notes).ok());
+  CHECK(same.training.allreduce.reduce_ns_per_element == 50);
+  same.training.model = "none";
+  REQUIRE(MatchSimulatedRing({"uniform", 30, simulated}, &same, &notes).ok());
+  CHECK(same.training.allreduce.reduce_ns_per_element == 50);
+  CHECK(notes.empty());
+  // An unknown policy is loft-sim's error, named.
+  auto bad = MatchSimulatedRing({"nosuch", 30, simulated}, &spec, &notes);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message().find("nosuch") != std::string::npos);
 }
