@@ -21,6 +21,19 @@ double DefaultHandoffMs() {
   return 5.9;
 }
 
+double JitterFactor(double jitter, JitterKind kind, double z) {
+  if (jitter <= 0) return 1.0;
+  if (kind == JitterKind::kLognormal) {
+    const double s2 = std::log1p(jitter * jitter);
+    return std::exp(std::sqrt(s2) * z - s2 / 2);
+  }
+  return std::max(0.05, 1.0 + jitter * z);
+}
+
+std::string_view JitterKindName(JitterKind kind) {
+  return kind == JitterKind::kLognormal ? "lognormal" : "normal";
+}
+
 double LinkBurstBytes(const NetworkSpec& network, double mbps) {
   const double bytes_per_ms = mbps * 1e6 / 8.0 / 1000.0;
   return std::max(network.burst_min_bytes, network.burst_ms * bytes_per_ms);
@@ -299,13 +312,24 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
 
     if (YAML::Node c = n["compute"]; c.IsDefined()) {
       std::string p = path + ".compute";
-      RET(r.CheckKeys(c, p, {"fixed_ms", "per_sample_ms", "jitter", "cpu_cores"}));
+      RET(r.CheckKeys(c, p, {"fixed_ms", "per_sample_ms", "jitter", "jitter_kind", "cpu_cores"}));
       RET(r.Get(c, "fixed_ms", p, &base.compute.fixed_ms));
       RET(r.Get(c, "per_sample_ms", p, &base.compute.per_sample_ms));
       RET(r.Get(c, "jitter", p, &base.compute.jitter));
       RET(NonNegative(r, c, "fixed_ms", p, base.compute.fixed_ms));
       RET(Positive(r, c, "per_sample_ms", p, base.compute.per_sample_ms));
       RET(NonNegative(r, c, "jitter", p, base.compute.jitter));
+      if (c["jitter_kind"].IsDefined()) {
+        std::string kind;
+        RET(r.Get(c, "jitter_kind", p, &kind));
+        if (kind == "normal")
+          base.compute.jitter_kind = JitterKind::kNormal;
+        else if (kind == "lognormal")
+          base.compute.jitter_kind = JitterKind::kLognormal;
+        else
+          return r.Error(c["jitter_kind"], p + ".jitter_kind",
+                         "must be normal or lognormal (got '" + kind + "')");
+      }
       if (c["cpu_cores"].IsDefined()) {
         RET(r.Get(c, "cpu_cores", p, &base.compute.cpu_cores));
         RET(Positive(r, c, "cpu_cores", p, base.compute.cpu_cores));

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -181,6 +182,9 @@ struct AgentSpec {
 inline constexpr int64_t kCfsPeriodUs = 10000;
 int64_t CfsPeriodUs(double cpu_cores);
 
+// How a compute time's jitter factor is drawn (JitterFactor).
+enum class JitterKind { kNormal, kLognormal };
+
 struct ComputeSpec {
   double fixed_ms = 1.0;
   double per_sample_ms = 0.05;
@@ -190,7 +194,21 @@ struct ComputeSpec {
   // agent's own CPU (AgentSpec) against it; compute itself is emulated (a
   // sleep) and is not charged.
   double cpu_cores = 0.0;
+  // compute.jitter_kind: normal (the default) or lognormal (what `loftctl
+  // calibrate` writes: agents sharing cores are never much faster than
+  // their law, often much slower).
+  JitterKind jitter_kind = JitterKind::kNormal;
 };
+
+// The factor a compute time is multiplied by, from a standard normal draw
+// z: kNormal max(0.05, 1 + jitter·z); kLognormal exp(s·z − s²/2) with
+// s² = ln(1 + jitter²), mean 1 and relative std-dev `jitter`, always > 0,
+// its left tail short (a draw 2σ fast is 0.31× the mean at jitter 0.64,
+// where the normal is clipped at 0.05). 1 when jitter is 0. The one jitter
+// rule of loft-sim (sim/cluster_model.cc) and the synthetic agents
+// (edge_agent/trainer.cc).
+double JitterFactor(double jitter, JitterKind kind, double z);
+std::string_view JitterKindName(JitterKind kind);
 
 struct SlowdownSpec {
   double at_s = 0;

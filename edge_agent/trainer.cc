@@ -8,7 +8,7 @@ namespace loft::agent {
 
 StatusOr<double> SyntheticTrainer::Compute(const Batch& batch) {
   double ms = NominalMs(batch.samples.size());
-  if (spec_.jitter > 0) ms *= std::max(0.0, 1.0 + spec_.jitter * normal_(rng_));
+  if (spec_.jitter > 0) ms *= JitterFactor(spec_.jitter, spec_.jitter_kind, normal_(rng_));
   const int64_t us = std::llround(ms * 1000.0);
   last_ms_ = static_cast<double>(us) / 1000.0;
   sleep_.Sleep(us);

@@ -2,7 +2,7 @@
 // Compute(batch) once per partition and times it. `SyntheticTrainer` is
 // the explicit stand-in until real models land (issue 5): it spends the
 // cluster spec's compute time, fixed_ms + per_sample_ms·b, scaled by
-// (1 + jitter·N(0,1)) (never below 0), by sleeping on the injected Clock —
+// JitterFactor (core/cluster_spec.h: compute.jitter, jitter_kind), by sleeping on the injected Clock —
 // as MLPerf Storage emulates accelerators. A real sleep ends late (the
 // thread's timer slack, 50 µs by default, plus the wake-up: 0.15–0.4 ms
 // per partition measured on a loaded 2-core testbed), which no spec node

@@ -29,6 +29,7 @@ ClusterModel::ClusterModel(const ClusterSpec& spec, uint64_t seed)
     m.fixed_ms = n.compute.fixed_ms;
     m.per_sample_ms = n.compute.per_sample_ms;
     m.jitter = n.compute.jitter;
+    m.jitter_kind = n.compute.jitter_kind;
     m.disk = BytesPerMs(n.disk.read_mbps);
     m.up = BytesPerMs(n.link.up_mbps) * spec.network.packet_efficiency;
     m.down = BytesPerMs(n.link.down_mbps) * spec.network.packet_efficiency;
@@ -65,7 +66,7 @@ double ClusterModel::ComputeMs(int node, int64_t batch, double start_ms) {
   Node& n = nodes_[node];
   const double nominal = NominalComputeMs(node, batch, start_ms);
   if (n.jitter <= 0) return nominal;
-  return nominal * std::max(0.05, 1.0 + n.jitter * NormalDraw(n.rng));
+  return nominal * JitterFactor(n.jitter, n.jitter_kind, NormalDraw(n.rng));
 }
 
 double ClusterModel::LocalReadMs(int node, int64_t samples) const {

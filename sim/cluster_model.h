@@ -9,7 +9,8 @@
 //            the spec's rates × network.packet_efficiency (TCP/IP framing);
 //            a sample fetched from a peer carries sample_bytes +
 //            network.record_overhead_bytes (record header, message framing)
-// jitter = max(0.05, 1 + jitter·z), z ~ N(0, 1) from a per-node SplitMix64
+// jitter = JitterFactor(compute.jitter, compute.jitter_kind, z) (core/cluster_spec.h;
+// normal: max(0.05, 1 + jitter·z)), z ~ N(0, 1) from a per-node SplitMix64
 // stream seeded by (seed, node): draws do not depend on other nodes.
 // slowdown = product of the factors of slowdowns active at compute start.
 //
@@ -73,6 +74,7 @@ class ClusterModel {
     double fixed_ms = 0;
     double per_sample_ms = 0;
     double jitter = 0;
+    JitterKind jitter_kind = JitterKind::kNormal;
     double disk = 0;  // bytes per ms
     double up = 0;
     double down = 0;

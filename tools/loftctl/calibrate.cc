@@ -127,6 +127,8 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
     y += fmt::format("  - name: {}\n", n.name);
     y += fmt::format("    compute: {{fixed_ms: {}, per_sample_ms: {}, jitter: {}", Num(n.compute.fixed_ms),
                      Num(n.compute.per_sample_ms), Num(n.compute.jitter));
+    if (n.compute.jitter_kind != JitterKind::kNormal)
+      y += fmt::format(", jitter_kind: {}", JitterKindName(n.compute.jitter_kind));
     if (n.compute.cpu_cores > 0) y += ", cpu_cores: " + Num(n.compute.cpu_cores);
     y += "}\n";
     if (!n.slowdowns.empty()) {
@@ -321,25 +323,34 @@ void CalibrateComputeJitter(const std::map<int32_t, std::vector<std::pair<double
   for (const auto& [node, xs] : computes) {
     ComputeSpec& c = spec->nodes[static_cast<size_t>(node)].compute;
     if (xs.size() < kMinJitterRows) continue;
-    // compute_ms / (fixed_ms + per_sample_ms·batch): its relative spread,
-    // robustly (1.4826·MAD / median, a normal's std-dev): the rare long
-    // stalls of a starved process would otherwise make the normal the
-    // simulator draws from far too wide.
+    // ln(compute_ms / (fixed_ms + per_sample_ms·batch)): its spread s,
+    // robustly (1.4826·MAD, a normal's std-dev): the rare long stalls of
+    // a starved process would otherwise make it far too wide. Written as
+    // a lognormal jitter of that s (relative std-dev sqrt(e^(s²) − 1)):
+    // agents sharing cores are seldom much faster than their law and
+    // often much slower, and the normal's clipped left tail made loft-sim's
+    // LB-BSP see throughputs up to 20× too high (compute-hetero training,
+    // node four: real compute per sample p5 0.016 ms, the normal's 0.002).
     std::vector<double> r;
-    for (const auto& [batch, ms] : xs) r.push_back(ms / std::max(1e-6, c.fixed_ms + c.per_sample_ms * batch));
+    for (const auto& [batch, ms] : xs) {
+      const double x = ms / std::max(1e-6, c.fixed_ms + c.per_sample_ms * batch);
+      if (x > 0) r.push_back(std::log(x));
+    }
+    if (r.size() < kMinJitterRows) continue;
     auto median = [](std::vector<double> v) {
       std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
       return v[v.size() / 2];
     };
     const double med = median(r);
-    if (!(med > 0)) continue;
     std::vector<double> dev;
     for (double x : r) dev.push_back(std::abs(x - med));
-    c.jitter = 1.4826 * median(dev) / med;
+    const double s = 1.4826 * median(dev);
+    c.jitter = std::sqrt(std::expm1(s * s));
+    c.jitter_kind = JitterKind::kLognormal;
     notes->push_back(fmt::format(
-        "{}: compute.jitter {:.3g} (robust relative std-dev of compute_ms around the fitted law, {} "
+        "{}: compute.jitter {:.3g}, lognormal (robust std-dev {:.3g} of ln(compute_ms / the fitted law), {} "
         "rows of {})",
-        spec->nodes[static_cast<size_t>(node)].name, c.jitter, xs.size(), policy));
+        spec->nodes[static_cast<size_t>(node)].name, c.jitter, s, r.size(), policy));
   }
 }
 

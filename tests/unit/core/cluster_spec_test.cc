@@ -1,6 +1,7 @@
 #include "core/cluster_spec.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 
 using namespace loft;
 
@@ -141,6 +142,46 @@ TEST_CASE("compute.cpu_cores is optional, per node, and must be > 0") {
                               "cluster.yaml");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message() == "cluster.yaml:15: nodes[1].compute.cpu_cores must be > 0");
+}
+
+TEST_CASE("compute.jitter_kind: normal by default, lognormal on request, anything else named") {
+  auto plain = ParseClusterSpec(kGood, "cluster.yaml");
+  REQUIRE(plain.ok());
+  CHECK(plain->nodes[0].compute.jitter_kind == JitterKind::kNormal);
+  auto logn = ParseClusterSpec(
+      Replace(kGood, "per_sample_ms: 0.1}", "per_sample_ms: 0.1, jitter_kind: lognormal}"), "cluster.yaml");
+  REQUIRE(logn.ok());
+  CHECK(logn->nodes[4].compute.jitter_kind == JitterKind::kLognormal);
+  CHECK(logn->nodes[0].compute.jitter_kind == JitterKind::kNormal);
+  auto bad = ParseClusterSpec(
+      Replace(kGood, "per_sample_ms: 0.1}", "per_sample_ms: 0.1, jitter_kind: gamma}"), "cluster.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "cluster.yaml:15: nodes[1].compute.jitter_kind must be normal or lognormal (got 'gamma')");
+}
+
+TEST_CASE("JitterFactor: the normal clipped at 0.05, the lognormal of mean 1 and relative std-dev jitter") {
+  CHECK(JitterFactor(0, JitterKind::kNormal, 3) == 1);
+  CHECK(JitterFactor(0, JitterKind::kLognormal, 3) == 1);
+  CHECK(JitterFactor(0.2, JitterKind::kNormal, 1) == Approx(1.2));
+  CHECK(JitterFactor(0.2, JitterKind::kNormal, -10) == 0.05);
+  const double s2 = std::log(1 + 0.64 * 0.64);
+  CHECK(JitterFactor(0.64, JitterKind::kLognormal, 0) == Approx(std::exp(-s2 / 2)));
+  CHECK(JitterFactor(0.64, JitterKind::kLognormal, -10) > 0);
+  // Over a fine grid of standard normal quantiles: mean 1, std-dev 0.64.
+  double sum = 0, sq = 0, weight = 0;
+  for (double z = -8; z <= 8; z += 1e-3) {
+    const double w = std::exp(-z * z / 2);
+    const double f = JitterFactor(0.64, JitterKind::kLognormal, z);
+    sum += w * f;
+    sq += w * f * f;
+    weight += w;
+  }
+  const double mean = sum / weight;
+  CHECK(mean == Approx(1).epsilon(1e-6));
+  CHECK(std::sqrt(sq / weight - mean * mean) == Approx(0.64).epsilon(1e-4));
+  CHECK(JitterKindName(JitterKind::kLognormal) == "lognormal");
+  CHECK(JitterKindName(JitterKind::kNormal) == "normal");
 }
 
 TEST_CASE("training.byzantine_tolerance: default 0, needs 2f+1 nodes, clear error when too small") {

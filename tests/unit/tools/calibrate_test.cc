@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -332,7 +333,7 @@ TEST_CASE("a malformed number in any numeric column of iterations.csv names the 
   CHECK(st.ok());
 }
 
-TEST_CASE("compute.jitter is the robust relative spread of the run's compute times around the fitted law") {
+TEST_CASE("compute.jitter is the robust lognormal spread of the run's compute times around the fitted law") {
   ClusterSpec s = Spec(kFastSpec);
   for (auto& n : s.nodes) {
     n.compute.fixed_ms = 2.0;
@@ -340,8 +341,10 @@ TEST_CASE("compute.jitter is the robust relative spread of the run's compute tim
     n.compute.jitter = 0.05;
   }
   std::map<int32_t, std::vector<std::pair<double, double>>> rows;
-  // Node 0: 8, 10 and 12 ms in equal parts (relative deviations 0, 0.2)
-  // and two stalls of 100 ms a starved process shows: 1.4826 · 0.2.
+  // Node 0: 8, 10 and 12 ms in equal parts (log deviations from the
+  // median ln 1: ln 0.8, 0, ln 1.2) and two stalls of 100 ms a starved
+  // process shows: the median |deviation| is ln 1.2, s = 1.4826 · ln 1.2,
+  // and the lognormal's relative std-dev sqrt(e^(s²) − 1).
   for (int k = 0; k < 30; ++k) rows[0].emplace_back(32, 8.0 + 2.0 * (k % 3));
   rows[0].emplace_back(32, 100.0);
   rows[0].emplace_back(32, 100.0);
@@ -349,7 +352,10 @@ TEST_CASE("compute.jitter is the robust relative spread of the run's compute tim
   for (int k = 0; k < 5; ++k) rows[1].emplace_back(32, 20.0);
   std::vector<std::string> notes;
   CalibrateComputeJitter(rows, "uniform", &s, &notes);
-  CHECK(s.nodes[0].compute.jitter == Approx(1.4826 * 0.2));
+  const double sd = 1.4826 * std::log(1.2);
+  CHECK(s.nodes[0].compute.jitter == Approx(std::sqrt(std::exp(sd * sd) - 1)));
+  CHECK(s.nodes[0].compute.jitter_kind == JitterKind::kLognormal);
+  CHECK(s.nodes[1].compute.jitter_kind == JitterKind::kNormal);
   CHECK(s.nodes[1].compute.jitter == 0.05);
   CHECK(s.nodes[2].compute.jitter == 0.05);
   REQUIRE(notes.size() == 1);
@@ -358,6 +364,8 @@ TEST_CASE("compute.jitter is the robust relative spread of the run's compute tim
   auto back = ParseClusterSpec(ClusterSpecToYaml(s), "back.yaml");
   REQUIRE(back.ok());
   CHECK(back->nodes[0].compute.jitter == Approx(s.nodes[0].compute.jitter));
+  CHECK(back->nodes[0].compute.jitter_kind == JitterKind::kLognormal);
+  CHECK(back->nodes[1].compute.jitter_kind == JitterKind::kNormal);
 }
 
 TEST_CASE("the ring is fitted at each iteration's distinct members") {
