@@ -203,7 +203,7 @@ struct ComputeSpec {
 // The factor a compute time is multiplied by, from a standard normal draw
 // z: kNormal max(0.05, 1 + jitter·z); kLognormal exp(s·z − s²/2) with
 // s² = ln(1 + jitter²), mean 1 and relative std-dev `jitter`, always > 0,
-// its left tail short (a draw 2σ fast is 0.31× the mean at jitter 0.64,
+// its left tail short (a draw 2σ fast is 0.26× the mean at jitter 0.64,
 // where the normal is clipped at 0.05). 1 when jitter is 0. The one jitter
 // rule of loft-sim (sim/cluster_model.cc) and the synthetic agents
 // (edge_agent/trainer.cc).

@@ -37,7 +37,7 @@
 // robust reducers (rough single-core figures).
 //
 // The simulator runs the same ring on its flow network (sim/simulator.h):
-// the hello, then per step one flow of ChunkBytes from each member to the
+// the hello, then per step one flow of WireChunkBytes from each member to the
 // next, each started after its link's latency (sharing the links with
 // the peer fetches), the step ending with its last flow; then TailMs.
 // Without contention that is RingMs exactly.
@@ -89,7 +89,9 @@ class AllreduceModel {
   // ChunkBytes × (1 + ack_bytes_per_byte × packet_efficiency). The
   // simulator's ring flows carry it.
   double WireChunkBytes(size_t members) const { return ChunkBytes(members) * (1.0 + ack_ * efficiency_); }
-  // The state transfer's bytes on its path, its ACKs charged with it.
+  // The state transfer's bytes on its path, its ACKs charged with it (a
+  // point-to-point transfer: this puts them on the data's links, not the
+  // reverse ones; rare, and small against the transfer).
   double WireStateBytes() const { return StateBytes() * (1.0 + ack_ * efficiency_); }
   double TailMs(size_t members) const;
   // The job's state a restarted member fetches before its first ring

@@ -13,7 +13,8 @@ namespace loft::sim {
 
 namespace {
 // The cluster's links, then the scheduler's (SchedulerNode): never the
-// limit, and no token bucket.
+// limit, rates and token buckets alike (a report or an assignment takes
+// its worker's tokens only).
 std::vector<double> WithScheduler(std::vector<double> per_node, double scheduler) {
   per_node.push_back(scheduler);
   return per_node;
@@ -50,7 +51,8 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       registered_ms_(spec.nodes.size(), 0.0),
       registrations_(spec.nodes.size(), 0) {
   result_.policy = options_.policy;
-  network_.SetBursts(WithScheduler(model_.UpBursts(), 0), WithScheduler(model_.DownBursts(), 0));
+  network_.SetBursts(WithScheduler(model_.UpBursts(), kUnlimitedBytesPerMs),
+                     WithScheduler(model_.DownBursts(), kUnlimitedBytesPerMs));
   agent_cpu_ = spec.agent;
   cpu_.resize(spec.nodes.size());
   for (size_t i = 0; i < spec.nodes.size(); ++i) cpu_[i] = FreshQuota(static_cast<int>(i));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -156,14 +157,17 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
 
 double TypicalRingSpanMs(const std::vector<sched::IterationRecord>& iterations) {
   std::vector<double> spans;
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
   for (const auto& it : iterations) {
-    double end = -1, start = -1;
+    // As CalibrateIterationTail: an iteration with a failed row is left out.
+    if (std::any_of(it.workers.begin(), it.workers.end(), [](const auto& w) { return w.failed; })) continue;
+    double end = kNone, start = kNone;
     for (const auto& w : it.workers) {
-      if (w.failed || w.allreduce_ms <= 0) continue;
+      if (w.allreduce_ms <= 0) continue;
       end = std::max(end, w.own_ms);
       start = std::max(start, w.own_ms - w.allreduce_ms);
     }
-    if (end < 0 || end - start <= 0) continue;
+    if (end == kNone || end - start <= 0) continue;
     spans.push_back(end - start);
   }
   return spans.empty() ? -1 : TypicalMean(std::move(spans));
@@ -189,14 +193,18 @@ Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::v
     simulated = TypicalRingSpanMs(r->iterations);
     if (pass == 0) first = simulated;
     if (simulated <= 0) break;
-    // The members of the simulated rings, to spread the difference over.
+    // The members of the simulated rings (distinct nodes), to spread the
+    // difference over.
     double members = 0;
     int64_t rings = 0;
     for (const auto& it : r->iterations) {
-      int64_t k = 0;
-      for (const auto& w : it.workers) k += (!w.failed && w.allreduce_ms > 0) ? 1 : 0;
-      if (k > 0) {
-        members += static_cast<double>(k);
+      std::vector<int32_t> k;
+      for (const auto& w : it.workers)
+        if (!w.failed && w.allreduce_ms > 0) k.push_back(w.node);
+      std::sort(k.begin(), k.end());
+      k.erase(std::unique(k.begin(), k.end()), k.end());
+      if (!k.empty()) {
+        members += static_cast<double>(k.size());
         ++rings;
       }
     }

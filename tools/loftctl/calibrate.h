@@ -26,13 +26,16 @@
 //    run whose membership changed fits rings of every size it ran), so the calibrated model
 //    scales with the parameter bytes, the links and N. If the ring ran
 //    faster than the links allow, links: false and all of M is per element.
-//  - compute.jitter per node: the robust relative standard deviation
-//    (1.4826·MAD / median) of its compute_ms / (fixed_ms +
-//    per_sample_ms·batch) over the run's rows
+//  - compute.jitter per node, lognormal (compute.jitter_kind): s = the
+//    robust standard deviation (1.4826·MAD) of ln(compute_ms / (fixed_ms +
+//    per_sample_ms·batch)) over the run's rows, written as the relative
+//    std-dev sqrt(e^(s²) − 1)
 //    (iteration 0 and failed rows left out; at least kMinJitterRows rows,
 //    else the spec's): on a shared machine the compute of an agent varies
 //    far more than a spec's prior says, and the ring waits for the slowest
 //    member, so this spread is part of every iteration's time.
+//  - then (CalibrateSpec with match_ring, as `loftctl calibrate` runs it)
+//    MatchSimulatedRing corrects reduce_ns_per_element through loft-sim;
 //  - scheduler.handoff_ms: the median ack_ms of the rows not planned ahead
 //    (all rows of a run without plan-ahead, training.overlap false; with
 //    it, those sent after their iteration started, stream_ms > 0;
@@ -115,7 +118,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
 // with the reads of the next iteration that ran beside it; loft-sim adds
 // that contention itself (its ring shares the links with the reads), so
 // run as fitted it would count it twice (homogeneous training: measured
-// ring 159.5 ms, loft-sim's 165.8). This runs loft-sim on `spec` (the
+// ring 159.5 ms, loft-sim's 164.9). This runs loft-sim on `spec` (the
 // calibrated spec) with the measured run's policy and iterations, takes
 // its typical ring span the way CalibrateIterationTail takes the run's
 // (without the rings over 3× the median: a failure's stalled ring is an
@@ -127,8 +130,9 @@ Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::v
 
 // The typical ring span of simulated iterations (the mean of those up to
 // 3× their median): per iteration with a ring, the latest member's end
-// (own_ms) less the latest start (own_ms − allreduce_ms), failed rows
-// left out; -1 when none had a ring.
+// (own_ms) less the latest start (own_ms − allreduce_ms); iterations with
+// a failed row left out, as CalibrateIterationTail leaves them out of the
+// run's; -1 when none had a ring.
 double TypicalRingSpanMs(const std::vector<sched::IterationRecord>& iterations);
 
 // scheduler.handoff_ms from `acks`, the ack_ms of the rows not planned

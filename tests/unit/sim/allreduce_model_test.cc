@@ -123,6 +123,10 @@ TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
     CHECK(msg.find("x.yaml:1") != std::string::npos);
     CHECK((msg.find("handoff_ms") != std::string::npos || msg.find("network") != std::string::npos ||
            msg.find("mtu") != std::string::npos));
+    // The bad key itself is named.
+    const std::string t(text);
+    const size_t open = t.find('{') + 1;
+    CHECK(msg.find(t.substr(open, t.find(':', open) - open)) != std::string::npos);
   }
   auto ok = ParseClusterSpec(
       "scheduler: {handoff_ms: 0.7}\nnetwork: {packet_efficiency: 0.9, record_overhead_bytes: 10}\n"

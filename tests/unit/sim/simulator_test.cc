@@ -349,6 +349,24 @@ TEST_CASE("the readers' ACKs take the serving peer's downlink", "[sim]") {
   CHECK(b.summary.mean_iteration_ms > a.summary.mean_iteration_ms);
 }
 
+// Requests, reports and assignments take the capacity of the links they
+// cross: each alone slows the reads (uplinks of 20 Mbit/s, which serving
+// fills; downlinks of 40-50, which the reads fill).
+TEST_CASE("requests, reports and assignments take link capacity", "[sim]") {
+  std::string text = WithOverlap(kTwoWorkers, false);
+  for (size_t at; (at = text.find("up_mbps: 200")) != std::string::npos;) text.replace(at, 12, "up_mbps: 20");
+  const SimResult ideal = MustRun(Spec(text), "uniform", 15);
+  for (const char* key : {"request_bytes", "report_bytes", "assignment_bytes"}) {
+    std::string heavy = text;
+    heavy.replace(heavy.find("network: {"), 10, std::string("network: {") + key + ": 100000, ");
+    const SimResult r = MustRun(Spec(heavy), "uniform", 15);
+    INFO(key);
+    REQUIRE(r.iterations.size() == 15);
+    CHECK(r.summary.mean_iteration_ms > ideal.summary.mean_iteration_ms + 1.0);
+    CHECK(r.summary.remote_bytes == ideal.summary.remote_bytes);  // the same plans
+  }
+}
+
 // Reports and assignments take capacity on the worker's links but nothing
 // waits for them: a worker that only reads locally runs exactly as fast
 // with huge ones.

@@ -495,10 +495,19 @@ TEST_CASE("TypicalRingSpanMs: the latest end less the latest start, rings over 3
   std::vector<sched::IterationRecord> its(4);
   // Spans 100, 110, 120 and a stalled 1000 (median 115: cut at 345).
   its[0].workers = {Row(150, 120), Row(160, 100)};  // ends 160, starts max(30, 60) = 60
-  its[1].workers = {Row(200, 110), Row(190, 100), Row(500, 400, /*failed=*/true)};
+  its[1].workers = {Row(200, 110), Row(190, 100)};
   its[2].workers = {Row(220, 120)};
   its[3].workers = {Row(1100, 1000)};
   CHECK(TypicalRingSpanMs(its) == Approx(110));
+  // An iteration with a failed row is left out whole, as the run's are.
+  std::vector<sched::IterationRecord> with_failed = its;
+  with_failed.push_back({});
+  with_failed.back().workers = {Row(150, 20), Row(160, 10, /*failed=*/true)};
+  CHECK(TypicalRingSpanMs(with_failed) == Approx(110));
+  // Ring starts before the iteration's start (own_ms − allreduce_ms < 0).
+  std::vector<sched::IterationRecord> early(1);
+  early[0].workers = {Row(10, 50), Row(12, 40)};  // ends 12, starts max(-40, -28) = -28
+  CHECK(TypicalRingSpanMs(early) == Approx(40));
   std::vector<sched::IterationRecord> none(2);
   none[0].workers = {Row(10, 0)};
   CHECK(TypicalRingSpanMs(none) == -1);
