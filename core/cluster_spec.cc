@@ -244,19 +244,12 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     if (!(spec.network.packet_efficiency > 0 && spec.network.packet_efficiency <= 1))
       return r.Error(nw["packet_efficiency"], "network.packet_efficiency",
                      "must be in (0, 1] (payload bytes per link byte)");
-    RET(r.Get(nw, "record_overhead_bytes", "network", &spec.network.record_overhead_bytes));
-    if (!(spec.network.record_overhead_bytes >= 0) || !std::isfinite(spec.network.record_overhead_bytes))
-      return r.Error(nw["record_overhead_bytes"], "network.record_overhead_bytes", "must be a number >= 0");
-    RET(r.Get(nw, "burst_ms", "network", &spec.network.burst_ms));
-    if (!(spec.network.burst_ms >= 0) || !std::isfinite(spec.network.burst_ms))
-      return r.Error(nw["burst_ms"], "network.burst_ms", "must be a number >= 0");
-    RET(r.Get(nw, "burst_min_bytes", "network", &spec.network.burst_min_bytes));
-    if (!(spec.network.burst_min_bytes >= 0) || !std::isfinite(spec.network.burst_min_bytes))
-      return r.Error(nw["burst_min_bytes"], "network.burst_min_bytes", "must be a number >= 0");
-    RET(r.Get(nw, "request_overhead_ms", "network", &spec.network.request_overhead_ms));
-    if (!(spec.network.request_overhead_ms >= 0) || !std::isfinite(spec.network.request_overhead_ms))
-      return r.Error(nw["request_overhead_ms"], "network.request_overhead_ms", "must be a number >= 0");
-    for (const auto& [key, field] : {std::pair{"ack_bytes_per_byte", &spec.network.ack_bytes_per_byte},
+    // Every other network key: a finite number >= 0, checked in this order.
+    for (const auto& [key, field] : {std::pair{"record_overhead_bytes", &spec.network.record_overhead_bytes},
+                                     std::pair{"burst_ms", &spec.network.burst_ms},
+                                     std::pair{"burst_min_bytes", &spec.network.burst_min_bytes},
+                                     std::pair{"request_overhead_ms", &spec.network.request_overhead_ms},
+                                     std::pair{"ack_bytes_per_byte", &spec.network.ack_bytes_per_byte},
                                      std::pair{"request_bytes", &spec.network.request_bytes},
                                      std::pair{"report_bytes", &spec.network.report_bytes},
                                      std::pair{"assignment_bytes", &spec.network.assignment_bytes}}) {
