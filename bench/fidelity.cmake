@@ -14,3 +14,8 @@ if(Python3_Interpreter_FOUND AND TARGET loft-sim)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_spec_test.py ${CMAKE_BINARY_DIR}/bin)
   set_tests_properties(bench:fidelity_spec PROPERTIES TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
 endif()
+if(Python3_Interpreter_FOUND)
+  add_test(NAME bench:fidelity_repeat
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_repeat_test.py)
+  set_tests_properties(bench:fidelity_repeat PROPERTIES TIMEOUT 60 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+endif()

@@ -2,10 +2,17 @@
 // loft-sim charges them (issue 15 item 3; docs/cluster-spec.md
 // "training.allreduce" and "scheduler").
 //
+// The agents' all-reduce (models/ring_allreduce.h) scatters each chunk
+// straight to its owner and gathers the reduced chunks straight back: two
+// phases of N − 1 concurrent transfers per member. Each member sends and
+// receives 2(N − 1)·⌈P/N⌉ parameters, as in a ring, so the slowest link's
+// transfer time is a ring's; loft-sim charges that ring (docs/testbed.md
+// "Found 2026-11-28 (session 17)": the step latencies and the queueing
+// differ, and calibration absorbs the former).
 // A ring all-reduce of P float32 parameters among N members (node
-// indices in ring order, the view's order) takes, as the agents run it
-// (each ring message is held max(sender's, receiver's latency_ms) after it
-// arrived; edge_agent link emulation):
+// indices in ring order, the view's order) takes (each ring message is
+// held max(sender's, receiver's latency_ms) after it arrived; edge_agent
+// link emulation):
 //   one hello exchange: the members' largest latency;
 //   2(N−1) steps; in each, every member sends ⌈P/N⌉ parameters (4·⌈P/N⌉
 //   bytes) to the next member over the link member→next, whose payload
