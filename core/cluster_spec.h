@@ -167,6 +167,10 @@ struct AgentSpec {
   double cpu_ms_per_sample = 0.0023;
   // Per request served to a peer (one per serving peer of a partition).
   double cpu_ms_per_request = 0.1;
+  // Per sample read from a peer, on the reader, on top of
+  // cpu_ms_per_sample: receiving, decrypting and checking the record
+  // (docs/cluster-spec.md "The agents' CPU in loft-sim").
+  double cpu_ms_per_fetched_sample = 0.0097;
   // Cores the agent uses whatever it does (its poll loops, heartbeats,
   // ZeroMQ I/O threads): taken off the quota's rate and burst.
   double idle_cores = 0.008;

@@ -46,8 +46,9 @@
 // The simulator runs the same ring on its flow network (sim/simulator.h):
 // the hello, then per step one flow of WireChunkBytes from each member to the
 // next, each started after its link's latency (sharing the links with
-// the peer fetches), the step ending with its last flow; then TailMs.
-// Without contention that is RingMs exactly.
+// the peer fetches), the step ending with its last flow; then TailMs,
+// as CPU at one core on every member (through the member's CPU quota
+// where it has one). Without contention and quotas that is RingMs exactly.
 //
 // Not responsible for: node failures during the ring (the simulator
 // restarts the ring with the surviving members), contention (the

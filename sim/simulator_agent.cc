@@ -44,7 +44,8 @@ void Simulator::StartRead(Part& p) {
   // The agent's own CPU for the partition (free on a node without a quota).
   const double cpu_end = cpu_[static_cast<size_t>(node)].Run(
       queue_.now_ms(), agent_cpu_.cpu_ms_per_partition +
-                           agent_cpu_.cpu_ms_per_sample * static_cast<double>(p.local + p.remote));
+                           agent_cpu_.cpu_ms_per_sample * static_cast<double>(p.local + p.remote) +
+                           agent_cpu_.cpu_ms_per_fetched_sample * static_cast<double>(p.remote));
   if (cpu_end > queue_.now_ms()) {
     p.cpu_done = false;
     queue_.After(cpu_end - queue_.now_ms(), [this, id] {
@@ -241,9 +242,19 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   }
   if (ring.step == -1) return RingState(iteration, generation);
   if (ring.step >= steps) {
+    // The reducer's work (TailMs, CPU at one core) runs on each member's
+    // CPU: on a node with a quota through it, behind the agent's own work
+    // queued there (the next partition's reads, what it serves), else at
+    // one core. The ring ends with the last member's.
     const double tail = allreduce_.TailMs(n);
     if (tail <= 0) return RingDone(iteration, generation);
-    queue_.After(tail, [this, iteration, generation] { RingDone(iteration, generation); });
+    const double now = queue_.now_ms();
+    double end = now;
+    for (int32_t m : ring.members) {
+      CpuQuota& cpu = cpu_[static_cast<size_t>(m)];
+      end = std::max(end, cpu.enabled() ? cpu.Run(now, tail) : now + tail);
+    }
+    queue_.After(end - now, [this, iteration, generation] { RingDone(iteration, generation); });
     return;
   }
   if (!allreduce_.links()) {

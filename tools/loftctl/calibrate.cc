@@ -120,9 +120,11 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       Num(spec.network.ack_bytes_per_byte), Num(spec.network.request_bytes), Num(spec.network.report_bytes),
       Num(spec.network.assignment_bytes));
   y += fmt::format(
-      "agent: {{cpu_ms_per_partition: {}, cpu_ms_per_sample: {}, cpu_ms_per_request: {}, idle_cores: {}}}\n",
+      "agent: {{cpu_ms_per_partition: {}, cpu_ms_per_sample: {}, cpu_ms_per_request: {}, "
+      "cpu_ms_per_fetched_sample: {}, idle_cores: {}}}\n",
       Num(spec.agent.cpu_ms_per_partition), Num(spec.agent.cpu_ms_per_sample),
-      Num(spec.agent.cpu_ms_per_request), Num(spec.agent.idle_cores));
+      Num(spec.agent.cpu_ms_per_request), Num(spec.agent.cpu_ms_per_fetched_sample),
+      Num(spec.agent.idle_cores));
   y += "nodes:\n";
   for (const auto& n : spec.nodes) {
     y += fmt::format("  - name: {}\n", n.name);
@@ -173,14 +175,20 @@ double TypicalRingSpanMs(const std::vector<sched::IterationRecord>& iterations) 
   return spans.empty() ? -1 : TypicalMean(std::move(spans));
 }
 
+// MatchSimulatedRing's loft-sim passes at most, and the difference from
+// the measured ring at which it stops.
+constexpr int kRingMatchPasses = 5;
+constexpr double kRingMatchToleranceMs = 0.2;
+
 Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::vector<std::string>* notes) {
   if (measured.ring_ms <= 0 || measured.iterations <= 0 || spec->training.model == "none") return OkStatus();
   auto& ar = spec->training.allreduce;
   if (ar.reduce_ns_per_element < 0)
     ar.reduce_ns_per_element = sim::PriorReduceNsPerElement(spec->training.aggregation);
   const double before = ar.reduce_ns_per_element;
-  double simulated = -1, first = -1;
-  for (int pass = 0; pass < 2; ++pass) {
+  double simulated = -1, first = -1, last_x = -1, last_y = -1;
+  int passes = 0;
+  for (int pass = 0; pass < kRingMatchPasses; ++pass) {
     sim::SimOptions o;
     o.policy = measured.policy;
     o.iterations = measured.iterations;
@@ -190,9 +198,10 @@ Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::v
       return r.status().WithContext(
           fmt::format("calibrate: loft-sim of the calibrated spec ({}, {} iterations)", measured.policy,
                       measured.iterations));
+    ++passes;
     simulated = TypicalRingSpanMs(r->iterations);
     if (pass == 0) first = simulated;
-    if (simulated <= 0) break;
+    if (simulated <= 0 || std::abs(measured.ring_ms - simulated) <= kRingMatchToleranceMs) break;
     // The members of the simulated rings (distinct nodes), to spread the
     // difference over.
     double members = 0;
@@ -212,8 +221,17 @@ Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::v
                                             std::lround(members / static_cast<double>(rings))))
                                       : 0;
     if (elements <= 0) break;
-    ar.reduce_ns_per_element =
-        std::max(0.0, ar.reduce_ns_per_element + (measured.ring_ms - simulated) / elements * 1e6);
+    // Secant steps: ms of simulated ring per ns per element is elements/1e6
+    // at one core; a member with a CPU quota runs its reducer at cpu_cores
+    // (sim/simulator_agent.cc), so after the first pass the slope is the
+    // one the passes measured (never below a tenth of one core's).
+    const double x = ar.reduce_ns_per_element;
+    double slope = elements / 1e6;
+    if (last_x >= 0 && std::abs(x - last_x) > 1e-9)
+      slope = std::max(slope / 10, (simulated - last_y) / (x - last_x));
+    last_x = x;
+    last_y = simulated;
+    ar.reduce_ns_per_element = std::max(0.0, x + (measured.ring_ms - simulated) / slope);
   }
   if (first <= 0) {
     notes->push_back("training.allreduce: loft-sim of the calibrated spec ran no ring; not matched");
@@ -222,8 +240,8 @@ Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::v
   notes->push_back(fmt::format(
       "training.allreduce: loft-sim ran {}'s ring in {:.4g} ms against the measured {:.4g} (means of the "
       "rings up to 3x the median; the contention with the next reads, which loft-sim adds itself); "
-      "reduce_ns_per_element {:.4g} -> {:.4g}",
-      measured.policy, first, measured.ring_ms, before, ar.reduce_ns_per_element));
+      "reduce_ns_per_element {:.4g} -> {:.4g} ({} passes, the last at {:.4g} ms)",
+      measured.policy, first, measured.ring_ms, before, ar.reduce_ns_per_element, passes, simulated));
   return OkStatus();
 }
 

@@ -123,9 +123,13 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
 // its typical ring span the way CalibrateIterationTail takes the run's
 // (without the rings over 3× the median: a failure's stalled ring is an
 // outlier in both), and
-// moves training.allreduce.reduce_ns_per_element by the difference per
-// element (never below 0); twice, the second pass on the corrected spec.
-// A note gives both rings and the change. No-op when nothing was fitted.
+// moves training.allreduce.reduce_ns_per_element (never below 0) until
+// the two are within 0.2 ms, for at most five loft-sim passes: first by
+// the difference per element, then by secant steps on the slope the
+// passes measured (a member with a CPU quota runs the reducer at its
+// cpu_cores, so one ns per element can be several ns of ring). A note
+// gives both rings, the change and the passes. No-op when nothing was
+// fitted.
 Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::vector<std::string>* notes);
 
 // The typical ring span of simulated iterations (the mean of those up to

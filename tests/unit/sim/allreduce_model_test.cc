@@ -223,6 +223,46 @@ TEST_CASE("loft-sim charges the ring and the scheduler overhead per iteration") 
     }
 }
 
+TEST_CASE("the reducer runs on each member's CPU: through its quota where it has one") {
+  auto run = [](const ClusterSpec& s) {
+    SimOptions o;
+    o.policy = "uniform";
+    o.plan_ahead = 0;
+    auto r = RunPolicy(s, o);
+    INFO(r.status().ToString());
+    REQUIRE(r.ok());
+    return *r;
+  };
+  // The reducer's elements: (N−1)·⌈P/N⌉ = 2·1000 = 2000;
+  // at 1000 ns each, 2 ms of CPU at one core.
+  const std::string model =
+      "overlap: false, model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 1000}";
+  const std::string free_agent =
+      "agent: {cpu_ms_per_partition: 0, cpu_ms_per_sample: 0, cpu_ms_per_request: 0, "
+      "cpu_ms_per_fetched_sample: 0, idle_cores: 0}\n";
+  ClusterSpec plain = Spec(model, free_agent);
+  ClusterSpec quota = plain;
+  quota.nodes[1].compute.cpu_cores = 0.1;  // its CFS period: 10 ms, so a 1 ms bucket
+  REQUIRE(AllreduceModel(plain).TailMs(3) == Approx(2.0));
+  const SimResult a = run(plain);
+  const SimResult b = run(quota);
+  // The first ring: b's bucket is full, 1/0.9 ms of the work at one core,
+  // the rest at 0.1 cores: 1/0.9 + (2 − 1/0.9)/0.1 = 10 ms, 8 more than
+  // at one core; the other members' reducers end earlier.
+  CHECK(b.iterations[0].makespan_ms == Approx(a.iterations[0].makespan_ms + 8.0).epsilon(1e-9));
+  for (size_t i = 1; i < b.iterations.size(); ++i)
+    CHECK(b.iterations[i].makespan_ms > a.iterations[i].makespan_ms + 1.0);
+  // A free reducer costs no quota.
+  ClusterSpec free_reducer = quota;
+  free_reducer.training.allreduce.reduce_ns_per_element = 0;
+  ClusterSpec free_plain = plain;
+  free_plain.training.allreduce.reduce_ns_per_element = 0;
+  const SimResult c = run(free_reducer);
+  const SimResult d = run(free_plain);
+  for (size_t i = 0; i < c.iterations.size(); ++i)
+    CHECK(c.iterations[i].makespan_ms == Approx(d.iterations[i].makespan_ms).epsilon(1e-12));
+}
+
 // With plan-ahead (overlap: true) the reads of t+1 run while t computes
 // and all-reduces, and share the links with the ring's flows.
 TEST_CASE("with plan-ahead the ring overlaps the next reads and shares their links") {

@@ -1,5 +1,7 @@
 #include "sim/simulator.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <sstream>
@@ -467,6 +469,44 @@ TEST_CASE("a quota node's own CPU bounds its iterations, its reported reads stay
   auto unknown = ParseClusterSpec(text + "agent: {cpu_ms: 1}\n", "bad.yaml");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.status().message().find("cpu_ms") != std::string::npos);
+}
+
+TEST_CASE("a sample read from a peer costs the reader cpu_ms_per_fetched_sample on a quota node",
+          "[sim][cpu]") {
+  // uniform on shards: each node reads about half its batch from the other.
+  // Only the fetched samples cost CPU here; on a 0.1-core node 0.2 ms each
+  // makes the reads CPU-bound, without a quota they cost nothing.
+  const std::string text = WithOverlap(kTwoWorkers, false);
+  auto with = [&](bool quota, double fetched) {
+    std::string t = text;
+    if (quota) t.replace(t.find("per_sample_ms: 0.04}"), 20, "per_sample_ms: 0.04, cpu_cores: 0.1}");
+    t += fmt::format(
+        "agent: {{cpu_ms_per_partition: 0, cpu_ms_per_sample: 0, cpu_ms_per_request: 0, "
+        "cpu_ms_per_fetched_sample: {}, idle_cores: 0}}\n",
+        fetched);
+    return Spec(t);
+  };
+  const SimResult free_cpu = MustRun(with(false, 0.2), "uniform", 15);
+  const SimResult zero = MustRun(with(true, 0), "uniform", 15);
+  const SimResult charged = MustRun(with(true, 0.2), "uniform", 15);
+  for (size_t i = 0; i < zero.iterations.size(); ++i)
+    CHECK(free_cpu.iterations[i].makespan_ms == Approx(zero.iterations[i].makespan_ms).epsilon(1e-12));
+  // Node a's reads of iteration 3 on: b·remote·0.2 ms of CPU at 0.1 cores
+  // (its 1 ms burst long spent), and never faster than its network read.
+  for (size_t i = 3; i < charged.iterations.size(); ++i) {
+    const auto& ws = charged.iterations[i].workers;
+    auto it = std::find_if(ws.begin(), ws.end(), [](const WorkerIteration& w) { return w.node == 0; });
+    REQUIRE(it != ws.end());
+    const WorkerIteration& a = *it;
+    REQUIRE(a.remote > 20);
+    INFO("iteration " << i);
+    CHECK(charged.iterations[i].makespan_ms >= 0.2 * static_cast<double>(a.remote) / 0.1 - 1.0);
+    CHECK(charged.iterations[i].makespan_ms > zero.iterations[i].makespan_ms + 10);
+  }
+  CHECK(Spec(text).agent.cpu_ms_per_fetched_sample == 0.0097);  // the default
+  auto refused = ParseClusterSpec(text + "agent: {cpu_ms_per_fetched_sample: -0.1}\n", "bad.yaml");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("agent.cpu_ms_per_fetched_sample") != std::string::npos);
 }
 
 TEST_CASE("links are token buckets by default: a fetch after a pause gets its burst at once",

@@ -38,7 +38,8 @@ nodes:
     link: {up_mbps: 5, down_mbps: 10, latency_ms: 20}
     byzantine: sign_flip
     byzantine_scale: 3
-agent: {cpu_ms_per_partition: 0.9, cpu_ms_per_sample: 0.003, cpu_ms_per_request: 0.2, idle_cores: 0.01}
+agent: {cpu_ms_per_partition: 0.9, cpu_ms_per_sample: 0.003, cpu_ms_per_request: 0.2, cpu_ms_per_fetched_sample: 0.007,
+       idle_cores: 0.01}
 )";
 
 ClusterSpec Spec(const std::string& text = kSpec) {
@@ -77,6 +78,7 @@ TEST_CASE("ClusterSpecToYaml reads back to the same spec, nodes expanded") {
   CHECK(b->agent.cpu_ms_per_partition == 0.9);
   CHECK(b->agent.cpu_ms_per_sample == 0.003);
   CHECK(b->agent.cpu_ms_per_request == 0.2);
+  CHECK(b->agent.cpu_ms_per_fetched_sample == 0.007);
   CHECK(b->agent.idle_cores == 0.01);
   CHECK(b->nodes[0].slowdowns.size() == 1);
   CHECK(b->nodes[0].slowdowns[0].factor == 2.5);
@@ -538,6 +540,17 @@ TEST_CASE("MatchSimulatedRing moves the reducer's cost until loft-sim's ring is 
   REQUIRE(MatchSimulatedRing({"uniform", 30, simulated}, &same, &notes).ok());
   CHECK(same.training.allreduce.reduce_ns_per_element == 50);
   CHECK(notes.empty());
+  // A member with a CPU quota runs the reducer at its cpu_cores: one ns per
+  // element is then several ns of ring, and the secant steps still match.
+  ClusterSpec quota = Spec(kRingSpec);
+  quota.nodes[0].compute.cpu_cores = 0.2;
+  const double quota_ring = SimulatedRing(quota);
+  notes.clear();
+  REQUIRE(MatchSimulatedRing({"uniform", 30, quota_ring + 10}, &quota, &notes).ok());
+  CHECK(SimulatedRing(quota) == Approx(quota_ring + 10).margin(0.5));
+  CHECK(quota.training.allreduce.reduce_ns_per_element > 50);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("passes") != std::string::npos);
   // An unknown policy is loft-sim's error, named.
   auto bad = MatchSimulatedRing({"nosuch", 30, simulated}, &spec, &notes);
   REQUIRE_FALSE(bad.ok());
