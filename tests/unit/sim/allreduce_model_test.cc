@@ -43,6 +43,18 @@ ClusterSpec Spec(const std::string& training, std::string extra = "") {
   return *s;
 }
 
+// uniform without plan-ahead (auto would plan ahead to hide the spec's
+// default hand-off).
+SimResult RunUniform(const ClusterSpec& s) {
+  SimOptions o;
+  o.policy = "uniform";
+  o.plan_ahead = 0;
+  auto r = RunPolicy(s, o);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return *r;
+}
+
 }  // namespace
 
 TEST_CASE("parameter priors are the agent's default models") {
@@ -185,20 +197,11 @@ TEST_CASE("the ring's chunks carry their TCP ACKs (network.ack_bytes_per_byte)")
 // Without plan-ahead (BSP, overlap: false) the ring and the overhead add to
 // every iteration: reads are over before any member's ring starts.
 TEST_CASE("loft-sim charges the ring and the scheduler overhead per iteration") {
-  auto run = [](const ClusterSpec& s) {
-    SimOptions o;
-    o.policy = "uniform";
-    o.plan_ahead = 0;  // auto would plan ahead to hide the spec's default hand-off
-    auto r = RunPolicy(s, o);
-    INFO(r.status().ToString());
-    REQUIRE(r.ok());
-    return *r;
-  };
   const std::string model =
       "overlap: false, model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 0}";
-  SimResult plain = run(Spec("overlap: false, model: none"));
-  SimResult ring = run(Spec(model));
-  SimResult both = run(Spec(model, "scheduler: {overhead_ms: 2}\n"));
+  SimResult plain = RunUniform(Spec("overlap: false, model: none"));
+  SimResult ring = RunUniform(Spec(model));
+  SimResult both = RunUniform(Spec(model, "scheduler: {overhead_ms: 2}\n"));
   AllreduceModel m(Spec(model));
   std::vector<int32_t> all{0, 1, 2};
   const double ring_ms = m.RingMs(all);
@@ -209,8 +212,8 @@ TEST_CASE("loft-sim charges the ring and the scheduler overhead per iteration") 
   const std::string acks =
       "network: {packet_efficiency: 1, record_overhead_bytes: 0, ack_bytes_per_byte: 0.05, request_bytes: 0, "
       "report_bytes: 0, assignment_bytes: 0}\n";
-  SimResult plain_acked = run(Spec("overlap: false, model: none", acks));
-  SimResult ring_acked = run(Spec(model, acks));
+  SimResult plain_acked = RunUniform(Spec("overlap: false, model: none", acks));
+  SimResult ring_acked = RunUniform(Spec(model, acks));
   const double acked_ring_ms = AllreduceModel(Spec(model, acks)).RingMs(all);
   CHECK(acked_ring_ms > ring_ms + 0.1);
   CHECK(ring_acked.summary.mean_iteration_ms ==
@@ -224,15 +227,6 @@ TEST_CASE("loft-sim charges the ring and the scheduler overhead per iteration") 
 }
 
 TEST_CASE("the reducer runs on each member's CPU: through its quota where it has one") {
-  auto run = [](const ClusterSpec& s) {
-    SimOptions o;
-    o.policy = "uniform";
-    o.plan_ahead = 0;
-    auto r = RunPolicy(s, o);
-    INFO(r.status().ToString());
-    REQUIRE(r.ok());
-    return *r;
-  };
   // The reducer's elements: (N−1)·⌈P/N⌉ = 2·1000 = 2000;
   // at 1000 ns each, 2 ms of CPU at one core.
   const std::string model =
@@ -244,8 +238,8 @@ TEST_CASE("the reducer runs on each member's CPU: through its quota where it has
   ClusterSpec quota = plain;
   quota.nodes[1].compute.cpu_cores = 0.1;  // its CFS period: 10 ms, so a 1 ms bucket
   REQUIRE(AllreduceModel(plain).TailMs(3) == Approx(2.0));
-  const SimResult a = run(plain);
-  const SimResult b = run(quota);
+  const SimResult a = RunUniform(plain);
+  const SimResult b = RunUniform(quota);
   // The first ring: b's bucket is full, 1/0.9 ms of the work at one core,
   // the rest at 0.1 cores: 1/0.9 + (2 − 1/0.9)/0.1 = 10 ms, 8 more than
   // at one core; the other members' reducers end earlier.
@@ -257,8 +251,8 @@ TEST_CASE("the reducer runs on each member's CPU: through its quota where it has
   free_reducer.training.allreduce.reduce_ns_per_element = 0;
   ClusterSpec free_plain = plain;
   free_plain.training.allreduce.reduce_ns_per_element = 0;
-  const SimResult c = run(free_reducer);
-  const SimResult d = run(free_plain);
+  const SimResult c = RunUniform(free_reducer);
+  const SimResult d = RunUniform(free_plain);
   for (size_t i = 0; i < c.iterations.size(); ++i)
     CHECK(c.iterations[i].makespan_ms == Approx(d.iterations[i].makespan_ms).epsilon(1e-12));
 }
