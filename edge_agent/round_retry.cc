@@ -2,9 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <string>
-#include <vector>
 
 #include "core/membership.h"
 
@@ -31,17 +29,18 @@ StatusOr<RetryResult> RunWithViewRetry(ViewBook* views, int self, int64_t view, 
                  res.members.view, st.ToString());
     auto nv = views->NewerView(res.members.view);
     if (!nv) return st.WithContext(what + ", no newer view");
-    std::vector<int> survivors;
-    for (int node : res.members.nodes) {
-      if (IsMember(*nv, node)) survivors.push_back(node);
-    }
+    if (!IsMember(*nv, self)) return FailedPrecondition("this node left the view during the all-reduce");
+    // Every live member of the newer view, not the previous attempt's
+    // survivors: the set must be the same on every member, whichever views
+    // each saw in between. A node that left and rejoined between two views
+    // one member saw and another skipped was otherwise in one's set and
+    // not the other's, and both waited out the ring timeout (a rejoin,
+    // 2026-11-28). A member without a partition of the round joins it with
+    // weight 0, as in a first attempt.
     LOFT_ASSIGN_OR_RETURN(RingMembers next, views->Members(nv->view()));
     LOFT_RETURN_IF_ERROR(connect(next));
-    next.nodes = survivors;
-    if (std::find(survivors.begin(), survivors.end(), self) == survivors.end())
-      return FailedPrecondition("this node left the view during the all-reduce");
-    spdlog::info("restarting the all-reduce of round {} among {} survivors (view {})", round,
-                 survivors.size(), next.view);
+    spdlog::info("restarting the all-reduce of round {} among the {} live members of view {}", round,
+                 next.nodes.size(), next.view);
     res.members = std::move(next);
   }
 }

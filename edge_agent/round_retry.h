@@ -1,9 +1,12 @@
 // RunWithViewRetry: the retry-on-newer-view loop of a ring round. An
 // attempt among the members of one view that fails because a member is
 // silent or gone (DeadlineExceeded, Unavailable, FailedPrecondition) is
-// restarted among the survivors once the scheduler issues a newer view
-// (the same round, the newer view's number); without a newer view, or if
-// this node left it, the round fails. Other errors end it at once.
+// restarted among the live members of the newest view once the scheduler
+// issues a newer one (the same round, that view's number: the survivors,
+// and a node that rejoined, which takes part with weight 0), so that every
+// member restarts with the same set whichever views it saw in between;
+// without a newer view, or if this node left it, the round fails. Other
+// errors end it at once.
 //
 // Not responsible for: what an attempt does (ModelTrainer::RunRound),
 // connecting to members (`connect` does, e.g. ZmqTransport::SetPeers).
