@@ -381,14 +381,12 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
                  st.ToString());
     auto nv = views_->NewerView(m.view);
     if (!nv) return st.WithContext("all-reduce of round " + std::to_string(round) + ", no newer view");
-    std::vector<int> survivors;
-    for (int node : m.nodes) {
-      if (IsMember(*nv, node)) survivors.push_back(node);
-    }
-    LOFT_ASSIGN_OR_RETURN(Members next, ViewMembers(nv->view()));
-    next.nodes = survivors;
-    if (std::find(survivors.begin(), survivors.end(), options_.node) == survivors.end())
+    if (!IsMember(*nv, options_.node))
       return FailedPrecondition("this node left the view during the all-reduce");
+    // The newest view's live members, as ModelTrainer's retry
+    // (edge_agent/round_retry.h): the same set on every member whichever
+    // views it saw in between; a rejoined node takes part with weight 0.
+    LOFT_ASSIGN_OR_RETURN(Members next, ViewMembers(nv->view()));
     m = next;
   }
   round_done_ = round;

@@ -37,7 +37,8 @@
 // A partition of a round already done here (a retried child) is carried:
 // its b·g joins this member's next contribution (CARRIED).
 // A failed attempt (a member silent or gone) waits for a newer view and
-// restarts the round among the survivors; no newer view within
+// restarts the round among that view's live members (the survivors and a
+// node that rejoined, the same set on every member); no newer view within
 // view_wait_ms fails it. Every wait is bounded (ring_timeout_ms per
 // attempt, state_timeout_ms per state request, view_wait_ms per view).
 //
