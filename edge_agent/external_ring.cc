@@ -11,6 +11,7 @@
 #include "core/membership.h"
 #include "edge_agent/model_trainer.h"
 #include "edge_agent/ring_bytes.h"
+#include "edge_agent/round_retry.h"
 #include "models/ring_allreduce.h"
 #include "models/transport.h"
 
@@ -201,7 +202,6 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
                  partition, round, n);
     return out;
   }
-  LOFT_ASSIGN_OR_RETURN(Members m, ViewMembers(view));
   const double b_mine = consumer ? static_cast<double>(n) + carry_b_ : 0.0;
   uint64_t d_mine = 0;
   if (b_mine > 0) d_mine = n > 0 ? grad.size() : carry_.size();
@@ -217,7 +217,10 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
   bool stale = false, bad_len = false;
   uint64_t D = 0;
   int ring_members = 0;  // of the attempt that succeeded (members past the round left out)
-  while (true) {
+  Status data_loss;      // an attempt that ended the round with nothing applied
+  int data_loss_members = 0;
+  auto connect = [this](const Members& m) { return transport_->SetPeers(m.endpoints); };
+  auto attempt = [&](const Members& m) -> Status {
     ++out.attempts;
     transport_->SetAbortCheck([this, &m] { return views_->CheckAlive(m); });
     Status st = [&]() -> Status {
@@ -364,31 +367,25 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
       return OkStatus();
     }();
     transport_->SetAbortCheck(nullptr);
-    if (st.ok()) break;
     if (st.code() == StatusCode::kDataLoss) {
-      // Every member sees the same exchange: the round is done, nothing applied.
-      round_done_ = round;
-      out.kind = Kind::kError;
-      out.message = st.message();
-      out.members = static_cast<int>(m.nodes.size());
-      return out;
+      // Every member sees the same exchange: the round is done, nothing
+      // applied (not retried: RunWithViewRetry ends the round).
+      data_loss = st;
+      data_loss_members = static_cast<int>(m.nodes.size());
     }
-    if (st.code() != StatusCode::kDeadlineExceeded && st.code() != StatusCode::kUnavailable &&
-        st.code() != StatusCode::kFailedPrecondition) {
-      return st.WithContext("all-reduce of round " + std::to_string(round));
-    }
-    spdlog::warn("all-reduce of round {} in view {} failed ({}); waiting for a new view", round, m.view,
-                 st.ToString());
-    auto nv = views_->NewerView(m.view);
-    if (!nv) return st.WithContext("all-reduce of round " + std::to_string(round) + ", no newer view");
-    if (!IsMember(*nv, options_.node))
-      return FailedPrecondition("this node left the view during the all-reduce");
-    // The newest view's live members, as ModelTrainer's retry
-    // (edge_agent/round_retry.h): the same set on every member whichever
-    // views it saw in between; a rejoined node takes part with weight 0.
-    LOFT_ASSIGN_OR_RETURN(Members next, ViewMembers(nv->view()));
-    m = next;
+    return st;
+  };
+  // The retry rule of ModelTrainer's ring (edge_agent/round_retry.h): a
+  // failed attempt restarts among the newest view's live members.
+  auto res = RunWithViewRetry(views_.get(), options_.node, view, round, connect, attempt);
+  if (!data_loss.ok()) {
+    round_done_ = round;
+    out.kind = Kind::kError;
+    out.message = data_loss.message();
+    out.members = data_loss_members;
+    return out;
   }
+  if (!res.ok()) return res.status();
   round_done_ = round;
   out.members = ring_members;
   out.allreduce_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

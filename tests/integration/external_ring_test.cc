@@ -49,9 +49,9 @@ struct Ring {
   }
 
   // Rank 1's exchange of `round`: [f64 b][i64 state_round][u64 hash][u64 partition][u64 d].
-  void Exchange(uint32_t round, int64_t state_round) {
+  void Exchange(uint32_t round, int64_t state_round, double b = 4.0) {
     std::vector<std::byte> buf;
-    AppendLe(&buf, 4.0);
+    AppendLe(&buf, b);
     AppendLe(&buf, state_round);
     AppendLe(&buf, uint64_t{0});
     AppendLe(&buf, uint64_t{88});
@@ -83,4 +83,20 @@ TEST_CASE("external ring: a member holding the round in its later exchange is st
   auto out = r.ring->Round(1, 5, 4, 77, grad, /*consumer=*/true);
   REQUIRE_FALSE(out.ok());  // the ring timeout, and no newer view to restart in
   CHECK(out.status().code() == StatusCode::kDeadlineExceeded);
+}
+
+TEST_CASE("external ring: a round in which no member has samples is an error outcome, not retried") {
+  Ring r;
+  r.Exchange(5, -1, /*b=*/0.0);  // rank 1 has no samples either
+  auto out = r.ring->Round(1, 5, 0, 0, {}, /*consumer=*/false);
+  REQUIRE(out.ok());
+  CHECK(out->kind == ExternalRing::Kind::kError);
+  CHECK(out->message == "round 5: no member has samples");
+  CHECK(out->members == 2);
+  CHECK(out->attempts == 1);
+  // The round is done: a second partition of it is carried, not run again.
+  const std::vector<float> grad{1.0f, 2.0f, 3.0f};
+  auto late = r.ring->Round(1, 5, 4, 78, grad, /*consumer=*/true);
+  REQUIRE(late.ok());
+  CHECK(late->kind == ExternalRing::Kind::kCarried);
 }
