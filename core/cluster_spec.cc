@@ -263,11 +263,12 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   if (YAML::Node ag = root["agent"]; ag.IsDefined() && !ag.IsNull()) {
     RET(r.CheckKeys(ag, "agent",
                     {"cpu_ms_per_partition", "cpu_ms_per_sample", "cpu_ms_per_request",
-                     "cpu_ms_per_fetched_sample", "idle_cores"}));
+                     "cpu_ms_per_fetched_sample", "cpu_ms_per_allreduce_mb", "idle_cores"}));
     for (auto [key, field] : {std::pair{"cpu_ms_per_partition", &spec.agent.cpu_ms_per_partition},
                               std::pair{"cpu_ms_per_sample", &spec.agent.cpu_ms_per_sample},
                               std::pair{"cpu_ms_per_request", &spec.agent.cpu_ms_per_request},
                               std::pair{"cpu_ms_per_fetched_sample", &spec.agent.cpu_ms_per_fetched_sample},
+                              std::pair{"cpu_ms_per_allreduce_mb", &spec.agent.cpu_ms_per_allreduce_mb},
                               std::pair{"idle_cores", &spec.agent.idle_cores}}) {
       const std::string path = std::string("agent.") + key;
       RET(r.Get(ag, key, "agent", field));

@@ -331,6 +331,14 @@ class Simulator {
   // flows_pending to arrive calls `then`.
   void RingFlow(int64_t iteration, uint64_t generation, int32_t from, int32_t to, double bytes,
                 std::function<void()> then);
+  // The exchange's CPU for one ring step (agent.cpu_ms_per_allreduce_mb:
+  // every member sends and receives a chunk), queued now on each member's
+  // quota; when the last member's is done (now without quotas).
+  double RingStepCpuEnd(const std::vector<int32_t>& members);
+  // The step's transfers, after its CPU: one flow per member to the next
+  // (or the step's latency alone with links: false); the last calls the
+  // next step.
+  void RingTransfers(int64_t iteration, uint64_t generation);
   // Removes a failed partition from its agent's queue and stages.
   void DropPart(Part& p);
 

@@ -257,6 +257,27 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     queue_.After(end - now, [this, iteration, generation] { RingDone(iteration, generation); });
     return;
   }
+  // First the step's CPU on the quota members, behind what each agent
+  // queued before (the next partition's reads, what it serves): a member
+  // forwards a chunk only once it has taken in the one it received
+  // (CURVE works on whole messages). Then the transfers.
+  const double now = queue_.now_ms();
+  const double cpu_end = RingStepCpuEnd(ring.members);
+  if (cpu_end <= now) return RingTransfers(iteration, generation);
+  queue_.After(cpu_end - now, [this, iteration, generation] { RingTransfers(iteration, generation); });
+}
+
+void Simulator::RingTransfers(int64_t iteration, uint64_t generation) {
+  Ring* live = RunningRing(iteration, generation);
+  if (live == nullptr) return;
+  Ring& ring = *live;
+  const size_t n = ring.members.size();
+  auto next = [this, iteration, generation] {
+    Ring* r = RunningRing(iteration, generation);
+    if (r == nullptr) return;
+    ++r->step;
+    RingStep(iteration, generation);
+  };
   if (!allreduce_.links()) {
     double lat = 0;
     for (size_t i = 0; i < n; ++i)
@@ -269,6 +290,15 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   const double bytes = allreduce_.WireChunkBytes(n);
   for (size_t i = 0; i < n; ++i)
     RingFlow(iteration, generation, ring.members[i], ring.members[(i + 1) % n], bytes, next);
+}
+
+double Simulator::RingStepCpuEnd(const std::vector<int32_t>& members) {
+  const double now = queue_.now_ms();
+  const double work = agent_cpu_.cpu_ms_per_allreduce_mb * 2.0 * allreduce_.ChunkBytes(members.size()) / 1e6;
+  double end = now;
+  if (!(work > 0)) return end;
+  for (int32_t m : members) end = std::max(end, cpu_[static_cast<size_t>(m)].Run(now, work));
+  return end;
 }
 
 // The state check after the hello (edge_agent/model_trainer.h step 2):

@@ -121,10 +121,10 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       Num(spec.network.assignment_bytes));
   y += fmt::format(
       "agent: {{cpu_ms_per_partition: {}, cpu_ms_per_sample: {}, cpu_ms_per_request: {}, "
-      "cpu_ms_per_fetched_sample: {}, idle_cores: {}}}\n",
+      "cpu_ms_per_fetched_sample: {}, cpu_ms_per_allreduce_mb: {}, idle_cores: {}}}\n",
       Num(spec.agent.cpu_ms_per_partition), Num(spec.agent.cpu_ms_per_sample),
       Num(spec.agent.cpu_ms_per_request), Num(spec.agent.cpu_ms_per_fetched_sample),
-      Num(spec.agent.idle_cores));
+      Num(spec.agent.cpu_ms_per_allreduce_mb), Num(spec.agent.idle_cores));
   y += "nodes:\n";
   for (const auto& n : spec.nodes) {
     y += fmt::format("  - name: {}\n", n.name);

@@ -233,7 +233,7 @@ TEST_CASE("the reducer runs on each member's CPU: through its quota where it has
       "overlap: false, model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 1000}";
   const std::string free_agent =
       "agent: {cpu_ms_per_partition: 0, cpu_ms_per_sample: 0, cpu_ms_per_request: 0, "
-      "cpu_ms_per_fetched_sample: 0, idle_cores: 0}\n";
+      "cpu_ms_per_fetched_sample: 0, cpu_ms_per_allreduce_mb: 0, idle_cores: 0}\n";
   ClusterSpec plain = Spec(model, free_agent);
   ClusterSpec quota = plain;
   quota.nodes[1].compute.cpu_cores = 0.1;  // its CFS period: 10 ms, so a 1 ms bucket
@@ -255,6 +255,50 @@ TEST_CASE("the reducer runs on each member's CPU: through its quota where it has
   const SimResult d = RunUniform(free_plain);
   for (size_t i = 0; i < c.iterations.size(); ++i)
     CHECK(c.iterations[i].makespan_ms == Approx(d.iterations[i].makespan_ms).epsilon(1e-12));
+}
+
+TEST_CASE("a ring step's exchange CPU runs through each quota member's CPU before its transfers") {
+  // N = 3, P = 3000: a chunk is 1000 parameters, 4000 bytes; a step has
+  // each member send and receive one, 0.008 MB, at 1000 ms per MB 8 ms of
+  // CPU. Nothing else costs CPU (the reducer is free).
+  const std::string model =
+      "overlap: false, model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 0}";
+  auto agent = [](double per_mb) {
+    return "agent: {cpu_ms_per_partition: 0, cpu_ms_per_sample: 0, cpu_ms_per_request: 0, "
+           "cpu_ms_per_fetched_sample: 0, cpu_ms_per_allreduce_mb: " +
+           std::to_string(per_mb) + ", idle_cores: 0}\n";
+  };
+  const ClusterSpec plain = Spec(model, agent(1000));
+  const ClusterSpec free_cpu = Spec(model, agent(0));
+  ClusterSpec quota = plain;
+  quota.nodes[1].compute.cpu_cores = 0.1;  // its CFS period: 10 ms, so a 1 ms bucket
+  ClusterSpec quota_free = free_cpu;
+  quota_free.nodes[1].compute.cpu_cores = 0.1;
+  const SimResult a = RunUniform(plain);
+  const SimResult z = RunUniform(free_cpu);
+  const SimResult b = RunUniform(quota);
+  const SimResult c = RunUniform(quota_free);
+  REQUIRE(a.iterations.size() == b.iterations.size());
+  // Without a quota the exchange's CPU is free; so it is at 0 ms per MB.
+  for (size_t i = 0; i < a.iterations.size(); ++i) {
+    CHECK(a.iterations[i].makespan_ms == Approx(z.iterations[i].makespan_ms).epsilon(1e-12));
+    CHECK(c.iterations[i].makespan_ms == Approx(z.iterations[i].makespan_ms).epsilon(1e-12));
+  }
+  // The first ring on the 0.1-core member. Each step's transfers take T
+  // (the slowest link: 3.2 ms + 3 ms latency) after the step's CPU. The
+  // first step's CPU starts with a full bucket: 1/0.9 ms at one core, the
+  // rest at 0.1 cores, 70 ms. Each later one starts with what T refilled,
+  // 0.1·T: (T/9) at one core, the rest at 0.1 cores, 80 − T ms, so the
+  // step takes 80 ms. Four steps: 70 + T + 3·80.
+  const AllreduceModel m(plain);
+  const std::vector<int32_t> all{0, 1, 2};
+  const double steps_ms = m.RingMs(all) - m.HelloMs(all);
+  const double t = steps_ms / 4;
+  REQUIRE(t == Approx(6.2));
+  CHECK(b.iterations[0].makespan_ms ==
+        Approx(a.iterations[0].makespan_ms - steps_ms + 70.0 + t + 3 * 80.0).epsilon(1e-9));
+  for (size_t i = 1; i < b.iterations.size(); ++i)
+    CHECK(b.iterations[i].makespan_ms > a.iterations[i].makespan_ms + 250.0);
 }
 
 // With plan-ahead (overlap: true) the reads of t+1 run while t computes

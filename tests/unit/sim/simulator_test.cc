@@ -507,6 +507,10 @@ TEST_CASE("a sample read from a peer costs the reader cpu_ms_per_fetched_sample 
   auto refused = ParseClusterSpec(text + "agent: {cpu_ms_per_fetched_sample: -0.1}\n", "bad.yaml");
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().message().find("agent.cpu_ms_per_fetched_sample") != std::string::npos);
+  CHECK(Spec(text).agent.cpu_ms_per_allreduce_mb == 6.0);  // the default
+  auto refused_ring = ParseClusterSpec(text + "agent: {cpu_ms_per_allreduce_mb: .nan}\n", "bad.yaml");
+  REQUIRE_FALSE(refused_ring.ok());
+  CHECK(refused_ring.status().message().find("agent.cpu_ms_per_allreduce_mb") != std::string::npos);
 }
 
 TEST_CASE("links are token buckets by default: a fetch after a pause gets its burst at once",

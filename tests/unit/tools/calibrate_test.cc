@@ -39,7 +39,7 @@ nodes:
     byzantine: sign_flip
     byzantine_scale: 3
 agent: {cpu_ms_per_partition: 0.9, cpu_ms_per_sample: 0.003, cpu_ms_per_request: 0.2, cpu_ms_per_fetched_sample: 0.007,
-       idle_cores: 0.01}
+       cpu_ms_per_allreduce_mb: 4.5, idle_cores: 0.01}
 )";
 
 ClusterSpec Spec(const std::string& text = kSpec) {
@@ -79,6 +79,7 @@ TEST_CASE("ClusterSpecToYaml reads back to the same spec, nodes expanded") {
   CHECK(b->agent.cpu_ms_per_sample == 0.003);
   CHECK(b->agent.cpu_ms_per_request == 0.2);
   CHECK(b->agent.cpu_ms_per_fetched_sample == 0.007);
+  CHECK(b->agent.cpu_ms_per_allreduce_mb == 4.5);
   CHECK(b->agent.idle_cores == 0.01);
   CHECK(b->nodes[0].slowdowns.size() == 1);
   CHECK(b->nodes[0].slowdowns[0].factor == 2.5);
