@@ -242,6 +242,12 @@ Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::v
       "rings up to 3x the median; the contention with the next reads, which loft-sim adds itself); "
       "reduce_ns_per_element {:.4g} -> {:.4g} ({} passes, the last at {:.4g} ms)",
       measured.policy, first, measured.ring_ms, before, ar.reduce_ns_per_element, passes, simulated));
+  if (ar.reduce_ns_per_element == 0 && simulated > measured.ring_ms + kRingMatchToleranceMs)
+    notes->push_back(fmt::format(
+        "training.allreduce: WARNING loft-sim's ring stays {:.4g} ms slower than the measured one with a "
+        "free reducer: the spec charges the ring more than this run paid (its links, or on nodes with "
+        "compute.cpu_cores agent.cpu_ms_per_allreduce_mb = {:.4g})",
+        simulated - measured.ring_ms, spec->agent.cpu_ms_per_allreduce_mb));
   return OkStatus();
 }
 

@@ -128,8 +128,10 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
 // the difference per element, then by secant steps on the slope the
 // passes measured (a member with a CPU quota runs the reducer at its
 // cpu_cores, so one ns per element can be several ns of ring). A note
-// gives both rings, the change and the passes. No-op when nothing was
-// fitted.
+// gives both rings, the change and the passes; a second one warns when
+// loft-sim's ring stays slower than the measured one with a free reducer
+// (the spec's links or agent.cpu_ms_per_allreduce_mb charge more than the
+// run paid). No-op when nothing was fitted.
 Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::vector<std::string>* notes);
 
 // The typical ring span of simulated iterations (the mean of those up to

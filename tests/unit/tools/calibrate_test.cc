@@ -530,8 +530,13 @@ TEST_CASE("MatchSimulatedRing moves the reducer's cost until loft-sim's ring is 
   // A measured ring faster than loft-sim can run it: the reducer is free,
   // never negative.
   ClusterSpec fast = Spec(kRingSpec);
+  notes.clear();
   REQUIRE(MatchSimulatedRing({"uniform", 30, simulated / 2}, &fast, &notes).ok());
   CHECK(fast.training.allreduce.reduce_ns_per_element == 0);
+  // ... and says that the spec charges the ring more than the run paid.
+  REQUIRE(notes.size() == 2);
+  CHECK(notes[1].find("WARNING loft-sim's ring stays") != std::string::npos);
+  CHECK(notes[1].find("agent.cpu_ms_per_allreduce_mb") != std::string::npos);
   // Nothing fitted, or no model: unchanged, no note.
   ClusterSpec same = Spec(kRingSpec);
   notes.clear();
