@@ -8,7 +8,6 @@
 #include <cstring>
 #include <limits>
 
-#include "core/membership.h"
 #include "edge_agent/model_trainer.h"
 #include "edge_agent/ring_bytes.h"
 #include "edge_agent/round_retry.h"
