@@ -173,7 +173,7 @@ struct AgentSpec {
   double cpu_ms_per_fetched_sample = 0.0097;
   // Per MB (10^6 bytes) a member sends or receives in the all-reduce
   // (TCP, CURVE, framing), on each end: a ring step costs a member
-  // 2·chunk bytes' worth, run through its quota before the step's
+  // 2·chunk bytes' worth, run through its quota alongside the step's
   // transfers (docs/cluster-spec.md "The agents' CPU in loft-sim").
   double cpu_ms_per_allreduce_mb = 6.0;
   // Cores the agent uses whatever it does (its poll loops, heartbeats,

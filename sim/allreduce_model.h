@@ -44,12 +44,12 @@
 // robust reducers (rough single-core figures).
 //
 // The simulator runs the same ring on its flow network (sim/simulator.h):
-// the hello, then per step the exchange's CPU on members with a quota
+// the hello, then per step one flow of WireChunkBytes from each member to
+// the next, each started after its link's latency (sharing the links with
+// the peer fetches), alongside the exchange's CPU on members with a quota
 // (agent.cpu_ms_per_allreduce_mb for the chunk a member sends and the one
-// it receives, through its quota), then one flow of WireChunkBytes from
-// each member to the next, each started after its link's latency
-// (sharing the links with the peer fetches), the step ending with its
-// last flow; then TailMs,
+// it receives, through its quota), the step ending when its last flow and
+// that CPU are done; then TailMs,
 // as CPU at one core on every member (through the member's CPU quota
 // where it has one). Without contention and quotas that is RingMs exactly.
 //

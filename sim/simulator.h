@@ -335,10 +335,6 @@ class Simulator {
   // every member sends and receives a chunk), queued now on each member's
   // quota; when the last member's is done (now without quotas).
   double RingStepCpuEnd(const std::vector<int32_t>& members);
-  // The step's transfers, after its CPU: one flow per member to the next
-  // (or the step's latency alone with links: false); the last calls the
-  // next step.
-  void RingTransfers(int64_t iteration, uint64_t generation);
   // Removes a failed partition from its agent's queue and stages.
   void DropPart(Part& p);
 

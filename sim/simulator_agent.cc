@@ -257,36 +257,28 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     queue_.After(end - now, [this, iteration, generation] { RingDone(iteration, generation); });
     return;
   }
-  // First the step's CPU on the quota members, behind what each agent
-  // queued before (the next partition's reads, what it serves): a member
-  // forwards a chunk only once it has taken in the one it received
-  // (CURVE works on whole messages). Then the transfers.
+  // The step's CPU on the quota members runs alongside its transfers,
+  // behind what each agent queued before (the next partition's reads, what
+  // it serves): the step ends when both are done.
   const double now = queue_.now_ms();
   const double cpu_end = RingStepCpuEnd(ring.members);
-  if (cpu_end <= now) return RingTransfers(iteration, generation);
-  queue_.After(cpu_end - now, [this, iteration, generation] { RingTransfers(iteration, generation); });
-}
-
-void Simulator::RingTransfers(int64_t iteration, uint64_t generation) {
-  Ring* live = RunningRing(iteration, generation);
-  if (live == nullptr) return;
-  Ring& ring = *live;
-  const size_t n = ring.members.size();
-  auto next = [this, iteration, generation] {
-    Ring* r = RunningRing(iteration, generation);
-    if (r == nullptr) return;
-    ++r->step;
-    RingStep(iteration, generation);
-  };
   if (!allreduce_.links()) {
     double lat = 0;
     for (size_t i = 0; i < n; ++i)
       lat = std::max(lat, allreduce_.LinkLatencyMs(ring.members[i], ring.members[(i + 1) % n]));
-    queue_.After(lat, next);
+    queue_.After(std::max(lat, cpu_end - now), next);
     return;
   }
-  ring.flows_pending = static_cast<int>(n);
+  ring.flows_pending = static_cast<int>(n) + (cpu_end > now ? 1 : 0);
   ring.flows.clear();
+  if (cpu_end > now) {
+    queue_.After(cpu_end - now, [this, iteration, generation, next] {
+      Ring* r = RingOfGeneration(iteration, generation);
+      if (r == nullptr || --r->flows_pending > 0) return;
+      r->flows.clear();
+      next();
+    });
+  }
   const double bytes = allreduce_.WireChunkBytes(n);
   for (size_t i = 0; i < n; ++i)
     RingFlow(iteration, generation, ring.members[i], ring.members[(i + 1) % n], bytes, next);

@@ -257,7 +257,7 @@ TEST_CASE("the reducer runs on each member's CPU: through its quota where it has
     CHECK(c.iterations[i].makespan_ms == Approx(d.iterations[i].makespan_ms).epsilon(1e-12));
 }
 
-TEST_CASE("a ring step's exchange CPU runs through each quota member's CPU before its transfers") {
+TEST_CASE("a ring step's exchange CPU runs through each quota member's CPU alongside its transfers") {
   // N = 3, P = 3000: a chunk is 1000 parameters, 4000 bytes; a step has
   // each member send and receive one, 0.008 MB, at 1000 ms per MB 8 ms of
   // CPU. Nothing else costs CPU (the reducer is free).
@@ -285,20 +285,24 @@ TEST_CASE("a ring step's exchange CPU runs through each quota member's CPU befor
     CHECK(c.iterations[i].makespan_ms == Approx(z.iterations[i].makespan_ms).epsilon(1e-12));
   }
   // The first ring on the 0.1-core member. Each step's transfers take T
-  // (the slowest link: 3.2 ms + 3 ms latency) after the step's CPU. The
-  // first step's CPU starts with a full bucket: 1/0.9 ms at one core, the
-  // rest at 0.1 cores, 70 ms. Each later one starts with what T refilled,
-  // 0.1·T: (T/9) at one core, the rest at 0.1 cores, 80 − T ms, so the
-  // step takes 80 ms. Four steps: 70 + T + 3·80.
+  // (the slowest link: 3.2 ms + 3 ms latency) while its CPU runs, and the
+  // CPU takes longer. The first step's CPU starts with a full bucket:
+  // 1/0.9 ms at one core, the rest at 0.1 cores, 70 ms. Each later one
+  // starts with an empty bucket, 80 ms. Four steps: 70 + 3·80.
   const AllreduceModel m(plain);
   const std::vector<int32_t> all{0, 1, 2};
   const double steps_ms = m.RingMs(all) - m.HelloMs(all);
-  const double t = steps_ms / 4;
-  REQUIRE(t == Approx(6.2));
+  REQUIRE(steps_ms / 4 == Approx(6.2));
   CHECK(b.iterations[0].makespan_ms ==
-        Approx(a.iterations[0].makespan_ms - steps_ms + 70.0 + t + 3 * 80.0).epsilon(1e-9));
+        Approx(a.iterations[0].makespan_ms - steps_ms + 70.0 + 3 * 80.0).epsilon(1e-9));
   for (size_t i = 1; i < b.iterations.size(); ++i)
     CHECK(b.iterations[i].makespan_ms > a.iterations[i].makespan_ms + 250.0);
+  // A step whose CPU fits inside its transfers costs nothing more: at 1 ms
+  // per MB a step is 0.008 ms of CPU, within the 1 ms bucket, under T.
+  ClusterSpec light = Spec(model, agent(1));
+  light.nodes[1].compute.cpu_cores = 0.1;
+  const SimResult l = RunUniform(light);
+  CHECK(l.iterations[0].makespan_ms == Approx(a.iterations[0].makespan_ms).epsilon(1e-9));
 }
 
 // With plan-ahead (overlap: true) the reads of t+1 run while t computes
