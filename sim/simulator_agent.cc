@@ -222,7 +222,8 @@ void Simulator::MaybeStartRing(int64_t iteration) {
 
 // The hello exchange, then 2(N−1) steps: every member sends ⌈P/N⌉
 // parameters to the next over the flow network, each flow after its
-// link's latency, the step ending with the last; then the reducer.
+// link's latency, while quota members run the step's CPU; the step ends
+// with the last flow or CPU. Then the reducer.
 void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   Ring* live = RunningRing(iteration, generation);
   if (live == nullptr) return;
