@@ -331,6 +331,9 @@ class Simulator {
   // flows_pending to arrive calls `then`.
   void RingFlow(int64_t iteration, uint64_t generation, int32_t from, int32_t to, double bytes,
                 std::function<void()> then);
+  // One of the ring's flows_pending is done (a flow arrived, or a step's
+  // CPU): the last calls `then`. Nothing if the ring restarted since.
+  void RingPartDone(int64_t iteration, uint64_t generation, const std::function<void()>& then);
   // The exchange's CPU for one ring step (agent.cpu_ms_per_allreduce_mb:
   // every member sends and receives a chunk), queued now on each member's
   // quota; when the last member's is done (now without quotas).

@@ -273,12 +273,8 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   ring.flows_pending = static_cast<int>(n) + (cpu_end > now ? 1 : 0);
   ring.flows.clear();
   if (cpu_end > now) {
-    queue_.After(cpu_end - now, [this, iteration, generation, next] {
-      Ring* r = RingOfGeneration(iteration, generation);
-      if (r == nullptr || --r->flows_pending > 0) return;
-      r->flows.clear();
-      next();
-    });
+    queue_.After(cpu_end - now,
+                 [this, iteration, generation, next] { RingPartDone(iteration, generation, next); });
   }
   const double bytes = allreduce_.WireChunkBytes(n);
   for (size_t i = 0; i < n; ++i)
@@ -340,12 +336,7 @@ void Simulator::RingFlow(int64_t iteration, uint64_t generation, int32_t from, i
     if (ring == nullptr) return;
     if (crashed_[static_cast<size_t>(from)] || crashed_[static_cast<size_t>(to)]) return;  // stalls
     auto arrived = [this, iteration, generation, then](bool ok) {
-      Ring* r = RingOfGeneration(iteration, generation);
-      if (!ok || r == nullptr) return;
-      if (--r->flows_pending == 0) {
-        r->flows.clear();
-        then();
-      }
+      if (ok) RingPartDone(iteration, generation, then);
     };
     if (!allreduce_.links()) return arrived(true);
     // Fluid (no burst): `loftctl calibrate` fits the ring's constants
@@ -355,6 +346,13 @@ void Simulator::RingFlow(int64_t iteration, uint64_t generation, int32_t from, i
     // `arrived` may have restarted or erased the ring: look it up again.
     if (Ring* r = RingOfGeneration(iteration, generation); r != nullptr) r->flows.push_back(f);
   });
+}
+
+void Simulator::RingPartDone(int64_t iteration, uint64_t generation, const std::function<void()>& then) {
+  Ring* r = RingOfGeneration(iteration, generation);
+  if (r == nullptr || --r->flows_pending != 0) return;
+  r->flows.clear();
+  then();
 }
 
 Simulator::Ring* Simulator::RingOfGeneration(int64_t iteration, uint64_t generation) {
