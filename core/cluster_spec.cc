@@ -118,6 +118,32 @@ Status NonNegative(const SpecReader& r, const YAML::Node& parent, const char* ke
   return OkStatus();
 }
 
+// training.exchange: {period: 1 | N | auto, max_period, compression: none | int8, overlap}.
+Status ParseExchange(const SpecReader& r, const YAML::Node& ex, TrainingSpec::Exchange* e) {
+  const std::string p = "training.exchange";
+  RET(r.CheckKeys(ex, p, {"period", "max_period", "compression", "overlap"}));
+  if (YAML::Node pn = ex["period"]; pn.IsDefined() && !pn.IsNull()) {
+    if (pn.IsScalar() && pn.Scalar() == "auto") {
+      e->period_auto = true;
+    } else {
+      RET(r.Get(ex, "period", p, &e->period));
+      if (e->period < 1)
+        return r.Error(pn, p + ".period", "must be auto or an integer >= 1 (got " + pn.Scalar() + ")");
+    }
+  }
+  RET(r.Get(ex, "max_period", p, &e->max_period));
+  if (e->max_period < 1 || e->max_period > 1024)
+    return r.Error(ex["max_period"], p + ".max_period", "must be in [1, 1024]");
+  if (!e->period_auto && e->period > 1024) return r.Error(ex["period"], p + ".period", "must be <= 1024");
+  if (e->period_auto) e->period = 1;  // the first round's, until the scheduler has measurements
+  RET(r.Get(ex, "compression", p, &e->compression));
+  if (e->compression != "none" && e->compression != "int8")
+    return r.Error(ex["compression"], p + ".compression",
+                   "must be one of none, int8 (got '" + e->compression + "')");
+  RET(r.Get(ex, "overlap", p, &e->overlap));
+  return OkStatus();
+}
+
 StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   SpecReader r(source);
   ClusterSpec spec;
@@ -146,9 +172,10 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   // training
   bool placement_seed_set = false;
   if (YAML::Node t = root["training"]; t.IsDefined()) {
-    RET(r.CheckKeys(t, "training",
-                    {"global_batch", "min_batch", "iterations", "overlap", "seed", "model", "aggregation",
-                     "learning_rate", "momentum", "lr_schedule", "byzantine_tolerance", "allreduce"}));
+    RET(r.CheckKeys(
+        t, "training",
+        {"global_batch", "min_batch", "iterations", "overlap", "seed", "model", "aggregation",
+         "learning_rate", "momentum", "lr_schedule", "byzantine_tolerance", "allreduce", "exchange"}));
     auto& tr = spec.training;
     RET(r.Get(t, "global_batch", "training", &tr.global_batch));
     RET(r.Get(t, "min_batch", "training", &tr.min_batch));
@@ -216,6 +243,8 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
       if (std::isnan(a.step_latency_ms) || std::isnan(a.reduce_ns_per_element))
         return r.Error(ar, p, "step_latency_ms and reduce_ns_per_element must be numbers");
     }
+    if (YAML::Node ex = t["exchange"]; ex.IsDefined() && !ex.IsNull())
+      RET(ParseExchange(r, ex, &tr.exchange));
   }
   // scheduler
   if (YAML::Node sc = root["scheduler"]; sc.IsDefined() && !sc.IsNull()) {
@@ -512,6 +541,16 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
 }
 
 }  // namespace
+
+int64_t ModelParameterCount(const std::string& model, int64_t input_dim) {
+  constexpr int64_t kClasses = 10;
+  if (model == "softmax") return input_dim * kClasses + kClasses;
+  if (model == "mlp") {
+    // models::ModelSpec's default hidden layers {256, 128}.
+    return input_dim * 256 + 256 + 256 * 128 + 128 + 128 * kClasses + kClasses;
+  }
+  return 0;
+}
 
 int ClusterSpec::FindNode(const std::string& name) const {
   for (int i = 0; i < num_nodes(); ++i)

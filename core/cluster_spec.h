@@ -75,7 +75,32 @@ struct TrainingSpec {
     double fixed_ms = 0;                // per all-reduce, >= 0
     bool links = true;                  // false: transfers are not limited by the spec's link rates
   } allreduce;
+  // training.exchange: how often and in what form the members combine
+  // their work (docs/cluster-spec.md "training.exchange"). The default
+  // (period 1, no compression, no overlap) all-reduces every step's
+  // gradient, as loft always did. Only used when model != none.
+  struct Exchange {
+    // Local SGD steps per exchange (a round). 1: every planned step's
+    // gradient is all-reduced. N > 1: each member takes N local steps
+    // (each on a partition the planner balanced), then the members
+    // all-reduce their model deltas. training.iterations still counts
+    // steps (global batches).
+    int64_t period = 1;
+    // period: auto: the scheduler picks each round's period
+    // (scheduler/exchange_plan.h); period is then the first round's.
+    bool period_auto = false;
+    int64_t max_period = 16;           // auto: the largest period it picks, >= 1
+    std::string compression = "none";  // none | int8 (per-chunk scale + int8, error feedback)
+    // The next round's reads run while the exchange runs (they share the
+    // links); false: a member reads nothing during its exchange.
+    bool overlap = false;
+    bool is_default() const { return period == 1 && !period_auto && compression == "none" && !overlap; }
+  } exchange;
 };
+
+// Parameters of the agent's built-in `model` on inputs of `input_dim`
+// bytes (10 classes: models::ModelSpec's defaults); 0 for none/external.
+int64_t ModelParameterCount(const std::string& model, int64_t input_dim);
 
 // The hand-off's default (SchedulerSpec::handoff_ms), measured on the
 // 2-core development machine's testbed (docs/testbed.md "Control-path

@@ -392,6 +392,8 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
   out.batch.partition_id = p.id();
   out.batch.iteration = p.iteration();
   out.batch.view = p.view();
+  out.batch.local_step = p.local_step();
+  out.batch.delta_exchange = p.delta_exchange();
   std::vector<uint64_t> local;
   std::map<int32_t, std::vector<uint64_t>> remote;
   for (int i = 0; i < p.sample_ids_size(); ++i) {
@@ -532,7 +534,7 @@ v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32
       *read.timings.mutable_training() = std::move(*rep);
     }
   } else {
-    trainer->Skip(p.view(), p.iteration());
+    trainer->Skip(p.view(), p.iteration(), p.local_step());
   }
   if (!st.ok()) {
     auto* f = env.mutable_partition_failed();

@@ -428,7 +428,7 @@ StatusOr<double> ExternalTrainer::Compute(const Batch& batch) {
   return RunBatch(&batch, batch.view, batch.iteration, batch.partition_id);
 }
 
-void ExternalTrainer::Skip(int64_t view, int64_t iteration) {
+void ExternalTrainer::Skip(int64_t view, int64_t iteration, bool /*local_step*/) {
   if (!opts_.ring || iteration <= opts_.ring->round_done()) return;
   spdlog::info("partition of round {} failed before compute: joining the round with weight 0", iteration);
   auto r = RunBatch(nullptr, view, iteration, 0);

@@ -74,7 +74,7 @@ class ExternalTrainer final : public Trainer {
   std::optional<double> ReportedComputeMs() override;
   std::optional<v1::TrainingReport> TakeReport() override;
   void Idle() override;
-  void Skip(int64_t view, int64_t iteration) override;
+  void Skip(int64_t view, int64_t iteration, bool local_step) override;
 
   // The bound endpoint (tcp port resolved).
   const std::string& endpoint() const { return endpoint_; }

@@ -58,6 +58,8 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->views_ = std::make_unique<ViewBook>(ViewBookOptions{options.node, options.view_wait_ms, options.stop});
   t->guard_ = RingGuard(RingGuardOptions{spec.training.byzantine_tolerance});
   t->tolerance_ = spec.training.byzantine_tolerance;
+  t->delta_ = spec.training.exchange.period_auto || spec.training.exchange.period > 1;
+  if (t->delta_) t->StartRound();
 
   auto test = cache::LoadFashionMnist(options.test_data_dir, "test");
   if (!test.ok()) return test.status().WithContext("model trainer: test set");
@@ -213,8 +215,61 @@ double ModelTrainer::ComputeGradient(size_t n) {
     // Diverged parameters: contribute a NaN gradient (robust reducers drop it).
     std::fill(grad_.begin(), grad_.end(), std::numeric_limits<float>::quiet_NaN());
   }
-  Corrupt(grad_);
+  if (!delta_) Corrupt(grad_);
   return loss;
+}
+
+double ModelTrainer::LocalStep(size_t n) {
+  const double loss = ComputeGradient(n);
+  Status st = sgd_->Step(model_->params(), grad_);
+  if (!st.ok()) spdlog::warn("local step refused: {}", st.ToString());  // parameters unchanged
+  round_samples_ += static_cast<double>(n);
+  return loss;
+}
+
+void ModelTrainer::StartRound() {
+  const auto p = model_->params();
+  anchor_.assign(p.begin(), p.end());
+  round_samples_ = 0;
+}
+
+double ModelTrainer::ContributionSamples(size_t n) const {
+  return delta_ ? round_samples_ : static_cast<double>(n) + carry_.samples();
+}
+
+void ModelTrainer::FillDelta(std::vector<float>* data) {
+  const auto p = model_->params();
+  data->resize(p.size());
+  for (size_t i = 0; i < p.size(); ++i) (*data)[i] = p[i] - anchor_[i];
+  Corrupt(*data);
+}
+
+void ModelTrainer::ApplyDelta(uint32_t round, const std::vector<float>& delta) {
+  // The optimizer's step after this round: one per planned step so far,
+  // as the gradient exchange counts them, so the learning-rate schedule
+  // runs on steps whatever the period.
+  const int64_t steps_before = last_round_ + 1, steps_after = static_cast<int64_t>(round) + 1;
+  double lr_sum = 0;
+  for (int64_t s = steps_before; s < steps_after; ++s) lr_sum += sgd_->LearningRateAt(s);
+  const bool finite = std::all_of(delta.begin(), delta.end(), [](float v) { return std::isfinite(v); });
+  auto p = model_->params();
+  std::vector<float> velocity(p.size(), 0.0f);
+  if (finite && lr_sum > 0) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      p[i] = anchor_[i] + delta[i];
+      velocity[i] = static_cast<float>(-static_cast<double>(delta[i]) / lr_sum);
+    }
+  } else {
+    // Every member got the same vector and refuses it alike: the round's
+    // start stays the state (as a refused gradient leaves it).
+    spdlog::warn("round {}: aggregate delta refused (not finite)", round);
+    std::copy(anchor_.begin(), anchor_.end(), p.begin());
+    const auto v = sgd_->velocity();
+    velocity.assign(v.begin(), v.end());
+  }
+  Status st = sgd_->Restore(steps_after, velocity);
+  if (!st.ok()) spdlog::warn("round {}: optimizer state not restored: {}", round, st.ToString());
+  StartRound();
 }
 
 Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uint64_t partition_id,
@@ -222,7 +277,7 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
   // 1. Exchange hellos.
   const std::pair<int64_t, uint64_t> mine{last_round_, models::ParameterHash(model_->params())};
   MemberHello hello;
-  hello.b = static_cast<double>(n) + carry_.samples();
+  hello.b = ContributionSamples(n);
   hello.last_round = mine.first;
   hello.hash = mine.second;
   hello.reports = reports;
@@ -252,7 +307,11 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
         "(hash {:016x}): fetching their state",
         round, mine.first, mine.second, sync.agreeing, m.nodes.size(), sync.target.first, sync.target.second);
     LOFT_RETURN_IF_ERROR(SyncState(m, round, sync.target.first, sync.target.second, sync.holders));
-    if (n > 0) *loss = ComputeGradient(n);  // the gradient at the agreed parameters
+    if (delta_) {
+      anchor_.assign(model_->params().begin(), model_->params().end());  // a zero delta (see the header)
+    } else if (n > 0) {
+      *loss = ComputeGradient(n);  // the gradient at the agreed parameters
+    }
   }
   if (RoundCarried(last_round_, round)) {
     res->carried = true;  // the others finished this round already
@@ -268,7 +327,11 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
   LOFT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(options_.node, round, px, reducer_));
   last_plan_ = plan;  // what a member finishing this attempt without this node applies
   last_plan_members_ = static_cast<int>(px.members.size());
-  carry_.Mix(n, grad_, data);
+  if (delta_) {
+    FillDelta(data);
+  } else {
+    carry_.Mix(n, grad_, data);
+  }
   models::AllReduceOptions ao;
   ao.reducer = plan.reducer;
   ao.timeout_ms = options_.ring_timeout_ms;
@@ -311,13 +374,23 @@ StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_
   res.allreduce_ms = MsSince(t0);
   if (res.adopted) {
     carry_.Clear();  // the carried samples were in the contribution the result holds
-    return res;      // SyncState installed the round's parameters and optimizer state
+    if (delta_) StartRound();
+    return res;  // SyncState installed the round's parameters and optimizer state
   }
   if (res.carried) {
-    carry_.Add(n, grad_);  // keep this node's samples for the next round
+    if (delta_) {
+      StartRound();  // the state taken is past this round: this member's steps in it are lost
+    } else {
+      carry_.Add(n, grad_);  // keep this node's samples for the next round
+    }
     return res;
   }
   carry_.Clear();
+  if (delta_) {
+    ApplyDelta(round, data);
+    last_round_ = round;
+    return res;
+  }
   Status step = sgd_->Step(model_->params(), data);
   if (!step.ok()) {
     // Every member got the same non-finite vector and refuses it alike, so
@@ -329,43 +402,60 @@ StatusOr<ModelTrainer::RoundResult> ModelTrainer::RunRound(int64_t view, uint32_
   return res;
 }
 
-StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
-  report_.reset();
+Status ModelTrainer::DecodeBatch(const Batch& batch) {
   const int dim = model_->input_dim();
   const size_t n = batch.samples.size();
-  Status decoded = [&]() -> Status {
-    if (n == 0) return InvalidArgument("partition " + std::to_string(batch.partition_id) + " has no samples");
-    images_.resize(n * static_cast<size_t>(dim));
-    labels_.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const cache::Sample& s = batch.samples[i];
-      if (s.payload.size() != static_cast<size_t>(dim)) {
-        return DataLoss("sample " + std::to_string(s.id) + " has " + std::to_string(s.payload.size()) +
-                        " bytes, the model expects " + std::to_string(dim));
-      }
-      if (s.label >= model_->num_classes())
-        return DataLoss("sample " + std::to_string(s.id) + " has label " + std::to_string(s.label));
-      std::memcpy(images_.data() + i * static_cast<size_t>(dim), s.payload.data(), static_cast<size_t>(dim));
-      labels_[i] = static_cast<uint8_t>(s.label);
+  if (n == 0) return InvalidArgument("partition " + std::to_string(batch.partition_id) + " has no samples");
+  images_.resize(n * static_cast<size_t>(dim));
+  labels_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const cache::Sample& s = batch.samples[i];
+    if (s.payload.size() != static_cast<size_t>(dim)) {
+      return DataLoss("sample " + std::to_string(s.id) + " has " + std::to_string(s.payload.size()) +
+                      " bytes, the model expects " + std::to_string(dim));
     }
-    if (batch.iteration < 0 || batch.iteration > std::numeric_limits<uint32_t>::max())
-      return OutOfRange("iteration " + std::to_string(batch.iteration) +
-                        " does not fit the ring's 32-bit round");
-    return OkStatus();
-  }();
-  if (!decoded.ok()) {
-    Skip(batch.view, batch.iteration);  // the ring must not wait for this member's round
+    if (s.label >= model_->num_classes())
+      return DataLoss("sample " + std::to_string(s.id) + " has label " + std::to_string(s.label));
+    std::memcpy(images_.data() + i * static_cast<size_t>(dim), s.payload.data(), static_cast<size_t>(dim));
+    labels_[i] = static_cast<uint8_t>(s.label);
+  }
+  if (batch.iteration < 0 || batch.iteration > std::numeric_limits<uint32_t>::max())
+    return OutOfRange("iteration " + std::to_string(batch.iteration) +
+                      " does not fit the ring's 32-bit round");
+  return OkStatus();
+}
+
+bool ModelTrainer::EvaluateNow(int64_t iteration, int64_t prev_round) const {
+  if (iteration == options_.last_iteration) return true;
+  const int64_t e = options_.eval_every;
+  if (e <= 0) return false;
+  // A delta exchange evaluates at the first exchange at or after each
+  // multiple of eval_every (local steps hold no agreed model).
+  if (delta_) return (iteration + 1) / e > (prev_round + 1) / e;
+  return (iteration + 1) % e == 0;
+}
+
+StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
+  report_.reset();
+  const size_t n = batch.samples.size();
+  if (Status decoded = DecodeBatch(batch); !decoded.ok()) {
+    // The ring must not wait for this member's round.
+    Skip(batch.view, batch.iteration, batch.local_step);
     return decoded;
   }
   const uint32_t round = static_cast<uint32_t>(batch.iteration);
   guard_.Planned(batch.iteration);
-  double loss = ComputeGradient(n);
+  const int64_t prev_round = last_round_;
+  double loss = delta_ ? LocalStep(n) : ComputeGradient(n);
   v1::TrainingReport rep;
-  bool evaluator = false;
-  if (batch.iteration <= last_round_) {
+  bool evaluator = false, exchanged = false;
+  if (delta_ && batch.local_step) {
+    // A local step of the open round: no exchange after it.
+  } else if (batch.iteration <= last_round_) {
     // This round is already all-reduced here (a second partition of the
-    // iteration, or one that came after a weight-0 join): carry it.
-    carry_.Add(n, grad_);
+    // iteration, or one that came after a weight-0 join): carry it (a
+    // delta exchange took its step already: it is in the next round).
+    if (!delta_) carry_.Add(n, grad_);
     spdlog::info("partition {} of round {} arrived after the round: its {} samples go into the next round",
                  batch.partition_id, round, n);
   } else {
@@ -381,12 +471,12 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
       }
     }
     evaluator = r.evaluator;
+    exchanged = true;
   }
   rep.set_loss(loss);
-  rep.set_param_hash(models::ParameterHash(model_->params()));
-  bool eval_now = (options_.eval_every > 0 && (batch.iteration + 1) % options_.eval_every == 0) ||
-                  batch.iteration == options_.last_iteration;
-  if (eval_now && evaluator) {
+  // The agreed parameters: after a local step, the round's start.
+  rep.set_param_hash(models::ParameterHash(delta_ ? std::span<const float>(anchor_) : model_->params()));
+  if (exchanged && evaluator && EvaluateNow(batch.iteration, prev_round)) {
     auto acc = model_->Evaluate(models::BatchView{test_images_, test_labels_});
     if (acc.ok()) {
       rep.set_evaluated(true);
@@ -403,8 +493,9 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
   return loss;
 }
 
-void ModelTrainer::Skip(int64_t view, int64_t iteration) {
+void ModelTrainer::Skip(int64_t view, int64_t iteration, bool local_step) {
   guard_.Planned(iteration);
+  if (delta_ && local_step) return;  // no exchange after a local step
   if (iteration <= last_round_ || iteration > std::numeric_limits<uint32_t>::max() || view < 0) return;
   const auto round = static_cast<uint32_t>(iteration);
   spdlog::info("partition of round {} failed before compute: joining the round with weight 0", round);

@@ -46,6 +46,28 @@
 // If an attempt fails (a member is silent or gone) the trainer waits for a
 // newer view, keeps the survivors and restarts the same round with that
 // view's number; if no newer view arrives the partition fails.
+// Exchange modes (training.exchange, Partition.local_step/delta_exchange):
+// with period > 1 or auto, a round is several planned steps. A local step
+// (local_step) computes the gradient of its partition and applies an SGD
+// step to this member's own parameters; no ring. The round's last step
+// does the same and then exchanges the round's model delta (parameters
+// minus the round's starting parameters, the anchor) through the same
+// hellos, state check and verified robust ring, weighted by the member's
+// samples in the round (models::AggregationWeights, as for gradients);
+// every member sets parameters = anchor + aggregate delta, so the hash
+// check holds after every round. A member's Byzantine mode corrupts its
+// delta instead of its gradient. Momentum: local steps use the member's
+// own velocity, starting from the round's shared one; after the exchange
+// every member sets the velocity to the round's mean update per unit of
+// learning rate, -aggregate / (sum of the round's learning rates), and the
+// optimizer's step to round + 1. That keeps velocity identical on every
+// member without exchanging it (which would double the bytes), keeps the
+// direction momentum carries from round to round, and is exactly the
+// gradient exchange's velocity for a round of one step under the mean.
+// A member whose state had to be fetched at the exchange (restarted, or
+// its last exchange failed) contributes a zero delta: its steps were
+// taken from other parameters. A partition arriving after its round's
+// exchange is a local step of the next round.
 // Rooms: the pure decisions of a round (sync source, carried, weights,
 // reducer settings, applied list, evaluator) are edge_agent/round_decision.h,
 // the carried samples edge_agent/gradient_carry.h, the retry loop
@@ -131,7 +153,7 @@ class ModelTrainer final : public Trainer {
   // peers have started (the caller has no partition pending).
   void Idle() override;
   // Joins round `iteration` with weight 0 unless this node is past it.
-  void Skip(int64_t view, int64_t iteration) override;
+  void Skip(int64_t view, int64_t iteration, bool local_step) override;
   std::vector<RingOffence> TakeOffences() override;
 
   std::span<const float> params() const { return model_->params(); }
@@ -146,8 +168,22 @@ class ModelTrainer final : public Trainer {
   Status SyncState(const RingMembers& m, uint32_t round, int64_t want_round, uint64_t want_hash,
                    const std::vector<int>& holders);
   std::vector<std::byte> ServeState(int from, uint64_t tag);
-  // The gradient of the current batch (images_/labels_, n samples) into grad_, corrupted if Byzantine.
+  // The gradient of the current batch (images_/labels_, n samples) into
+  // grad_, corrupted if Byzantine (gradient exchange only: a delta
+  // exchange corrupts the delta).
   double ComputeGradient(size_t n);
+  // Delta exchange: one local SGD step on the current batch (n samples);
+  // returns its loss.
+  double LocalStep(size_t n);
+  // Delta exchange: this member's contribution (parameters - anchor,
+  // corrupted if Byzantine) into *data.
+  void FillDelta(std::vector<float>* data);
+  // Delta exchange: applies the round's aggregate delta (see above).
+  void ApplyDelta(uint32_t round, const std::vector<float>& delta);
+  // Delta exchange: the current parameters start a new round.
+  void StartRound();
+  // The samples this member weighs with in the round's exchange.
+  double ContributionSamples(size_t n) const;
   struct RoundResult {
     int members = 0, attempts = 0;  // members: of the all-reduce (members past the round left out)
     double allreduce_ms = 0;
@@ -170,6 +206,11 @@ class ModelTrainer final : public Trainer {
   // (edge_agent/round_decision.h) and the all-reduce into *data.
   Status Attempt(const RingMembers& m, uint32_t round, size_t n, uint64_t partition_id, bool reports,
                  double* loss, RoundResult* res, std::vector<float>* data);
+  // Copies a partition's samples into images_/labels_ (checked).
+  Status DecodeBatch(const Batch& batch);
+  // Whether the round ending at `iteration` evaluates (eval_every,
+  // last_iteration); `prev_round`: the last round before it.
+  bool EvaluateNow(int64_t iteration, int64_t prev_round) const;
   void Corrupt(std::span<float> g);
   // byzantine: chunk_garbage (uniform in +-byzantine_scale) / chunk_scale
   // (times byzantine_scale): this member's reduced chunk before it is sent.
@@ -209,6 +250,11 @@ class ModelTrainer final : public Trainer {
   std::set<uint64_t> idle_refused_;                           // (view, round) tags not to join
 
   std::unique_ptr<ViewBook> views_;
+
+  // training.exchange (see "Exchange modes" above).
+  bool delta_ = false;         // period > 1 or auto: deltas, not gradients
+  std::vector<float> anchor_;  // parameters at the round's start
+  double round_samples_ = 0;   // samples of this member's steps in the open round
 
   std::optional<v1::TrainingReport> report_;
 };

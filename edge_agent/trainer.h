@@ -44,6 +44,11 @@ struct Batch {
   uint64_t partition_id = 0;
   int64_t iteration = 0;  // the partition's iteration (the all-reduce round)
   int64_t view = 0;       // the membership view it was planned in
+  // training.exchange (Partition.local_step / delta_exchange): this step
+  // is taken locally (no exchange after it), and the round's exchange
+  // combines model deltas rather than gradients.
+  bool local_step = false;
+  bool delta_exchange = false;
   std::vector<cache::Sample> samples;
 };
 
@@ -81,8 +86,10 @@ class Trainer {
   // (its samples could not be read). Training takes part in that round
   // with weight 0, so the ring does not wait for this member — with
   // planning ahead the agent may already hold the next partition and
-  // would not be Idle. Bounded like Idle's joins.
-  virtual void Skip(int64_t view, int64_t iteration) {}
+  // would not be Idle. Bounded like Idle's joins. `local_step`: the
+  // partition was a local step of a longer round (training.exchange), so
+  // there is no exchange to join.
+  virtual void Skip(int64_t view, int64_t iteration, bool local_step) {}
   // The offences seen since the last call (the daemon counts them in
   // loft_agent_ring_offences_total and sends the reports).
   virtual std::vector<RingOffence> TakeOffences() { return {}; }

@@ -67,6 +67,7 @@ Status StateOptions::Validate() const {
     return InvalidArgument("scheduler options: timeout_factor must be finite and >= 0");
   }
   if (global_batch < 0) return InvalidArgument("scheduler options: global_batch must be >= 0");
+  if (iterations < 0) return InvalidArgument("scheduler options: iterations must be >= 0");
   return OkStatus();
 }
 
@@ -78,6 +79,9 @@ SchedulerState::SchedulerState(const ClusterSpec& spec, Placement placement, std
       options_(options),
       global_batch_(options.global_batch > 0 ? options.global_batch : spec.training.global_batch),
       sampler_(&placement_, options.seed != 0 ? options.seed : spec.training.seed),
+      exchange_(spec.training.exchange,
+                (options.iterations > 0 ? options.iterations : spec.training.iterations) - 1,
+                ExchangePriorMs(spec)),
       quarantine_(options.quarantine_after) {
   const int n = spec_.num_nodes();
   cost_models_ = std::make_unique<CostModels>();
@@ -303,6 +307,7 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
     if (!s.ok()) return Internal(where() + ": ledger rejected a validated partition: " + s.ToString());
   }
   if (!u.policy_error().empty()) ++policy_failures_;
+  exchange_.OnPlanned(u.iteration(), u.round_period(), u.ends_round(), u.makespan_ms());
   ++next_iteration_;
   return OkStatus();
 }
@@ -337,6 +342,9 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   }
 
   const auto& t = d.timings();
+  if (t.has_training()) {
+    exchange_.OnReport(p.iteration(), t.training().loss(), !p.local_step(), t.training().allreduce_ms());
+  }
   Observation obs;
   obs.node = p.worker();
   obs.batch = p.sample_ids_size();
@@ -660,6 +668,11 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
   ip->set_makespan_ms(a.makespan_ms);
   ip->set_policy(pname);
   ip->set_policy_error(policy_error);
+  const ExchangeDecision xd = exchange_.Decide(next_iteration_, a.makespan_ms);
+  if (!spec_.training.exchange.is_default()) {  // else unset: old journals and digests stay as they were
+    ip->set_round_period(xd.period);
+    ip->set_ends_round(xd.ends_round);
+  }
   uint64_t next_id = ledger_.last_id() + 1;
   // Partitions per worker: one per origin (0 = fresh samples, else the
   // failed parent partition), ascending origin, samples in assignment
@@ -694,6 +707,8 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
       p->set_attempt(origin == 0 ? 0 : ledger_.Find(origin)->partition.attempt() + 1);
       p->set_plan_id(ip->plan_id());
       p->set_view(view_);
+      p->set_local_step(!xd.ends_round);
+      p->set_delta_exchange(exchange_.delta_exchange());
       int64_t local = 0, count = 0;
       auto* ids = p->mutable_sample_ids();
       auto* srcs = p->mutable_sources();

@@ -47,6 +47,7 @@
 #include "core/status.h"
 #include "scheduler/assigner.h"
 #include "scheduler/epoch_sampler.h"
+#include "scheduler/exchange_plan.h"
 #include "scheduler/ledger.h"
 #include "scheduler/plan.h"
 #include "scheduler/proto/state.pb.h"
@@ -81,6 +82,9 @@ struct StateOptions {
   // are planned before the new epoch's (SchedulerState, "Two epochs").
   // false: an epoch starts only when the previous one is committed.
   bool overlap_epochs = true;
+  // The job's planned steps (its last one ends a round of
+  // training.exchange); 0 = the spec's training.iterations.
+  int64_t iterations = 0;
 
   Status Validate() const;
 };
@@ -150,6 +154,8 @@ class SchedulerState {
   // then advances without waiting for a plan).
   bool EpochComplete() const { return prev_ == nullptr && sampler_.EpochDone(); }
   const Ledger& ledger() const { return ledger_; }
+  // Which steps end a round (training.exchange).
+  const ExchangePlan& exchange() const { return exchange_; }
   const Policy& policy() const { return *policy_; }
   int64_t view() const { return view_; }
   bool registered(int node) const { return registered_[node]; }
@@ -238,6 +244,7 @@ class SchedulerState {
   EpochSampler sampler_;
   std::unique_ptr<EpochSampler> prev_;  // previous epoch, while open (see above)
   Ledger ledger_;
+  ExchangePlan exchange_;
   struct CostModels;  // one CostModel per node (pimpl: keeps cost_model.h private)
   std::unique_ptr<CostModels> cost_models_;
   CostModel& cost_model(int node) const;  // cost_models_'s, for state_snapshot.cc

@@ -116,6 +116,7 @@ loft::v1::StateSnapshot SchedulerState::ToSnapshot() const {
 
   SamplerToProto(sampler_, out.mutable_sampler());
   if (prev_ != nullptr) SamplerToProto(*prev_, out.mutable_previous_sampler());
+  if (!spec_.training.exchange.is_default()) exchange_.Save(out.mutable_exchange());
 
   auto* lp = out.mutable_ledger();
   ledger_.ForEachRecord([lp](const PartitionRecord& r) {
@@ -253,6 +254,10 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
   c.epochs_completed = cp.epochs_completed();
   if (Status st = ledger_.Restore(std::move(records), c, s.ledger().last_id()); !st.ok()) {
     return loss("ledger", st);
+  }
+
+  if (s.has_exchange()) {
+    if (Status st = exchange_.Restore(s.exchange()); !st.ok()) return loss("exchange", st);
   }
 
   // Quarantine.

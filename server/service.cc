@@ -123,6 +123,7 @@ Status SchedulerService::Init(double now_ms) {
   sched::StateOptions so;
   so.timeout_min_ms = static_cast<double>(opts_.partition_timeout_ms);
   so.overlap_epochs = opts_.epoch_overlap;
+  so.iterations = opts_.iterations;
   sched::JournalOptions jo;
   jo.sync = opts_.journal_sync;
   LOFT_ASSIGN_OR_RETURN(journal_, sched::Journal::Open(opts_.journal_dir, jo));

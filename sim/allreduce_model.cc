@@ -4,16 +4,6 @@
 
 namespace loft::sim {
 
-int64_t ModelParameterCount(const std::string& model, int64_t input_dim) {
-  constexpr int64_t kClasses = 10;
-  if (model == "softmax") return input_dim * kClasses + kClasses;
-  if (model == "mlp") {
-    // models::ModelSpec's default hidden layers {256, 128}.
-    return input_dim * 256 + 256 + 256 * 128 + 128 + 128 * kClasses + kClasses;
-  }
-  return 0;
-}
-
 double PriorReduceNsPerElement(const std::string& aggregation) {
   return aggregation == "mean" || aggregation == "weighted_mean" ? 1.0 : 10.0;
 }
@@ -23,6 +13,7 @@ AllreduceModel::AllreduceModel(const ClusterSpec& spec) {
   if (t.model == "none") return;
   const auto& a = t.allreduce;
   parameters_ = a.parameters > 0 ? a.parameters : ModelParameterCount(t.model, spec.dataset.sample_bytes);
+  int8_ = t.exchange.compression == "int8";
   step_latency_ms_ = a.step_latency_ms;
   reduce_ns_ =
       a.reduce_ns_per_element >= 0 ? a.reduce_ns_per_element : PriorReduceNsPerElement(t.aggregation);
@@ -79,7 +70,9 @@ double AllreduceModel::HelloMs(std::span<const int32_t> members) const {
 double AllreduceModel::ChunkBytes(size_t members) const {
   if (members == 0) return 0;
   const auto n = static_cast<int64_t>(members);
-  return 4.0 * static_cast<double>((parameters_ + n - 1) / n);
+  const auto chunk = static_cast<double>((parameters_ + n - 1) / n);
+  // int8: a float32 scale, then one byte per parameter (models/ring_allreduce.h).
+  return int8_ ? 4.0 + chunk : 4.0 * chunk;
 }
 
 double AllreduceModel::TailMs(size_t members) const {

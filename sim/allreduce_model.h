@@ -68,9 +68,8 @@
 
 namespace loft::sim {
 
-// Parameters of the agent's `model` on inputs of `input_dim` bytes
-// (10 classes); 0 for "none".
-int64_t ModelParameterCount(const std::string& model, int64_t input_dim);
+// Parameters of the agent's `model` (core/cluster_spec.h).
+using ::loft::ModelParameterCount;
 // The reducer's prior cost per element for training.aggregation.
 double PriorReduceNsPerElement(const std::string& aggregation);
 
@@ -113,6 +112,7 @@ class AllreduceModel {
  private:
   std::vector<LinkSpec> links_;  // per node
   int64_t parameters_ = 0;
+  bool int8_ = false;  // training.exchange.compression: int8
   double step_latency_ms_ = -1;
   double reduce_ns_ = 0;
   double fixed_ms_ = 0;

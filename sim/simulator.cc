@@ -72,6 +72,7 @@ StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const ClusterSpec& spec, 
   sched::StateOptions so;
   so.timeout_min_ms = 0;  // nothing hangs in the simulator; failures are reported directly
   so.overlap_epochs = options.overlap_epochs;
+  so.iterations = options.iterations;
   auto driver = sched::JobDriver::Create(spec, options.policy, so);
   if (!driver.ok()) return driver.status().WithContext("policy " + options.policy);
   return std::unique_ptr<Simulator>(new Simulator(spec, std::move(options), std::move(*driver)));
@@ -207,6 +208,7 @@ bool Simulator::PlanIfReady() {
     part->batch = p.sample_ids_size();
     part->node = p.worker();
     part->iteration = iteration;
+    part->local_step = pp.partition().local_step();
     part->sendable_ms = sendable;
     std::vector<int32_t> remote_sources;
     for (int32_t src : p.sources()) {

@@ -214,6 +214,7 @@ class Simulator {
     int64_t batch = 0;
     int32_t node = 0;
     int64_t iteration = 0;
+    bool local_step = false;  // training.exchange: no ring after it (Partition.local_step)
     int64_t local = 0;
     int64_t remote = 0;
     std::vector<std::pair<int32_t, int64_t>> from_peer;  // samples per serving peer, ascending peer

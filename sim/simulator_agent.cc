@@ -175,7 +175,8 @@ void Simulator::ComputeNext(int32_t node) {
 
 void Simulator::Computed(Part& p) {
   p.compute_end_ms = queue_.now_ms();
-  if (!allreduce_.enabled() || p.batch == 0) return Acked(p);
+  // A local step of a longer round (training.exchange) has no ring.
+  if (!allreduce_.enabled() || p.batch == 0 || p.local_step) return Acked(p);
   MaybeStartRing(p.iteration);
 }
 
@@ -191,7 +192,7 @@ void Simulator::MaybeStartRing(int64_t iteration) {
   std::vector<uint64_t> waiting;
   for (uint64_t id : oi->second.parts) {
     const Part* x = FindPart(id);
-    if (x == nullptr || x->batch == 0) continue;
+    if (x == nullptr || x->batch == 0 || x->local_step) continue;
     need.push_back(x->node);
     if (x->compute_end_ms >= 0 && agents_[static_cast<size_t>(x->node)].computing == id) {
       have.push_back(x->node);

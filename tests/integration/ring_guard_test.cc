@@ -111,7 +111,7 @@ TEST_CASE("a weight-0 hello cannot create a round, even in a trusted ring") {
 
 TEST_CASE("rounds far beyond the scheduler's iteration are dropped, counted and the sender reported") {
   Ring r(0);
-  r.trainer->Skip(1, 0);  // the scheduler planned iteration 0 (the weight-0 join fails: rank 1 is silent)
+  r.trainer->Skip(1, 0, false);  // the scheduler planned iteration 0 (the weight-0 join fails: rank 1 is silent)
   for (uint32_t k = 0; k < 8; ++k) r.Announce(4000000000u + k, 5, 99);
   CHECK_FALSE(r.Joined(4000000000u, 400));
   std::vector<RingOffence> offences;

@@ -221,3 +221,43 @@ TEST_CASE("scheduler heartbeat settings: cluster run's by default, checked") {
   REQUIRE_FALSE(neg.ok());
   CHECK(neg.status().message().find("scheduler.heartbeat_timeout_ms must be >= 0") != std::string::npos);
 }
+
+TEST_CASE("training.exchange: defaults, period N, auto, compression, overlap, and bad values named") {
+  auto base = ParseClusterSpec(kGood, "cluster.yaml");
+  REQUIRE(base.ok());
+  const auto& d = base->training.exchange;
+  CHECK(d.period == 1);
+  CHECK_FALSE(d.period_auto);
+  CHECK(d.compression == "none");
+  CHECK_FALSE(d.overlap);
+  CHECK(d.is_default());
+  auto with = [](const std::string& exchange) {
+    std::string y = kGood;
+    const std::string key = "aggregation: trimmed_mean}";
+    y.replace(y.find(key), key.size(), "aggregation: trimmed_mean, exchange: " + exchange + "}");
+    return ParseClusterSpec(y, "cluster.yaml");
+  };
+  auto four = with("{period: 4, compression: int8, overlap: true}");
+  REQUIRE(four.ok());
+  CHECK(four->training.exchange.period == 4);
+  CHECK(four->training.exchange.compression == "int8");
+  CHECK(four->training.exchange.overlap);
+  CHECK_FALSE(four->training.exchange.is_default());
+  auto aut = with("{period: auto, max_period: 8}");
+  REQUIRE(aut.ok());
+  CHECK(aut->training.exchange.period_auto);
+  CHECK(aut->training.exchange.max_period == 8);
+  auto message = [&](const std::string& exchange) {
+    auto s = with(exchange);
+    REQUIRE_FALSE(s.ok());
+    return s.status().message();
+  };
+  CHECK_THAT(message("{period: 0}"),
+             Catch::Contains("training.exchange.period must be auto or an integer >= 1"));
+  CHECK_THAT(message("{period: sometimes}"), Catch::Contains("training.exchange.period"));
+  CHECK_THAT(message("{compression: fp16}"),
+             Catch::Contains("training.exchange.compression must be one of none, int8 (got 'fp16')"));
+  CHECK_THAT(message("{max_period: 0}"),
+             Catch::Contains("training.exchange.max_period must be in [1, 1024]"));
+  CHECK_THAT(message("{perod: 2}"), Catch::Contains("training.exchange.perod is not a known field"));
+}
