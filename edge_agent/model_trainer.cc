@@ -163,13 +163,29 @@ StatusOr<RoundHellos> ModelTrainer::ExchangeHellos(const RingMembers& m, uint32_
 
 std::vector<std::byte> ModelTrainer::ServeState(int from, uint64_t tag) {
   std::vector<std::byte> out;
+  // A delta exchange serves the agreed state (the round's start), not this
+  // member's local steps: install it for the encoding, then put them back
+  // (this runs on the trainer's thread, inside its ring waits).
+  std::vector<float> local_params, local_velocity;
+  int64_t local_step = 0;
+  if (delta_) {
+    local_params.assign(model_->params().begin(), model_->params().end());
+    local_velocity.assign(sgd_->velocity().begin(), sgd_->velocity().end());
+    local_step = sgd_->step();
+    std::copy(anchor_.begin(), anchor_.end(), model_->params().begin());
+    (void)sgd_->Restore(last_round_ + 1, anchor_velocity_);
+  }
   auto enc = models::EncodeCheckpoint(*model_, *sgd_);
+  if (delta_) {
+    std::copy(local_params.begin(), local_params.end(), model_->params().begin());
+    (void)sgd_->Restore(local_step, local_velocity);
+  }
   if (!enc.ok()) {
     spdlog::warn("cannot serve state to node {}: {}", from, enc.status().ToString());
     return out;  // an empty answer: the requester tries another holder
   }
   AppendLe(&out, last_round_);
-  AppendLe(&out, models::ParameterHash(model_->params()));
+  AppendLe(&out, AgreedHash());
   const auto* p = reinterpret_cast<const std::byte*>(enc->data());
   out.insert(out.end(), p, p + enc->size());
   spdlog::info("served state (round {}, {} bytes) to node {} for round {}", last_round_, out.size(), from,
@@ -227,10 +243,16 @@ double ModelTrainer::LocalStep(size_t n) {
   return loss;
 }
 
-void ModelTrainer::StartRound() {
+void ModelTrainer::StartRound(bool keep_samples) {
   const auto p = model_->params();
   anchor_.assign(p.begin(), p.end());
-  round_samples_ = 0;
+  const auto v = sgd_->velocity();
+  anchor_velocity_.assign(v.begin(), v.end());
+  if (!keep_samples) round_samples_ = 0;
+}
+
+uint64_t ModelTrainer::AgreedHash() const {
+  return models::ParameterHash(delta_ ? std::span<const float>(anchor_) : model_->params());
 }
 
 double ModelTrainer::ContributionSamples(size_t n) const {
@@ -264,8 +286,7 @@ void ModelTrainer::ApplyDelta(uint32_t round, const std::vector<float>& delta) {
     // start stays the state (as a refused gradient leaves it).
     spdlog::warn("round {}: aggregate delta refused (not finite)", round);
     std::copy(anchor_.begin(), anchor_.end(), p.begin());
-    const auto v = sgd_->velocity();
-    velocity.assign(v.begin(), v.end());
+    velocity = anchor_velocity_;
   }
   Status st = sgd_->Restore(steps_after, velocity);
   if (!st.ok()) spdlog::warn("round {}: optimizer state not restored: {}", round, st.ToString());
@@ -275,7 +296,7 @@ void ModelTrainer::ApplyDelta(uint32_t round, const std::vector<float>& delta) {
 Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uint64_t partition_id,
                              bool reports, double* loss, RoundResult* res, std::vector<float>* data) {
   // 1. Exchange hellos.
-  const std::pair<int64_t, uint64_t> mine{last_round_, models::ParameterHash(model_->params())};
+  const std::pair<int64_t, uint64_t> mine{last_round_, AgreedHash()};
   MemberHello hello;
   hello.b = ContributionSamples(n);
   hello.last_round = mine.first;
@@ -308,7 +329,7 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
         round, mine.first, mine.second, sync.agreeing, m.nodes.size(), sync.target.first, sync.target.second);
     LOFT_RETURN_IF_ERROR(SyncState(m, round, sync.target.first, sync.target.second, sync.holders));
     if (delta_) {
-      anchor_.assign(model_->params().begin(), model_->params().end());  // a zero delta (see the header)
+      StartRound(/*keep_samples=*/true);  // the taken state starts the round: a zero delta (see the header)
     } else if (n > 0) {
       *loss = ComputeGradient(n);  // the gradient at the agreed parameters
     }
@@ -475,7 +496,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
   }
   rep.set_loss(loss);
   // The agreed parameters: after a local step, the round's start.
-  rep.set_param_hash(models::ParameterHash(delta_ ? std::span<const float>(anchor_) : model_->params()));
+  rep.set_param_hash(AgreedHash());
   if (exchanged && evaluator && EvaluateNow(batch.iteration, prev_round)) {
     auto acc = model_->Evaluate(models::BatchView{test_images_, test_labels_});
     if (acc.ok()) {

@@ -180,8 +180,12 @@ class ModelTrainer final : public Trainer {
   void FillDelta(std::vector<float>* data);
   // Delta exchange: applies the round's aggregate delta (see above).
   void ApplyDelta(uint32_t round, const std::vector<float>& delta);
-  // Delta exchange: the current parameters start a new round.
-  void StartRound();
+  // Delta exchange: the current parameters and velocity start a new round
+  // (keep_samples: the open round's sample count stays, for its weight).
+  void StartRound(bool keep_samples = false);
+  // The hash members agree on: the parameters, or with a delta exchange
+  // the round's start (the last exchange's result).
+  uint64_t AgreedHash() const;
   // The samples this member weighs with in the round's exchange.
   double ContributionSamples(size_t n) const;
   struct RoundResult {
