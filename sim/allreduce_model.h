@@ -1,5 +1,5 @@
 // The ring all-reduce and the scheduler's per-iteration overhead as
-// loft-sim charges them (issue 15 item 3; docs/cluster-spec.md
+// loft-sim charges them (docs/cluster-spec.md
 // "training.allreduce" and "scheduler").
 //
 // The agents' all-reduce (models/ring_allreduce.h) scatters each chunk
