@@ -12,7 +12,7 @@
 //     request with 64 pre-built 804-byte frames from memory.
 // The peer server gets one ServeGrant per partition (512 ids), sent a
 // few partitions ahead of the fetches, as the scheduler does in a run.
-// Target (issue 5): peer_fetch >= 50% of min(raw_rocksdb, raw_zmq).
+// Target: peer_fetch >= 50% of min(raw_rocksdb, raw_zmq).
 #include <rocksdb/db.h>
 #include <unistd.h>
 

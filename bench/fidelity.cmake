@@ -1,4 +1,4 @@
-# bench/fidelity.py (issue 15 item 4): real testbed runs vs the calibrated
+# bench/fidelity.py: real testbed runs vs the calibrated
 # simulator. The ctest entry is its --quick smoke test; without root or
 # the testbed's kernel features it prints why and exits 77 (skipped).
 find_package(Python3 COMPONENTS Interpreter)

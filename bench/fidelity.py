@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fidelity benchmark (issue 15 item 4): does the calibrated simulator
+"""Fidelity benchmark: does the calibrated simulator
 predict real runs?
 
 For each scenario (a cluster spec) and policy: a real run on the testbed
@@ -21,7 +21,7 @@ comparison of tools/compare_runs.py (real vs predicted iterations.csv).
   python3 bench/fidelity.py --bin build/bin --synthetic [--spec NAME=FILE ...]
       [--request-overhead-ms MS]
       # synthetic compute (model: none), no calibration: the real testbed
-      # run against loft-sim on the same spec (issue 15 "Done when" 2);
+      # run against loft-sim on the same spec;
       # a spec that sets no network.request_overhead_ms gets the testbed's
       # (TESTBED_REQUEST_OVERHEAD_MS), in the file both engines run
 

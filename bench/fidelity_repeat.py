@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Policy rankings across repeated fidelity runs (issue 15: "the same
-policy ranking in every scenario").
+"""Policy rankings across repeated fidelity runs: does loft-sim predict the
+same policy ranking as the real runs in every scenario?
 
 One run of bench/fidelity.py ranks the policies by their real mean
 iteration; two policies whose means differ by less than that run's noise

@@ -1,4 +1,4 @@
-// ring_verify_bench: the cost of verified chunks (issue 19 item 1). N
+// ring_verify_bench: the cost of verified chunks. N
 // members (threads), each with a ZmqTransport on tcp loopback as the
 // agents use, run training rounds of the MLP 784-256-128-10: gradient of a
 // local batch, RingAllReduce (median), SGD step. Blocks of rounds with the

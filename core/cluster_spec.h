@@ -265,7 +265,7 @@ struct FailureSpec {
   double down_s = 0;
 };
 
-// How a Byzantine node of the spec attacks (issue 19; models/README.md
+// How a Byzantine node of the spec attacks (models/README.md
 // "Byzantine members"): gradients (sign_flip, random, nan), its reduced
 // chunk of the ring's all-gather (chunk_garbage, chunk_scale), or the
 // ring protocol (phantom_round: announces rounds the scheduler has not

@@ -1,5 +1,5 @@
-// TokenBucket: EMULATION of a link's rate for local experiments (issue 5:
-// "an agent can emulate its spec link rate with a token bucket"). It makes
+// TokenBucket: EMULATION of a link's rate for local experiments (an
+// agent can emulate its spec link rate with a token bucket). It makes
 // a caller wait, through the injected Clock, until `bytes` fit the
 // configured rate. One bucket per direction of a node's link (up, down)
 // is shared by everything that node sends or receives: the peer records it

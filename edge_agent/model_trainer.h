@@ -1,4 +1,4 @@
-// ModelTrainer: the real compute step of a training agent (issue 6).
+// ModelTrainer: the real compute step of a training agent.
 // For each partition it decodes the samples (784 uint8 + label), computes
 // the mean cross-entropy gradient of the model on them, optionally
 // corrupts it (a Byzantine node of the spec: sign_flip / random / nan,

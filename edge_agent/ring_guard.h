@@ -1,5 +1,5 @@
 // RingGuard: the pure rules a training agent applies to ring messages it
-// did not ask for (issue 19 item 2).
+// did not ask for.
 //  - Window: a hello of a round beyond max(last applied round, highest
 //    iteration the scheduler gave this agent) + round_window is out of
 //    window (a member pushing last_round towards 2^32 to freeze training).

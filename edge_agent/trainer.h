@@ -1,6 +1,6 @@
 // Trainer: the compute step of a partition. The daemon calls
 // Compute(batch) once per partition and times it. `SyntheticTrainer` is
-// the explicit stand-in until real models land (issue 5): it spends the
+// the explicit stand-in until real models land: it spends the
 // cluster spec's compute time, fixed_ms + per_sample_ms·b, scaled by
 // JitterFactor (core/cluster_spec.h: compute.jitter, jitter_kind), by sleeping on the injected Clock —
 // as MLPerf Storage emulates accelerators. A real sleep ends late (the

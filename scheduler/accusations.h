@@ -1,5 +1,5 @@
 // AccusationBook: the scheduler's rule for ring members that other agents
-// report (v1::PeerReport; issue 19 item 2). A node is evicted once f+1
+// report (v1::PeerReport). A node is evicted once f+1
 // distinct other nodes reported it (f = training.byzantine_tolerance):
 // with at most f Byzantine nodes, at least one honest node saw it
 // misbehave, so f liars cannot evict an honest node. An evicted node stays

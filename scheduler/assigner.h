@@ -17,7 +17,7 @@
 // (EpochSampler::available), then the one serving fewest samples in this
 // assignment so far, then the lowest node index.
 //
-// Distrusted sources (issue 19; SourceDistrusted in state.proto): a node
+// Distrusted sources (SourceDistrusted in state.proto): a node
 // marked in `distrusted` serves nobody but itself. Another worker reads a
 // sample it holds only from another live, trusted holder (remote_from
 // entries naming it are skipped and filled by step 3); a sample whose only

@@ -82,7 +82,7 @@ class JobDriver {
   StatusOr<Updates> OnWorkerDead(int32_t node, std::string_view reason, double now_ms);
 
   // Stops using `node` as a source for other workers (a SourceDistrusted
-  // update; issue 19): the caller decided that `reporters` distinct nodes
+  // update): the caller decided that `reporters` distinct nodes
   // proved it serves forged samples. Partitions in flight are left alone
   // (their requesters refuse what it forges and fail them; the retries are
   // planned from trusted holders). Already distrusted: no updates.

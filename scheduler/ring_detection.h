@@ -1,5 +1,5 @@
 // RingDetection: the scheduler's counters of Byzantine behaviour in the
-// ring (issue 19 item 2), for the status JSON ("ring_detection"),
+// ring, for the status JSON ("ring_detection"),
 // `loftctl cluster run`'s summary.json and metrics:
 //  - offences by kind: each agent sends, with its training reports, the
 //    ring offences it has seen so far per (offender, reason)

@@ -182,7 +182,7 @@ class SchedulerState {
   // Samples whose records keep failing their check (scheduler/quarantine.h).
   const SampleQuarantine& quarantine() const { return quarantine_; }
 
-  // Nodes no other worker reads from (SourceDistrusted updates; issue 19).
+  // Nodes no other worker reads from (SourceDistrusted updates).
   bool distrusted(int node) const { return !distrusted_.empty() && distrusted_[node]; }
   // Empty until the first SourceDistrusted, then one entry per node.
   const std::vector<bool>& distrusted_mask() const { return distrusted_; }

@@ -1,6 +1,6 @@
 // Per-message-type bounds on what the scheduler accepts from a peer, so
 // that one authenticated agent cannot make the scheduler hold, log or
-// journal megabytes per message (issue 18, "journal and memory growth").
+// journal megabytes per message (journal and memory growth).
 //
 // CheckFieldSizes: every variable-size field of the messages the scheduler
 // accepts has a bound derived from the spec (strings: fixed caps; lists: the

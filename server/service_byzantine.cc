@@ -1,4 +1,4 @@
-// SchedulerService's handling of Byzantine evidence (issue 19): poisoning
+// SchedulerService's handling of Byzantine evidence: poisoning
 // reports (scheduler/poison_reports.h) and the SourceDistrusted decision
 // they lead to. Kept apart from service.cc so that the protocol layer
 // only calls OnPoisonReport.

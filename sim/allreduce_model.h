@@ -1,5 +1,5 @@
 // The ring all-reduce and the scheduler's per-iteration overhead as
-// loft-sim charges them (issue 15 item 3; docs/cluster-spec.md
+// loft-sim charges them (docs/cluster-spec.md
 // "training.allreduce" and "scheduler").
 //
 // The agents' all-reduce (models/ring_allreduce.h) scatters each chunk
@@ -7,7 +7,7 @@
 // phases of N − 1 concurrent transfers per member. Each member sends and
 // receives 2(N − 1)·⌈P/N⌉ parameters, as in a ring, so the slowest link's
 // transfer time is a ring's; loft-sim charges that ring (docs/testbed.md
-// "Found 2026-11-28 (session 17)": the step latencies and the queueing
+// "Found 2026-11-28, the all-reduce on the wire": the step latencies and the queueing
 // differ, and calibration absorbs the former).
 // A ring all-reduce of P float32 parameters among N members (node
 // indices in ring order, the view's order) takes (each ring message is

@@ -1,5 +1,4 @@
-"""A re-sent assignment is not trained twice (issue 18, review finding
-"Restart and time"): a scripted scheduler (it_client dup-assign) sends a
+"""A re-sent assignment is not trained twice (restart and time): a scripted scheduler (it_client dup-assign) sends a
 real loft-agent the same partition (id 42, attempt 0) twice at once and once
 more after its report, then attempt 1 of it. The agent reports attempt 0
 exactly once and attempt 1 once: a duplicate (id, attempt) is dropped, a new

@@ -1,4 +1,4 @@
-"""Connection hijack (issue 18, review finding): a holder of a listed CURVE
+"""Connection hijack: a holder of a listed CURVE
 key that is not edge-1's (loftctl's, edge-2's) connects under the routing id
 edge-1 would use ("edge-1") and keeps reconnecting. It must receive nothing
 meant for edge-1 (assignments, grants, views), and edge-1 must keep working:

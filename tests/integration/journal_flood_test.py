@@ -1,4 +1,4 @@
-"""Review finding "journal and memory growth" (issue 18), black-box: an
+"""Journal and memory growth, black-box: an
 authenticated agent (CURVE key of node edge-4, which never registers) floods
 the scheduler while 4 real agents run a job whose journal_dir is a small
 tmpfs, then the scheduler is killed with -9 and restarted.

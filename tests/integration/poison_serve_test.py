@@ -1,4 +1,4 @@
-"""Issue 19 item 3: a serving peer that flips labels with correct CRCs and
+"""A serving peer that flips labels with correct CRCs and
 sample ids (`byzantine: poison_serve`). 4 honest agents + the poisoner
 (node 4) train the MLP (`loftctl cluster run`, real processes); the clean
 baseline is the same spec with the fifth node honest, in the same test.

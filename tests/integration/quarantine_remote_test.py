@@ -1,4 +1,4 @@
-"""Issue 18, corrupt record on a serving peer: with replication 1 a sample
+"""Corrupt record on a serving peer: with replication 1 a sample
 whose stored record is corrupt on node `holder` is mostly read by the OTHER
 nodes (policy uniform: a global shuffle; holder's batch is capped at
 min_batch = 8 of 256, so about 97% of the sample's attempts read it from

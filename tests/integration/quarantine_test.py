@@ -1,4 +1,4 @@
-"""Review finding "corrupt record livelock" (issue 18), black-box through
+"""Corrupt-record livelock, black-box through
 `loftctl cluster run`: one record in edge-0's RocksDB cache is damaged (its
 CRC no longer matches; tests/integration/cache_corrupt.cc) and replication is
 1, so no other node can serve that sample.

@@ -1,5 +1,4 @@
-"""Registration checks (issue 18, review finding "One agent halts
-everyone"), against a real loft-scheduler with a scripted client:
+"""Registration checks (one agent must not halt everyone), against a real loft-scheduler with a scripted client:
  - peer_endpoint / ring_endpoint that are empty, garbage or a megabyte long
    are refused with an error naming the field (they would reach every
    member in the next view); one over the scheduler's inbound message limit

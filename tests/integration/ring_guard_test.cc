@@ -1,4 +1,4 @@
-// A ModelTrainer's ring against a Byzantine member (issue 19 item 2),
+// A ModelTrainer's ring against a Byzantine member,
 // over real tcp loopback: rank 0 is the trainer, rank 1 a raw
 // ZmqTransport that sends what it likes.
 #include <atomic>

@@ -1,5 +1,5 @@
-"""One agent that heartbeats but never joins the ring (issue 18, review
-finding "One agent halts everyone"). edge-3 is a real loft-agent whose
+"""One agent that heartbeats but never joins the ring (one agent must not
+halt everyone). edge-3 is a real loft-agent whose
 ring_advertise points at a port nobody listens on: it registers, beats and
 takes partitions, but no hello of it ever reaches the others, so every
 round waits for it. The others report it ("silent") after two such rounds

@@ -1,4 +1,4 @@
-"""Review findings "Spec and files" (issue 18), the scheduler's files and
+"""Spec and files: the scheduler's files and
 heartbeat, black-box with the real loft-scheduler and loft-agent:
 
 1. heartbeat_interval_ms reaches the agents: the scheduler asks for a beat

@@ -1,5 +1,5 @@
-"""A stalled scheduler (kill -STOP for 6 s, then -CONT) mid-run (issue 18,
-review finding "Restart and time"). Agents hear nothing for longer than
+"""A stalled scheduler (kill -STOP for 6 s, then -CONT) mid-run
+(restart and time). Agents hear nothing for longer than
 their scheduler_timeout_ms (2 s here) and register again while they keep
 running their partitions; the scheduler wakes up to heartbeats and reports
 older than its heartbeat timeout (1.5 s), with every partition still

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Black-box test of review findings "Spec and files" through the real
+# Black-box test of the spec and file checks through the real
 # loftctl: each bad spec is refused with exit 1 and a message naming the
 # field (before the fix: '..' and 'scheduler' were accepted, a huge
 # dataset.samples aborted with an uncaught std::bad_alloc, min_batch x nodes

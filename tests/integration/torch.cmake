@@ -1,4 +1,4 @@
-# PyTorch on loft (issue 16): real loft-scheduler + loft-agents in
+# PyTorch on loft: real loft-scheduler + loft-agents in
 # compute_mode external (spec training.model external) with one
 # examples/pytorch/train_fmnist.py trainer per agent, run by Debian's
 # /usr/bin/python3 with python3-torch (scripts/install-deps.sh). Skipped

@@ -1,5 +1,5 @@
-"""`loftctl cluster run --trainer` when a process it started dies (issue 16's
-launcher defect): before the fix the run printed the trainers' errors and
+"""`loftctl cluster run --trainer` when a process it started dies (a
+launcher defect, fixed): before the fix the run printed the trainers' errors and
 then waited for its own --timeout-s. Now every case below must fail within
 FAIL_WITHIN_S (far below the run's --timeout-s of 600 s), exit non-zero,
 name the process and its exit status, its log and the log's last lines, leave

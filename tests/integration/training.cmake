@@ -1,4 +1,4 @@
-# Training integration tests (issue 6): real loft-scheduler + loft-agents
+# Training integration tests: real loft-scheduler + loft-agents
 # via `loftctl cluster run` on Fashion-MNIST, and the ZeroMQ ring transport.
 if(Python3_Interpreter_FOUND AND TARGET loft-agent AND TARGET loft-scheduler)
   foreach(t training training_exchange training_byzantine training_rejoin training_zero_batch training_attack poison_serve)
@@ -9,7 +9,7 @@ if(Python3_Interpreter_FOUND AND TARGET loft-agent AND TARGET loft-scheduler)
       ENVIRONMENT "LOFT_BIN_DIR=${CMAKE_BINARY_DIR}/bin;PYTHONDONTWRITEBYTECODE=1")
   endforeach()
   # poison_serve: uniform policy + replication 2 make every run read from the
-  # poisoner in iteration 0; it is distrusted after the first reports (issue 19).
+  # poisoner in iteration 0; it is distrusted after the first reports.
 endif()
 if(TARGET loft_agent_lib)
   add_executable(zmq_transport_test ${CMAKE_CURRENT_SOURCE_DIR}/zmq_transport_test.cc)

@@ -1,4 +1,4 @@
-"""Issue 19 item 4: attacks on the ring itself, each next to the clean
+"""Attacks on the ring itself, each next to the clean
 baseline of the same cluster (6 agents, median, byzantine_tolerance 1,
 shared caches, every sample on two nodes so that the evicted attacker's
 share stays readable): a member replacing its reduced chunk with garbage or a

@@ -1,6 +1,6 @@
-"""Issue 6: 6 agents, one Byzantine (sign_flip, scaled x10). With
+"""6 agents, one Byzantine (sign_flip, scaled x10). With
 trimmed_mean (one trimmed per side) and with median the run reaches >= 80% test accuracy;
-with mean it ends below 50% (or diverges: no finite accuracy). Issue 19: the
+with mean it ends below 50% (or diverges: no finite accuracy). The
 other gradient attacks (random, nan) still leave median at >= 80%. All runs
 share the ingested caches."""
 import os

@@ -1,4 +1,4 @@
-"""Issue 6 gap 1 (+2, +5): an agent SIGKILLed mid-run and restarted by
+"""An agent SIGKILLed mid-run and restarted by
 `loftctl cluster run` (the spec's `failures`) rejoins with the job's
 current parameters, optimizer state and round (state transfer from a live
 peer over the CURVE-authenticated ring), so every agent holds identical

@@ -1,4 +1,4 @@
-"""Issue 6: a 4-agent `loftctl cluster run` trains the MLP on Fashion-MNIST
+"""A 4-agent `loftctl cluster run` trains the MLP on Fashion-MNIST
 (real gradients, ZeroMQ ring all-reduce between the agents, SGD) and
 reaches >= 85% test accuracy; every agent holds identical parameters after
 every iteration (same ParameterHash); every iteration's reports agree the

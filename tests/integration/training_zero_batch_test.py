@@ -1,4 +1,4 @@
-"""Issue 6 gap 3: a live agent with no samples in an iteration still takes
+"""A live agent with no samples in an iteration still takes
 part in the all-reduce with weight 0 (it is absent for every reducer).
 Four agents, global batch 3, min_batch 0: every iteration one agent gets no
 partition. The run must not stall, every reporting agent holds the same

@@ -14,7 +14,7 @@
 // expanded, one entry per node, in the same order (placement unchanged).
 //
 // With the run's iterations.csv (scheduler/run_recorder.h), also the
-// per-iteration constants the cost models lack (issue 15 item 3; the
+// per-iteration constants the cost models lack (the
 // iterations with a failed row are left out):
 //  - the ring all-reduce: per iteration, the smallest allreduce_ms of its
 //    rows (the last member to join waits for nobody) = the ring's own

@@ -1,7 +1,7 @@
 // The processes `loftctl cluster run` starts (scheduler, agents, --trainer
 // commands) and how it tells an exit it caused (Stop, KillNow: shutdown,
 // failure injection) from one it did not (Poll records the wait status):
-// an unexpected exit fails the run at once (README, "PyTorch models").
+// an unexpected exit fails the run at once (docs/pytorch.md, "When a trainer dies").
 #pragma once
 
 #include <sys/types.h>

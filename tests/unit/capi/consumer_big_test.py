@@ -1,5 +1,5 @@
-"""A partition of >= 4,096 samples reaches an external consumer (issue 18,
-"Consumer socket": the consumer used to receive one frame per sample and
+"""A partition of >= 4,096 samples reaches an external consumer (the
+consumer socket: the consumer used to receive one frame per sample and
 dropped any message of more than 4,096 frames, so such a partition could
 never be consumed and was retried forever). Scheduler + 2 agents (edge-0
 external on ipc, edge-1 synthetic), global batch 8,192: the Python consumer

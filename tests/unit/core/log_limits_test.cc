@@ -1,4 +1,4 @@
-// Review findings "Metrics and logs" (issue 18), on real loopback sockets:
+// Metrics and logs, on real loopback sockets:
 // the metrics HTTP endpoint caps its open connections (idle connections
 // cannot pile up file descriptors) and refused CURVE handshakes are not
 // logged one line each.

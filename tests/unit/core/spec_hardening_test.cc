@@ -1,4 +1,4 @@
-// Review findings "Spec and files" (issue 18): node names that are not
+// Spec and files: node names that are not
 // safe file names, names that collide with key files, min_batch x nodes
 // overflow, and a dataset too large for the in-memory tables.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Corrupt-record livelock (issue 18): a sample whose record fails its check
+// Corrupt-record livelock: a sample whose record fails its check
 // on its only holder is quarantined after StateOptions.quarantine_after
 // failure reports, the epoch completes without it, it is never committed,
 // every other sample is committed once per epoch, and replay rebuilds it.
