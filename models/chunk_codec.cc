@@ -32,19 +32,26 @@ void EncodeInt8(std::span<const float> x, std::span<std::byte> out) {
   float amax = 0;
   bool finite = true;
   for (float v : x) {
-    finite = finite && std::isfinite(v);
-    amax = std::max(amax, std::abs(v));
+    const float a = std::abs(v);
+    finite &= a <= std::numeric_limits<float>::max();  // false for Inf and NaN
+    amax = a > amax ? a : amax;
   }
   const float scale = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
   StoreLe(out.data(), scale);
-  std::byte* q = out.data() + sizeof(float);
+  auto* q = reinterpret_cast<int8_t*>(out.data() + sizeof(float));
   if (!(scale > 0)) {  // all zero, underflow, or non-finite: every q is 0
-    std::fill(q, q + x.size(), std::byte{0});
+    std::fill(q, q + x.size(), int8_t{0});
     return;
   }
   for (size_t k = 0; k < x.size(); ++k) {
-    const float r = std::clamp(std::round(x[k] / scale), -127.0f, 127.0f);
-    q[k] = static_cast<std::byte>(static_cast<int8_t>(r));
+    // round(r), half away from zero, without a libm call: r is a float of
+    // magnitude <= 254 (scale >= amax / 254 even when it is subnormal), so
+    // r +- 0.5 is exact in double and truncating it rounds as std::round.
+    const double r = static_cast<double>(x[k] / scale);
+    int v = static_cast<int>(r + std::copysign(0.5, r));  // no branch on the sign
+    v = v < -127 ? -127 : v;
+    v = v > 127 ? 127 : v;
+    q[k] = static_cast<int8_t>(v);
   }
 }
 
