@@ -31,7 +31,7 @@ TEST_CASE("chunk wire bytes: 4 per float without compression, 4 + 1 per float wi
   CHECK(ChunkWireBytes(Compression::kInt8, 235146 / 6) == 39195);
 }
 
-TEST_CASE("compression names parse and print; an unknown name is an error naming it", "[codec]") {
+TEST_CASE("compression names parse and print, an unknown name is an error naming it", "[codec]") {
   for (Compression c : {Compression::kNone, Compression::kInt8}) {
     auto p = ParseCompression(CompressionName(c));
     REQUIRE(p.ok());

@@ -160,7 +160,7 @@ TEST_CASE("int8 ring: the reducer over the decoded inputs, quantized again, the 
   }
 }
 
-TEST_CASE("int8 verified ring (f = 1): no attacker equals the plain int8 ring; a garbage owner is outvoted",
+TEST_CASE("int8 verified ring (f = 1): no attacker equals the plain int8 ring, a garbage owner is outvoted",
           "[ring][int8]") {
   for (int n = 4; n <= 6; ++n) {
     for (ReducerKind kind : {ReducerKind::kTrimmedMean, ReducerKind::kMean}) {
