@@ -19,18 +19,29 @@ bool RankLess(float a, float b) {
 }  // namespace
 
 bool SameBits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+  return a.size() == b.size() && SameBytes(std::as_bytes(a), std::as_bytes(b));
+}
+
+bool SameBytes(std::span<const std::byte> a, std::span<const std::byte> b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
 ChunkDigest DigestOf(std::span<const float> chunk) {
+  return DigestOf(std::as_bytes(chunk));
+}
+
+ChunkDigest DigestOf(std::span<const std::byte> bytes) {
   // Picks libsodium's fastest BLAKE2b implementation once (thread-safe).
   static const bool sodium_ready = sodium_init() >= 0;
   (void)sodium_ready;
   ChunkDigest d;
-  const auto bytes = std::as_bytes(chunk);
   crypto_generichash(d.data(), d.size(), reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
                      nullptr, 0);
   return d;
+}
+
+std::span<const std::byte> HashedBytes(const ReplicaClaim& claim) {
+  return claim.payload.empty() ? std::as_bytes(claim.copy) : claim.payload;
 }
 
 std::optional<ChunkDigest> CarryingDigest(std::span<const ReplicaClaim> claims, int tolerance) {
@@ -83,13 +94,14 @@ bool MedianOfReplicas(std::span<const std::span<const float>> copies, std::span<
   return false;
 }
 
-void SettleChunk(std::span<const ReplicaClaim> claims, int tolerance, std::span<float> out) {
+int SettleChunk(std::span<const ReplicaClaim> claims, int tolerance, std::span<float> out) {
   if (const std::optional<ChunkDigest> carry = CarryingDigest(claims, tolerance)) {
     // A fetched copy's claim is what its replica sent as digest: check it.
-    for (const ReplicaClaim& c : claims) {
-      if (c.digest == carry && c.copy.size() == out.size() && DigestOf(c.copy) == *carry) {
+    for (size_t j = 0; j < claims.size(); ++j) {
+      const ReplicaClaim& c = claims[j];
+      if (c.digest == carry && c.copy.size() == out.size() && DigestOf(HashedBytes(c)) == *carry) {
         if (!out.empty()) std::memcpy(out.data(), c.copy.data(), out.size_bytes());
-        return;
+        return static_cast<int>(j);
       }
     }
   }
@@ -97,15 +109,21 @@ void SettleChunk(std::span<const ReplicaClaim> claims, int tolerance, std::span<
   copies.reserve(claims.size());
   for (const ReplicaClaim& c : claims) copies.push_back(c.copy);
   MedianOfReplicas(copies, out);
+  return -1;
 }
 
 std::vector<int> Dissenters(std::span<const ReplicaClaim> claims, const ChunkDigest& taken_digest,
                             std::span<const float> taken, int tolerance) {
+  return Dissenters(claims, taken_digest, std::as_bytes(taken), tolerance);
+}
+
+std::vector<int> Dissenters(std::span<const ReplicaClaim> claims, const ChunkDigest& taken_digest,
+                            std::span<const std::byte> taken_bytes, int tolerance) {
   std::vector<int> differ;
   const int r = static_cast<int>(claims.size());
   for (int j = 0; j < r; ++j) {
-    const bool match =
-        claims[j].digest == taken_digest && (!claims[j].held || SameBits(claims[j].copy, taken));
+    const bool match = claims[j].digest == taken_digest &&
+                       (!claims[j].held || SameBytes(HashedBytes(claims[j]), taken_bytes));
     if (!match) differ.push_back(j);
   }
   if (r - static_cast<int>(differ.size()) < tolerance + 1) differ.clear();

@@ -57,6 +57,28 @@
 // disagree; the median then lies between honest results, and nobody is
 // listed unless f+1 replicas still agree.
 //
+// Compression (AllReduceOptions::compression, models/chunk_codec.h): with
+// int8 every chunk message (scatter copies, full results, fetched copies)
+// is [float32 scale][int8 x len], about 1/4 of the float bytes; digests and
+// bitmaps are unchanged. Every member quantizes EVERY chunk of its input
+// once, the chunks it reduces itself included, and a reducer sees the
+// decoded chunks (with the same weights as without compression), so all
+// replicas of a chunk reduce the same decoded inputs and honest replicas
+// still agree bit for bit. A chunk holding a NaN or Inf decodes to all-NaN,
+// which the robust reducers discard. A reduced chunk is quantized the same
+// way (after corrupt_owned_chunk; tamper_gather sees the encoded bytes) and
+// every member, the owner and the replicas included, takes the decoded
+// values: all members end with the same bits. Verified chunks: digests
+// cover the encoded payload as sent; escalation sends encoded copies to the
+// backups and fetched results are encoded; the median is over the decoded
+// copies. Error feedback: Run's `residual` returns input - decoded(what this
+// member sent) per element (0 in a chunk that held a non-finite value, and
+// all 0 without compression); the caller owns it and adds it to its next
+// round's input, each member its own. The all-gather's quantization error
+// is not fed back: nobody but the chunk's replicas sees the unquantized
+// result, and a residual kept by them would have to stay identical across
+// replicas, views and disputes.
+//
 // Membership and failure: every message carries the view number and round
 // in its tag, and Run raises the transport's tag floor, so messages of older
 // views/rounds are dropped. One attempt has one deadline (timeout_ms from
@@ -65,8 +87,9 @@
 // untouched on any error, so the caller can restart the same round with a
 // new view among the survivors. A retry must use a higher view number
 // (views < 2^24) and rounds must not decrease within a view: the tag floor
-// drops everything below (view, round). A scatter payload of the wrong size counts
-// as a Byzantine input: it becomes a NaN vector (robust reducers discard it)
+// drops everything below (view, round). A scatter payload of the wrong size
+// (ChunkWireBytes of the chunk for the ring's compression) counts as a
+// Byzantine input: it becomes a NaN vector (robust reducers discard it)
 // and the sender is listed in the report, as is the sender of a dispute
 // bitmap of the wrong size (its disputes are not served); a malformed
 // all-gather payload fails the plain attempt with DataLoss (verified: see
@@ -86,6 +109,7 @@
 
 #include "core/clock.h"
 #include "core/status.h"
+#include "models/chunk_codec.h"
 #include "models/reducers.h"
 #include "models/transport.h"
 
@@ -111,6 +135,9 @@ struct AllReduceOptions {
   // by min(f+1, N) primaries, and by min(2f+1, N) replicas when they
   // disagree (see "Verified chunks" above). In [0, 31].
   int tolerance = 0;
+  // Wire format of every chunk message (see "Compression" above). Every
+  // member of a ring must use the same.
+  Compression compression = Compression::kNone;
   // Attack hook (byzantine: chunk_garbage / chunk_scale, and tests): called
   // on each chunk this member reduced, before it is sent. Empty = honest.
   std::function<void(std::span<float> reduced_chunk)> corrupt_owned_chunk;
@@ -142,18 +169,16 @@ class RingAllReduce {
   // data: in: this rank's vector; out (on OK): the reduced vector.
   // weights: empty (equal) or one per member, in `view.members` order.
   // Every member must call Run with the same view, round, length, weights.
+  // residual (optional, error feedback): on OK, data.size() values: the
+  // input minus the decoded values this member sent (see "Compression"
+  // above); untouched on error. The caller keeps it for its next round.
   Status Run(const RingView& view, uint32_t round, std::span<float> data, std::span<const double> weights,
-             AllReduceReport* report = nullptr);
+             AllReduceReport* report = nullptr, std::vector<float>* residual = nullptr);
 
   // [begin, end) of chunk c when d values are split into n chunks.
   static std::pair<size_t, size_t> ChunkRange(size_t d, int n, int c);
 
  private:
-  // The f > 0 path: pos = this rank's ring position; deadline in clock micros.
-  Status RunVerified(const RingView& view, int pos, uint32_t round, std::span<float> data,
-                     std::span<const double> weights, int64_t deadline_us, const std::string& ctx,
-                     AllReduceReport* report);
-
   Transport* transport_;
   AllReduceOptions options_;
   Clock* clock_;

@@ -97,3 +97,32 @@ TEST_CASE("Dissenters: digest and held bits must both match the taken result", "
   std::vector<ReplicaClaim> n{Held(h), Held(h), {std::nullopt, true, nan}};
   CHECK(Dissenters(n, DigestOf(h), h, 1) == std::vector<int>{2});
 }
+
+TEST_CASE("compressed claims: digests cover the payload sent, the copy is its decoding", "[replica_vote]") {
+  // Two payloads that decode to the same floats (as int8 scale/values pairs
+  // can) are different claims: what is hashed and compared is the payload.
+  const std::vector<float> decoded{1.0f, 2.0f};
+  const std::vector<std::byte> p{std::byte{1}, std::byte{2}, std::byte{3}}, q{std::byte{1}, std::byte{2}};
+  std::vector<float> a{1.0f, 2.0f};
+  CHECK(DigestOf(std::as_bytes(std::span<const float>(a))) == DigestOf(a));  // one hash of the bytes
+  CHECK(DigestOf(p) != DigestOf(q));
+  ReplicaClaim honest{DigestOf(p), true, decoded, p};
+  CHECK(HashedBytes(honest).size() == p.size());
+  std::vector<float> out(2);
+  {
+    // A fetched copy whose payload does not hash to the digest its replica
+    // claimed is not taken, even though it decodes to the same floats.
+    std::vector<ReplicaClaim> c{{DigestOf(p), true, decoded, q}, honest, {DigestOf(p), false, {}, {}}};
+    CHECK(SettleChunk(c, 1, out) == 1);
+    CHECK(out == decoded);
+    CHECK(Dissenters(c, DigestOf(p), HashedBytes(c[1]), 1) == std::vector<int>{0});
+    CHECK(Dissenters(c, DigestOf(p), std::span<const std::byte>(p), 1) == std::vector<int>{0});
+  }
+  {
+    // No digest carries: the median of the decoded copies, and -1.
+    const std::vector<float> g{5.0f, 5.0f}, h{3.0f, 4.0f};
+    std::vector<ReplicaClaim> c{{DigestOf(q), true, g, q}, honest, {std::nullopt, true, h, {}}};
+    CHECK(SettleChunk(c, 1, out) == -1);
+    CHECK(out == std::vector<float>{3.0f, 4.0f});
+  }
+}
