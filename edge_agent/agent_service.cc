@@ -356,6 +356,14 @@ void AgentService::PartitionFinished() {
   metrics_->in_flight->Set(in_flight_);
 }
 
+std::optional<v1::Envelope> AgentService::ReportSent(const v1::Envelope& report) {
+  // Only a partition's own report ends it; a PeerReport (ring offences)
+  // shares the outbox but holds no slot of the window.
+  if (!report.has_partition_done() && !report.has_partition_failed()) return std::nullopt;
+  PartitionFinished();
+  return MakeCreditGrant(1);
+}
+
 int32_t AgentService::node() const {
   std::lock_guard lock(mu_);
   return node_;

@@ -134,6 +134,12 @@ class AgentService {
 
   // Called when a partition report has been sent (frees a slot).
   void PartitionFinished();
+  // Called with each report from PartitionPipeline::TakeReports once it has
+  // been sent to the scheduler. A PartitionDone or PartitionFailed ends its
+  // partition: frees its slot (PartitionFinished) and returns the
+  // CreditGrant{1} to send after it. Any other report (a PeerReport) ends
+  // nothing: nullopt, the window unchanged.
+  std::optional<v1::Envelope> ReportSent(const v1::Envelope& report);
   int in_flight() const { return in_flight_; }
 
   int32_t node() const;

@@ -159,8 +159,7 @@ struct ZmqAgentServer::Impl {
   void FlushReports() {
     for (const auto& r : pipeline->TakeReports()) {
       SendToScheduler(r);
-      service->PartitionFinished();
-      SendToScheduler(service->MakeCreditGrant(1));
+      if (std::optional<v1::Envelope> grant = service->ReportSent(r)) SendToScheduler(*grant);
     }
   }
 };

@@ -17,7 +17,7 @@ cmake --build build -j "$JOBS"
 echo "== tests =="
 (cd build && ctest --output-on-failure -j "$JOBS" --timeout 600)
 
-echo "== unit tests under ASan/UBSan (CMake's default generator) =="
+echo "== unit tests and fuzz replays under ASan/UBSan (CMake's default generator) =="
 # This build uses CMake's default generator (Unix Makefiles), the one a
 # newcomer gets from `cmake -S . -B b && cmake --build b`: every library,
 # binary and test is built with it at no extra cost. A build-asan directory
@@ -27,7 +27,7 @@ cmake -S . -B build-asan-make -DCMAKE_BUILD_TYPE=Debug -DLOFT_WERROR=ON -DLOFT_S
   -DLOFT_BUILD_BENCH=OFF $LAUNCHER
 cmake --build build-asan-make -j "$JOBS"
 (cd build-asan-make && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --output-on-failure -j "$JOBS" -L unit --timeout 900)
+  ctest --output-on-failure -j "$JOBS" -L '^(unit|fuzz)$' --timeout 900)
 echo "== fuzz targets (libFuzzer, ${LOFT_FUZZ_SECONDS:-30} s each) =="
 LOFT_JOBS="$JOBS" ./scripts/fuzz.sh
 echo "== all tests passed =="

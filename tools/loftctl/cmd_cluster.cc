@@ -5,6 +5,11 @@
 //     writes summary.json, iterations.csv (one row per worker per
 //     iteration: the simulator's header, sched::RunRecorder), training.csv
 //     (training runs: loss and accuracy over wall time) and status.json.
+//     A run ends on its own terms (tools/loftctl/README.md): when its job
+//     finishes; stopped (no iteration completed for --no-progress-timeout-s,
+//     the explicit --timeout-s, or Ctrl-C/SIGTERM), it still writes those
+//     files of what it did, marked "stopped" with the reason, and exits 1
+//     (130 when interrupted).
 //     A scheduler or agent process that exits on its own (before the
 //     launcher stops it, also after the job's last iteration) fails the run
 //     at once; so does a --trainer process, except that status 0 is its
@@ -30,6 +35,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -50,6 +56,7 @@
 #include "sim/summary.h"
 #include "tools/loftctl/child_process.h"
 #include "tools/loftctl/commands.h"
+#include "tools/loftctl/run_deadline.h"
 #include "tools/loftctl/testbed.h"
 
 namespace loft::ctl {
@@ -158,9 +165,9 @@ std::string StatusTable(const nlohmann::json& j) {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-void OnInterrupt(int) {
-  g_interrupted = true;
+std::atomic<int> g_interrupted{0};  // the signal (SIGINT, SIGTERM) that interrupted the run; 0 = none
+void OnInterrupt(int sig) {
+  g_interrupted = sig;
 }
 
 // A free TCP port on 127.0.0.1 (bound to port 0, then released).
@@ -342,7 +349,7 @@ struct RunOptions {
   bool insecure = false;
   bool link_emulation = true;
   bool disk_emulation = true;  // local reads at the spec's disk.read_mbps (agents' disk_emulation)
-  int timeout_s = 900;
+  RunDeadlines deadlines;      // --no-progress-timeout-s, --timeout-s (run_deadline.h)
   int heartbeat_timeout_ms = 1500;
   int partition_timeout_ms = 5000;
   std::string log_level = "info";
@@ -352,369 +359,428 @@ struct RunOptions {
   std::string trainer;              // --trainer: a command run once per agent (compute_mode external)
 };
 
-Status ClusterRun(const RunOptions& ro) {
-  // Ctrl-C or SIGTERM at any point, the testbed's set-up included, ends the
-  // run through its clean-up (a default SIGINT there left the namespaces,
-  // links and cgroups behind). SA_RESTART: the set-up's child waits go on.
-  struct sigaction sa {};
-  sa.sa_handler = OnInterrupt;
-  sa.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+// What a run is set up with before any process starts.
+struct RunSetup {
+  ClusterSpec spec;
+  std::string spec_abs;
+  fs::path out, bindir, cache_root, keys;
+  std::unique_ptr<Testbed> tb;  // --testbed; removed when destroyed
+  std::string endpoint;         // the scheduler's
+  bool training = false;
+  int64_t total_iterations = 0;
+  std::string node_ip(int i) const { return tb ? tb->plan().nodes[i].ip : std::string("127.0.0.1"); }
+};
+
+// The processes of a run. The scheduler and the agents run in process
+// groups of their own, as the trainers do: a Ctrl-C in the terminal reaches
+// loftctl only, which then reads the run's rows from the scheduler before
+// it stops everything (in loftctl's group the scheduler died with the
+// Ctrl-C, and the rows with it).
+struct RunProcesses {
+  Child sched;
+  std::vector<Child> agents;
+  std::vector<Child> trainers;
+
+  void StopEverything(const RunSetup& s) {
+    std::vector<Child*> t, a;
+    for (auto& c : trainers) t.push_back(&c);
+    for (auto& c : agents) a.push_back(&c);
+    StopAll(t, 3000);
+    StopAll(a, 3000);
+    Stop(sched, 3000);
+    std::error_code ec;
+    for (const auto& n : s.spec.nodes) fs::remove(s.out / ("consumer-" + n.name + ".sock"), ec);
+  }
+};
+
+// Loads the spec, clears OUT of a previous run's results, ingests missing
+// caches, writes the keys and brings the testbed up.
+StatusOr<RunSetup> PrepareRun(const RunOptions& ro) {
   auto interrupted = [](const char* during) { return Aborted(fmt::format("interrupted during {}", during)); };
-  LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(ro.spec_path));
-  fs::path out = fs::absolute(ro.out);
+  RunSetup s;
+  LOFT_RETURN_IF_ERROR(ro.deadlines.Validate());
+  LOFT_ASSIGN_OR_RETURN(s.spec, LoadClusterSpecFile(ro.spec_path));
+  s.out = fs::absolute(ro.out);
   std::error_code ec;
-  fs::create_directories(out / "logs", ec);
-  if (ec) return IOError("cannot create " + out.string() + ": " + ec.message());
+  fs::create_directories(s.out / "logs", ec);
+  if (ec) return IOError("cannot create " + s.out.string() + ": " + ec.message());
   // A previous run's results in OUT must not pass for this run's if it fails.
   for (const char* f : {"summary.json", "iterations.csv", "training.csv", "status.json"}) {
-    fs::remove(out / f, ec);
-    if (ec) return IOError("cannot remove the previous run's " + (out / f).string() + ": " + ec.message());
+    fs::remove(s.out / f, ec);
+    if (ec) return IOError("cannot remove the previous run's " + (s.out / f).string() + ": " + ec.message());
   }
-  fs::path bindir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  s.bindir = fs::read_symlink("/proc/self/exe", ec).parent_path();
   if (ec) return Internal("cannot find this executable's directory");
   for (const char* exe : {"loft-scheduler", "loft-agent"}) {
-    if (!fs::exists(bindir / exe)) return NotFound((bindir / exe).string() + " not found (build it first)");
+    if (!fs::exists(s.bindir / exe))
+      return NotFound((s.bindir / exe).string() + " not found (build it first)");
   }
   if (ro.testbed) LOFT_RETURN_IF_ERROR(CheckTestbedSupport());  // before the slow set-up steps
-  fs::path cache_root = ro.cache_root.empty() ? out / "caches" : fs::absolute(ro.cache_root);
-  LOFT_RETURN_IF_ERROR(EnsureCaches(spec, cache_root, ro.dataset_dir));
-
-  fs::path keys = out / "keys";
-  if (!ro.insecure) {
-    std::vector<std::string> none;
-    LOFT_RETURN_IF_ERROR(Keygen(keys.string(), ro.spec_path, none));
-  }
+  s.cache_root = ro.cache_root.empty() ? s.out / "caches" : fs::absolute(ro.cache_root);
+  LOFT_RETURN_IF_ERROR(EnsureCaches(s.spec, s.cache_root, ro.dataset_dir));
+  s.keys = s.out / "keys";
+  if (!ro.insecure) LOFT_RETURN_IF_ERROR(Keygen(s.keys.string(), ro.spec_path, {}));
   // --testbed: the scheduler binds the bridge address in the root namespace,
   // each agent its own address in its namespace; the kernel shapes the
   // rates, the agents keep only link_emulation's latency.
-  std::unique_ptr<Testbed> tb;
   if (ro.testbed) {
     if (ro.insecure)
       return InvalidArgument("--testbed needs CURVE (agents talk over a bridge, not loopback)");
     if (g_interrupted) return interrupted("the caches' and keys' set-up");
-    LOFT_ASSIGN_OR_RETURN(tb, Testbed::Up(spec, ro.spec_path, ::getpid()));
+    LOFT_ASSIGN_OR_RETURN(s.tb, Testbed::Up(s.spec, ro.spec_path, ::getpid()));
     std::fprintf(stderr, "testbed %s up (loftctl testbed down %s removes it if this run crashes)\n",
-                 tb->plan().tag.c_str(), ro.spec_path.c_str());
+                 s.tb->plan().tag.c_str(), ro.spec_path.c_str());
     if (g_interrupted) return interrupted("the testbed's set-up");  // ~Testbed removes it
   }
-  auto node_ip = [&](int i) { return tb ? tb->plan().nodes[i].ip : std::string("127.0.0.1"); };
   LOFT_ASSIGN_OR_RETURN(int port, FreePort());
-  std::string endpoint = fmt::format("tcp://{}:{}", tb ? tb->plan().bridge_ip : "127.0.0.1", port);
-  fs::path journal = out / "scheduler-journal";
-  fs::remove_all(journal, ec);
-  std::string spec_abs = fs::absolute(ro.spec_path).string();
-  const bool training = spec.training.model != "none";
-  const int64_t total_iterations = ro.iterations > 0 ? ro.iterations : spec.training.iterations;
-  // A training partition includes the all-reduce (it waits for the slowest
-  // member) and, on one agent, the test-set evaluation.
-  const int partition_timeout_ms =
-      training ? std::max(ro.partition_timeout_ms, 60000) : ro.partition_timeout_ms;
+  s.endpoint = fmt::format("tcp://{}:{}", s.tb ? s.tb->plan().bridge_ip : "127.0.0.1", port);
+  s.spec_abs = fs::absolute(ro.spec_path).string();
+  s.training = s.spec.training.model != "none";
+  s.total_iterations = ro.iterations > 0 ? ro.iterations : s.spec.training.iterations;
+  return s;
+}
+
+// The scheduler's options for this run (written to OUT/scheduler.yaml).
+server::SchedulerOptions SchedulerOptionsFor(const RunOptions& ro, const RunSetup& s) {
   server::SchedulerOptions so;
-  so.cluster_spec = spec_abs;
+  so.cluster_spec = s.spec_abs;
   so.policy = ro.policy;
-  so.bind = endpoint;
-  so.journal_dir = journal.string();
+  so.bind = s.endpoint;
+  so.journal_dir = (s.out / "scheduler-journal").string();
   so.heartbeat_interval_ms = 250;
   so.heartbeat_timeout_ms = ro.heartbeat_timeout_ms;
-  so.partition_timeout_ms = partition_timeout_ms;
+  // A training partition includes the all-reduce (it waits for the slowest
+  // member) and, on one agent, the test-set evaluation.
+  so.partition_timeout_ms = s.training ? std::max(ro.partition_timeout_ms, 60000) : ro.partition_timeout_ms;
   so.iterations = ro.iterations;
   so.log_level = ro.log_level;
   so.plan_ahead = ro.plan_ahead == "auto" ? -1 : std::stoi(ro.plan_ahead);
   so.start_when_ready = true;     // no first partitions lost to an agent still reading its registration
   so.start_peers_wait_ms = 3000;  // nor paying its peers' handshakes (server/README.md)
   so.insecure = ro.insecure;
-  if (!ro.insecure) so.keys_dir = keys.string();
-  if (fs::exists(cache_root / cache::kManifestFile))
-    so.manifest = (cache_root / cache::kManifestFile).string();
-  const std::string sched_yaml = server::SchedulerOptionsToYaml(so);
-  LOFT_RETURN_IF_ERROR(WriteText(out / "scheduler.yaml", sched_yaml));
-  Child sched{"scheduler",
-              {(bindir / "loft-scheduler").string(), "--config", (out / "scheduler.yaml").string()},
-              (out / "logs" / "scheduler.log").string()};
-  if (tb) sched.argv = tb->WrapScheduler(sched.argv);
-  std::vector<Child> agents;
-  std::vector<Child> trainers;
-  if (!ro.trainer.empty() && spec.training.model != "external" && spec.training.model != "none")
+  if (!ro.insecure) so.keys_dir = s.keys.string();
+  if (fs::exists(s.cache_root / cache::kManifestFile))
+    so.manifest = (s.cache_root / cache::kManifestFile).string();
+  return so;
+}
+
+// Node i's agent options for this run (written to OUT/agent-<name>.yaml).
+agent::AgentConfig AgentConfigFor(const RunOptions& ro, const RunSetup& s, const std::string& manifest,
+                                  int i) {
+  const std::string& name = s.spec.nodes[i].name;
+  agent::AgentConfig ac;
+  ac.node_name = name;
+  ac.cluster_spec = s.spec_abs;
+  ac.cache_dir = (s.cache_root / name).string();
+  // The agent's copy of the manifest: it registers with the root only.
+  if (!manifest.empty()) ac.manifest = manifest;
+  ac.scheduler_endpoint = s.endpoint;
+  ac.peer_bind = fmt::format("tcp://{}:0", s.node_ip(i));
+  ac.credits = 4;  // loft-agent's default: a window for plan-ahead up to sched::kMaxPlanAhead
+  ac.compute_mode = "synthetic";
+  ac.link_emulation = ro.link_emulation;
+  ac.disk_emulation = ro.disk_emulation;
+  ac.heartbeat_interval_ms = 250;
+  ac.log_level = ro.log_level;
+  ac.seed = static_cast<uint64_t>(i + 1);
+  if (s.tb) {
+    ac.ring_bind = fmt::format("tcp://{}:0", s.node_ip(i));
+    ac.link_rate_emulation = false;
+  }
+  ac.insecure = ro.insecure;
+  if (!ro.insecure) ac.keys_dir = s.keys.string();
+  if (s.training) {
+    ac.test_data_dir = ro.dataset_dir;
+    ac.eval_every = ro.eval_every;
+    ac.last_iteration = s.total_iterations - 1;
+  }
+  if (!ro.trainer.empty()) {
+    // --trainer: the agent serves a local consumer, one trainer process per agent.
+    ac.compute_mode = "external";
+    ac.consumer_endpoint = "ipc://" + (s.out / ("consumer-" + name + ".sock")).string();
+    ac.consumer_timeout_ms = 30000;
+  }
+  return ac;
+}
+
+// Writes the daemons' configs and describes their processes (not started).
+StatusOr<RunProcesses> ConfigureProcesses(const RunOptions& ro, const RunSetup& s) {
+  if (!ro.trainer.empty() && s.spec.training.model != "external" && s.spec.training.model != "none")
     return InvalidArgument(
         "--trainer runs the model in the trainers: training.model must be external (or none: "
         "no all-reduce), got '" +
-        spec.training.model + "'");
-  for (int i = 0; i < spec.num_nodes(); ++i) {
-    const std::string& name = spec.nodes[i].name;
-    agent::AgentConfig ac;
-    ac.node_name = name;
-    ac.cluster_spec = spec_abs;
-    ac.cache_dir = (cache_root / name).string();
-    // The agent's copy of the manifest: it registers with the root only.
-    if (!so.manifest.empty()) ac.manifest = so.manifest;
-    ac.scheduler_endpoint = endpoint;
-    ac.peer_bind = fmt::format("tcp://{}:0", node_ip(i));
-    ac.credits = 4;  // loft-agent's default: a window for plan-ahead up to sched::kMaxPlanAhead
-    ac.compute_mode = "synthetic";
-    ac.link_emulation = ro.link_emulation;
-    ac.disk_emulation = ro.disk_emulation;
-    ac.heartbeat_interval_ms = 250;
-    ac.log_level = ro.log_level;
-    ac.seed = static_cast<uint64_t>(i + 1);
-    if (tb) {
-      ac.ring_bind = fmt::format("tcp://{}:0", node_ip(i));
-      ac.link_rate_emulation = false;
-    }
-    ac.insecure = ro.insecure;
-    if (!ro.insecure) ac.keys_dir = keys.string();
-    if (training) {
-      ac.test_data_dir = ro.dataset_dir;
-      ac.eval_every = ro.eval_every;
-      ac.last_iteration = total_iterations - 1;
-    }
+        s.spec.training.model + "'");
+  std::error_code ec;
+  const server::SchedulerOptions so = SchedulerOptionsFor(ro, s);
+  fs::remove_all(so.journal_dir, ec);
+  LOFT_RETURN_IF_ERROR(WriteText(s.out / "scheduler.yaml", server::SchedulerOptionsToYaml(so)));
+  RunProcesses p;
+  p.sched = Child{"scheduler",
+                  {(s.bindir / "loft-scheduler").string(), "--config", (s.out / "scheduler.yaml").string()},
+                  (s.out / "logs" / "scheduler.log").string()};
+  if (s.tb) p.sched.argv = s.tb->WrapScheduler(p.sched.argv);
+  p.sched.own_group = true;
+  for (int i = 0; i < s.spec.num_nodes(); ++i) {
+    const std::string& name = s.spec.nodes[i].name;
+    const agent::AgentConfig ac = AgentConfigFor(ro, s, so.manifest, i);
     if (!ro.trainer.empty()) {
-      // --trainer: the agent serves a local consumer, one trainer process per agent.
-      const std::string ep = "ipc://" + (fs::absolute(out) / ("consumer-" + name + ".sock")).string();
-      ac.compute_mode = "external";
-      ac.consumer_endpoint = ep;
-      ac.consumer_timeout_ms = 30000;
-      trainers.push_back(TrainerChild(ro.trainer, name, ep, total_iterations, bindir,
-                                      (out / "logs" / ("trainer-" + name + ".log")).string()));
+      p.trainers.push_back(TrainerChild(ro.trainer, name, ac.consumer_endpoint, s.total_iterations, s.bindir,
+                                        (s.out / "logs" / ("trainer-" + name + ".log")).string()));
     }
-    const std::string y = agent::AgentConfigToYaml(ac);
-    fs::path cfg = out / ("agent-" + name + ".yaml");
-    LOFT_RETURN_IF_ERROR(WriteText(cfg, y));
-    std::vector<std::string> argv = {(bindir / "loft-agent").string(), "--config", cfg.string()};
-    if (tb) argv = tb->WrapNode(i, argv);
-    agents.push_back(Child{name, argv, (out / "logs" / ("agent-" + name + ".log")).string()});
+    fs::path cfg = s.out / ("agent-" + name + ".yaml");
+    LOFT_RETURN_IF_ERROR(WriteText(cfg, agent::AgentConfigToYaml(ac)));
+    std::vector<std::string> argv = {(s.bindir / "loft-agent").string(), "--config", cfg.string()};
+    if (s.tb) argv = s.tb->WrapNode(i, argv);
+    p.agents.push_back(Child{name, argv, (s.out / "logs" / ("agent-" + name + ".log")).string()});
+    p.agents.back().own_group = true;
   }
-
-  auto shutdown_all = [&] {
-    auto ptrs = [](std::vector<Child>& v) {
-      std::vector<Child*> p;
-      for (auto& c : v) p.push_back(&c);
-      return p;
-    };
-    StopAll(ptrs(trainers), 3000);
-    StopAll(ptrs(agents), 3000);
-    Stop(sched, 3000);
-    for (const auto& n : spec.nodes) fs::remove(out / ("consumer-" + n.name + ".sock"), ec);
-  };
   // Each log holds this run only (a restarted agent appends to its own).
-  fs::remove(sched.log, ec);
-  for (const auto& c : agents) fs::remove(c.log, ec);
-  for (const auto& c : trainers) fs::remove(c.log, ec);
+  fs::remove(p.sched.log, ec);
+  for (const auto& c : p.agents) fs::remove(c.log, ec);
+  for (const auto& c : p.trainers) fs::remove(c.log, ec);
+  return p;
+}
 
-  if (Status s = BecomeSubreaper(); !s.ok()) std::fprintf(stderr, "cluster run: %s\n", s.ToString().c_str());
-  LOFT_RETURN_IF_ERROR(Spawn(sched));
-  for (auto& a : agents) {
-    Status s = Spawn(a);
-    if (!s.ok()) {
-      shutdown_all();
-      return s;
+// Starts the scheduler, the agents and the trainers; on an error, stops
+// what was started.
+Status StartProcesses(RunProcesses& p, const RunSetup& s) {
+  if (Status st = BecomeSubreaper(); !st.ok())
+    std::fprintf(stderr, "cluster run: %s\n", st.ToString().c_str());
+  LOFT_RETURN_IF_ERROR(Spawn(p.sched));
+  for (std::vector<Child>* group : {&p.agents, &p.trainers}) {
+    for (auto& c : *group) {
+      if (Status st = Spawn(c); !st.ok()) {
+        p.StopEverything(s);
+        return st;
+      }
     }
   }
-  for (auto& t : trainers) {
-    Status s = Spawn(t);
-    if (!s.ok()) {
-      shutdown_all();
-      return s;
-    }
-  }
-  std::fprintf(stderr, "cluster run: scheduler %s (pid %d), %d agents, policy %s, logs in %s\n",
-               endpoint.c_str(), sched.pid, spec.num_nodes(), ro.policy.c_str(), (out / "logs").c_str());
+  std::fprintf(stderr, "cluster run: scheduler %s (pid %d), %d agents, logs in %s\n", s.endpoint.c_str(),
+               p.sched.pid, s.spec.num_nodes(), (s.out / "logs").c_str());
+  return OkStatus();
+}
 
-  // Failure injection: (time since the job started, node, kill?) events.
-  struct Event {
+// How a run's watch ended: the job finished (`result` ok, no `stop`), was
+// stopped (`stop`: interrupt or deadline; `result` is its status), or
+// failed (`result` an error, no `stop`: a process exited on its own, a
+// restart failed).
+struct RunEnd {
+  Status result;
+  std::optional<RunStop> stop;
+};
+
+// Watches a started run until its job finishes, it is stopped or it fails:
+// polls the scheduler's status every 200 ms, prints progress, injects the
+// spec's failures, judges children that exit on their own.
+class RunWatcher {
+ public:
+  RunWatcher(const RunOptions& ro, RunSetup& s, RunProcesses& p) : ro_(ro), s_(s), p_(p) {
+    for (int i = 0; i < s.spec.num_nodes(); ++i) {
+      for (const auto& f : s.spec.nodes[i].failures) {
+        events_.push_back({f.at_s, i, true});
+        events_.push_back({f.at_s + f.down_s, i, false});
+      }
+    }
+    std::sort(events_.begin(), events_.end(), [](const Event& a, const Event& b) { return a.at_s < b.at_s; });
+  }
+  RunEnd Watch();
+  // The scheduler's last status document and run figures seen.
+  nlohmann::json& last() { return last_; }
+  const v1::RunSummary& last_run() const { return last_run_; }
+  const std::optional<TestbedCpuSnapshot>& cpu_at_job_start() const { return cpu_at_job_start_; }
+  double Now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  JobProgress Progress() const;
+  Status CheckChildren();
+
+ private:
+  struct Event {  // failure injection: (time since the job started, node, kill?)
     double at_s;
     int node;
     bool kill;
   };
-  std::vector<Event> events;
-  for (int i = 0; i < spec.num_nodes(); ++i) {
-    for (const auto& f : spec.nodes[i].failures) {
-      events.push_back({f.at_s, i, true});
-      events.push_back({f.at_s + f.down_s, i, false});
+  void ReadStatus();
+  Status InjectFailures();
+  void PrintProgress();
+
+  const RunOptions& ro_;
+  RunSetup& s_;
+  RunProcesses& p_;
+  std::vector<Event> events_;
+  size_t next_event_ = 0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  std::optional<double> job_start_s_;
+  std::optional<TestbedCpuSnapshot> cpu_at_job_start_;
+  nlohmann::json last_;
+  v1::RunSummary last_run_;
+  bool last_fresh_ = false;  // `last_` is this poll's status reply (not an older one)
+  double last_print_ = -1;
+};
+
+JobProgress RunWatcher::Progress() const {
+  JobProgress p;
+  p.last_iteration = s_.total_iterations - 1;
+  if (!last_.is_null()) {
+    p.finished = last_.value("finished", false);
+    p.iteration = last_.value("iteration", int64_t{-1});
+  }
+  return p;
+}
+
+void RunWatcher::ReadStatus() {
+  auto reply = QueryStatusReply(s_.endpoint, ro_.insecure ? "" : s_.keys.string(), ro_.insecure, 1000,
+                                /*include_rows=*/false);
+  last_fresh_ = false;
+  if (!reply.ok()) return;
+  auto j = nlohmann::json::parse(reply->json(), nullptr, false);
+  if (j.is_discarded()) return;
+  last_ = std::move(j);
+  last_run_ = reply->run();
+  last_fresh_ = true;
+  if (!job_start_s_ && last_.value("iteration", int64_t{-1}) >= 0) {
+    job_start_s_ = Now();
+    if (s_.tb) cpu_at_job_start_ = SnapshotTestbedCpu(*s_.tb, last_);
+  }
+}
+
+Status RunWatcher::InjectFailures() {
+  while (job_start_s_ && next_event_ < events_.size() && Now() - *job_start_s_ >= events_[next_event_].at_s) {
+    const Event& e = events_[next_event_++];
+    Child& a = p_.agents[e.node];
+    // The node goes down with its trainer; the restarted trainer gets
+    // LOFT_RESTARTED=1 (train_fmnist.py then takes the ring's state).
+    Child* t = p_.trainers.empty() ? nullptr : &p_.trainers[e.node];
+    const double at = Now() - *job_start_s_;
+    if (e.kill) {
+      std::fprintf(stderr, "failure injection: SIGKILL %s at %.1f s\n", a.name.c_str(), at);
+      if (t) KillNow(*t);
+      KillNow(a);
+    } else if (a.pid <= 0) {
+      std::fprintf(stderr, "failure injection: restarting %s at %.1f s\n", a.name.c_str(), at);
+      Status st = Spawn(a);
+      if (st.ok() && t) {
+        if (t->argv.back().rfind("export LOFT_RESTARTED=1; ", 0) != 0)
+          t->argv.back() = "export LOFT_RESTARTED=1; " + t->argv.back();
+        st = Spawn(*t);
+      }
+      if (!st.ok()) return st.WithContext("failure injection: restarting " + a.name);
     }
   }
-  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.at_s < b.at_s; });
-  size_t next_event = 0;
+  return OkStatus();
+}
 
-  auto t0 = std::chrono::steady_clock::now();
-  std::optional<std::chrono::steady_clock::time_point> job_start;
-  std::optional<TestbedCpuSnapshot> cpu_at_job_start;
-  auto since = [](auto t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  nlohmann::json last;
-  bool last_fresh = false;  // `last` is this poll's status reply (not an older one)
-  double last_print = -1;
-  std::string keys_arg = ro.insecure ? "" : keys.string();
-  auto progress = [&] {
-    JobProgress p;
-    p.last_iteration = total_iterations - 1;
-    if (!last.is_null()) {
-      p.finished = last.value("finished", false);
-      p.iteration = last.value("iteration", int64_t{-1});
+void RunWatcher::PrintProgress() {
+  if (Now() - last_print_ < 1.0) return;
+  last_print_ = Now();
+  const auto& l = last_["ledger"];
+  std::fprintf(stderr,
+               "[%6.1f s] iteration %lld/%lld epoch %lld view %lld live %zu committed %lld retries %lld\n",
+               last_print_, static_cast<long long>(last_.value("iteration", int64_t{-1}) + 1),
+               static_cast<long long>(last_.value("iterations_target", int64_t{0})),
+               static_cast<long long>(last_.value("epoch", int64_t{0})),
+               static_cast<long long>(last_.value("view", int64_t{0})), last_["live_nodes"].size(),
+               static_cast<long long>(l.value("samples_committed", int64_t{0})),
+               static_cast<long long>(l.value("retries", int64_t{0})));
+}
+
+// A process that exits on its own while the job runs (not stopped by this
+// launcher) fails the run at once: a trainer, unless it ended normally
+// after the job's last round (JudgeTrainerExit); an agent or the scheduler, always.
+Status RunWatcher::CheckChildren() {
+  const double now = Now();
+  if (Poll(p_.sched, now) || p_.sched.wait_status)
+    return ChildExitError(p_.sched, "the scheduler", /*trainer=*/false, Progress());
+  for (auto& a : p_.agents) {
+    if (Poll(a, now) || a.wait_status)
+      return ChildExitError(a, "agent " + a.name, /*trainer=*/false, Progress());
+  }
+  for (size_t i = 0; i < p_.trainers.size(); ++i) {
+    Child& t = p_.trainers[i];
+    Poll(t, now);
+    if (!t.wait_status) continue;
+    const ExitVerdict v =
+        JudgeTrainerExit(*t.wait_status, Progress(), now - t.exited_at_s, kTrainerEndGraceS);
+    if (v == ExitVerdict::kFail) {
+      // A status-0 exit is judged against a fresh status reply only: on
+      // an older one a trainer that ended after its last batch would look
+      // early.
+      const bool clean = WIFEXITED(*t.wait_status) && WEXITSTATUS(*t.wait_status) == 0;
+      if (clean && !last_fresh_) continue;
+      return ChildExitError(t, "the trainer of node " + s_.spec.nodes[i].name, /*trainer=*/true, Progress());
     }
-    return p;
-  };
-  // A process that exits on its own while the job runs (not stopped by this
-  // launcher) fails the run at once: a trainer, unless it ended normally
-  // after the job's last round (JudgeTrainerExit); an agent or the scheduler, always.
-  auto check_children = [&]() -> Status {
-    // Ctrl-C in a terminal also reaches the agents and the scheduler (same
-    // process group; the trainers have their own): their exit is then ours.
-    if (g_interrupted) return Aborted("interrupted");
-    const double now = since(t0);
-    for (auto& a : agents) {
-      if (Poll(a, now) || a.wait_status)
-        return ChildExitError(a, "agent " + a.name, /*trainer=*/false, progress());
-    }
-    for (size_t i = 0; i < trainers.size(); ++i) {
-      Child& t = trainers[i];
-      Poll(t, now);
-      if (!t.wait_status) continue;
-      const ExitVerdict v =
-          JudgeTrainerExit(*t.wait_status, progress(), now - t.exited_at_s, kTrainerEndGraceS);
-      if (v == ExitVerdict::kFail) {
-        // A status-0 exit is judged against a fresh status reply only: on
-        // an older one a trainer that ended after its last batch would look
-        // early.
-        const bool clean = WIFEXITED(*t.wait_status) && WEXITSTATUS(*t.wait_status) == 0;
-        if (clean && !last_fresh) continue;
-        return ChildExitError(t, "the trainer of node " + spec.nodes[i].name, /*trainer=*/true, progress());
-      }
-    }
-    return OkStatus();
-  };
-  Status result = OkStatus();
+  }
+  return OkStatus();
+}
+
+RunEnd RunWatcher::Watch() {
+  ProgressWatch deadlines(ro_.deadlines, Now());
   while (true) {
-    if (g_interrupted) {
-      result = Aborted("interrupted");
-      break;
+    if (const int sig = g_interrupted.load(); sig != 0) {
+      Status st = Aborted(fmt::format("interrupted by {}", sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+      return {st, RunStop{"interrupted", st}};
     }
-    if (since(t0) > ro.timeout_s) {
-      result = DeadlineExceeded(fmt::format("the job did not finish within {} s", ro.timeout_s));
-      break;
+    if (Poll(p_.sched, Now())) return {ChildExitError(p_.sched, "the scheduler", false, Progress()), {}};
+    ReadStatus();
+    deadlines.Observe(last_run_.iterations_completed(), Now());
+    if (std::optional<RunStop> stop = deadlines.Due(Now())) return {stop->status, stop};
+    if (!last_.is_null()) {
+      if (Status st = InjectFailures(); !st.ok()) return {st, {}};
+      PrintProgress();
+      if (last_.value("finished", false)) return {OkStatus(), {}};
     }
-    if (Poll(sched, since(t0))) {
-      result = ChildExitError(sched, "the scheduler", /*trainer=*/false, progress());
-      break;
-    }
-    auto reply = QueryStatusReply(endpoint, keys_arg, ro.insecure, 1000, /*include_rows=*/false);
-    last_fresh = false;
-    if (reply.ok()) {
-      auto j = nlohmann::json::parse(reply->json(), nullptr, false);
-      if (!j.is_discarded()) {
-        last = j;
-        last_fresh = true;
-      }
-    }
-    if (!last.is_null()) {
-      if (!job_start && last.value("iteration", int64_t{-1}) >= 0) {
-        job_start = std::chrono::steady_clock::now();
-        if (tb) cpu_at_job_start = SnapshotTestbedCpu(*tb, last);
-      }
-      while (job_start && next_event < events.size() && since(*job_start) >= events[next_event].at_s) {
-        const Event& e = events[next_event++];
-        Child& a = agents[e.node];
-        // The node goes down with its trainer; the restarted trainer gets
-        // LOFT_RESTARTED=1 (train_fmnist.py then takes the ring's state).
-        Child* t = trainers.empty() ? nullptr : &trainers[e.node];
-        if (e.kill) {
-          std::fprintf(stderr, "failure injection: SIGKILL %s at %.1f s\n", a.name.c_str(),
-                       since(*job_start));
-          if (t) KillNow(*t);
-          KillNow(a);
-        } else if (a.pid <= 0) {
-          std::fprintf(stderr, "failure injection: restarting %s at %.1f s\n", a.name.c_str(),
-                       since(*job_start));
-          Status s = Spawn(a);
-          if (s.ok() && t) {
-            if (t->argv.back().rfind("export LOFT_RESTARTED=1; ", 0) != 0)
-              t->argv.back() = "export LOFT_RESTARTED=1; " + t->argv.back();
-            s = Spawn(*t);
-          }
-          if (!s.ok()) {
-            result = s.WithContext("failure injection: restarting " + a.name);
-            break;
-          }
-        }
-      }
-      if (!result.ok()) break;
-      if (since(t0) - last_print >= 1.0) {
-        last_print = since(t0);
-        const auto& l = last["ledger"];
-        std::fprintf(
-            stderr,
-            "[%6.1f s] iteration %lld/%lld epoch %lld view %lld live %zu committed %lld retries %lld\n",
-            since(t0), static_cast<long long>(last.value("iteration", int64_t{-1}) + 1),
-            static_cast<long long>(last.value("iterations_target", int64_t{0})),
-            static_cast<long long>(last.value("epoch", int64_t{0})),
-            static_cast<long long>(last.value("view", int64_t{0})), last["live_nodes"].size(),
-            static_cast<long long>(l.value("samples_committed", int64_t{0})),
-            static_cast<long long>(l.value("retries", int64_t{0})));
-      }
-      if (last.value("finished", false)) break;
-    }
-    result = check_children();
-    if (!result.ok()) break;
+    if (Status st = CheckChildren(); !st.ok()) return {st, {}};
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  // The run recorder's figures and every row (one per worker per
-  // iteration), read once before the scheduler stops.
-  v1::RunSummary run;
-  if (result.ok()) {
-    auto reply = QueryStatusReply(endpoint, keys_arg, ro.insecure, 10000, /*include_rows=*/true);
-    if (reply.ok()) {
-      run = reply->run();
-    } else {
-      result = reply.status().WithContext("reading the run's rows from the scheduler");
-    }
-  }
-  // Trainers end on their own after the last round (they evaluate first):
-  // give them a minute; one that fails there fails the run.
-  for (int waited = 0; result.ok() && !g_interrupted && waited < 60000; waited += 100) {
-    if (std::all_of(trainers.begin(), trainers.end(), [&](Child& t) {
-          Poll(t, since(t0));
+}
+
+// The scheduler's status document and the run recorder's figures with
+// every row (one per worker per iteration), read once before it stops.
+StatusOr<v1::StatusReply> ReadFinalStatus(const RunOptions& ro, const RunSetup& s) {
+  return QueryStatusReply(s.endpoint, ro.insecure ? "" : s.keys.string(), ro.insecure, 10000,
+                          /*include_rows=*/true);
+}
+
+// Trainers end on their own after the last round (they evaluate first):
+// give them a minute; one that fails there fails the run.
+Status WaitTrainers(RunWatcher& w, RunProcesses& p) {
+  for (int waited = 0; !g_interrupted && waited < 60000; waited += 100) {
+    if (std::all_of(p.trainers.begin(), p.trainers.end(), [&](Child& t) {
+          Poll(t, w.Now());
           return t.pid <= 0;
         }))
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (result.ok()) result = check_children();
-  for (const auto& t : trainers) {
-    if (result.ok() && t.pid > 0)
+  LOFT_RETURN_IF_ERROR(w.CheckChildren());
+  for (const auto& t : p.trainers) {
+    if (t.pid > 0)
       std::fprintf(stderr, "cluster run: %s still running 60 s after the job ended; stopping it\n",
                    t.name.c_str());
   }
-  if (tb) WriteTestbedCpu(*tb, cpu_at_job_start, last, out / "testbed.json");  // agents still run (v1 usage)
-  shutdown_all();
-  for (const auto& t : trainers) {  // each trainer's last line (its result)
+  return OkStatus();
+}
+
+// Each trainer's last log line (its result).
+void PrintTrainerResults(const RunProcesses& p) {
+  for (const auto& t : p.trainers) {
     std::ifstream in(t.log);
     std::string line, lastline;
     while (std::getline(in, line))
       if (!line.empty()) lastline = line;
     std::fprintf(stderr, "trainer %s: %s\n", t.name.c_str(), lastline.c_str());
   }
-  if (!result.ok()) {
-    // No summary.json: status.json keeps how far the run got, marked failed.
-    if (last.is_null()) last = nlohmann::json::object();
-    std::fprintf(stderr, "cluster run: FAILED at iteration %lld; ledger so far %s\n",
-                 static_cast<long long>(last.value("iteration", int64_t{-1}) + 1),
-                 last.contains("ledger") ? last["ledger"].dump().c_str() : "{}");
-    last["failed"] = true;
-    last["error"] = result.ToString();
-    (void)WriteText(out / "status.json", last.dump(2) + "\n");
-    return result;
-  }
+}
 
-  // summary.json: the loft-sim format plus "ledger"; every figure from the
-  // scheduler's run recorder (the simulator's, sched::RunRecorder).
-  sim::RunSummary summary;
-  sim::PolicySummary& ps = summary.policies[ro.policy];
+// summary.json: the loft-sim format plus "ledger"; every figure from the
+// scheduler's run recorder (the simulator's, sched::RunRecorder); training
+// runs add "training" and "final_accuracy". Fills *train_by_it with the
+// training entries per iteration (training.csv).
+nlohmann::json SummaryJson(const RunOptions& ro, const nlohmann::json& last, const v1::RunSummary& run,
+                           sim::RunSummary* summary, std::map<int64_t, nlohmann::json>* train_by_it) {
+  const nlohmann::json& l = last.contains("ledger") ? last["ledger"] : nlohmann::json::object();
+  sim::PolicySummary& ps = summary->policies[ro.policy];
   sim::SetFigures(sched::FiguresFromProto(run), &ps);
-  ps.epochs_completed = last["ledger"].value("epochs_completed", int64_t{0});
-  auto sj = nlohmann::json::parse(sim::SummaryToJson(summary));
-  const auto& l = last["ledger"];
+  ps.epochs_completed = l.value("epochs_completed", int64_t{0});
+  auto sj = nlohmann::json::parse(sim::SummaryToJson(*summary));
   sj["ledger"] = {{"epochs_completed", l.value("epochs_completed", int64_t{0})},
                   {"samples_committed", l.value("samples_committed", int64_t{0})},
                   {"duplicates", l.value("duplicates", int64_t{0})},
@@ -726,7 +792,6 @@ Status ClusterRun(const RunOptions& ro) {
                   {"unavailable_samples",
                    l.contains("unavailable_samples") ? l["unavailable_samples"] : nlohmann::json::array()}};
   // Training: final accuracy, loss and test accuracy over wall time.
-  std::map<int64_t, nlohmann::json> train_by_it;
   if (last.contains("training")) {
     const auto& tr = last["training"];
     double acc = tr.value("final_accuracy", -1.0);
@@ -734,6 +799,7 @@ Status ClusterRun(const RunOptions& ro) {
     sj["final_accuracy"] = fa;
     if (sj.contains("policies") && sj["policies"].contains(ro.policy))
       sj["policies"][ro.policy]["final_accuracy"] = fa;
+    const nlohmann::json its = tr.contains("iterations") ? tr["iterations"] : nlohmann::json::array();
     sj["training"] = {
         {"model", tr.value("model", "")},
         {"aggregation", tr.value("aggregation", "")},
@@ -741,45 +807,133 @@ Status ClusterRun(const RunOptions& ro) {
         {"hash_mismatches", tr.value("hash_mismatches", int64_t{0})},
         {"poisoned_samples",
          last.contains("poisoning") ? last["poisoning"].value("samples", int64_t{0}) : int64_t{0}},
-        {"iterations_reported", tr["iterations"].size()}};
-    for (const auto& e : tr["iterations"]) train_by_it[e.value("iteration", int64_t{-1})] = e;
+        {"iterations_reported", its.size()}};
+    for (const auto& e : its) (*train_by_it)[e.value("iteration", int64_t{-1})] = e;
   }
   // Detection: peer-served samples refused by the dataset manifest.
   if (last.contains("poisoning")) sj["poisoning"] = last["poisoning"];
   // Detection in the ring: offences by kind, reports, evictions (scheduler/ring_detection.h).
   if (last.contains("ring_detection")) sj["ring_detection"] = last["ring_detection"];
-  LOFT_RETURN_IF_ERROR(WriteText(out / "summary.json", sj.dump(2) + "\n"));
+  return sj;
+}
+
+// training.csv: loss and test accuracy over wall time, per iteration.
+std::string TrainingCsv(const std::map<int64_t, nlohmann::json>& train_by_it) {
+  std::string csv = "iteration,wall_s,loss,test_accuracy\n";
+  for (const auto& [i, e] : train_by_it) {
+    std::string wall = fmt::format("{:.3f}", e.value("wall_s", 0.0)), loss, acc;
+    if (e.contains("loss") && e["loss"].is_number()) loss = fmt::format("{:.6f}", e["loss"].get<double>());
+    if (e.contains("test_accuracy") && e["test_accuracy"].is_number())
+      acc = fmt::format("{:.4f}", e["test_accuracy"].get<double>());
+    csv += fmt::format("{},{},{},{}\n", i, wall, loss, acc);
+  }
+  return csv;
+}
+
+// summary.json, iterations.csv, training.csv (training runs) and
+// status.json of a run that finished or was stopped. A stopped run's
+// summary.json and status.json say so under "stopped": why (the reason and
+// the message), how far it got, and `rows_error` when the scheduler could
+// no longer give its rows (iterations.csv then holds the header only).
+Status WriteRunFiles(const RunOptions& ro, const RunSetup& s, nlohmann::json last, const v1::RunSummary& run,
+                     const std::optional<RunStop>& stop, const std::string& rows_error) {
+  if (last.is_null()) last = nlohmann::json::object();
+  sim::RunSummary summary;
+  std::map<int64_t, nlohmann::json> train_by_it;
+  nlohmann::json sj = SummaryJson(ro, last, run, &summary, &train_by_it);
+  if (stop) {
+    nlohmann::json st = {{"reason", stop->reason},
+                         {"message", stop->status.ToString()},
+                         {"iterations_completed", run.iterations_completed()},
+                         {"iterations_target", s.total_iterations}};
+    if (!rows_error.empty()) st["rows_error"] = rows_error;
+    sj["stopped"] = st;
+    last["stopped"] = st;
+  }
+  LOFT_RETURN_IF_ERROR(WriteText(s.out / "summary.json", sj.dump(2) + "\n"));
   {
     // iterations.csv: the simulator's header (sched::kIterationsCsvHeader).
     std::vector<std::string> names;
-    for (const auto& n : spec.nodes) names.push_back(n.name);
-    std::ofstream csv(out / "iterations.csv", std::ios::trunc);
+    for (const auto& n : s.spec.nodes) names.push_back(n.name);
+    std::ofstream csv(s.out / "iterations.csv", std::ios::trunc);
     sched::WriteIterationsCsvHeader(csv);
     sched::WriteIterationsCsvRows(ro.policy, sched::IterationsFromProto(run), names, csv);
-    if (!csv) return IOError("cannot write " + (out / "iterations.csv").string());
+    if (!csv) return IOError("cannot write " + (s.out / "iterations.csv").string());
   }
   if (run.rows_dropped() > 0) {
     std::fprintf(stderr,
                  "cluster run: the scheduler kept the first rows only; %lld rows not in iterations.csv\n",
                  static_cast<long long>(run.rows_dropped()));
   }
-  if (training) {
-    // training.csv: loss and test accuracy over wall time, per iteration.
-    std::string csv = "iteration,wall_s,loss,test_accuracy\n";
-    for (const auto& [i, e] : train_by_it) {
-      std::string wall = fmt::format("{:.3f}", e.value("wall_s", 0.0)), loss, acc;
-      if (e.contains("loss") && e["loss"].is_number()) loss = fmt::format("{:.6f}", e["loss"].get<double>());
-      if (e.contains("test_accuracy")) acc = fmt::format("{:.4f}", e["test_accuracy"].get<double>());
-      csv += fmt::format("{},{},{},{}\n", i, wall, loss, acc);
-    }
-    LOFT_RETURN_IF_ERROR(WriteText(out / "training.csv", csv));
-  }
+  if (s.training) LOFT_RETURN_IF_ERROR(WriteText(s.out / "training.csv", TrainingCsv(train_by_it)));
   last["run"] = RunJson(run);
-  LOFT_RETURN_IF_ERROR(WriteText(out / "status.json", last.dump(2) + "\n"));
-  std::fprintf(stderr, "cluster run: done. %s\n", (out / "summary.json").c_str());
+  LOFT_RETURN_IF_ERROR(WriteText(s.out / "status.json", last.dump(2) + "\n"));
   std::cout << sim::SummaryTable(summary);
   std::cout << "ledger " << sj["ledger"].dump() << "\n";
   if (sj.contains("training")) std::cout << "training " << sj["training"].dump() << "\n";
+  return OkStatus();
+}
+
+// A failed run: no summary.json; status.json keeps how far the run got,
+// marked failed.
+Status WriteFailedStatus(const RunSetup& s, nlohmann::json last, const Status& result) {
+  if (last.is_null()) last = nlohmann::json::object();
+  std::fprintf(stderr, "cluster run: FAILED at iteration %lld; ledger so far %s\n",
+               static_cast<long long>(last.value("iteration", int64_t{-1}) + 1),
+               last.contains("ledger") ? last["ledger"].dump().c_str() : "{}");
+  last["failed"] = true;
+  last["error"] = result.ToString();
+  (void)WriteText(s.out / "status.json", last.dump(2) + "\n");
+  return result;
+}
+
+// Ctrl-C or SIGTERM at any point, the testbed's set-up included, ends the
+// run through its clean-up (a default SIGINT there left the namespaces,
+// links and cgroups behind). SA_RESTART: the set-up's child waits go on.
+void InstallInterruptHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+Status ClusterRun(const RunOptions& ro) {
+  InstallInterruptHandlers();
+  LOFT_ASSIGN_OR_RETURN(RunSetup s, PrepareRun(ro));
+  LOFT_ASSIGN_OR_RETURN(RunProcesses p, ConfigureProcesses(ro, s));
+  LOFT_RETURN_IF_ERROR(StartProcesses(p, s));
+  RunWatcher w(ro, s, p);
+  RunEnd end = w.Watch();
+  // A stopped run keeps the last status's figures when the scheduler can no
+  // longer give its rows.
+  v1::RunSummary run = w.last_run();
+  std::string rows_error;
+  if (end.result.ok() || end.stop) {
+    if (auto reply = ReadFinalStatus(ro, s); reply.ok()) {
+      run = std::move(*reply->mutable_run());
+      auto j = nlohmann::json::parse(reply->json(), nullptr, false);
+      if (!j.is_discarded()) w.last() = std::move(j);  // the ledger and training as of the rows
+    } else if (end.stop) {
+      rows_error = reply.status().ToString();
+    } else {
+      end.result = reply.status().WithContext("reading the run's rows from the scheduler");
+    }
+  }
+  if (end.result.ok()) end.result = WaitTrainers(w, p);
+  if (s.tb)
+    WriteTestbedCpu(*s.tb, w.cpu_at_job_start(), w.last(), s.out / "testbed.json");  // agents still run
+  p.StopEverything(s);
+  PrintTrainerResults(p);
+  if (!end.result.ok() && !end.stop) return WriteFailedStatus(s, w.last(), end.result);
+  LOFT_RETURN_IF_ERROR(WriteRunFiles(ro, s, w.last(), run, end.stop, rows_error));
+  if (end.stop) {
+    std::fprintf(stderr, "cluster run: stopped (%s) after %lld of %lld iterations; %s marked \"stopped\"\n",
+                 end.stop->reason.c_str(), static_cast<long long>(run.iterations_completed()),
+                 static_cast<long long>(s.total_iterations), (s.out / "summary.json").c_str());
+    return end.stop->status;
+  }
+  std::fprintf(stderr, "cluster run: done. %s\n", (s.out / "summary.json").c_str());
   return OkStatus();
 }
 
@@ -803,7 +957,14 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_flag("--testbed", ro->testbed,
                 "root: each agent in its own network namespace and CPU cgroup, link rates shaped by the "
                 "kernel (tbf), cpu_cores quotas (docs/testbed.md)");
-  run->add_option("--timeout-s", ro->timeout_s, "give up after this long")->capture_default_str();
+  run->add_option("--no-progress-timeout-s", ro->deadlines.no_progress_s,
+                  "stop the run when no iteration has completed for this long (0 = never); a run that "
+                  "makes progress is never stopped by it. A stopped run still writes summary.json, "
+                  "iterations.csv and training.csv of what it did, marked \"stopped\"")
+      ->capture_default_str();
+  run->add_option("--timeout-s", ro->deadlines.deadline_s,
+                  "stop the run this long after its processes started, progress or not (0 = no deadline)")
+      ->capture_default_str();
   run->add_option("--heartbeat-timeout-ms", ro->heartbeat_timeout_ms)->capture_default_str();
   run->add_option("--partition-timeout-ms", ro->partition_timeout_ms)->capture_default_str();
   run->add_option("--plan-ahead", ro->plan_ahead,

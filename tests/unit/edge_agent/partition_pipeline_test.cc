@@ -19,6 +19,7 @@
 
 #include "cache/sample_cache.h"
 #include "core/clock.h"
+#include "core/codec.h"
 #include "core/metrics.h"
 #include "test_util.h"
 
@@ -309,4 +310,117 @@ TEST_CASE(
     REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_done.count(1) > 0; }));
     pipeline.Stop();
   }
+}
+
+namespace {
+
+// ProbeTrainer's hold, plus: once partition 1's Compute is done, the next
+// TakeOffences (the compute thread's, before it queues partition 1's
+// report) returns one offence to report, so the outbox holds a PeerReport
+// next to the PartitionDone.
+class OffenceTrainer final : public Trainer {
+ public:
+  explicit OffenceTrainer(Probe* probe) : hold_(probe), probe_(probe) {}
+  StatusOr<double> Compute(const Batch& batch) override { return hold_.Compute(batch); }
+  std::vector<RingOffence> TakeOffences() override {
+    std::lock_guard lock(probe_->mu);
+    if (probe_->compute_done.count(1) == 0 || reported_) return {};
+    reported_ = true;
+    return {RingOffence{.node = 1, .reason = "chunk_mismatch", .count = 8, .report = true}};
+  }
+
+ private:
+  ProbeTrainer hold_;
+  Probe* probe_;
+  bool reported_ = false;
+};
+
+std::string Frame(const v1::Envelope& env) {
+  auto b = Encode(env);
+  REQUIRE(b.ok());
+  return *b;
+}
+
+// What the scheduler sends: the registration (node 0, view with peer 1)
+// and an assignment.
+void Register(AgentService& service) {
+  v1::Envelope reg;
+  reg.mutable_register_reply()->set_node(0);
+  reg.mutable_register_reply()->set_view(1);
+  (void)service.HandleScheduler(Frame(reg), 0);
+  v1::Envelope view;
+  view.mutable_view()->set_view(2);
+  for (int32_t n : {0, 1}) {
+    v1::Member* m = view.mutable_view()->add_members();
+    m->set_node(n);
+    m->set_name(n == 0 ? "a" : "b");
+    m->set_peer_endpoint("tcp://127.0.0.1:" + std::to_string(9000 + n));
+  }
+  (void)service.HandleScheduler(Frame(view), 0);
+}
+std::vector<v1::Partition> Assign(AgentService& service, v1::Partition p) {
+  v1::Envelope a;
+  *a.mutable_assignment()->mutable_partition() = std::move(p);
+  return service.HandleScheduler(Frame(a), 0).run;
+}
+
+}  // namespace
+
+// The poll loop sends each queued report, then what ReportSent returns
+// (ZmqAgentServer::FlushReports). A PeerReport finishes no partition: it
+// must neither free a slot of the window nor grant the scheduler a credit,
+// or the agent accepts more partitions than it granted.
+TEST_CASE("a PeerReport frees no slot and returns no credit: only a partition report does") {
+  AgentParts a;
+  SystemClock clock;
+  OffenceTrainer trainer(&a.probe);
+  AgentService& service = *a.service;  // credits 2
+  Register(service);
+  auto started = a.Start(&clock, &trainer, /*overlap=*/true);
+  PartitionPipeline& pipeline = *started;
+  std::vector<v1::Partition> run = Assign(service, PeerPartition(1, 0));
+  REQUIRE(run.size() == 1);
+  auto second = Assign(service, PeerPartition(2, 1));
+  REQUIRE(second.size() == 1);
+  run.push_back(second[0]);
+  REQUIRE(service.in_flight() == 2);
+  pipeline.Enqueue(std::move(run));
+
+  // Partition 1 ends with an offence to report; partition 2 stays held.
+  REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_started.count(1) > 0; }));
+  a.probe.Release(1);
+  std::vector<v1::Envelope> sent;
+  int grants = 0;
+  bool done = false;
+  for (int tries = 0; tries < 1000 && !done; ++tries) {
+    for (const v1::Envelope& r : pipeline.TakeReports()) {
+      sent.push_back(r);
+      done = done || r.has_partition_done();
+      if (std::optional<v1::Envelope> grant = service.ReportSent(r)) {
+        REQUIRE(grant->has_credit_grant());
+        grants += static_cast<int>(grant->credit_grant().credits());
+      }
+    }
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(done);
+  int peer_reports = 0;
+  for (const v1::Envelope& r : sent) peer_reports += r.has_peer_report() ? 1 : 0;
+  CHECK(peer_reports == 1);  // the control: the outbox did mix the two kinds
+  CHECK(grants == 1);
+  CHECK(service.in_flight() == 1);  // partition 2 still runs
+  // One slot is free, not two: the window of 2 holds.
+  CHECK(Assign(service, PeerPartition(3, 2)).size() == 1);
+  CHECK(Assign(service, PeerPartition(4, 3)).empty());
+
+  // A failed partition's report frees its slot too.
+  v1::Envelope failed;
+  failed.mutable_partition_failed()->set_partition_id(3);
+  std::optional<v1::Envelope> grant = service.ReportSent(failed);
+  REQUIRE(grant.has_value());
+  CHECK(grant->credit_grant().credits() == 1);
+  CHECK(service.in_flight() == 1);
+
+  a.probe.Release(2);
+  pipeline.Stop();
 }

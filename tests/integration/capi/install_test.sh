@@ -71,7 +71,7 @@ grep -q "policy loft" "$WORK/pkgconfig.out" || fail "plan.c (pkg-config) printed
 grep -q "lower bound" "$WORK/pkgconfig.out" || fail "plan.c (pkg-config) printed no bound"
 
 # find_package(loft) from a separate CMake project, CMAKE_PREFIX_PATH only.
-clean "$CMAKE" -S "$SRC/tests/unit/capi/find_package_project" -B "$WORK/fp-build" -DCMAKE_PREFIX_PATH="$PREFIX" \
+clean "$CMAKE" -S "$SRC/tests/integration/capi/find_package_project" -B "$WORK/fp-build" -DCMAKE_PREFIX_PATH="$PREFIX" \
   -DCMAKE_C_COMPILER="$CC" -DLOFT_EXAMPLE_SOURCE="$SRC/examples/c/plan.c" >"$WORK/fp-configure.log"
 grep -q "^loft_DIR:PATH=$LIBDIR/cmake/loft$" "$WORK/fp-build/CMakeCache.txt" ||
   fail "find_package(loft) did not find the package under $PREFIX: $(grep loft_DIR "$WORK/fp-build/CMakeCache.txt")"

@@ -1,5 +1,5 @@
 /* C consumer of the gradient exchange (loft_batch_allreduce), driven by
- * tests/unit/capi/allreduce_test.py against real agents whose spec says
+ * tests/integration/capi/allreduce_test.py against real agents whose spec says
  * training.model external. Compiled as C99.
  *   allreduce_it <endpoint> <node> <n> <mode> <last_round>
  * For every batch: gradient[j] = (node + 1) * (j + 1) (n floats), all-reduce,

@@ -1,4 +1,4 @@
-/* C consumer driven by tests/unit/capi/consumer_test.py against a real
+/* C consumer driven by tests/integration/capi/consumer_test.py against a real
  * loft-agent (compute_mode external) and loft-scheduler. Compiled as C99.
  *   consumer_it errors <unused-endpoint>   bad endpoint + timeout errptrs
  *   consumer_it abandon <endpoint>         takes one batch, exits unreported

@@ -1,16 +1,17 @@
 """Tests of the loft Python package (python/loft) over the built libloft.
 
-Run: LOFT_LIBRARY=build/lib/libloft.so python3 python/tests/test_loft.py
+Run: LOFT_LIBRARY=build/lib/libloft.so python3 tests/integration/capi/python_test.py
 (ctest capi_python_test sets LOFT_LIBRARY and LOFT_SOURCE_DIR).
 """
 import os
 import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+SRC = os.environ.get("LOFT_SOURCE_DIR",
+                     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "python"))
 import loft  # noqa: E402
 
-SRC = os.environ.get("LOFT_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 B = 256
 
 
