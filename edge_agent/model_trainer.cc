@@ -59,6 +59,9 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->guard_ = RingGuard(RingGuardOptions{spec.training.byzantine_tolerance});
   t->tolerance_ = spec.training.byzantine_tolerance;
   t->delta_ = spec.training.exchange.period_auto || spec.training.exchange.period > 1;
+  auto compression = models::ParseCompression(spec.training.exchange.compression);
+  if (!compression.ok()) return compression.status().WithContext("training.exchange.compression");
+  t->compression_ = *compression;
   if (t->delta_) t->StartRound();
 
   auto test = cache::LoadFashionMnist(options.test_data_dir, "test");
@@ -359,9 +362,21 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
   ao.tolerance = tolerance_;
   if (byzantine_ == ByzantineKind::kChunkGarbage || byzantine_ == ByzantineKind::kChunkScale)
     ao.corrupt_owned_chunk = [this](std::span<float> c) { CorruptChunk(c); };
+  ao.compression = compression_;
+  // Error feedback (int8): what rounding kept from this member's last
+  // contribution goes into this one; the residual is replaced only once
+  // the all-reduce succeeded.
+  const bool feedback = compression_ != models::Compression::kNone;
+  if (feedback) {
+    residual_.resize(data->size(), 0.0f);
+    for (size_t i = 0; i < data->size(); ++i) (*data)[i] += residual_[i];
+  }
+  std::vector<float> residual;
   models::RingAllReduce ring(transport_.get(), ao);
   models::AllReduceReport report;
-  LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, px.members}, round, *data, plan.weights, &report));
+  LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, px.members}, round, *data, plan.weights, &report,
+                                feedback ? &residual : nullptr));
+  if (feedback) residual_ = std::move(residual);
   for (int from : report.malformed_from) Offend(from, "malformed_chunk");
   for (int from : report.chunk_mismatch_from) {
     spdlog::warn("round {}: node {} sent a reduced chunk its replicas do not agree with: not taken", round,

@@ -64,6 +64,10 @@
 // member without exchanging it (which would double the bytes), keeps the
 // direction momentum carries from round to round, and is exactly the
 // gradient exchange's velocity for a round of one step under the mean.
+// compression: int8 (either exchange) sends each chunk as a scale and int8
+// values (models/chunk_codec.h); this member adds the rounding it kept from
+// its previous contribution to the next one (error feedback; the residual
+// is replaced only when an all-reduce succeeds).
 // A member whose state had to be fetched at the exchange (restarted, or
 // its last exchange failed) contributes a zero delta: its steps were
 // taken from other parameters. A partition arriving after its round's
@@ -104,6 +108,7 @@
 #include "edge_agent/zmq_transport.h"
 #include "models/model.h"
 #include "models/reducers.h"
+#include "models/ring_allreduce.h"
 #include "models/sgd.h"
 
 namespace loft::agent {
@@ -257,8 +262,12 @@ class ModelTrainer final : public Trainer {
 
   // training.exchange (see "Exchange modes" above).
   bool delta_ = false;         // period > 1 or auto: deltas, not gradients
-  std::vector<float> anchor_;  // parameters at the round's start
-  double round_samples_ = 0;   // samples of this member's steps in the open round
+  std::vector<float> anchor_;           // parameters at the round's start
+  std::vector<float> anchor_velocity_;  // the optimizer's velocity at the round's start
+  double round_samples_ = 0;            // samples of this member's steps in the open round
+  models::Compression compression_ = models::Compression::kNone;  // training.exchange.compression
+  // int8 error feedback: this member's rounding, carried to its next exchange.
+  std::vector<float> residual_;
 
   std::optional<v1::TrainingReport> report_;
 };

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "models/chunk_codec.h"
 #include "sim/simulator.h"
 
 using namespace loft;
@@ -341,4 +342,29 @@ TEST_CASE("with plan-ahead the ring overlaps the next reads and shares their lin
           slower = true;
   }
   CHECK(slower);
+}
+
+TEST_CASE("int8 exchange: loft-sim charges the ring's int8 chunk bytes (models::ChunkWireBytes)") {
+  const ClusterSpec none = Spec("model: mlp, aggregation: mean");
+  const ClusterSpec int8 = Spec("model: mlp, aggregation: mean, exchange: {compression: int8}");
+  const AllreduceModel a(none), b(int8);
+  for (size_t n : {2u, 3u, 6u}) {
+    const auto elements = static_cast<size_t>((a.parameters() + static_cast<int64_t>(n) - 1) / static_cast<int64_t>(n));
+    CHECK(a.ChunkBytes(n) == static_cast<double>(models::ChunkWireBytes(models::Compression::kNone, elements)));
+    CHECK(b.ChunkBytes(n) == static_cast<double>(models::ChunkWireBytes(models::Compression::kInt8, elements)));
+  }
+  CHECK(RunUniform(int8).summary.mean_iteration_ms < RunUniform(none).summary.mean_iteration_ms);
+}
+
+TEST_CASE("exchange period: loft-sim runs the ring only after a round's last step") {
+  // iterations 0..4, period 2: rounds end at 1, 3 and 4 (the job's last).
+  const SimResult r = RunUniform(Spec("model: mlp, aggregation: mean, exchange: {period: 2}"));
+  REQUIRE(r.iterations.size() == 5);
+  for (const IterationRecord& it : r.iterations) {
+    const bool exchanged = it.iteration == 1 || it.iteration == 3 || it.iteration == 4;
+    for (const auto& w : it.workers) {
+      INFO("iteration " << it.iteration << " worker " << w.node);
+      CHECK((w.allreduce_ms > 0) == exchanged);
+    }
+  }
 }
