@@ -17,6 +17,12 @@
 //   learning_per_step_bench --spec SPEC --csv DIR/iterations.csv
 //       [--policies loft,lbbsp,uniform] [--aggregation NAME] [--seeds 7,8,9]
 //       [--steps 300] [--eval-every 25] [--data DIR] [--test-samples 10000]
+//       [--trim-weights capped|count]
+//
+// --trim-weights: what PlanRound is given as the global batch: `capped`
+// (the spec's training.global_batch: trimmed_mean averages the kept values
+// with weights min(b_i, G/N)) or `count` (0: every member with samples
+// counts once, the rule before the cap). Other reducers ignore it.
 //
 // The seed sets both the model's initial parameters and the sample
 // permutation; every policy gets the same ones, so per-seed differences
@@ -157,7 +163,7 @@ struct RunResult {
 // Trains `steps` iterations of one replay; accuracy after each step in `evals`.
 StatusOr<RunResult> Train(const ClusterSpec& spec, const models::ReducerOptions& base, const Data& d,
                           const std::vector<Step>& replay, int64_t steps, const std::vector<int64_t>& evals,
-                          uint64_t seed, int64_t test_samples) {
+                          uint64_t seed, int64_t test_samples, double global_batch) {
   LOFT_ASSIGN_OR_RETURN(models::ModelKind kind, models::ParseModelKind(spec.training.model));
   LOFT_ASSIGN_OR_RETURN(auto model, models::MakeModel(kind, models::Device::kCpu));
   model->Init(seed);
@@ -194,7 +200,8 @@ StatusOr<RunResult> Train(const ClusterSpec& spec, const models::ReducerOptions&
       auto l = model->LossAndGradient(models::BatchView{img, lab}, grads[i]);
       if (!l.ok()) return l.status();
     }
-    LOFT_ASSIGN_OR_RETURN(agent::RoundPlan plan, agent::PlanRound(0, static_cast<uint32_t>(t), hellos, base));
+    LOFT_ASSIGN_OR_RETURN(agent::RoundPlan plan,
+                          agent::PlanRound(0, static_cast<uint32_t>(t), hellos, base, global_batch));
     std::vector<std::span<const float>> in(grads.begin(), grads.end());
     LOFT_RETURN_IF_ERROR(models::Reduce(plan.reducer, in, plan.weights, agg));
     LOFT_RETURN_IF_ERROR(sgd.Step(model->params(), agg));
@@ -217,12 +224,13 @@ double Median(std::vector<double> v) {
 // effective batch 1 / sum_i (w_i / W)^2 / b_i of the weights the agents
 // pass (before trimming): B for sum (b_i / B) g_i, lower the more the
 // weights depart from b_i.
-nlohmann::json BatchProfile(const std::vector<Step>& replay, int64_t steps, models::ReducerKind kind) {
+nlohmann::json BatchProfile(const std::vector<Step>& replay, int64_t steps, models::ReducerKind kind,
+                            double global_batch) {
   double sum_b = 0, sum_eff = 0, sum_min = 0;
   for (int64_t t = 0; t < steps; ++t) {
     std::vector<double> b(replay[static_cast<size_t>(t)].batch.begin(),
                           replay[static_cast<size_t>(t)].batch.end());
-    const std::vector<double> w = models::AggregationWeights(kind, b);
+    const std::vector<double> w = models::AggregationWeights(kind, b, global_batch);
     const double W = std::accumulate(w.begin(), w.end(), 0.0);
     double inv = 0, mn = 1e300, B = 0;
     for (size_t i = 0; i < b.size(); ++i) {
@@ -241,12 +249,19 @@ nlohmann::json BatchProfile(const std::vector<Step>& replay, int64_t steps, mode
           {"mean_min_batch", sum_min / n}};
 }
 
+struct BenchOptions {
+  std::vector<std::string> policies;
+  std::vector<uint64_t> seeds;
+  int64_t steps = 300, eval_every = 25, test_samples = 10000;
+  double global_batch = 0;  // given to PlanRound; 0 = members counted once
+};
+
 StatusOr<nlohmann::json> RunAll(const ClusterSpec& spec, const models::ReducerOptions& base, const Data& d,
-                                const Replay& replay, const std::vector<std::string>& policies,
-                                const std::vector<uint64_t>& seeds, int64_t steps, int64_t eval_every,
-                                int64_t test_samples) {
+                                const Replay& replay, const BenchOptions& o) {
+  const std::vector<std::string>& policies = o.policies;
+  const int64_t steps = o.steps;
   std::vector<int64_t> evals;
-  for (int64_t e = eval_every; e <= steps; e += eval_every) evals.push_back(e);
+  for (int64_t e = o.eval_every; e <= steps; e += o.eval_every) evals.push_back(e);
   if (evals.empty() || evals.back() != steps) evals.push_back(steps);
   for (const std::string& policy : policies) {
     const auto it = replay.find(policy);
@@ -260,11 +275,11 @@ StatusOr<nlohmann::json> RunAll(const ClusterSpec& spec, const models::ReducerOp
                  prof = nlohmann::json::object();
   for (const std::string& policy : policies) {
     const auto it = replay.find(policy);
-    prof[policy] = BatchProfile(it->second, steps, base.kind);
+    prof[policy] = BatchProfile(it->second, steps, base.kind, o.global_batch);
     std::vector<std::vector<double>> per_seed;
-    for (uint64_t seed : seeds) {
+    for (uint64_t seed : o.seeds) {
       const auto t0 = std::chrono::steady_clock::now();
-      auto r = Train(spec, base, d, it->second, steps, evals, seed, test_samples);
+      auto r = Train(spec, base, d, it->second, steps, evals, seed, o.test_samples, o.global_batch);
       if (!r.ok()) return r.status().WithContext(policy + " seed " + std::to_string(seed));
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::fprintf(stderr, "%s seed %llu: final %.4f (%.1f s)\n", policy.c_str(),
@@ -294,82 +309,74 @@ StatusOr<nlohmann::json> RunAll(const ClusterSpec& spec, const models::ReducerOp
   return out;
 }
 
+int Fail(const std::string& what) {
+  std::cerr << "learning_per_step_bench: " << what << "\n";
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"learning_per_step_bench: replay a policy's batch sizes and train the real MLP"};
   std::string spec_path, csv_path, policies_arg = "loft,lbbsp,uniform", aggregation, seeds_arg = "7,8,9";
-  std::string data_dir = cache::kDefaultFashionMnistDir;
-  int64_t steps = 300, eval_every = 25, test_samples = 10000;
+  std::string data_dir = cache::kDefaultFashionMnistDir, trim_weights = "capped";
+  BenchOptions o;
   app.add_option("--spec", spec_path, "cluster spec (training.* settings)")->required();
   app.add_option("--csv", csv_path, "loft-sim's iterations.csv")->required();
   app.add_option("--policies", policies_arg, "comma-separated policies of the CSV");
   app.add_option("--aggregation", aggregation, "override training.aggregation");
   app.add_option("--seeds", seeds_arg, "comma-separated seeds (model init and sample order)");
-  app.add_option("--steps", steps, "iterations to train")->check(CLI::PositiveNumber);
-  app.add_option("--eval-every", eval_every, "evaluate every N steps")->check(CLI::PositiveNumber);
-  app.add_option("--test-samples", test_samples, "test images evaluated")->check(CLI::Range(1, 10000));
+  app.add_option("--steps", o.steps, "iterations to train")->check(CLI::PositiveNumber);
+  app.add_option("--eval-every", o.eval_every, "evaluate every N steps")->check(CLI::PositiveNumber);
+  app.add_option("--test-samples", o.test_samples, "test images evaluated")->check(CLI::Range(1, 10000));
   app.add_option("--data", data_dir, "Fashion-MNIST directory");
+  app.add_option("--trim-weights", trim_weights, "trimmed_mean weights: capped | count")
+      ->check(CLI::IsMember({"capped", "count"}));
   CLI11_PARSE(app, argc, argv);
   openblas_set_num_threads(1);
   auto spec = LoadClusterSpecFile(spec_path);
-  if (!spec.ok()) {
-    std::cerr << "learning_per_step_bench: " << spec.status().ToString() << "\n";
-    return 1;
-  }
+  if (!spec.ok()) return Fail(spec.status().ToString());
   if (!aggregation.empty()) spec->training.aggregation = aggregation;
   if (spec->training.model == "none") spec->training.model = "mlp";
   auto reducer = agent::ReducerFor(spec->training.aggregation);
-  if (!reducer.ok()) {
-    std::cerr << "learning_per_step_bench: training.aggregation: " << reducer.status().ToString() << "\n";
-    return 1;
-  }
+  if (!reducer.ok()) return Fail("training.aggregation: " + reducer.status().ToString());
   if (reducer->kind == models::ReducerKind::kMultiKrum ||
       reducer->kind == models::ReducerKind::kCenteredClipping) {
-    std::cerr << "learning_per_step_bench: " << spec->training.aggregation
-              << " acts per ring chunk in the agents; only mean, weighted_mean, median and trimmed_mean are "
-                 "replayed\n";
-    return 1;
+    return Fail(spec->training.aggregation +
+                " acts per ring chunk in the agents; only mean, weighted_mean, median and trimmed_mean are "
+                "replayed");
   }
-  std::vector<uint64_t> seeds;
   for (const std::string& s : Split(seeds_arg, ',')) {
     try {
-      seeds.push_back(std::stoull(s));
+      o.seeds.push_back(std::stoull(s));
     } catch (const std::exception&) {
-      std::cerr << "learning_per_step_bench: --seeds: '" << s << "' is not a number\n";
-      return 1;
+      return Fail("--seeds: '" + s + "' is not a number");
     }
   }
-  if (seeds.empty()) {
-    std::cerr << "learning_per_step_bench: --seeds lists no seed\n";
-    return 1;
-  }
+  if (o.seeds.empty()) return Fail("--seeds lists no seed");
+  o.policies = Split(policies_arg, ',');
+  o.global_batch = trim_weights == "capped" ? static_cast<double>(spec->training.global_batch) : 0.0;
   auto replay = LoadIterationsCsv(csv_path);
   Data d;
   auto train = cache::LoadFashionMnist(data_dir, "train");
   auto test = cache::LoadFashionMnist(data_dir, "test");
   for (const Status& st : {replay.status(), train.status(), test.status()}) {
-    if (!st.ok()) {
-      std::cerr << "learning_per_step_bench: " << st.ToString() << "\n";
-      return 1;
-    }
+    if (!st.ok()) return Fail(st.ToString());
   }
   d.train = std::move(*train);
   d.test = std::move(*test);
   d.dim = d.train.rows * d.train.cols;
-  auto out =
-      RunAll(*spec, *reducer, d, *replay, Split(policies_arg, ','), seeds, steps, eval_every, test_samples);
-  if (!out.ok()) {
-    std::cerr << "learning_per_step_bench: " << out.status().ToString() << "\n";
-    return 1;
-  }
+  auto out = RunAll(*spec, *reducer, d, *replay, o);
+  if (!out.ok()) return Fail(out.status().ToString());
   nlohmann::json j = {{"spec", spec_path},
                       {"csv", csv_path},
                       {"aggregation", spec->training.aggregation},
+                      {"trim_weights", trim_weights},
+                      {"global_batch", spec->training.global_batch},
                       {"learning_rate", spec->training.learning_rate},
                       {"momentum", spec->training.momentum},
-                      {"seeds", seeds},
-                      {"steps", steps}};
+                      {"seeds", o.seeds},
+                      {"steps", o.steps}};
   j.update(*out);
   std::cout << j.dump() << "\n";
   return 0;
