@@ -79,11 +79,11 @@ std::optional<FinishedElsewhere> FindFinishedElsewhere(const RoundHellos& x, uin
 }
 
 StatusOr<RoundPlan> PlanRound(int self, uint32_t round, const RoundHellos& x,
-                              const models::ReducerOptions& base) {
+                              const models::ReducerOptions& base, double global_batch) {
   RoundPlan p;
   std::vector<double> b;
   for (const MemberHello& h : x.hellos) b.push_back(std::isfinite(h.b) && h.b > 0 ? h.b : 0.0);
-  p.weights = models::AggregationWeights(base.kind, b);
+  p.weights = models::AggregationWeights(base.kind, b, global_batch);
   p.present =
       static_cast<int>(std::count_if(p.weights.begin(), p.weights.end(), [](double w) { return w > 0; }));
   if (p.present == 0) return DataLoss("round " + std::to_string(round) + ": no member has samples");

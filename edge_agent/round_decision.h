@@ -85,8 +85,10 @@ struct RoundPlan {
   std::vector<std::pair<uint64_t, int32_t>> applied;
   bool evaluator = false;  // this member is the first (ring order) that reports the round
 };
-// DataLoss when no member has samples.
+// DataLoss when no member has samples. global_batch: the spec's
+// training.global_batch (the cap of trimmed_mean's weights, see
+// models::AggregationWeights); 0 = each member with samples counts once.
 StatusOr<RoundPlan> PlanRound(int self, uint32_t round, const RoundHellos& x,
-                              const models::ReducerOptions& base);
+                              const models::ReducerOptions& base, double global_batch = 0);
 
 }  // namespace loft::agent

@@ -23,13 +23,17 @@ StatusOr<ReducerKind> ParseReducerKind(std::string_view name) {
       "' (expected mean | weighted_mean | median | trimmed_mean | multi_krum | centered_clipping)");
 }
 
-std::vector<double> AggregationWeights(ReducerKind kind, std::span<const double> batch_sizes) {
+std::vector<double> AggregationWeights(ReducerKind kind, std::span<const double> batch_sizes,
+                                       double global_batch) {
   std::vector<double> w;
   w.reserve(batch_sizes.size());
+  const auto present = [](double b) { return std::isfinite(b) && b > 0; };
   const bool by_size = kind == ReducerKind::kMean || kind == ReducerKind::kWeightedMean;
+  const bool capped = kind == ReducerKind::kTrimmedMean && std::isfinite(global_batch) && global_batch > 0;
+  const double n = static_cast<double>(std::count_if(batch_sizes.begin(), batch_sizes.end(), present));
+  const double cap = capped && n > 0 ? global_batch / n : 0;
   for (double b : batch_sizes) {
-    const bool present = std::isfinite(b) && b > 0;
-    w.push_back(!present ? 0.0 : by_size ? b : 1.0);
+    w.push_back(!present(b) ? 0.0 : by_size ? b : capped ? std::min(b, cap) : 1.0);
   }
   return w;
 }

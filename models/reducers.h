@@ -64,15 +64,30 @@ struct ReducerOptions {
 };
 
 // The weights a training job passes for worker batch sizes b_i (b_i <= 0 or
-// non-finite = the worker had no samples: weight 0, absent):
+// non-finite = the worker had no samples: weight 0, absent), N = workers
+// with samples:
 //  - mean, weighted_mean: w_i = b_i, so the result is sum (b_i/B) g_i, the
 //    gradient of the global batch B = sum b_i (each g_i is a batch mean);
-//  - median, trimmed_mean, multi_krum, centered_clipping: w_i = 1 for every
-//    worker with samples. Each honest g_i is an unbiased estimate of the
-//    same full gradient, and b_i is self-reported: weighting a robust
-//    statistic by it would let one Byzantine worker claiming a huge batch
-//    outvote the others.
-std::vector<double> AggregationWeights(ReducerKind kind, std::span<const double> batch_sizes);
+//  - trimmed_mean with the planned global batch G > 0 known:
+//    w_i = min(b_i, G/N), the batch size capped at an even share. The trim
+//    still ranks members by count (k per side), so with k >= f every kept
+//    value lies within the honest values, as with equal weights; the
+//    weights only decide how the kept values are averaged, so a member on
+//    a tiny batch no longer weighs as much as one on a large batch, and a
+//    claim above the even share buys nothing (a Byzantine member gets at
+//    most what an honest member planned an even share gets). The cap comes
+//    from the plan, not from the reported sizes: a Byzantine member
+//    reporting a huge b would otherwise raise it;
+//  - trimmed_mean with G unknown (0), median, multi_krum,
+//    centered_clipping: w_i = 1 for every worker with samples. Each honest
+//    g_i is an unbiased estimate of the same full gradient, and b_i is
+//    self-reported: a weighted median (or a Krum average, or a clipping
+//    step) by it would let one Byzantine worker claiming a large batch
+//    outvote the others: with weights, a member holding more than half the
+//    weight decides a median alone, whatever value it sends.
+// docs/learning-per-step.md measures why trimmed_mean needs the weights.
+std::vector<double> AggregationWeights(ReducerKind kind, std::span<const double> batch_sizes,
+                                       double global_batch = 0);
 
 // inputs: N >= 1 vectors, all of out.size() floats. weights: empty (equal)
 // or N finite values >= 0 with a positive sum.

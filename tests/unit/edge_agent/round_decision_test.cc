@@ -72,6 +72,21 @@ TEST_CASE("PlanRound: batch-size weights for mean, one per member with samples f
   CHECK(q->weights == std::vector<double>{1, 0, 1});
 }
 
+TEST_CASE("PlanRound: trimmed_mean weights capped at the even share of the global batch") {
+  RoundHellos x{
+      {0, 1, 2, 3, 4}, {H(8, 1, 1, 10), H(8, 1, 1, 11), H(480, 1, 1, 12), H(0, 1, 1), H(16, 1, 1, 13)}, {}};
+  models::ReducerOptions trim;
+  trim.kind = models::ReducerKind::kTrimmedMean;
+  auto p = PlanRound(0, 2, x, trim, 512);
+  REQUIRE(p.ok());
+  CHECK(p->weights == std::vector<double>{8, 8, 128, 0, 16});  // four present: cap 512 / 4
+  CHECK(p->present == 4);
+  CHECK(p->reducer.trim_count == 1);
+  auto q = PlanRound(0, 2, x, trim);  // no global batch: one per member with samples
+  REQUIRE(q.ok());
+  CHECK(q->weights == std::vector<double>{1, 1, 1, 0, 1});
+}
+
 TEST_CASE("PlanRound: the applied list holds partitions of members with weight, sorted") {
   RoundHellos x{{0, 1, 2}, {H(4, 1, 1, 40), H(0, 1, 1), H(2, 1, 1, 20)}, {}};
   auto p = PlanRound(0, 2, x, {});

@@ -99,6 +99,87 @@ TEST_CASE("aggregation weights: batch sizes for the means, equal for robust redu
             AggregationWeights(ReducerKind::kMedian, lie))[0] == Approx(2));
 }
 
+TEST_CASE("trimmed_mean weights: batch sizes capped at an even share of the planned global batch",
+          "[reducers]") {
+  const std::vector<double> b{100, 0, 50, std::nan(""), 10};
+  using W = std::vector<double>;
+  // Three members with samples: the even share of 300 is 100, of 150 is 50.
+  CHECK(AggregationWeights(ReducerKind::kTrimmedMean, b, 300) == W{100, 0, 50, 0, 10});
+  CHECK(AggregationWeights(ReducerKind::kTrimmedMean, b, 150) == W{50, 0, 50, 0, 10});
+  // Without the planned global batch every member with samples counts once.
+  CHECK(AggregationWeights(ReducerKind::kTrimmedMean, b, 0) == W{1, 0, 1, 0, 1});
+  CHECK(AggregationWeights(ReducerKind::kTrimmedMean, b, std::nan("")) == W{1, 0, 1, 0, 1});
+  // The means keep b_i; the median, Krum and clipping keep one per member:
+  // a weighted median would be decided by any member holding half the weight.
+  CHECK(AggregationWeights(ReducerKind::kWeightedMean, b, 150) == W{100, 0, 50, 0, 10});
+  for (ReducerKind k : {ReducerKind::kMedian, ReducerKind::kMultiKrum, ReducerKind::kCenteredClipping}) {
+    CHECK(AggregationWeights(k, b, 150) == W{1, 0, 1, 0, 1});
+  }
+  // The kept values are averaged by weight: {1, 2, 3, 4, 5} trimmed by one
+  // per side keeps {2, 3, 4}; with batches 8, 8, 64, 8, 8 (cap 96/5) the
+  // member on the large batch weighs 19.2 against 8 and 8.
+  ReducerOptions t = Opt(ReducerKind::kTrimmedMean);
+  t.trim_count = 1;
+  const W w = AggregationWeights(ReducerKind::kTrimmedMean, W{8, 8, 64, 8, 8}, 96);
+  CHECK(w[2] == Approx(19.2));
+  CHECK(Run(t, Col({1, 2, 3, 4, 5}), w)[0] == Approx((8 * 2 + 19.2 * 3 + 8 * 4) / 35.2));
+}
+
+TEST_CASE(
+    "capped trimmed mean: a Byzantine member's largest claim moves the result no further than an "
+    "equal-weight member",
+    "[reducers]") {
+  // Eight members, trim 1 per side, planned global batch 512 (even share 64).
+  // Member 0 is Byzantine: it sends any value and claims any batch.
+  ReducerOptions t = Opt(ReducerKind::kTrimmedMean);
+  t.trim_count = 1;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> g(0, 1);
+  const int n = 8, d = 64;
+  std::vector<std::vector<float>> in(n, std::vector<float>(d));
+  for (int i = 1; i < n; ++i) {
+    for (float& x : in[i]) x = g(rng);
+  }
+  const std::vector<float> attacks{-1e6f, -3, -0.5f, 0, 0.5f, 3, 1e6f};
+  // (1) Honest members on even shares: whatever the Byzantine claims (the
+  // even share or far more), the result is bitwise the equal-weight rule's.
+  std::vector<double> even(n, 64);
+  for (float v : attacks) {
+    std::fill(in[0].begin(), in[0].end(), v);
+    const std::vector<float> equal = Run(t, in, AggregationWeights(ReducerKind::kTrimmedMean, even, 0));
+    for (double claim : {64.0, 640.0, 1e9}) {
+      std::vector<double> b = even;
+      b[0] = claim;
+      CHECK(Run(t, in, AggregationWeights(ReducerKind::kTrimmedMean, b, 512)) == equal);
+    }
+  }
+  // (2) Uneven honest batches (a locality plan's epoch tail: 8 samples on
+  // most members, 232 on two): a claim above the even share buys nothing
+  // (bitwise the result of claiming 64, the most an honest member weighs),
+  // and for every value the result stays within the honest values of each
+  // coordinate, as with equal weights (k = 1 >= one Byzantine member).
+  const std::vector<double> tail{0, 8, 8, 8, 8, 8, 232, 232};
+  for (float v : attacks) {
+    std::fill(in[0].begin(), in[0].end(), v);
+    std::vector<double> b = tail;
+    b[0] = 64;
+    const std::vector<float> at_cap = Run(t, in, AggregationWeights(ReducerKind::kTrimmedMean, b, 512));
+    for (double claim : {65.0, 512.0, 1e9}) {
+      b[0] = claim;
+      CHECK(Run(t, in, AggregationWeights(ReducerKind::kTrimmedMean, b, 512)) == at_cap);
+    }
+    for (int j = 0; j < d; ++j) {
+      float lo = in[1][j], hi = in[1][j];
+      for (int i = 2; i < n; ++i) {
+        lo = std::min(lo, in[i][j]);
+        hi = std::max(hi, in[i][j]);
+      }
+      CHECK(at_cap[j] >= lo);
+      CHECK(at_cap[j] <= hi);
+    }
+  }
+}
+
 TEST_CASE("coordinate-wise median", "[reducers]") {
   const ReducerOptions o = Opt(ReducerKind::kMedian);
   CHECK(Run(o, Col({1, 100, 2}))[0] == 2);
