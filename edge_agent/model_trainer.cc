@@ -58,6 +58,7 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->views_ = std::make_unique<ViewBook>(ViewBookOptions{options.node, options.view_wait_ms, options.stop});
   t->guard_ = RingGuard(RingGuardOptions{spec.training.byzantine_tolerance});
   t->tolerance_ = spec.training.byzantine_tolerance;
+  t->global_batch_ = static_cast<double>(spec.training.global_batch);
   t->delta_ = spec.training.exchange.period_auto || spec.training.exchange.period > 1;
   auto compression = models::ParseCompression(spec.training.exchange.compression);
   if (!compression.ok()) return compression.status().WithContext("training.exchange.compression");
@@ -348,7 +349,12 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
     spdlog::info("round {}: all-reducing among the {} member(s) not past it (view {})", round,
                  px.members.size(), m.view);
   }
-  LOFT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(options_.node, round, px, reducer_));
+  // trimmed_mean caps each member's weight at an even share of the samples
+  // the exchange holds (models::AggregationWeights): the global batch per
+  // step, times the round's steps for a delta exchange.
+  const double steps = delta_ ? static_cast<double>(static_cast<int64_t>(round) - last_round_) : 1.0;
+  LOFT_ASSIGN_OR_RETURN(RoundPlan plan,
+                        PlanRound(options_.node, round, px, reducer_, global_batch_ * std::max(1.0, steps)));
   last_plan_ = plan;  // what a member finishing this attempt without this node applies
   last_plan_members_ = static_cast<int>(px.members.size());
   if (delta_) {

@@ -261,13 +261,14 @@ class ModelTrainer final : public Trainer {
   std::unique_ptr<ViewBook> views_;
 
   // training.exchange (see "Exchange modes" above).
-  bool delta_ = false;         // period > 1 or auto: deltas, not gradients
+  bool delta_ = false;                  // period > 1 or auto: deltas, not gradients
   std::vector<float> anchor_;           // parameters at the round's start
   std::vector<float> anchor_velocity_;  // the optimizer's velocity at the round's start
   double round_samples_ = 0;            // samples of this member's steps in the open round
   models::Compression compression_ = models::Compression::kNone;  // training.exchange.compression
   // int8 error feedback: this member's rounding, carried to its next exchange.
   std::vector<float> residual_;
+  double global_batch_ = 0;  // training.global_batch (trimmed_mean's weight cap)
 
   std::optional<v1::TrainingReport> report_;
 };

@@ -349,9 +349,12 @@ TEST_CASE("int8 exchange: loft-sim charges the ring's int8 chunk bytes (models::
   const ClusterSpec int8 = Spec("model: mlp, aggregation: mean, exchange: {compression: int8}");
   const AllreduceModel a(none), b(int8);
   for (size_t n : {2u, 3u, 6u}) {
-    const auto elements = static_cast<size_t>((a.parameters() + static_cast<int64_t>(n) - 1) / static_cast<int64_t>(n));
-    CHECK(a.ChunkBytes(n) == static_cast<double>(models::ChunkWireBytes(models::Compression::kNone, elements)));
-    CHECK(b.ChunkBytes(n) == static_cast<double>(models::ChunkWireBytes(models::Compression::kInt8, elements)));
+    const auto elements =
+        static_cast<size_t>((a.parameters() + static_cast<int64_t>(n) - 1) / static_cast<int64_t>(n));
+    CHECK(a.ChunkBytes(n) ==
+          static_cast<double>(models::ChunkWireBytes(models::Compression::kNone, elements)));
+    CHECK(b.ChunkBytes(n) ==
+          static_cast<double>(models::ChunkWireBytes(models::Compression::kInt8, elements)));
   }
   CHECK(RunUniform(int8).summary.mean_iteration_ms < RunUniform(none).summary.mean_iteration_ms);
 }
