@@ -19,15 +19,19 @@
 //  - period: N: every round's period is N.
 //  - period: auto: the period of round k is
 //        tau_k = clamp(ceil(tau0_k * sqrt(F_k / F_0)), 1, max_period),
-//        tau0_k = ceil(X_k / S_k)
+//        tau0_k = ceil(sqrt(X_k / S_k))
 //    where X_k is the exchange's expected time (the mean reported
 //    all-reduce time of the last exchanges, EWMA 0.3; before the first
 //    one, `prior_exchange_ms`), S_k the step's (EWMA 0.3 of the planned
 //    makespans), F_k the training loss (EWMA 0.3 of the mean loss the
-//    members reported per step) and F_0 the first step's loss. tau0 makes
-//    the exchange take about as long as the round's steps (an exchange
-//    longer than the steps it combines is what slow links cost; one much
-//    shorter buys little and costs progress); the square root of the loss
+//    members reported per step) and F_0 the first step's loss.
+//    tau0: a step costs S + X/tau of wall time, and the members' local
+//    steps drift apart as tau grows; taking the steps needed to reach a
+//    given loss to grow as (1 + c*tau), the time to it, (S + X/tau) *
+//    (1 + c*tau), is least at tau = sqrt(X / (c*S)); loft takes c = 1. (tau = X/S, an
+//    exchange as long as the round's steps, was measured on the testbed:
+//    it gave loft's fast steps period 16 throughout and the lowest
+//    accuracy per step, docs/exchange.md.) The square root of the loss
 //    ratio is AdaComm's schedule (Wang & Joshi, MLSys 2019): exchange
 //    rarely while the loss is high and a step's noise is small against its
 //    progress, more often as training converges. Before any loss is

@@ -61,31 +61,38 @@ TEST_CASE("ExchangePlan: auto sizes rounds from exchange and step time, then the
   TrainingSpec::Exchange e;
   e.period_auto = true;
   e.max_period = 16;
-  ExchangePlan plan(e, -1, /*prior_exchange_ms=*/300);
+  ExchangePlan plan(e, -1, /*prior_exchange_ms=*/640);
   CHECK(plan.delta_exchange());
-  // Prior 300 ms exchange, 40 ms steps: ceil(300 / 40) = 8.
-  CHECK(plan.NextPeriod(40) == 8);
-  ExchangeDecision d = plan.Decide(0, 40);
+  // Prior 640 ms exchange, 10 ms steps: ceil(sqrt(64)) = 8.
+  CHECK(plan.NextPeriod(10) == 8);
+  ExchangeDecision d = plan.Decide(0, 10);
   CHECK(d.period == 8);
   CHECK_FALSE(d.ends_round);
-  // A measured exchange replaces the prior at once: 120 ms -> ceil(120/40) = 3.
-  plan.OnPlanned(0, d.period, d.ends_round, 40);
-  plan.OnReport(0, 2.0, /*exchanged=*/true, 120);
+  // A measured exchange replaces the prior at once: 90 ms -> ceil(sqrt(9)) = 3.
+  plan.OnPlanned(0, d.period, d.ends_round, 10);
+  plan.OnReport(0, 2.0, /*exchanged=*/true, 90);
+  CHECK(plan.NextPeriod(10) == 3);
+  // Once a step was planned, the EWMA of planned steps (10 ms) is used,
+  // not the caller's figure.
   CHECK(plan.NextPeriod(40) == 3);
   // The open round keeps its period.
-  CHECK(plan.Decide(1, 40).period == 8);
-  // Loss ratio 1/4 halves tau0 (sqrt): losses are folded per iteration.
+  CHECK(plan.Decide(1, 10).period == 8);
+  // Losses are folded per iteration.
   plan.OnReport(1, 0.5, false, 0);
   plan.OnReport(2, 0.5, false, 0);  // folds iteration 1's mean
   // loss EWMA = 0.7 * 2.0 + 0.3 * 0.5 = 1.55; ratio 0.775 -> ceil(3 * 0.880) = 3
   CHECK(plan.loss() == Approx(1.55));
-  CHECK(plan.NextPeriod(40) == 3);
+  CHECK(plan.NextPeriod(10) == 3);
   for (int it = 3; it < 40; ++it) plan.OnReport(it, 0.125, false, 0);
   // loss -> 0.125, ratio 1/16: ceil(3 / 4) = 1
-  CHECK(plan.NextPeriod(40) == 1);
+  CHECK(plan.NextPeriod(10) == 1);
   // max_period caps it.
-  ExchangePlan slow(e, -1, 100000);
+  ExchangePlan slow(e, -1, 1e6);
   CHECK(slow.NextPeriod(1) == 16);
+  // Without a step estimate yet, the plan's own makespan is used.
+  ExchangePlan fresh(e, -1, 250);
+  CHECK(fresh.NextPeriod(10) == 5);
+  CHECK(fresh.NextPeriod(250) == 1);
 }
 
 TEST_CASE("ExchangePlan: a snapshot restores the open round", "[exchange]") {
