@@ -176,9 +176,13 @@ def main():
                       f"{entry.get('mean_iteration_ms')} ms", file=sys.stderr)
             result["configs"][key] = {"policy": p, "exchange": ex, "runs": runs, "summary": aggregate(runs)}
     if a.plot:
-        plot(result, a.plot)
         result["plot"] = os.path.abspath(a.plot)
-    print(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2), flush=True)
+    if a.plot:
+        try:
+            plot(result, a.plot)
+        except ImportError as e:  # the JSON above stands; only the picture is missing
+            raise SystemExit(f"--plot needs matplotlib (Debian's python3-matplotlib, /usr/bin/python3): {e}")
 
 
 if __name__ == "__main__":
