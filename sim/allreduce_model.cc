@@ -14,7 +14,6 @@ AllreduceModel::AllreduceModel(const ClusterSpec& spec) {
   const auto& a = t.allreduce;
   parameters_ = a.parameters > 0 ? a.parameters : ModelParameterCount(t.model, spec.dataset.sample_bytes);
   int8_ = t.exchange.compression == "int8";
-  tolerance_ = std::max(0, t.byzantine_tolerance);
   step_latency_ms_ = a.step_latency_ms;
   reduce_ns_ =
       a.reduce_ns_per_element >= 0 ? a.reduce_ns_per_element : PriorReduceNsPerElement(t.aggregation);
@@ -51,18 +50,7 @@ double AllreduceModel::TransferMs(std::span<const int32_t> members) const {
         step, LinkTransferMs(links_.at(static_cast<size_t>(members[i])),
                              links_.at(static_cast<size_t>(members[(i + 1) % n])), chunk_bytes, efficiency_));
   }
-  return Steps(n) * step;
-}
-
-double AllreduceModel::Steps(size_t members) const {
-  if (members <= 1) return 0;
-  // Verified chunks (byzantine_tolerance f > 0): every member scatters each
-  // chunk to its r1 = min(f+1, N) primaries, so the scatter carries r1
-  // times the plain ring's bytes; the all-gather's full copies are the
-  // plain ring's (the primaries' digests, 32 bytes each, are left out).
-  const auto n = static_cast<double>(members);
-  const double r1 = std::min(static_cast<double>(tolerance_ + 1), n);
-  return (r1 + 1.0) * (n - 1.0);
+  return 2.0 * static_cast<double>(n - 1) * step;
 }
 
 double AllreduceModel::LinkLatencyMs(int32_t from, int32_t to) const {
@@ -104,7 +92,7 @@ double AllreduceModel::LatencyMs(std::span<const int32_t> members) const {
                                 : 0.0;
     step = std::max(step, t + LinkLatencyMs(from, to));
   }
-  return Steps(n) * step - TransferMs(members) + HelloMs(members);
+  return 2.0 * static_cast<double>(n - 1) * step - TransferMs(members) + HelloMs(members);
 }
 
 double AllreduceModel::RingMs(std::span<const int32_t> members) const {

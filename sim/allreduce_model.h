@@ -14,9 +14,7 @@
 // held max(sender's, receiver's latency_ms) after it arrived; edge_agent
 // link emulation):
 //   one hello exchange: the members' largest latency;
-//   2(N−1) steps ((min(f+1, N) + 1)(N−1) with verified chunks,
-//   training.byzantine_tolerance f > 0: the scatter goes to f+1 primaries;
-//   Steps()); in each, every member sends ⌈P/N⌉ parameters (4·⌈P/N⌉
+//   2(N−1) steps; in each, every member sends ⌈P/N⌉ parameters (4·⌈P/N⌉
 //   bytes) to the next member over the link member→next, whose payload
 //   rate is min(up_mbps of the sender, down_mbps of the receiver) ×
 //   network.packet_efficiency (TCP/IP framing) and whose
@@ -90,10 +88,6 @@ class AllreduceModel {
   double TransferMs(std::span<const int32_t> members) const;
   double LatencyMs(std::span<const int32_t> members) const;
   double ReduceElements(size_t members) const;
-  // Ring steps of one chunk per member: 2(N-1), or (min(f+1, N) + 1)(N-1)
-  // with verified chunks (byzantine_tolerance f > 0: the scatter goes to
-  // f+1 primaries).
-  double Steps(size_t members) const;
   // The ring's pieces as the simulator runs them: the hello before the
   // steps, a link's latency, the bytes each member sends per step
   // (4·⌈P/N⌉); after the steps the reducer and fixed_ms. links(): whether
@@ -119,7 +113,6 @@ class AllreduceModel {
   std::vector<LinkSpec> links_;  // per node
   int64_t parameters_ = 0;
   bool int8_ = false;  // training.exchange.compression: int8
-  int tolerance_ = 0;  // training.byzantine_tolerance (verified chunks)
   double step_latency_ms_ = -1;
   double reduce_ns_ = 0;
   double fixed_ms_ = 0;

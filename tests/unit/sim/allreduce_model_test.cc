@@ -371,13 +371,3 @@ TEST_CASE("exchange period: loft-sim runs the ring only after a round's last ste
     }
   }
 }
-
-TEST_CASE("verified chunks: loft-sim's ring carries the scatter to f+1 primaries") {
-  const ClusterSpec plain = Spec("model: mlp, aggregation: trimmed_mean");
-  const ClusterSpec verified = Spec("model: mlp, aggregation: trimmed_mean, byzantine_tolerance: 1");
-  const AllreduceModel a(plain), b(verified);
-  CHECK(a.Steps(3) == 4);  // 2(N-1)
-  CHECK(b.Steps(3) == 6);  // (2 + 1)(N-1)
-  const std::vector<int32_t> members = {0, 1, 2};
-  CHECK(b.TransferMs(members) == Approx(a.TransferMs(members) * 1.5));
-}
