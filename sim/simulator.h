@@ -371,6 +371,7 @@ class Simulator {
   Status error_;
   std::vector<bool> down_;              // declared dead by the scheduler
   std::vector<bool> crashed_;           // physically down (from the crash to the return)
+  double holder_wake_ms_ = -1;          // the wake-up scheduled for the end of a holder wait
   std::vector<bool> stale_;             // restarted agent: holds the seed's parameters until a ring syncs it
   std::vector<double> last_msg_ms_;     // per node: its last ack/grant/registration
   std::vector<double> registered_ms_;   // per node: its last registration (heartbeat phase)
