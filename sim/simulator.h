@@ -337,7 +337,7 @@ class Simulator {
   // The exchange's CPU for one ring step (agent.cpu_ms_per_allreduce_mb:
   // every member sends and receives a chunk), queued now on each member's
   // quota; when the last member's is done (now without quotas).
-  double RingStepCpuEnd(const std::vector<int32_t>& members);
+  double RingStepCpuEnd(const std::vector<int32_t>& members, int step);
   // Removes a failed partition from its agent's queue and stages.
   void DropPart(Part& p);
 
