@@ -159,7 +159,7 @@ StatusOr<Updates> JobDriver::PlanNextIteration(double now_ms) {
   if (!p.update) {
     // Blocked on dead holders past the wait (holder_wait.h): leave their
     // samples out of the epoch and plan again.
-    const HolderWait w = CheckHolderWait(*state_, now_ms);
+    const HolderWait w = CheckHolderWait(*state_, now_ms, /*only_if_expired=*/true);
     if (w.expired()) {
       loft::v1::StateUpdate u;
       auto* a = u.mutable_holders_abandoned();

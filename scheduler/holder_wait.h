@@ -45,7 +45,11 @@ struct HolderWait {
 };
 
 // The wait at `now_ms`. Not waiting when a live node can be given work
-// from the pool, the pool is empty, or no node is live.
-HolderWait CheckHolderWait(const SchedulerState& state, double now_ms);
+// from the pool, the pool is empty, no node is live, or no dead node holds
+// pooled samples. O(nodes), plus O(pooled samples) to tell whether it is
+// waiting; with only_if_expired (the driver, every blocked plan) the
+// O(pooled) part runs only once the wait could have expired (otherwise
+// `waiting` is left false).
+HolderWait CheckHolderWait(const SchedulerState& state, double now_ms, bool only_if_expired = false);
 
 }  // namespace loft::sched
