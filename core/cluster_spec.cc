@@ -186,9 +186,15 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     RET(r.Get(t, "aggregation", "training", &tr.aggregation));
     RET(r.Get(t, "learning_rate", "training", &tr.learning_rate));
     RET(r.Get(t, "momentum", "training", &tr.momentum));
+    tr.byzantine_tolerance_set = t["byzantine_tolerance"].IsDefined();
     RET(r.Get(t, "byzantine_tolerance", "training", &tr.byzantine_tolerance));
     if (tr.byzantine_tolerance < 0)
       return r.Error(t["byzantine_tolerance"], "training.byzantine_tolerance", "must be >= 0");
+    // The verified ring's limit (models/ring_allreduce.h AllReduceOptions).
+    if (tr.byzantine_tolerance > kMaxByzantineTolerance)
+      return r.Error(t["byzantine_tolerance"], "training.byzantine_tolerance",
+                     "must be <= " + std::to_string(kMaxByzantineTolerance) +
+                         " (the verified ring's limit; got " + std::to_string(tr.byzantine_tolerance) + ")");
     if (tr.global_batch <= 0) return r.Error(t["global_batch"], "training.global_batch", "must be > 0");
     if (tr.min_batch < 0) return r.Error(t["min_batch"], "training.min_batch", "must be >= 0");
     if (tr.iterations < 0) return r.Error(t["iterations"], "training.iterations", "must be >= 0");
@@ -248,8 +254,9 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   }
   // scheduler
   if (YAML::Node sc = root["scheduler"]; sc.IsDefined() && !sc.IsNull()) {
-    RET(r.CheckKeys(sc, "scheduler",
-                    {"overhead_ms", "heartbeat_interval_ms", "heartbeat_timeout_ms", "handoff_ms"}));
+    RET(r.CheckKeys(
+        sc, "scheduler",
+        {"overhead_ms", "heartbeat_interval_ms", "heartbeat_timeout_ms", "handoff_ms", "holder_wait_s"}));
     RET(r.Get(sc, "overhead_ms", "scheduler", &spec.scheduler.overhead_ms));
     if (!(spec.scheduler.overhead_ms >= 0))
       return r.Error(sc["overhead_ms"], "scheduler.overhead_ms", "must be >= 0");
@@ -262,6 +269,9 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     RET(r.Get(sc, "handoff_ms", "scheduler", &spec.scheduler.handoff_ms));
     if (!(spec.scheduler.handoff_ms >= 0) || !std::isfinite(spec.scheduler.handoff_ms))
       return r.Error(sc["handoff_ms"], "scheduler.handoff_ms", "must be a number >= 0");
+    RET(r.Get(sc, "holder_wait_s", "scheduler", &spec.scheduler.holder_wait_s));
+    if (!(spec.scheduler.holder_wait_s >= 0) || !std::isfinite(spec.scheduler.holder_wait_s))
+      return r.Error(sc["holder_wait_s"], "scheduler.holder_wait_s", "must be a number >= 0");
   }
   // network
   if (YAML::Node nw = root["network"]; nw.IsDefined() && !nw.IsNull()) {
@@ -504,7 +514,11 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
   }
 
   // cross-field checks
-  const auto& tr = spec.training;
+  auto& tr = spec.training;
+  // A robust rule implies a verified ring wherever one fits (2f+1 nodes):
+  // the plain ring lets one member replace a whole reduced chunk.
+  if (!tr.byzantine_tolerance_set && RobustAggregation(tr.aggregation) && spec.num_nodes() >= 3)
+    tr.byzantine_tolerance = 1;
   if (tr.byzantine_tolerance > 0 && spec.num_nodes() < 2 * tr.byzantine_tolerance + 1) {
     return r.Error(root["training"]["byzantine_tolerance"], "training.byzantine_tolerance",
                    std::to_string(tr.byzantine_tolerance) + " needs at least " +
@@ -550,6 +564,27 @@ int64_t ModelParameterCount(const std::string& model, int64_t input_dim) {
     return input_dim * 256 + 256 + 256 * 128 + 128 + 128 * kClasses + kClasses;
   }
   return 0;
+}
+
+bool RobustAggregation(const std::string& aggregation) {
+  return aggregation == "median" || aggregation == "trimmed_mean" || aggregation == "krum" ||
+         aggregation == "centered_clip";
+}
+
+std::vector<std::string> SpecWarnings(const ClusterSpec& spec) {
+  std::vector<std::string> out;
+  const auto& tr = spec.training;
+  if (!RobustAggregation(tr.aggregation) || tr.byzantine_tolerance > 0 || tr.model == "none") return out;
+  const std::string why = tr.byzantine_tolerance_set ? "training.byzantine_tolerance is set to 0"
+                                                     : "the spec has " + std::to_string(spec.num_nodes()) +
+                                                           " nodes (a verified ring needs 2f+1 = 3)";
+  out.push_back(
+      spec.source + ": training.aggregation " + tr.aggregation + " with byzantine_tolerance 0 (" + why +
+      "): the reducer bounds each member's gradient, but the plain ring trusts every chunk's owner, so "
+      "one Byzantine member can replace the reduced result of its chunk (1/N of the model) for "
+      "everyone and nobody detects it. Leave "
+      "byzantine_tolerance out (1 with a robust rule) or set it >= 1 to verify every chunk");
+  return out;
 }
 
 int ClusterSpec::FindNode(const std::string& name) const {

@@ -22,6 +22,9 @@ namespace loft {
 
 // Largest dataset.samples a spec may name (per-sample tables live in memory).
 inline constexpr int64_t kMaxDatasetSamples = 1'000'000'000;
+// training.byzantine_tolerance's upper bound: the verified ring's
+// (models/ring_allreduce.h AllReduceOptions::tolerance).
+inline constexpr int kMaxByzantineTolerance = 31;
 
 struct DatasetSpec {
   std::string name = "fashion-mnist";
@@ -61,10 +64,17 @@ struct TrainingSpec {
     int64_t warmup_steps = 0;       // any kind: linear warm-up over the first steps
   } lr_schedule;
   // f: Byzantine members the ring tolerates (models/ring_allreduce.h): each
-  // reduced chunk is computed by 2f+1 members and taken by coordinate-wise
-  // median; a weight-0 join needs f+1 announcers. 0 = trusted cluster (the
-  // plain ring). Needs at least 2f+1 nodes.
+  // reduced chunk is computed by f+1 members (2f+1 when they disagree) and
+  // taken when f+1 agree bitwise; a weight-0 join needs f+1 announcers. 0 =
+  // trusted cluster (the plain ring, which trusts each chunk's owner). In
+  // [0, 31]; needs at least 2f+1 nodes. When the spec leaves it out, the
+  // parser resolves it: 1 with a robust aggregation (RobustAggregation) on
+  // 3 or more nodes, else 0, so every reader (agents, scheduler, loft-sim,
+  // calibrate, libloft) sees the same resolved value.
   int byzantine_tolerance = 0;
+  // True when the spec set byzantine_tolerance itself (false: resolved as
+  // above).
+  bool byzantine_tolerance_set = false;
   // training.allreduce: the ring all-reduce's cost in loft-sim
   // (sim/allreduce_model.h, docs/cluster-spec.md). Only used when model
   // != none; every field has a prior from the model when absent.
@@ -124,6 +134,13 @@ struct SchedulerSpec {
   // it. >= 0. Default: measured on the testbed (docs/testbed.md
   // "Control-path hand-off"); `loftctl calibrate` fits it from a run.
   double handoff_ms = DefaultHandoffMs();
+  // How long planning waits for a crashed holder (scheduler/holder_wait.h):
+  // once every unconsumed sample of the epoch is held only by dead nodes
+  // and the last of them died holder_wait_s ago, those samples are left
+  // out of the epoch (unavailable for it; they come back with their holder
+  // in a later epoch) and training goes on. An evicted node never comes
+  // back: its samples are left out at once. >= 0; 0 = no wait.
+  double holder_wait_s = 300;
 };
 
 // network: what the links carry besides the samples' payload, as loft-sim
@@ -313,6 +330,18 @@ struct ClusterSpec {
   // Effective maximum batch of node i (max_batch, or global_batch if 0).
   int64_t MaxBatch(int i) const;
 };
+
+// True for the aggregation rules that bound a Byzantine member's gradient
+// (median, trimmed_mean, krum, centered_clip); false for mean and
+// weighted_mean.
+bool RobustAggregation(const std::string& aggregation);
+
+// What a spec leaves unprotected that its reader should be told about (one
+// message per line, empty when nothing): a robust aggregation with an
+// explicit training.byzantine_tolerance of 0, or on fewer than 3 nodes,
+// runs the plain ring, whose chunk owners are trusted. The scheduler daemon
+// logs these at start, loft-sim prints them.
+std::vector<std::string> SpecWarnings(const ClusterSpec& spec);
 
 // Loads and validates. `source_name` is used in messages.
 StatusOr<ClusterSpec> LoadClusterSpecFile(const std::string& path);

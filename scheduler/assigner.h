@@ -26,6 +26,20 @@
 // first (nobody else may read those it alone holds), then the global order.
 // An empty mask (the default) means every node is trusted.
 //
+// Reported samples (`suspects`, scheduler/quarantine.h; null or nothing
+// pending = none): after the steps above, a worker holding a sample it has
+// itself reported bad swaps it with a sample of another worker that has
+// not reported it and can read it (the sample it gets back is one it can
+// read and has not reported); with no such sample to swap (a retry alone at
+// an epoch's end) the sample moves to the least loaded such worker below
+// its max_batch (that worker's size grows by one, the reporter's shrinks).
+// And a reported sample is read from a live
+// holder whose copy nobody reported where one is readable (the worker's
+// own copy first). So one worker naming its samples bad cannot keep them
+// to itself, a reported holder's copy is read again only when it is the
+// last one, and a genuinely corrupt record gathers reports from distinct
+// workers.
+//
 // Dead holders: a pooled sample whose holders are all dead is not
 // assignable; it stays pooled (never lost) and becomes assignable again
 // when a holder is live. At an epoch's end the plan may ask for more than
@@ -48,6 +62,7 @@
 #include "core/status.h"
 #include "scheduler/epoch_sampler.h"
 #include "scheduler/plan.h"
+#include "scheduler/quarantine.h"
 
 namespace loft::sched {
 
@@ -78,7 +93,16 @@ class Assigner {
   // remote_from peer out of range.
   static StatusOr<Assignment> Assign(const Plan& plan, const PlanRequest& request, bool locality_aware,
                                      const Placement& placement, const std::vector<bool>& live,
-                                     EpochSampler& sampler, const std::vector<bool>& distrusted = {});
+                                     EpochSampler& sampler, const std::vector<bool>& distrusted = {},
+                                     const SampleQuarantine* suspects = nullptr);
+
+ private:
+  // The "Reported samples" step on a finished assignment (sources and
+  // ids only; the counts are computed after it).
+  // max_batch: each assigned worker's (parallel to a.workers).
+  static void SpreadReported(Assignment& a, const std::vector<int64_t>& max_batch, const Placement& placement,
+                             const std::vector<bool>& live, const std::vector<bool>& distrusted,
+                             const SampleQuarantine& suspects);
 };
 
 }  // namespace loft::sched

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "scheduler/holder_wait.h"
 #include "scheduler/liveness.h"
 
 namespace loft::sched {
@@ -114,6 +115,7 @@ StatusOr<Updates> JobDriver::OnWorkerDead(int32_t node, std::string_view reason,
   u.mutable_worker_dead()->set_node(node);
   u.mutable_worker_dead()->set_view(state_->view() + 1);
   u.mutable_worker_dead()->set_reason(std::string(reason));
+  u.mutable_worker_dead()->set_now_ms(now_ms);
   LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
   // Fail the node's own partitions and those reading from it (liveness.h).
   for (uint64_t id : AffectedPartitions(state_->ledger(), node)) {
@@ -121,6 +123,26 @@ StatusOr<Updates> JobDriver::OnWorkerDead(int32_t node, std::string_view reason,
     const std::string why = r.partition.worker() == node ? "worker " + std::to_string(node) + " dead"
                                                          : "source " + std::to_string(node) + " dead";
     LOFT_RETURN_IF_ERROR(ApplyAndAppend(FailedUpdate(r, why, now_ms), out));
+  }
+  return out;
+}
+
+StatusOr<Updates> JobDriver::OnWorkerEvicted(int32_t node, std::string_view reason, double now_ms) {
+  LOFT_RETURN_IF_ERROR(CheckNode(*state_, node));
+  Updates out;
+  if (state_->evicted(node)) return out;
+  if (state_->alive(node)) {
+    LOFT_ASSIGN_OR_RETURN(out, OnWorkerDead(node, reason, now_ms));
+  }
+  loft::v1::StateUpdate u;
+  auto* e = u.mutable_worker_evicted();
+  e->set_node(node);
+  e->set_reason(std::string(reason));
+  e->set_now_ms(now_ms);
+  LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
+  // Leaving its samples out may complete the epoch.
+  if (state_->EpochComplete()) {
+    LOFT_RETURN_IF_ERROR(AdvanceEpoch(out));
   }
   return out;
 }
@@ -134,6 +156,23 @@ StatusOr<Updates> JobDriver::PlanNextIteration(double now_ms) {
     LOFT_RETURN_IF_ERROR(AdvanceEpoch(out));
   }
   LOFT_ASSIGN_OR_RETURN(IterationProposal p, state_->ProposeIteration(now_ms));
+  if (!p.update) {
+    // Blocked on dead holders past the wait (holder_wait.h): leave their
+    // samples out of the epoch and plan again.
+    const HolderWait w = CheckHolderWait(*state_, now_ms, /*only_if_expired=*/true);
+    if (w.expired()) {
+      loft::v1::StateUpdate u;
+      auto* a = u.mutable_holders_abandoned();
+      a->set_samples(w.samples);
+      a->set_now_ms(now_ms);
+      a->mutable_dead_holders()->Add(w.dead_holders.begin(), w.dead_holders.end());
+      LOFT_RETURN_IF_ERROR(ApplyAndAppend(std::move(u), out));
+      if (state_->EpochAdvanceDue()) {
+        LOFT_RETURN_IF_ERROR(AdvanceEpoch(out));
+      }
+      LOFT_ASSIGN_OR_RETURN(p, state_->ProposeIteration(now_ms));
+    }
+  }
   if (!p.update) {
     blocked_reason_ = p.blocked_reason;
     return out;

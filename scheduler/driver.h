@@ -81,6 +81,13 @@ class JobDriver {
   // their samples return to the pool). Dead node: no updates.
   StatusOr<Updates> OnWorkerDead(int32_t node, std::string_view reason, double now_ms);
 
+  // An evicted node (its ring reported it; scheduler/accusations.h): as
+  // OnWorkerDead when it is live, then WorkerEvicted, which leaves the
+  // samples only it held out of every epoch as unavailable (it never comes
+  // back); then EpochAdvanced if that completed the epoch. Already
+  // evicted: no updates.
+  StatusOr<Updates> OnWorkerEvicted(int32_t node, std::string_view reason, double now_ms);
+
   // Stops using `node` as a source for other workers (a SourceDistrusted
   // update): the caller decided that `reporters` distinct nodes
   // proved it serves forged samples. Partitions in flight are left alone
@@ -94,7 +101,10 @@ class JobDriver {
   // the previous iteration (callers that run BSP check
   // IterationComplete() first). Preceded by an EpochAdvanced update when
   // the current epoch is committed or, with StateOptions::overlap_epochs,
-  // handed out entirely (SchedulerState::EpochAdvanceDue).
+  // handed out entirely (SchedulerState::EpochAdvanceDue). Blocked on dead
+  // holders whose wait expired (scheduler/holder_wait.h): a
+  // HoldersAbandoned update (then EpochAdvanced when due) precedes the
+  // plan.
   StatusOr<Updates> PlanNextIteration(double now_ms);
   const std::string& BlockedReason() const { return blocked_reason_; }
   // The assignment behind the last successful PlanNextIteration (plan and

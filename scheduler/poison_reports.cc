@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace loft::sched {
 
 StatusOr<PoisonReports> PoisonReports::Create(metrics::Registry* registry) {
@@ -32,13 +34,27 @@ void PoisonReports::CountDistrusted(int32_t peer) {
 }
 
 std::vector<std::string> PoisonReports::Record(int32_t reporter, const v1::PartitionFailed& f,
-                                               int32_t num_nodes, std::vector<std::string>* rejected) {
+                                               int32_t num_nodes, const PartitionRecord* partition,
+                                               std::vector<std::string>* rejected) {
   std::vector<std::string> lines;
   if (f.poisoned_by_size() == 0) return lines;
   const bool counts_ok = f.poisoned_samples_size() == f.poisoned_by_size();
   auto reject = [&](std::string why) {
     if (rejected != nullptr) rejected->push_back(std::move(why));
   };
+  if (partition == nullptr || partition->partition.worker() != reporter) {
+    ++ignored_;
+    // Anyone can send these: named at the 1st, 2nd, 4th, 8th ... only.
+    if ((ignored_ & (ignored_ - 1)) == 0) {
+      reject(
+          fmt::format("node {}: poisoning report of partition {}, {}; ignored ({} such reports so far, "
+                      "logged at #1, 2, 4, 8 ...)",
+                      reporter, f.partition_id(),
+                      partition == nullptr ? "which the scheduler does not know" : "not its own", ignored_));
+    }
+    return lines;
+  }
+  const auto& sources = partition->partition.sources();
   if (!counts_ok) {
     reject(fmt::format(
         "node {}: poisoning report of partition {} lists {} peers but {} counts; counted as 1 each", reporter,
@@ -51,6 +67,13 @@ std::vector<std::string> PoisonReports::Record(int32_t reporter, const v1::Parti
     if (peer < 0 || peer >= num_nodes || peer == reporter || n < 1) {
       reject(fmt::format("node {}: poisoning report of partition {} names peer {} with {} samples; ignored",
                          reporter, f.partition_id(), peer, n));
+      continue;
+    }
+    if (std::find(sources.begin(), sources.end(), peer) == sources.end()) {
+      reject(
+          fmt::format("node {}: poisoning report of partition {} names peer {}, which served none of its "
+                      "samples; ignored",
+                      reporter, f.partition_id(), peer));
       continue;
     }
     any = true;

@@ -7,6 +7,11 @@
 // {peer}. The counts appear in the status JSON ("poisoning") and in
 // `loftctl cluster run`'s summary.json.
 //
+// A report counts only for a partition the ledger knows, sent by that
+// partition's worker, against peers that were sources of that partition:
+// a made-up partition id accuses nobody (with f = 0 one such report would
+// otherwise distrust a peer for good).
+//
 // Reports are evidence, not proof: the scheduler never sees the forged
 // record, and a Byzantine reporter can accuse an honest peer. The rule
 // (ShouldDistrust): a peer reported by f+1 distinct nodes (f =
@@ -32,6 +37,7 @@
 #include "core/metrics.h"
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
+#include "scheduler/ledger.h"
 
 namespace loft::sched {
 
@@ -41,12 +47,19 @@ class PoisonReports {
   static StatusOr<PoisonReports> Create(metrics::Registry* registry);
 
   // Records the poisoning report of `failed`, sent by node `reporter` (the
-  // authenticated sender) in a cluster of `num_nodes`. Returns one line per
-  // accepted accusation (for the log); malformed entries (peer out of
-  // range, the reporter itself, a count < 1 or a count list of another
-  // length) are skipped and named in `*rejected` (may be null).
+  // authenticated sender) in a cluster of `num_nodes`; `partition` is the
+  // ledger's record of failed.partition_id() (null when the ledger does not
+  // know it). Returns one line per accepted accusation (for the log).
+  // A report about a partition that is unknown or not the reporter's is
+  // ignored whole and counted (ignored_reports()): it accuses nobody. An
+  // entry naming a peer that served none of the partition's samples, a
+  // peer out of range, the reporter itself, a count < 1 or a count list of
+  // another length is skipped. Both are named in `*rejected` (may be null).
   std::vector<std::string> Record(int32_t reporter, const v1::PartitionFailed& failed, int32_t num_nodes,
+                                  const PartitionRecord* partition,
                                   std::vector<std::string>* rejected = nullptr);
+  // Reports ignored whole (unknown partition, or another worker's).
+  int64_t ignored_reports() const { return ignored_; }
 
   // Distinct nodes that reported `peer`.
   int32_t reporters(int32_t peer) const;
@@ -67,6 +80,7 @@ class PoisonReports {
   metrics::CounterFamily* distrusted_counter_ = nullptr;
   int64_t total_ = 0;
   int64_t reports_ = 0;
+  int64_t ignored_ = 0;
   std::map<int32_t, int64_t> by_peer_;
   std::map<std::pair<int32_t, int32_t>, int64_t> by_pair_;
 };

@@ -1,5 +1,6 @@
 #include "scheduler/scheduler_state.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -82,7 +83,11 @@ SchedulerState::SchedulerState(const ClusterSpec& spec, Placement placement, std
       exchange_(spec.training.exchange,
                 (options.iterations > 0 ? options.iterations : spec.training.iterations) - 1,
                 ExchangePriorMs(spec)),
-      quarantine_(options.quarantine_after) {
+      // More distinct reporters than f Byzantine nodes can muster (f =
+      // training.byzantine_tolerance; scheduler/quarantine.h).
+      quarantine_(options.quarantine_after > 0
+                      ? std::max(options.quarantine_after, spec.training.byzantine_tolerance + 1)
+                      : 0) {
   const int n = spec_.num_nodes();
   cost_models_ = std::make_unique<CostModels>();
   cost_models_->models.reserve(n);
@@ -90,6 +95,7 @@ SchedulerState::SchedulerState(const ClusterSpec& spec, Placement placement, std
   observations_.assign(n, 0);
   registered_.assign(n, false);
   alive_.assign(n, false);
+  dead_since_ms_.assign(n, 0.0);
 }
 
 SchedulerState::~SchedulerState() = default;
@@ -171,7 +177,12 @@ Status SchedulerState::Apply(const loft::v1::StateUpdate& u) {
       return ApplyMembership(u.worker_registered().node(), u.worker_registered().view(), true, true);
     case K::kWorkerAlive:
       return ApplyMembership(u.worker_alive().node(), u.worker_alive().view(), false, true);
-    case K::kWorkerDead: return ApplyMembership(u.worker_dead().node(), u.worker_dead().view(), false, false);
+    case K::kWorkerDead: {
+      const auto& d = u.worker_dead();
+      LOFT_RETURN_IF_ERROR(ApplyMembership(d.node(), d.view(), false, false));
+      dead_since_ms_[d.node()] = d.now_ms();
+      return OkStatus();
+    }
     case K::kIterationPlanned: return ApplyIterationPlanned(u.iteration_planned());
     case K::kPartitionSent: {
       const auto& s = u.partition_sent();
@@ -191,6 +202,8 @@ Status SchedulerState::Apply(const loft::v1::StateUpdate& u) {
     }
     case K::kEpochAdvanced: return ApplyEpochAdvanced(u.epoch_advanced());
     case K::kSourceDistrusted: return ApplySourceDistrusted(u.source_distrusted());
+    case K::kWorkerEvicted: return ApplyWorkerEvicted(u.worker_evicted());
+    case K::kHoldersAbandoned: return ApplyHoldersAbandoned(u.holders_abandoned());
     case K::KIND_NOT_SET: break;
   }
   return InvalidArgument("state update has no kind set");
@@ -400,16 +413,23 @@ Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, d
   }
   if (!bad_samples.empty()) {
     // Each sample of this partition named once; other ids do not count.
+    // The reporter is the partition's worker (the ledger accepted the
+    // report from it); the holder is the node it read the record from.
     std::set<uint64_t> named(bad_samples.begin(), bad_samples.end());
-    for (uint64_t sample : p.sample_ids()) {
-      if (named.count(sample) == 0 || !quarantine_.Report(sample)) continue;
+    for (int k = 0; k < p.sample_ids_size(); ++k) {
+      const uint64_t sample = p.sample_ids(k);
+      if (named.count(sample) == 0) continue;
+      const int holders = static_cast<int>(placement_.Holders(sample).size());
+      if (!quarantine_.Report(sample, p.worker(), p.sources(k), holders)) continue;
       if (Status s = SetAside(*es, sample); !s.ok()) return s.WithContext("partition " + std::to_string(id));
+      quarantine_.CountUnavailable(1);
       // The other open epoch, if it still pools it, drops it too.
       EpochSampler* other = es == &sampler_ ? prev_.get() : &sampler_;
       if (other != nullptr && other->state(sample) == EpochSampler::SampleState::kPooled) {
         if (Status s = SetAside(*other, sample); !s.ok()) {
           return s.WithContext("partition " + std::to_string(id));
         }
+        quarantine_.CountUnavailable(1);
       }
     }
   }
@@ -421,7 +441,16 @@ Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, d
       if (quarantine_.quarantined(sample) && es->state(sample) == EpochSampler::SampleState::kPooled) {
         if (Status s = SetAside(*es, sample); !s.ok())
           return s.WithContext("partition " + std::to_string(id));
+        quarantine_.CountUnavailable(1);
       }
+    }
+  }
+  if (!evicted_.empty()) {
+    // Samples whose every holder was evicted never come back to the pool.
+    for (uint64_t sample : p.sample_ids()) {
+      if (es->state(sample) != EpochSampler::SampleState::kPooled || !LostToEviction(sample)) continue;
+      if (Status s = SetAside(*es, sample); !s.ok()) return s.WithContext("partition " + std::to_string(id));
+      ++lost_to_eviction_;
     }
   }
   RetirePreviousEpochIfDone();  // setting its last samples aside completes an epoch
@@ -455,6 +484,12 @@ Status SchedulerState::ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u) {
   }
   for (uint64_t id : quarantine_.samples()) {
     if (Status s = SetAside(sampler_, id); !s.ok()) return s.WithContext("epoch_advanced");
+    quarantine_.CountUnavailable(1);
+  }
+  if (!evicted_.empty()) {
+    Status s = SetAsideWhere(
+        sampler_, [this](uint64_t id) { return LostToEviction(id); }, &lost_to_eviction_);
+    if (!s.ok()) return s.WithContext("epoch_advanced");
   }
   return OkStatus();
 }
@@ -463,8 +498,81 @@ Status SchedulerState::SetAside(EpochSampler& es, uint64_t id) {
   const uint64_t ids[1] = {id};
   LOFT_RETURN_IF_ERROR(es.MarkTaken(ids));
   int64_t dups = 0;
+  return es.Commit(ids, &dups);
+}
+
+Status SchedulerState::SetAsideWhere(EpochSampler& es, const std::function<bool(uint64_t)>& pred,
+                                     int64_t* counter) {
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 0; id < static_cast<uint64_t>(es.num_samples()); ++id) {
+    if (es.state(id) == EpochSampler::SampleState::kPooled && pred(id)) ids.push_back(id);
+  }
+  if (ids.empty()) return OkStatus();
+  LOFT_RETURN_IF_ERROR(es.MarkTaken(ids));
+  int64_t dups = 0;
   LOFT_RETURN_IF_ERROR(es.Commit(ids, &dups));
-  quarantine_.CountUnavailable(1);
+  *counter += static_cast<int64_t>(ids.size());
+  return OkStatus();
+}
+
+bool SchedulerState::LostToEviction(uint64_t id) const {
+  for (int32_t h : placement_.Holders(id)) {
+    if (!evicted(h)) return false;
+  }
+  return true;
+}
+
+bool SchedulerState::HeldOnlyByDeadNodes(uint64_t id) const {
+  return !Assignable(id);
+}
+
+int64_t SchedulerState::CountHeldOnlyByDeadNodes() const {
+  int64_t n = 0;
+  for (const EpochSampler* es :
+       {static_cast<const EpochSampler*>(&sampler_), static_cast<const EpochSampler*>(prev_.get())}) {
+    if (es != nullptr && es->pooled() > 0)
+      n += es->CountAssignable([this](uint64_t id) { return HeldOnlyByDeadNodes(id); });
+  }
+  return n;
+}
+
+Status SchedulerState::ApplyWorkerEvicted(const loft::v1::WorkerEvicted& u) {
+  if (u.node() < 0 || u.node() >= spec_.num_nodes()) {
+    return InvalidArgument("worker_evicted: node " + std::to_string(u.node()) +
+                           " is not in the cluster spec (" + std::to_string(spec_.num_nodes()) + " nodes)");
+  }
+  if (evicted(u.node()))
+    return FailedPrecondition("worker_evicted: node " + std::to_string(u.node()) + " is already evicted");
+  if (alive_[u.node()])
+    return FailedPrecondition("worker_evicted: node " + std::to_string(u.node()) +
+                              " is live (WorkerDead first)");
+  if (evicted_.empty()) evicted_.assign(static_cast<size_t>(spec_.num_nodes()), false);
+  evicted_[u.node()] = true;
+  auto lost = [this](uint64_t id) { return LostToEviction(id); };
+  for (EpochSampler* es : {&sampler_, prev_.get()}) {
+    if (es == nullptr) continue;
+    if (Status s = SetAsideWhere(*es, lost, &lost_to_eviction_); !s.ok())
+      return s.WithContext("worker_evicted");
+  }
+  RetirePreviousEpochIfDone();  // its last pooled samples may have been the evicted node's
+  return OkStatus();
+}
+
+Status SchedulerState::ApplyHoldersAbandoned(const loft::v1::HoldersAbandoned& u) {
+  // Validate before changing anything: the count must match.
+  const int64_t n = CountHeldOnlyByDeadNodes();
+  if (n == 0 || n != u.samples()) {
+    return InvalidArgument("holders_abandoned: " + std::to_string(u.samples()) + " samples, but " +
+                           std::to_string(n) + " pooled samples have no live holder");
+  }
+  auto dead_held = [this](uint64_t id) { return HeldOnlyByDeadNodes(id); };
+  for (EpochSampler* es : {&sampler_, prev_.get()}) {
+    if (es == nullptr) continue;
+    if (Status s = SetAsideWhere(*es, dead_held, &held_out_); !s.ok())
+      return s.WithContext("holders_abandoned");
+  }
+  abandoned_at_iteration_ = next_iteration_;
+  RetirePreviousEpochIfDone();
   return OkStatus();
 }
 
@@ -524,7 +632,10 @@ StatusOr<PlanRequest> SchedulerState::BuildPlanRequest() const {
                          std::to_string(ledger_.in_flight()) + " partitions in flight");
     }
     return Unavailable("epoch " + std::to_string(sampler.epoch()) + ": " + std::to_string(sampler.pooled()) +
-                       " unconsumed samples are held only by dead nodes; waiting for a holder to come back");
+                       " unconsumed samples are held only by dead nodes; waiting for a holder to come back "
+                       "(at most scheduler.holder_wait_s = " +
+                       fmt::format("{:g}", spec_.scheduler.holder_wait_s) +
+                       " s after the last of them died, then they are left out of the epoch)");
   }
   int64_t b = std::min(global_batch_, assignable);
   int64_t sum_max = 0;
@@ -639,8 +750,8 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
     ~TrialGuard() { s.RollbackTrial(); }
   } guard{sampler};
   sampler.BeginTrial();
-  LOFT_ASSIGN_OR_RETURN(Assignment a,
-                        Assigner::Assign(*plan, *req, locality, placement_, alive_, sampler, distrusted_));
+  LOFT_ASSIGN_OR_RETURN(Assignment a, Assigner::Assign(*plan, *req, locality, placement_, alive_, sampler,
+                                                       distrusted_, &quarantine_));
   if (a.assigned == 0 && !distrusted_.empty()) {
     // What is left is held only by distrusted nodes (nobody else may read
     // it) and the policy gave them nothing (e.g. uniform's remainder went
@@ -655,7 +766,8 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
       left -= wp.batch;
       own.workers.push_back(std::move(wp));
     }
-    LOFT_ASSIGN_OR_RETURN(a, Assigner::Assign(own, *req, false, placement_, alive_, sampler, distrusted_));
+    LOFT_ASSIGN_OR_RETURN(
+        a, Assigner::Assign(own, *req, false, placement_, alive_, sampler, distrusted_, &quarantine_));
   }
 
   loft::v1::StateUpdate update;
@@ -811,6 +923,15 @@ std::string SchedulerState::ToJson() const {
     j["quarantine"] = {
         {"samples", std::vector<uint64_t>(quarantine_.samples().begin(), quarantine_.samples().end())},
         {"unavailable", quarantine_.unavailable()}};
+  }
+  // Only when set: states without evictions or held-out samples digest as before.
+  if (!evicted_.empty()) {
+    j["evicted"] = std::vector<bool>(evicted_.begin(), evicted_.end());
+    j["lost_to_eviction"] = lost_to_eviction_;
+  }
+  if (abandoned_at_iteration_ >= 0) {
+    j["held_out"] = held_out_;
+    j["abandoned_at_iteration"] = abandoned_at_iteration_;
   }
   return j.dump();
 }

@@ -30,10 +30,19 @@
 // all of one epoch). At most two epochs are open: EpochAdvanced to e+2
 // waits for e to be committed.
 //
+// Dead and evicted holders: a pooled sample whose holders are all dead is
+// not handed out. A crashed node may come back, so planning waits for it,
+// but not forever (scheduler/holder_wait.h: after spec
+// scheduler.holder_wait_s the driver applies HoldersAbandoned and those
+// samples are left out of their epoch). An evicted node (WorkerEvicted)
+// never comes back: the samples only it held are left out at once, in
+// every open epoch and every later one (lost_to_eviction()).
+//
 // Thread-safety: not thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -70,8 +79,10 @@ struct StateOptions {
   double timeout_factor = 5.0;
   // Global batch; 0 = the spec's training.global_batch.
   int64_t global_batch = 0;
-  // A sample named in this many accepted PartitionFailed.bad_samples
-  // reports is quarantined: unavailable, never committed
+  // A sample named in accepted PartitionFailed.bad_samples reports by
+  // max(this, f+1) distinct workers (f = training.byzantine_tolerance),
+  // who read the copies of that many distinct holders (all of them with
+  // fewer holders), is quarantined: unavailable, never committed
   // (scheduler/quarantine.h). 0 = never.
   int32_t quarantine_after = 3;
   // Two epochs at once: once every sample of the current epoch is handed
@@ -182,6 +193,27 @@ class SchedulerState {
   // Samples whose records keep failing their check (scheduler/quarantine.h).
   const SampleQuarantine& quarantine() const { return quarantine_; }
 
+  // Evicted nodes (WorkerEvicted): dead for good; a sample every holder of
+  // which is evicted is left out of every epoch as unavailable.
+  bool evicted(int node) const { return !evicted_.empty() && evicted_[node]; }
+  // Sample-epochs left out because every holder of the sample was evicted.
+  int64_t lost_to_eviction() const { return lost_to_eviction_; }
+  // Sample-epochs left out of their epoch after the wait for their dead
+  // holders expired (HoldersAbandoned; scheduler/holder_wait.h).
+  int64_t held_out() const { return held_out_; }
+  // Every sample-epoch left out, never committed: quarantined, lost to an
+  // eviction, held out.
+  int64_t unavailable() const { return quarantine_.unavailable() + lost_to_eviction_ + held_out_; }
+  // When `node` was last declared dead (WorkerDead.now_ms; 0 if never).
+  double dead_since_ms(int node) const { return dead_since_ms_[node]; }
+  // Pooled samples of the open epochs that no live node holds.
+  int64_t CountHeldOnlyByDeadNodes() const;
+  // The iteration counter when the last HoldersAbandoned applied (-1:
+  // never); a next one needs an iteration planned since (so an epoch whose
+  // samples are all held by dead nodes is not left out epoch after epoch
+  // with nothing trained).
+  int64_t abandoned_at_iteration() const { return abandoned_at_iteration_; }
+
   // Nodes no other worker reads from (SourceDistrusted updates).
   bool distrusted(int node) const { return !distrusted_.empty() && distrusted_[node]; }
   // Empty until the first SourceDistrusted, then one entry per node.
@@ -224,8 +256,16 @@ class SchedulerState {
   Status ApplyDone(const loft::v1::PartitionDoneUpdate& u);
   Status ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms, bool timed_out,
                      std::span<const uint64_t> bad_samples = {});
-  // Takes a quarantined, pooled sample out of `s`'s pool as unavailable.
+  // Takes a pooled sample out of `s`'s pool as unavailable (committed in
+  // the sampler, not in the ledger); the caller counts it.
   Status SetAside(EpochSampler& s, uint64_t id);
+  // Sets aside every pooled sample of `es` with pred(id), adding how many
+  // to *counter.
+  Status SetAsideWhere(EpochSampler& es, const std::function<bool(uint64_t)>& pred, int64_t* counter);
+  bool LostToEviction(uint64_t id) const;  // every holder evicted
+  bool HeldOnlyByDeadNodes(uint64_t id) const;
+  Status ApplyWorkerEvicted(const loft::v1::WorkerEvicted& u);
+  Status ApplyHoldersAbandoned(const loft::v1::HoldersAbandoned& u);
   // The open epoch `epoch`'s sampler (current or previous), else null.
   EpochSampler* SamplerOfEpoch(int64_t epoch);
   EpochSampler& planning_sampler_mut() { return const_cast<EpochSampler&>(planning_sampler()); }
@@ -254,6 +294,11 @@ class SchedulerState {
   std::vector<bool> distrusted_;  // empty: none (keeps ToJson/Digest of runs without any unchanged)
   int64_t distrusted_reads_committed_ = 0;
   SampleQuarantine quarantine_;
+  std::vector<bool> evicted_;  // empty: none (keeps ToJson/Digest of runs without any unchanged)
+  int64_t lost_to_eviction_ = 0;
+  int64_t held_out_ = 0;
+  int64_t abandoned_at_iteration_ = -1;
+  std::vector<double> dead_since_ms_;
   std::vector<bool> registered_;
   std::vector<bool> alive_;
   int64_t view_ = 0;

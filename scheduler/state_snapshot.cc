@@ -100,6 +100,8 @@ loft::v1::StateSnapshot SchedulerState::ToSnapshot() const {
     n->set_registered(registered_[i]);
     n->set_alive(alive_[i]);
     n->set_distrusted(distrusted(i));
+    n->set_evicted(evicted(i));
+    n->set_dead_since_ms(dead_since_ms_[i]);
     n->set_observations(observations_[i]);
     const CostModelState c = cost_model(i).state();
     auto* cp = n->mutable_cost();
@@ -113,6 +115,9 @@ loft::v1::StateSnapshot SchedulerState::ToSnapshot() const {
   out.set_rejected_observations(rejected_observations_);
   out.set_policy_failures(policy_failures_);
   out.set_distrusted_reads_committed(distrusted_reads_committed_);
+  out.set_lost_to_eviction(lost_to_eviction_);
+  out.set_held_out(held_out_);
+  out.set_abandoned_at_iteration_plus_one(abandoned_at_iteration_ + 1);
 
   SamplerToProto(sampler_, out.mutable_sampler());
   if (prev_ != nullptr) SamplerToProto(*prev_, out.mutable_previous_sampler());
@@ -142,10 +147,12 @@ loft::v1::StateSnapshot SchedulerState::ToSnapshot() const {
   lp->set_last_id(ledger_.last_id());
 
   auto* qp = out.mutable_quarantine();
-  for (const auto& [id, reports] : quarantine_.pending_reports()) {
+  for (const auto& [id, pending] : quarantine_.pending_reports()) {
     auto* r = qp->add_reports();
     r->set_sample(id);
-    r->set_reports(reports);
+    r->set_reports(pending.reports);
+    r->mutable_reporters()->Add(pending.reporters.begin(), pending.reporters.end());
+    r->mutable_holders()->Add(pending.holders.begin(), pending.holders.end());
   }
   qp->mutable_samples()->Add(quarantine_.samples().begin(), quarantine_.samples().end());
   qp->set_unavailable(quarantine_.unavailable());
@@ -261,8 +268,14 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
   }
 
   // Quarantine.
-  std::map<uint64_t, int32_t> reports;
-  for (const auto& r : s.quarantine().reports()) reports[r.sample()] = r.reports();
+  std::map<uint64_t, SampleQuarantine::Pending> reports;
+  for (const auto& r : s.quarantine().reports()) {
+    if (r.reporters_size() == 0 && r.holders_size() == 0) continue;  // written before reporters were kept
+    SampleQuarantine::Pending& p = reports[r.sample()];
+    p.reports = r.reports();
+    p.reporters.assign(r.reporters().begin(), r.reporters().end());
+    p.holders.assign(r.holders().begin(), r.holders().end());
+  }
   std::set<uint64_t> quarantined(s.quarantine().samples().begin(), s.quarantine().samples().end());
   if (Status st =
           quarantine_.Restore(std::move(reports), std::move(quarantined), s.quarantine().unavailable());
@@ -271,11 +284,13 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
   }
 
   // Nodes: membership, distrust, cost models.
-  bool any_distrusted = false;
+  bool any_distrusted = false, any_evicted = false;
   for (int i = 0; i < num_nodes; ++i) {
     const auto& n = s.nodes(i);
     registered_[i] = n.registered();
     alive_[i] = n.alive();
+    dead_since_ms_[i] = n.dead_since_ms();
+    any_evicted = any_evicted || n.evicted();
     observations_[i] = n.observations();
     any_distrusted = any_distrusted || n.distrusted();
     CostModelState cs;
@@ -294,6 +309,17 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
     distrusted_.assign(static_cast<size_t>(num_nodes), false);
     for (int i = 0; i < num_nodes; ++i) distrusted_[i] = s.nodes(i).distrusted();
   }
+  evicted_.clear();
+  if (any_evicted) {
+    evicted_.assign(static_cast<size_t>(num_nodes), false);
+    for (int i = 0; i < num_nodes; ++i) evicted_[i] = s.nodes(i).evicted();
+  }
+  if (s.lost_to_eviction() < 0 || s.held_out() < 0 || s.abandoned_at_iteration_plus_one() < 0) {
+    return DataLoss("snapshot: negative lost_to_eviction, held_out or abandoned_at_iteration");
+  }
+  lost_to_eviction_ = s.lost_to_eviction();
+  held_out_ = s.held_out();
+  abandoned_at_iteration_ = s.abandoned_at_iteration_plus_one() - 1;
 
   // Pending observations.
   pending_observations_.clear();

@@ -203,6 +203,8 @@ class SchedulerService {
   Status SendQueued(double now_ms);
   // Plans the next iteration if the gate allows it; true when it did.
   StatusOr<bool> PlanIfReady(double now_ms);
+  // One warning per HoldersAbandoned in `u` (scheduler/holder_wait.h).
+  void LogHoldersAbandoned(const std::vector<v1::StateUpdate>& u) const;
   Status SaveSessions() const;
   void LoadSessions(double now_ms);
   int64_t target_iterations() const;

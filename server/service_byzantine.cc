@@ -11,7 +11,9 @@ namespace loft::server {
 Status SchedulerService::OnPoisonReport(int32_t node, const v1::PartitionFailed& f, double now_ms) {
   if (f.poisoned_by_size() == 0) return OkStatus();
   std::vector<std::string> rejected;
-  for (const auto& line : poison_reports_.Record(node, f, spec_.num_nodes(), &rejected)) spdlog::warn(line);
+  const sched::PartitionRecord* partition = driver_->state().ledger().Find(f.partition_id());
+  for (const auto& line : poison_reports_.Record(node, f, spec_.num_nodes(), partition, &rejected))
+    spdlog::warn(line);
   for (const auto& line : rejected) spdlog::warn(line);
   const int tolerance = spec_.training.byzantine_tolerance;
   for (int32_t peer : f.poisoned_by()) {

@@ -285,9 +285,11 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
       last_blocked_ = driver_->BlockedReason();
       spdlog::info("planning blocked: {}", last_blocked_);
     }
+    LogHoldersAbandoned(u);
     Record(std::move(u));  // an EpochAdvanced may precede a blocked plan
     return false;
   }
+  LogHoldersAbandoned(u);
   last_blocked_.clear();
   if (!complete) {
     ++planned_ahead_;
@@ -323,25 +325,50 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
   return true;
 }
 
+void SchedulerService::LogHoldersAbandoned(const std::vector<v1::StateUpdate>& u) const {
+  for (const auto& x : u) {
+    if (!x.has_holders_abandoned()) continue;
+    std::string names;
+    for (int32_t node : x.holders_abandoned().dead_holders())
+      names += (names.empty() ? "" : ", ") + spec_.nodes[node].name;
+    spdlog::warn(
+        "HELD OUT: {} unconsumed samples held only by dead nodes ({}) are left out of their epoch: "
+        "scheduler.holder_wait_s = {:g} s passed since the last of them died; training goes on",
+        x.holders_abandoned().samples(), names, spec_.scheduler.holder_wait_s);
+  }
+}
+
 Status SchedulerService::Tick(double now_ms) {
   const auto& st = driver_->state();
   // Heartbeat expiry.
   for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
     NodeSession& n = nodes_[node];
-    const bool evicted = accusations_.evicted(node);
-    if (!st.alive(node) ||
-        (!evicted && !sched::HeartbeatExpired(n.last_seen_ms, now_ms, opts_.heartbeat_timeout_ms)))
+    // Evicted by the accusation rule and not yet in the state (it may have
+    // died before): it never comes back (JobDriver::OnWorkerEvicted).
+    const bool evict = accusations_.evicted(node) && !st.evicted(node);
+    if (!evict &&
+        (!st.alive(node) || !sched::HeartbeatExpired(n.last_seen_ms, now_ms, opts_.heartbeat_timeout_ms)))
       continue;
-    if (evicted)
-      spdlog::warn("node {} was reported by its ring: dropping it", spec_.nodes[node].name);
+    if (evict)
+      spdlog::warn("node {} was reported by its ring: dropping it for good", spec_.nodes[node].name);
     else
       spdlog::warn("node {} missed heartbeats for {:.0f} ms: dropping it", spec_.nodes[node].name,
                    now_ms - n.last_seen_ms);
     // Its partitions (and those reading from it) fail; commit those the ring applied.
-    for (uint64_t id : sched::AffectedPartitions(st.ledger(), node)) {
-      LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
+    if (st.alive(node)) {
+      for (uint64_t id : sched::AffectedPartitions(st.ledger(), node)) {
+        LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
+      }
     }
-    LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerDead(node, "missed heartbeats", now_ms));
+    const int64_t lost_before = st.lost_to_eviction();
+    LOFT_ASSIGN_OR_RETURN(auto u,
+                          evict ? driver_->OnWorkerEvicted(node, "evicted: reported by its ring", now_ms)
+                                : driver_->OnWorkerDead(node, "missed heartbeats", now_ms));
+    if (evict)
+      spdlog::warn(
+          "EVICTED: node {} ({}) never comes back; {} unconsumed samples of the open epochs that only "
+          "it held are left out as unavailable (in every later epoch too)",
+          node, spec_.nodes[node].name, st.lost_to_eviction() - lost_before);
     Record(u);
     Observe(u, now_ms);
     for (auto it = sent_.begin(); it != sent_.end();) {
@@ -433,8 +460,9 @@ Status SchedulerService::Tick(double now_ms) {
   g_ledger_->WithLabels({"lost"}).Set(static_cast<double>(c.lost));
   g_ledger_->WithLabels({"retries"}).Set(static_cast<double>(c.retries));
   g_ledger_->WithLabels({"epochs_completed"}).Set(static_cast<double>(c.epochs_completed));
-  g_ledger_->WithLabels({"unavailable"})
-      .Set(static_cast<double>(driver_->state().quarantine().unavailable()));
+  g_ledger_->WithLabels({"unavailable"}).Set(static_cast<double>(driver_->state().unavailable()));
+  g_ledger_->WithLabels({"lost_to_eviction"}).Set(static_cast<double>(driver_->state().lost_to_eviction()));
+  g_ledger_->WithLabels({"held_out"}).Set(static_cast<double>(driver_->state().held_out()));
   return OkStatus();
 }
 

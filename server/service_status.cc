@@ -13,6 +13,7 @@
 #include "cache/manifest.h"
 #include "core/durable_file.h"
 #include "scheduler/cost_profile.h"
+#include "scheduler/holder_wait.h"
 #include "server/service.h"
 #include "server/sessions_file.h"
 
@@ -99,6 +100,8 @@ std::string SchedulerService::StatusJson(double now_ms) const {
       if (st.distrusted(node)) distrusted.push_back(node);
     j["poisoning"]["distrusted_sources"] = distrusted;
     j["poisoning"]["distrusted_reads_committed"] = st.distrusted_reads_committed();
+    // Reports about unknown partitions or another worker's: counted, not acted on.
+    j["poisoning"]["ignored_reports"] = poison_reports_.ignored_reports();
   }
   j["ring_detection"] = ring_detection_.ToJson();
   json workers = json::array();
@@ -130,9 +133,32 @@ std::string SchedulerService::StatusJson(double now_ms) const {
                  {"acks_ignored", c.acks_ignored},
                  {"epochs_completed", c.epochs_completed},
                  {"in_flight", st.ledger().in_flight()},
-                 // Quarantined samples (scheduler/quarantine.h): left out, never committed.
-                 {"unavailable", st.quarantine().unavailable()},
-                 {"unavailable_samples", QuarantinedIds(st.quarantine())}};
+                 // Sample-epochs left out, never committed: quarantined
+                 // (scheduler/quarantine.h; their ids: unavailable_samples),
+                 // lost to an eviction, held out after the wait for dead
+                 // holders (scheduler/holder_wait.h).
+                 {"unavailable", st.unavailable()},
+                 {"unavailable_samples", QuarantinedIds(st.quarantine())},
+                 {"quarantined", st.quarantine().unavailable()},
+                 {"lost_to_eviction", st.lost_to_eviction()},
+                 {"held_out", st.held_out()}};
+  {
+    std::vector<int32_t> evicted;
+    for (int32_t node = 0; node < spec_.num_nodes(); ++node)
+      if (st.evicted(node)) evicted.push_back(node);
+    j["evicted_nodes"] = evicted;
+    // Planning blocked on crashed holders: how long it has waited of
+    // scheduler.holder_wait_s (absent when not waiting).
+    const sched::HolderWait w = sched::CheckHolderWait(st, now_ms);
+    if (w.waiting) {
+      json names = json::array();
+      for (int32_t node : w.dead_holders) names.push_back(spec_.nodes[node].name);
+      j["holder_wait"] = {{"samples", w.samples},
+                          {"dead_holders", names},
+                          {"waited_s", w.waited_ms / 1000.0},
+                          {"limit_s", w.limit_ms / 1000.0}};
+    }
+  }
   const double start = first_plan_ms_ >= 0 ? first_plan_ms_ : started_ms_;
   if (!training_.empty()) {
     // Per iteration: mean worker loss, test accuracy when evaluated, and

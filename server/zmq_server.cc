@@ -64,6 +64,10 @@ Status ZmqSchedulerServer::Init() {
   std::string base = opts_.cluster_spec;
   if (auto pos = base.find_last_of('/'); pos != std::string::npos) base = base.substr(pos + 1);
   LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, ParseClusterSpec(spec_yaml, base));
+  for (const std::string& w : SpecWarnings(spec)) spdlog::warn("{}", w);
+  if (spec.training.byzantine_tolerance > 0 && !spec.training.byzantine_tolerance_set)
+    spdlog::info("training.byzantine_tolerance {} (implied by aggregation {}): verified ring chunks",
+                 spec.training.byzantine_tolerance, spec.training.aggregation);
   const size_t inbound_limit = InboundMessageLimit(spec, static_cast<size_t>(opts_.max_message_bytes));
   LOFT_ASSIGN_OR_RETURN(service_, SchedulerService::Create(opts_, std::move(spec), std::move(spec_yaml), this,
                                                            &registry_, time_.NowMillis()));

@@ -19,6 +19,7 @@ AllreduceModel::AllreduceModel(const ClusterSpec& spec) {
       a.reduce_ns_per_element >= 0 ? a.reduce_ns_per_element : PriorReduceNsPerElement(t.aggregation);
   fixed_ms_ = a.fixed_ms;
   use_links_ = a.links;
+  tolerance_ = t.byzantine_tolerance;
   efficiency_ = spec.network.packet_efficiency;
   ack_ = spec.network.ack_bytes_per_byte;
   links_.reserve(spec.nodes.size());
@@ -40,17 +41,37 @@ double LinkTransferMs(const LinkSpec& from, const LinkSpec& to, double bytes, do
 }
 }  // namespace
 
+int AllreduceModel::Primaries(size_t members) const {
+  return tolerance_ > 0 ? static_cast<int>(std::min<size_t>(static_cast<size_t>(tolerance_) + 1, members))
+                        : 1;
+}
+
+double AllreduceModel::StepChunkBytes(size_t members, int step) const {
+  const int r1 = Primaries(members);
+  if (r1 <= 1) return ChunkBytes(members);
+  if (step < static_cast<int>(members) - 1) return r1 * ChunkBytes(members);  // scatter
+  return ChunkBytes(members) + 32.0 * (r1 - 1);                               // gather: a copy and digests
+}
+
+double AllreduceModel::VerifyMs(std::span<const int32_t> members) const {
+  return Primaries(members.size()) > 1 ? HelloMs(members) : 0.0;
+}
+
 double AllreduceModel::TransferMs(std::span<const int32_t> members) const {
   const size_t n = members.size();
   if (!enabled() || n <= 1 || !use_links_) return 0;
-  const double chunk_bytes = WireChunkBytes(n);
-  double step = 0;
-  for (size_t i = 0; i < n; ++i) {
-    step = std::max(
-        step, LinkTransferMs(links_.at(static_cast<size_t>(members[i])),
-                             links_.at(static_cast<size_t>(members[(i + 1) % n])), chunk_bytes, efficiency_));
+  double total = 0;
+  for (int s = 0; s < 2 * static_cast<int>(n - 1); ++s) {
+    const double bytes = StepWireBytes(n, s);
+    double step = 0;
+    for (size_t i = 0; i < n; ++i) {
+      step = std::max(
+          step, LinkTransferMs(links_.at(static_cast<size_t>(members[i])),
+                               links_.at(static_cast<size_t>(members[(i + 1) % n])), bytes, efficiency_));
+    }
+    total += step;
   }
-  return 2.0 * static_cast<double>(n - 1) * step;
+  return total;
 }
 
 double AllreduceModel::LinkLatencyMs(int32_t from, int32_t to) const {
@@ -77,22 +98,26 @@ double AllreduceModel::ChunkBytes(size_t members) const {
 
 double AllreduceModel::TailMs(size_t members) const {
   if (!enabled() || members <= 1) return 0;
-  return ReduceElements(members) * reduce_ns_ / 1e6 + fixed_ms_;
+  return Primaries(members) * ReduceElements(members) * reduce_ns_ / 1e6 + fixed_ms_;
 }
 
 double AllreduceModel::LatencyMs(std::span<const int32_t> members) const {
   const size_t n = members.size();
   if (!enabled() || n <= 1) return 0;
-  const double chunk_bytes = WireChunkBytes(n);
-  double step = 0;  // max over links of (transfer + latency)
-  for (size_t i = 0; i < n; ++i) {
-    const int32_t from = members[i], to = members[(i + 1) % n];
-    const double t = use_links_ ? LinkTransferMs(links_.at(static_cast<size_t>(from)),
-                                                 links_.at(static_cast<size_t>(to)), chunk_bytes, efficiency_)
-                                : 0.0;
-    step = std::max(step, t + LinkLatencyMs(from, to));
+  double steps = 0;  // per step: max over links of (transfer + latency)
+  for (int s = 0; s < 2 * static_cast<int>(n - 1); ++s) {
+    const double bytes = StepWireBytes(n, s);
+    double step = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t from = members[i], to = members[(i + 1) % n];
+      const double t = use_links_ ? LinkTransferMs(links_.at(static_cast<size_t>(from)),
+                                                   links_.at(static_cast<size_t>(to)), bytes, efficiency_)
+                                  : 0.0;
+      step = std::max(step, t + LinkLatencyMs(from, to));
+    }
+    steps += step;
   }
-  return 2.0 * static_cast<double>(n - 1) * step - TransferMs(members) + HelloMs(members);
+  return steps - TransferMs(members) + HelloMs(members) + VerifyMs(members);
 }
 
 double AllreduceModel::RingMs(std::span<const int32_t> members) const {

@@ -29,6 +29,15 @@
 //   (WireChunkBytes·8 / (rate·1000) ms + the link's latency);
 //   plus the reducer: (N−1)·⌈P/N⌉ elements × reduce_ns_per_element,
 //   plus fixed_ms.
+// Verified chunks (training.byzantine_tolerance f > 0, models/ring_allreduce.h
+// "Verified chunks"; with r1 = min(f+1, N) primaries per chunk), when all
+// primaries agree: each scatter step (the first N−1) carries r1 chunks per
+// link (every member sends each chunk to its r1 primaries), each gather
+// step (the last N−1) one chunk plus (r1−1) 32-byte digests; after the
+// steps one more exchange (the dispute bitmaps, a hello's latency); the
+// reducer reduces r1 chunks (r1 × the elements). Disputes (an attack)
+// are not charged. StepChunkBytes / StepWireBytes give a step's bytes,
+// VerifyMs the bitmap exchange.
 // training.allreduce.step_latency_ms, when set, replaces every link's
 // latency and the hello's. With links: false the transfer term is left
 // out (calibrated specs whose ring ran faster than the spec's links
@@ -104,6 +113,15 @@ class AllreduceModel {
   // reverse ones; rare, and small against the transfer).
   double WireStateBytes() const { return StateBytes() * (1.0 + ack_ * efficiency_); }
   double TailMs(size_t members) const;
+  // Verified chunks (above): the primaries per chunk (1 for the plain ring),
+  // step `step`'s payload bytes per member and its link bytes with ACKs,
+  // and the dispute-bitmap exchange after the steps (0 for the plain ring).
+  int Primaries(size_t members) const;
+  double StepChunkBytes(size_t members, int step) const;
+  double StepWireBytes(size_t members, int step) const {
+    return StepChunkBytes(members, step) * (1.0 + ack_ * efficiency_);
+  }
+  double VerifyMs(std::span<const int32_t> members) const;
   // The job's state a restarted member fetches before its first ring
   // (models/checkpoint.h: float32 parameters and SGD velocity).
   double StateBytes() const { return 8.0 * static_cast<double>(parameters_); }
@@ -117,6 +135,7 @@ class AllreduceModel {
   double reduce_ns_ = 0;
   double fixed_ms_ = 0;
   bool use_links_ = true;
+  int tolerance_ = 0;      // training.byzantine_tolerance
   double efficiency_ = 1;  // network.packet_efficiency
   double ack_ = 0;         // network.ack_bytes_per_byte
 };

@@ -43,6 +43,7 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
     std::cerr << "loft-sim: " << spec.status().message() << "\n";
     return 1;
   }
+  for (const std::string& w : loft::SpecWarnings(*spec)) std::cerr << "loft-sim: warning: " << w << "\n";
   const std::vector<std::string> policies = SplitPolicies(policy_args);
   if (policies.empty()) {
     std::cerr << "loft-sim: --policy lists no policy\n";

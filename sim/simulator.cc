@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "scheduler/bound.h"
+#include "scheduler/holder_wait.h"
 
 namespace loft::sim {
 
@@ -180,6 +181,16 @@ bool Simulator::PlanIfReady() {
     if (complete && std::find(crashed_.begin(), crashed_.end(), true) == crashed_.end()) {
       result_.blocked_reason = driver_->BlockedReason();
       done_ = true;
+    }
+    // Waiting for a crashed holder (scheduler/holder_wait.h): plan again
+    // when the wait expires, if nothing else happens by then.
+    const sched::HolderWait w = sched::CheckHolderWait(st, clock_.NowMillis());
+    if (w.waiting && w.may_abandon && !w.expired()) {
+      const double at = queue_.now_ms() + (w.limit_ms - w.waited_ms);
+      if (at != holder_wake_ms_) {
+        holder_wake_ms_ = at;
+        queue_.At(at, [this] { PlanLoop(); });
+      }
     }
     return false;
   }

@@ -338,7 +338,7 @@ class Simulator {
   // The exchange's CPU for one ring step (agent.cpu_ms_per_allreduce_mb:
   // every member sends and receives a chunk), queued now on each member's
   // quota; when the last member's is done (now without quotas).
-  double RingStepCpuEnd(const std::vector<int32_t>& members);
+  double RingStepCpuEnd(const std::vector<int32_t>& members, int step);
   // Removes a failed partition from its agent's queue and stages.
   void DropPart(Part& p);
 
@@ -372,6 +372,7 @@ class Simulator {
   Status error_;
   std::vector<bool> down_;              // declared dead by the scheduler
   std::vector<bool> crashed_;           // physically down (from the crash to the return)
+  double holder_wake_ms_ = -1;          // the wake-up scheduled for the end of a holder wait
   std::vector<bool> stale_;             // restarted agent: holds the seed's parameters until a ring syncs it
   std::vector<double> last_msg_ms_;     // per node: its last ack/grant/registration
   std::vector<double> registered_ms_;   // per node: its last registration (heartbeat phase)

@@ -232,6 +232,9 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   if (RingStalled(ring)) return;  // restarted when the death is noticed
   const size_t n = ring.members.size();
   const int steps = n <= 1 ? 0 : 2 * static_cast<int>(n - 1);
+  // Verified chunks: the dispute-bitmap exchange after the steps
+  // (AllreduceModel::VerifyMs), as one more step.
+  const double verify_ms = n <= 1 ? 0.0 : allreduce_.VerifyMs(ring.members);
   auto next = [this, iteration, generation] {
     Ring* r = RunningRing(iteration, generation);
     if (r == nullptr) return;
@@ -243,6 +246,10 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     return;
   }
   if (ring.step == -1) return RingState(iteration, generation);
+  if (ring.step == steps && verify_ms > 0) {
+    queue_.After(verify_ms, next);
+    return;
+  }
   if (ring.step >= steps) {
     // The reducer's work (TailMs, CPU at one core) runs on each member's
     // CPU: on a node with a quota through it, behind the agent's own work
@@ -263,7 +270,7 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   // behind what each agent queued before (the next partition's reads, what
   // it serves): the step ends when both are done.
   const double now = queue_.now_ms();
-  const double cpu_end = RingStepCpuEnd(ring.members);
+  const double cpu_end = RingStepCpuEnd(ring.members, ring.step);
   if (!allreduce_.links()) {
     double lat = 0;
     for (size_t i = 0; i < n; ++i)
@@ -277,14 +284,15 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     queue_.After(cpu_end - now,
                  [this, iteration, generation, next] { RingPartDone(iteration, generation, next); });
   }
-  const double bytes = allreduce_.WireChunkBytes(n);
+  const double bytes = allreduce_.StepWireBytes(n, ring.step);
   for (size_t i = 0; i < n; ++i)
     RingFlow(iteration, generation, ring.members[i], ring.members[(i + 1) % n], bytes, next);
 }
 
-double Simulator::RingStepCpuEnd(const std::vector<int32_t>& members) {
+double Simulator::RingStepCpuEnd(const std::vector<int32_t>& members, int step) {
   const double now = queue_.now_ms();
-  const double work = agent_cpu_.cpu_ms_per_allreduce_mb * 2.0 * allreduce_.ChunkBytes(members.size()) / 1e6;
+  const double work =
+      agent_cpu_.cpu_ms_per_allreduce_mb * 2.0 * allreduce_.StepChunkBytes(members.size(), step) / 1e6;
   double end = now;
   if (!(work > 0)) return end;
   for (int32_t m : members) end = std::max(end, cpu_[static_cast<size_t>(m)].Run(now, work));

@@ -28,7 +28,18 @@
 //                                       times (twice at once, once after its
 //                                       report), then attempt 1 of it; prints
 //                                       the reports per attempt as JSON
+//   it_client accuse ENDPOINT NODE PEER SECONDS
+//                                       a Byzantine agent (insecure) registered
+//                                       as NODE: first a poisoning report
+//                                       accusing node PEER for a partition that
+//                                       does not exist, then for SECONDS it fails
+//                                       every partition it is given naming all
+//                                       its samples as corrupt records
+//                                       (bad_samples); prints one JSON line: its
+//                                       failures, the samples it named and the
+//                                       scheduler's status at the end
 // Exit 0 = the checks held; 1 = a check failed (message on stderr).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -427,6 +438,89 @@ int DupAssign(const std::string& ep) {
   return 0;
 }
 
+int Accuse(const std::string& ep, const std::string& name, int32_t peer, double seconds) {
+  zmq::context_t ctx(1);
+  loft::SocketOptions so;
+  so.routing_id = name;
+  auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+  if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect");
+  // A peer endpoint that accepts connections and never answers.
+  zmq::socket_t serve(ctx, zmq::socket_type::router);
+  serve.bind("tcp://127.0.0.1:0");
+  const std::string serve_ep = serve.get(zmq::sockopt::last_endpoint);
+  loft::v1::Envelope reg;
+  auto* rr = reg.mutable_register_request();
+  rr->set_node_name(name);
+  rr->set_peer_endpoint(serve_ep);
+  rr->set_credits(2);
+  if (!loft::SendEnvelope(*s, reg).ok()) return Fail("send register");
+  auto reply =
+      Await(*s, 10000, [](const loft::v1::Envelope& e) { return e.has_register_reply() || e.has_error(); });
+  if (!reply || !reply->has_register_reply()) return Fail("no RegisterReply");
+  const int32_t node = reply->register_reply().node();
+  // 1. A poisoning report for a partition that never existed.
+  {
+    loft::v1::Envelope e;
+    auto* f = e.mutable_partition_failed();
+    f->set_partition_id((uint64_t{1} << 40) + 7);
+    f->set_node(node);
+    f->set_reason("refused forged samples");
+    f->add_poisoned_by(peer);
+    f->add_poisoned_samples(5);
+    if (!loft::SendEnvelope(*s, e).ok()) return Fail("send poisoning report");
+  }
+  // 2. Fail every partition, naming all its samples.
+  int32_t members = 1;
+  auto last_hb = Clock::now() - std::chrono::seconds(1);
+  auto heartbeat = [&] {
+    if (Clock::now() - last_hb < std::chrono::milliseconds(200)) return;
+    last_hb = Clock::now();
+    loft::v1::Envelope hb;
+    hb.mutable_heartbeat()->set_node(node);
+    hb.mutable_heartbeat()->set_peers_ready(std::max(0, members - 1));
+    (void)loft::SendEnvelope(*s, hb);
+  };
+  std::map<uint64_t, int> named;
+  int64_t failures = 0;
+  const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (Clock::now() < end) {
+    auto env = Await(
+        *s, 200, [](const loft::v1::Envelope& e) { return e.has_assignment() || e.has_view(); }, heartbeat);
+    if (!env) continue;
+    if (env->has_view()) {
+      members = env->view().members_size();
+      continue;
+    }
+    const auto& p = env->assignment().partition();
+    loft::v1::Envelope e;
+    auto* f = e.mutable_partition_failed();
+    f->set_partition_id(p.id());
+    f->set_attempt(p.attempt());
+    f->set_node(node);
+    f->set_reason("stored records failed their check");
+    for (uint64_t id : p.sample_ids()) {
+      f->add_bad_samples(id);
+      ++named[id];
+    }
+    if (!loft::SendEnvelope(*s, e).ok()) return Fail("send failure");
+    ++failures;
+    loft::v1::Envelope cg;
+    cg.mutable_credit_grant()->set_node(node);
+    cg.mutable_credit_grant()->set_credits(1);
+    if (!loft::SendEnvelope(*s, cg).ok()) return Fail("send credit");
+  }
+  int most = 0;
+  for (const auto& [id, n] : named) most = std::max(most, n);
+  auto st = Status(*s);
+  if (!st) return Fail("no status");
+  nlohmann::json out = {{"failures", failures},
+                        {"samples_named", named.size()},
+                        {"most_reports_of_one_sample", most},
+                        {"status", *st}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -444,6 +538,8 @@ int main(int argc, char** argv) {
     if (mode == "register" && argc >= 8)
       return Register(argv[2], argv[3], argv[4], argv[5], std::stoi(argv[6]), std::stoi(argv[7]));
     if (mode == "hijack" && argc >= 7) return Hijack(argv[2], argv[3], argv[4], argv[5], std::stoi(argv[6]));
+    if (mode == "accuse" && argc >= 6)
+      return Accuse(argv[2], argv[3], std::stoi(argv[4]), std::stod(argv[5]));
   } catch (const std::exception& e) {
     return Fail(e.what());
   }

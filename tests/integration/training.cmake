@@ -1,7 +1,8 @@
 # Training integration tests: real loft-scheduler + loft-agents
 # via `loftctl cluster run` on Fashion-MNIST, and the ZeroMQ ring transport.
 if(Python3_Interpreter_FOUND AND TARGET loft-agent AND TARGET loft-scheduler)
-  foreach(t training training_exchange training_byzantine training_rejoin training_zero_batch training_attack poison_serve)
+  foreach(t training training_exchange training_byzantine training_rejoin training_zero_batch training_attack
+          poison_serve robust_default eviction)
     add_test(NAME integration:${t}
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/${t}_test.py)
     set_tests_properties(integration:${t} PROPERTIES

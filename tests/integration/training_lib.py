@@ -45,18 +45,19 @@ FLAKY = """  - name: flaky
 def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, model="mlp", byzantine=None,
         scale=10, eval_every=50, cache_root=None, timeout_s=600, extra_nodes="", insecure=True,
         min_batch=8, placement="{kind: shards, replication: 1}", training_extra="", policy="uniform",
-        byz_per_sample_ms=0.01):
+        byz_per_sample_ms=0.01, samples=60000, spec_extra=""):
     tmp = tempfile.mkdtemp(prefix=f"loft-it-{name}-")
     spec = os.path.join(tmp, "spec.yaml")
     byz = BYZ.format(kind=byzantine, scale=scale, per_sample_ms=byz_per_sample_ms) if byzantine else ""
     text = SPEC.format(batch=batch, iterations=iterations, model=model, aggregation=aggregation, lr=lr,
                        honest=honest, byzantine=byz + extra_nodes)
     for old, new in (("min_batch: 8,", f"min_batch: {min_batch},{training_extra}"),
-                     ("placement: {kind: shards, replication: 1}", f"placement: {placement}")):
+                     ("placement: {kind: shards, replication: 1}", f"placement: {placement}"),
+                     ("samples: 60000,", f"samples: {samples},")):
         assert old in text, f"training_lib.SPEC no longer contains {old!r}: the option would be ignored"
         text = text.replace(old, new)
     with open(spec, "w") as f:
-        f.write(text)
+        f.write(text + spec_extra)
     out = os.path.join(tmp, "out")
     cmd = [loft_it.exe("loftctl"), "cluster", "run", spec, "--policy", policy, "--out", out,
            "--timeout-s", str(timeout_s), "--eval-every", str(eval_every)]
@@ -79,6 +80,17 @@ def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, mode
     with open(os.path.join(out, "training.csv")) as f:
         rows = list(csv.DictReader(f))
     return summary, rows, out
+
+
+def scheduler_log(out):
+    """Everything but the agents' logs of a run's out dir (the scheduler's)."""
+    logs = os.path.join(out, "logs")
+    text = ""
+    for name in sorted(os.listdir(logs)):
+        if not name.startswith("agent-"):
+            with open(os.path.join(logs, name)) as f:
+                text += f.read()
+    return text
 
 
 def status(out):

@@ -95,12 +95,12 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
   const auto& ls = t.lr_schedule;
   y += fmt::format(
       "training:\n  global_batch: {}\n  min_batch: {}\n  iterations: {}\n  overlap: {}\n  seed: {}\n"
-      "  model: {}\n  aggregation: {}\n  learning_rate: {}\n  momentum: {}\n"
+      "  model: {}\n  aggregation: {}\n  byzantine_tolerance: {}\n  learning_rate: {}\n  momentum: {}\n"
       "  lr_schedule: {{kind: {}, step_every: {}, gamma: {}, total_steps: {}, min_learning_rate: {}, "
       "warmup_steps: {}}}\n",
       t.global_batch, t.min_batch, t.iterations, t.overlap ? "true" : "false", t.seed, t.model, t.aggregation,
-      Num(t.learning_rate), Num(t.momentum), ls.kind, ls.step_every, Num(ls.gamma), ls.total_steps,
-      Num(ls.min_learning_rate), ls.warmup_steps);
+      t.byzantine_tolerance, Num(t.learning_rate), Num(t.momentum), ls.kind, ls.step_every, Num(ls.gamma),
+      ls.total_steps, Num(ls.min_learning_rate), ls.warmup_steps);
   const auto& ar = t.allreduce;
   y += fmt::format(
       "  allreduce: {{parameters: {}, step_latency_ms: {}, reduce_ns_per_element: {}, fixed_ms: {}, links: "
@@ -108,9 +108,11 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       ar.parameters, Num(ar.step_latency_ms), Num(ar.reduce_ns_per_element), Num(ar.fixed_ms),
       ar.links ? "true" : "false");
   y += fmt::format(
-      "scheduler: {{overhead_ms: {}, heartbeat_interval_ms: {}, heartbeat_timeout_ms: {}, handoff_ms: {}}}\n",
+      "scheduler: {{overhead_ms: {}, heartbeat_interval_ms: {}, heartbeat_timeout_ms: {}, handoff_ms: {}, "
+      "holder_wait_s: {}}}\n",
       Num(spec.scheduler.overhead_ms), Num(spec.scheduler.heartbeat_interval_ms),
-      Num(spec.scheduler.heartbeat_timeout_ms), Num(spec.scheduler.handoff_ms));
+      Num(spec.scheduler.heartbeat_timeout_ms), Num(spec.scheduler.handoff_ms),
+      Num(spec.scheduler.holder_wait_s));
   y += fmt::format(
       "network: {{packet_efficiency: {}, record_overhead_bytes: {}, burst_ms: {}, burst_min_bytes: {}, "
       "request_overhead_ms: {},\n          ack_bytes_per_byte: {}, request_bytes: {}, report_bytes: {}, "

@@ -184,10 +184,63 @@ TEST_CASE("JitterFactor: the normal clipped at 0.05, the lognormal of mean 1 and
   CHECK(JitterKindName(JitterKind::kNormal) == "normal");
 }
 
-TEST_CASE("training.byzantine_tolerance: default 0, needs 2f+1 nodes, clear error when too small") {
-  auto plain = ParseClusterSpec(kGood, "c.yaml");
-  REQUIRE(plain.ok());
-  CHECK(plain->training.byzantine_tolerance == 0);
+TEST_CASE("training.byzantine_tolerance: 1 with a robust rule, 0 with mean, explicit values kept") {
+  // kGood: trimmed_mean on 5 nodes, tolerance left out: the verified ring.
+  auto robust = ParseClusterSpec(kGood, "c.yaml");
+  REQUIRE(robust.ok());
+  CHECK(robust->training.byzantine_tolerance == 1);
+  CHECK_FALSE(robust->training.byzantine_tolerance_set);
+  CHECK(SpecWarnings(*robust).empty());
+  for (const char* rule : {"median", "krum", "centered_clip"}) {
+    auto r =
+        ParseClusterSpec(Replace(kGood, "aggregation: trimmed_mean", std::string("aggregation: ") + rule));
+    REQUIRE(r.ok());
+    CHECK(r->training.byzantine_tolerance == 1);
+  }
+  for (const char* rule : {"mean", "weighted_mean"}) {
+    auto r =
+        ParseClusterSpec(Replace(kGood, "aggregation: trimmed_mean", std::string("aggregation: ") + rule));
+    REQUIRE(r.ok());
+    CHECK(r->training.byzantine_tolerance == 0);
+    CHECK(SpecWarnings(*r).empty());
+  }
+  // An explicit 0 is kept, with a warning that says what is not protected.
+  auto zero = ParseClusterSpec(Replace(kGood, "seed: 7,", "seed: 7, byzantine_tolerance: 0,"), "c.yaml");
+  REQUIRE(zero.ok());
+  CHECK(zero->training.byzantine_tolerance == 0);
+  CHECK(zero->training.byzantine_tolerance_set);
+  const auto w = SpecWarnings(*zero);
+  REQUIRE(w.size() == 1);
+  CHECK_THAT(w[0], Catch::Contains("aggregation trimmed_mean with byzantine_tolerance 0"));
+  CHECK_THAT(w[0], Catch::Contains("training.byzantine_tolerance is set to 0"));
+  CHECK_THAT(w[0], Catch::Contains("trusts every chunk's owner"));
+  // Too few nodes for a verified ring (2f+1 = 3): stays 0, with the warning.
+  const std::string two_nodes = Replace(kGood, "count: 4", "count: 1");
+  auto small = ParseClusterSpec(two_nodes, "c.yaml");
+  REQUIRE(small.ok());
+  CHECK(small->training.byzantine_tolerance == 0);
+  REQUIRE(SpecWarnings(*small).size() == 1);
+  CHECK_THAT(SpecWarnings(*small)[0], Catch::Contains("the spec has 2 nodes"));
+  // Above the verified ring's limit: refused at parse, not at every round.
+  auto big = ParseClusterSpec(Replace(kGood, "seed: 7,", "seed: 7, byzantine_tolerance: 32,"), "c.yaml");
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.status().message() ==
+        "c.yaml:3: training.byzantine_tolerance must be <= 31 (the verified ring's limit; got 32)");
+}
+
+TEST_CASE("scheduler.holder_wait_s: default 300 s, >= 0") {
+  auto d = ParseClusterSpec(kGood, "c.yaml");
+  REQUIRE(d.ok());
+  CHECK(d->scheduler.holder_wait_s == 300);
+  auto set = ParseClusterSpec(std::string(kGood) + "scheduler: {holder_wait_s: 2.5}\n", "c.yaml");
+  REQUIRE(set.ok());
+  CHECK(set->scheduler.holder_wait_s == 2.5);
+  auto neg = ParseClusterSpec(std::string(kGood) + "scheduler: {holder_wait_s: -1}\n", "c.yaml");
+  REQUIRE_FALSE(neg.ok());
+  CHECK_THAT(neg.status().message(), Catch::Contains("scheduler.holder_wait_s must be a number >= 0"));
+}
+
+TEST_CASE("training.byzantine_tolerance: needs 2f+1 nodes, clear error when too small") {
   auto two = ParseClusterSpec(Replace(kGood, "seed: 7,", "seed: 7, byzantine_tolerance: 2,"), "c.yaml");
   REQUIRE(two.ok());  // 5 nodes = 2*2+1
   CHECK(two->training.byzantine_tolerance == 2);

@@ -19,17 +19,45 @@ using loft::sched::Updates;
 using loft::sched::testing::FakePolicy;
 using loft::sched::testing::SmallSpec;
 
-TEST_CASE("SampleQuarantine: the after-th report quarantines, once", "[quarantine]") {
+TEST_CASE("SampleQuarantine: `after` distinct reporters of the only holder's copy quarantine, once",
+          "[quarantine]") {
   SampleQuarantine q(3);
-  CHECK_FALSE(q.Report(7));
-  CHECK_FALSE(q.Report(7));
+  // Replication 1: holder 0's copy, read by 0 itself, then by 1 and 2.
+  CHECK_FALSE(q.Report(7, 0, 0, 1));
+  CHECK_FALSE(q.Report(7, 1, 0, 1));
   CHECK(q.reports(7) == 2);
-  CHECK(q.Report(7));
+  REQUIRE(q.pending(7) != nullptr);
+  CHECK(q.pending(7)->reporters == std::vector<int32_t>{0, 1});
+  CHECK(q.pending(7)->holders == std::vector<int32_t>{0});
+  CHECK(q.Report(7, 2, 0, 1));
   CHECK(q.quarantined(7));
-  CHECK_FALSE(q.Report(7));
+  CHECK(q.pending(7) == nullptr);
+  CHECK_FALSE(q.Report(7, 3, 0, 1));
   CHECK(q.samples() == std::set<uint64_t>{7});
   SampleQuarantine never(0);
-  for (int i = 0; i < 10; ++i) CHECK_FALSE(never.Report(1));
+  for (int i = 0; i < 10; ++i) CHECK_FALSE(never.Report(1, i, 0, 1));
+}
+
+TEST_CASE("SampleQuarantine: one accuser, or one holder's copy among several, quarantines nothing",
+          "[quarantine]") {
+  SampleQuarantine q(3);
+  // One Byzantine worker naming a sample over and over.
+  for (int i = 0; i < 20; ++i) CHECK_FALSE(q.Report(5, 4, 4, 2));
+  CHECK(q.reports(5) == 20);
+  CHECK(q.pending(5)->reporters == std::vector<int32_t>{4});
+  // Many honest readers of one spoiled copy while two other holders have it.
+  for (int32_t r = 0; r < 4; ++r) CHECK_FALSE(q.Report(9, r, 6, 3));
+  CHECK_FALSE(q.quarantined(9));
+  CHECK_FALSE(q.Report(9, 1, 7, 3));  // a second holder's copy: still one short
+  CHECK(q.Report(9, 2, 8, 3));        // every holder's copy reported by distinct readers
+  CHECK(q.quarantined(9));
+  // Restore validates: reporters sorted and distinct, at least one holder.
+  SampleQuarantine r(3);
+  std::map<uint64_t, SampleQuarantine::Pending> bad = {{1, {2, {3, 1}, {0}}}};
+  CHECK_FALSE(r.Restore(bad, {}, 0).ok());
+  std::map<uint64_t, SampleQuarantine::Pending> good = {{1, {2, {1, 3}, {0}}}};
+  REQUIRE(r.Restore(good, {4}, 1).ok());
+  CHECK(r.pending(1)->reporters == std::vector<int32_t>{1, 3});
 }
 
 namespace {
@@ -129,5 +157,48 @@ TEST_CASE("JobDriver: without sample reports (or quarantine off) the epoch never
     CHECK(r.failures > 100);
     CHECK((*d)->state().quarantine().samples().empty());
     CHECK((*d)->state().ToJson().find("\"quarantine\"") == std::string::npos);
+  }
+}
+
+TEST_CASE("JobDriver: a worker naming its own samples bad quarantines nothing; others train them",
+          "[quarantine]") {
+  for (int replication : {1, 2}) {
+    INFO("replication " << replication);
+    const auto spec = SmallSpec(600, replication, 64);
+    StateOptions opt;
+    opt.quarantine_after = 3;
+    auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(true), opt);
+    REQUIRE(d.ok());
+    JobDriver& drv = **d;
+    const auto& st = drv.state();
+    const int32_t liar = 0;
+    double now = 0;
+    for (int i = 0; i < spec.num_nodes(); ++i) REQUIRE(drv.RegisterWorker(i, now).ok());
+    std::set<uint64_t> named;
+    int64_t renamed = 0;  // samples the liar got back after naming them
+    for (int guard = 0; st.ledger().counters().epochs_completed < 2 && guard < 400; ++guard) {
+      now += 10;
+      auto planned = drv.PlanNextIteration(now);
+      REQUIRE(planned.ok());
+      for (const auto& p : JobDriver::PartitionsToSend(*planned)) {
+        REQUIRE(drv.OnPartitionSent(p.id(), p.attempt(), now).ok());
+        if (p.worker() == liar) {
+          loft::v1::PartitionFailed f = loft::sched::testing::FailedReport(p, "record failed its CRC");
+          for (uint64_t id : p.sample_ids()) {
+            f.add_bad_samples(id);
+            renamed += named.insert(id).second ? 0 : 1;
+          }
+          REQUIRE(drv.OnPartitionFailed(f, now).ok());
+          continue;
+        }
+        REQUIRE(drv.OnPartitionDone(loft::sched::testing::TimedDone(p, st), now + 1).ok());
+      }
+    }
+    CHECK(st.ledger().counters().epochs_completed == 2);  // every sample trained, the named ones too
+    CHECK_FALSE(named.empty());
+    CHECK(renamed == 0);  // a sample it named went to another worker
+    CHECK(st.quarantine().samples().empty());
+    CHECK(st.quarantine().unavailable() == 0);
+    CHECK(st.ledger().counters().duplicates == 0);
   }
 }

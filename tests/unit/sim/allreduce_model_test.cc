@@ -370,4 +370,38 @@ TEST_CASE("exchange period: loft-sim runs the ring only after a round's last ste
       CHECK((w.allreduce_ms > 0) == exchanged);
     }
   }
+// training.byzantine_tolerance f > 0 (implied by a robust rule on 3 nodes):
+// the verified ring's scatter carries r1 = min(f+1, N) chunks per link, its
+// gather a chunk and r1−1 digests, the reducer reduces r1 chunks, and one
+// more exchange (the dispute bitmaps) follows the steps; the simulated ring
+// takes exactly that.
+TEST_CASE("loft-sim charges the verified ring when training.byzantine_tolerance > 0") {
+  const std::string base =
+      "overlap: false, model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 100}";
+  const ClusterSpec plain_spec = Spec(base + ", aggregation: median, byzantine_tolerance: 0");
+  const ClusterSpec verified_spec = Spec(base + ", aggregation: median");  // f = 1 implied
+  REQUIRE(verified_spec.training.byzantine_tolerance == 1);
+  AllreduceModel plain(plain_spec), verified(verified_spec);
+  std::vector<int32_t> all{0, 1, 2};
+  CHECK(plain.Primaries(3) == 1);
+  CHECK(verified.Primaries(3) == 2);
+  const double c = plain.ChunkBytes(3);           // 4·1000
+  CHECK(verified.StepChunkBytes(3, 0) == 2 * c);  // scatter
+  CHECK(verified.StepChunkBytes(3, 1) == 2 * c);
+  CHECK(verified.StepChunkBytes(3, 2) == c + 32);  // gather: the copy and one digest
+  CHECK(plain.StepChunkBytes(3, 0) == c);
+  // Every step's slowest link is b→c (10 Mbit/s): transfer ∝ bytes.
+  CHECK(verified.TransferMs(all) == Approx(plain.TransferMs(all) * (2 * 2 * c + 2 * (c + 32)) / (4 * c)));
+  CHECK(verified.TailMs(3) == Approx(2 * plain.TailMs(3)));
+  CHECK(verified.VerifyMs(all) == Approx(verified.HelloMs(all)));
+  CHECK(plain.VerifyMs(all) == 0);
+  CHECK(verified.RingMs(all) > plain.RingMs(all) + verified.HelloMs(all));
+  // The simulated iterations take the model's ring exactly (BSP, no overlap).
+  const SimResult none = RunUniform(Spec("overlap: false, model: none"));
+  const SimResult v = RunUniform(verified_spec);
+  const SimResult p = RunUniform(plain_spec);
+  CHECK(p.summary.mean_iteration_ms ==
+        Approx(none.summary.mean_iteration_ms + plain.RingMs(all)).epsilon(1e-6));
+  CHECK(v.summary.mean_iteration_ms ==
+        Approx(none.summary.mean_iteration_ms + verified.RingMs(all)).epsilon(1e-6));
 }
