@@ -256,9 +256,10 @@ class ModelTrainer final : public Trainer {
   std::unique_ptr<ViewBook> views_;
 
   // training.exchange (see "Exchange modes" above).
-  bool delta_ = false;         // period > 1 or auto: deltas, not gradients
-  std::vector<float> anchor_;  // parameters at the round's start
-  double round_samples_ = 0;   // samples of this member's steps in the open round
+  bool delta_ = false;                  // period > 1 or auto: deltas, not gradients
+  std::vector<float> anchor_;           // parameters at the round's start
+  std::vector<float> anchor_velocity_;  // optimizer velocity at the round's start
+  double round_samples_ = 0;            // samples of this member's steps in the open round
 
   std::optional<v1::TrainingReport> report_;
 };
