@@ -562,3 +562,57 @@ TEST_CASE("MatchSimulatedRing moves the reducer's cost until loft-sim's ring is 
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.message().find("nosuch") != std::string::npos);
 }
+
+TEST_CASE("MatchSimulatedRing with RingMatch::kIteration matches loft-sim's mean iteration to the run's") {
+  // The run's mean iteration is every iteration's, the failed one included
+  // (summary.json's mean_iteration_ms): makespans 40, 40 and 70.
+  std::string c = std::string(sched::kIterationsCsvHeader) + "\n";
+  for (int it = 0; it < 3; ++it)
+    for (int w = 0; w < 3; ++w)
+      c += fmt::format("uniform,{},0,n-{},32,30,2,1,1,5,0,{},0.1,0.2,0.3,20,40,{},0.05\n", it, w,
+                       it == 2 ? 70 : 40, it == 2 && w == 1 ? 1 : 0);
+  ClusterSpec fitted = Spec(kFastSpec);
+  std::vector<std::string> notes;
+  RingMeasure m;
+  REQUIRE(CalibrateIterationTail(c, "iterations.csv", &fitted, &notes, nullptr, &m).ok());
+  CHECK(m.iteration_ms == Approx(50));
+  CHECK(m.ring_ms == Approx(20));
+  // MeanIterationMs is the plain mean, as loft-sim's summary has it.
+  std::vector<sched::IterationRecord> its(3);
+  its[0].makespan_ms = 10;
+  its[1].makespan_ms = 20;
+  its[2].makespan_ms = 300;
+  CHECK(MeanIterationMs(its) == Approx(110));
+  CHECK(MeanIterationMs({}) == -1);
+
+  ClusterSpec spec = Spec(kRingSpec);
+  sim::SimOptions o;
+  o.policy = "uniform";
+  o.iterations = 30;
+  auto mean_iteration = [&](const ClusterSpec& s) {
+    auto r = sim::RunPolicy(s, o);
+    INFO(r.status().ToString());
+    REQUIRE(r.ok());
+    CHECK(MeanIterationMs(r->iterations) == Approx(r->summary.mean_iteration_ms));
+    return MeanIterationMs(r->iterations);
+  };
+  const double iteration = mean_iteration(spec), ring = SimulatedRing(spec);
+  REQUIRE(iteration > ring);
+  // The measured ring equals loft-sim's, the measured iteration is 10 ms
+  // longer: kRing leaves the reducer alone, kIteration puts the 10 ms in it.
+  const RingMeasure measured{"uniform", 30, ring, iteration + 10};
+  ClusterSpec by_ring = spec;
+  notes.clear();
+  REQUIRE(MatchSimulatedRing(measured, &by_ring, &notes).ok());
+  CHECK(by_ring.training.allreduce.reduce_ns_per_element == 50);
+  notes.clear();
+  REQUIRE(MatchSimulatedRing(measured, &spec, &notes, RingMatch::kIteration).ok());
+  CHECK(spec.training.allreduce.reduce_ns_per_element > 50);
+  CHECK(mean_iteration(spec) == Approx(iteration + 10).margin(0.5));
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("training.allreduce: loft-sim ran uniform's iteration in") == 0);
+  // No measured iteration: nothing to match, unchanged.
+  ClusterSpec none = Spec(kRingSpec);
+  REQUIRE(MatchSimulatedRing({"uniform", 30, ring, -1}, &none, &notes, RingMatch::kIteration).ok());
+  CHECK(none.training.allreduce.reduce_ns_per_element == 50);
+}
