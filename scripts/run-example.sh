@@ -46,7 +46,7 @@ build/bin/loft-sim run "$SPEC" --policy "$POLICIES" $SIM_IT --out "$OUT/sim"
 
 FIRST="${POLICIES%%,*}"
 echo "== calibrate on the $FIRST run =="
-build/bin/loftctl calibrate "$OUT/cluster-$FIRST" --match iteration --out "$OUT/calibrated.yaml"
+build/bin/loftctl calibrate "$OUT/cluster-$FIRST" --out "$OUT/calibrated.yaml"
 echo "== simulator: the calibrated spec =="
 # shellcheck disable=SC2086
 build/bin/loft-sim run "$OUT/calibrated.yaml" --policy "$POLICIES" $SIM_IT --out "$OUT/sim-calibrated"

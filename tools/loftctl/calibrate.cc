@@ -175,25 +175,13 @@ double TypicalRingSpanMs(const std::vector<sched::IterationRecord>& iterations) 
   return spans.empty() ? -1 : TypicalMean(std::move(spans));
 }
 
-double MeanIterationMs(const std::vector<sched::IterationRecord>& iterations) {
-  if (iterations.empty()) return -1;
-  double sum = 0;
-  for (const auto& it : iterations) sum += it.makespan_ms;
-  return sum / static_cast<double>(iterations.size());
-}
-
 // MatchSimulatedRing's loft-sim passes at most, and the difference from
 // the measured ring at which it stops.
 constexpr int kRingMatchPasses = 5;
 constexpr double kRingMatchToleranceMs = 0.2;
 
-Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::vector<std::string>* notes,
-                          RingMatch match) {
-  const bool iteration = match == RingMatch::kIteration;
-  const double target = iteration ? measured.iteration_ms : measured.ring_ms;
-  const char* what = iteration ? "iteration" : "ring";
-  if (measured.ring_ms <= 0 || target <= 0 || measured.iterations <= 0 || spec->training.model == "none")
-    return OkStatus();
+Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::vector<std::string>* notes) {
+  if (measured.ring_ms <= 0 || measured.iterations <= 0 || spec->training.model == "none") return OkStatus();
   auto& ar = spec->training.allreduce;
   if (ar.reduce_ns_per_element < 0)
     ar.reduce_ns_per_element = sim::PriorReduceNsPerElement(spec->training.aggregation);
@@ -211,9 +199,9 @@ Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::v
           fmt::format("calibrate: loft-sim of the calibrated spec ({}, {} iterations)", measured.policy,
                       measured.iterations));
     ++passes;
-    simulated = iteration ? MeanIterationMs(r->iterations) : TypicalRingSpanMs(r->iterations);
+    simulated = TypicalRingSpanMs(r->iterations);
     if (pass == 0) first = simulated;
-    if (simulated <= 0 || std::abs(target - simulated) <= kRingMatchToleranceMs) break;
+    if (simulated <= 0 || std::abs(measured.ring_ms - simulated) <= kRingMatchToleranceMs) break;
     // The members of the simulated rings (distinct nodes), to spread the
     // difference over.
     double members = 0;
@@ -243,35 +231,29 @@ Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::v
       slope = std::max(slope / 10, (simulated - last_y) / (x - last_x));
     last_x = x;
     last_y = simulated;
-    ar.reduce_ns_per_element = std::max(0.0, x + (target - simulated) / slope);
+    ar.reduce_ns_per_element = std::max(0.0, x + (measured.ring_ms - simulated) / slope);
   }
   if (first <= 0) {
-    notes->push_back(
-        fmt::format("training.allreduce: loft-sim of the calibrated spec ran no {}; not matched", what));
+    notes->push_back("training.allreduce: loft-sim of the calibrated spec ran no ring; not matched");
     return OkStatus();
   }
   notes->push_back(fmt::format(
-      "training.allreduce: loft-sim ran {}'s {} in {:.4g} ms against the measured {:.4g} ({}); "
+      "training.allreduce: loft-sim ran {}'s ring in {:.4g} ms against the measured {:.4g} (means of the "
+      "rings up to 3x the median; the contention with the next reads, which loft-sim adds itself); "
       "reduce_ns_per_element {:.4g} -> {:.4g} ({} passes, the last at {:.4g} ms)",
-      measured.policy, what, first, target,
-      iteration
-          ? "mean iterations; --match iteration: the reducer takes up the whole difference"
-          : "means of the rings up to 3x the median; the contention with the next reads, which loft-sim "
-            "adds itself",
-      before, ar.reduce_ns_per_element, passes, simulated));
-  if (ar.reduce_ns_per_element == 0 && simulated > target + kRingMatchToleranceMs)
+      measured.policy, first, measured.ring_ms, before, ar.reduce_ns_per_element, passes, simulated));
+  if (ar.reduce_ns_per_element == 0 && simulated > measured.ring_ms + kRingMatchToleranceMs)
     notes->push_back(fmt::format(
-        "training.allreduce: WARNING loft-sim's {} stays {:.4g} ms slower than the measured one with a "
-        "free reducer: the spec charges the {} more than this run paid (its links, or on nodes with "
+        "training.allreduce: WARNING loft-sim's ring stays {:.4g} ms slower than the measured one with a "
+        "free reducer: the spec charges the ring more than this run paid (its links, or on nodes with "
         "compute.cpu_cores agent.cpu_ms_per_allreduce_mb = {:.4g})",
-        what, simulated - target, what, spec->agent.cpu_ms_per_allreduce_mb));
+        simulated - measured.ring_ms, spec->agent.cpu_ms_per_allreduce_mb));
   return OkStatus();
 }
 
 StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::json& status,
                                     const std::string& source, const std::string* iterations_csv,
-                                    const std::string& csv_source, bool fit_links, bool match_ring,
-                                    RingMatch match) {
+                                    const std::string& csv_source, bool fit_links, bool match_ring) {
   if (!status.is_object() || !status.contains("workers") || !status["workers"].is_array())
     return InvalidArgument(source + ": no \"workers\" list (is it a scheduler status document?)");
   ClusterSpec out = spec;
@@ -359,7 +341,7 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
     RingMeasure ring;
     LOFT_RETURN_IF_ERROR(
         CalibrateIterationTail(*iterations_csv, csv_source, &out, &cal.notes, &refit_fixed, &ring));
-    if (match_ring) LOFT_RETURN_IF_ERROR(MatchSimulatedRing(ring, &out, &cal.notes, match));
+    if (match_ring) LOFT_RETURN_IF_ERROR(MatchSimulatedRing(ring, &out, &cal.notes));
   }
   cal.yaml = ClusterSpecToYaml(out);
   // The result must load: a calibrated value the loader rejects is a bug here.
@@ -551,9 +533,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
   // one member), in node order.
   std::vector<std::vector<int32_t>> rings;
   std::vector<double> spans;  // each iteration's ring
-  double makespan_sum = 0;    // over every iteration, as summary.json's mean
   for (auto& [i, it] : its) {
-    makespan_sum += it.makespan;
     if (it.failed || it.members.empty()) continue;
     over_sum += it.sched;
     ++n_over;
@@ -625,7 +605,6 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     measured->policy = policy;
     measured->iterations = its.empty() ? 0 : its.rbegin()->first + 1;
     measured->ring_ms = TypicalMean(std::move(spans));
-    measured->iteration_ms = makespan_sum / static_cast<double>(its.size());
   }
   notes->push_back(fmt::format(
       "training.allreduce: mean ring {:.4g} ms over {} iterations at {:.3g} members ({} parameters); "

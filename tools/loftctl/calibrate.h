@@ -72,15 +72,6 @@ struct Calibration {
 
 inline constexpr size_t kMinHandoffRows = 10;
 
-// What MatchSimulatedRing makes loft-sim reproduce by the reducer's cost:
-// the measured ring (kRing, the default), or the measured run's mean
-// iteration (kIteration): the reducer then also takes up what else
-// loft-sim puts into or leaves out of the run's iterations. On loopback
-// the agents share the host's cores, and loft-sim, drawing each member's
-// compute jitter on its own, ends the last member's compute later than
-// the run did (docs/fidelity.md "The main job").
-enum class RingMatch { kRing, kIteration };
-
 // `status`: the scheduler's status JSON of the run (status.json).
 // `iterations_csv`: the run's iterations.csv text (nullptr: the
 // per-iteration constants are kept from the spec).
@@ -96,7 +87,7 @@ enum class RingMatch { kRing, kIteration };
 StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::json& status,
                                     const std::string& source, const std::string* iterations_csv = nullptr,
                                     const std::string& csv_source = "iterations.csv", bool fit_links = true,
-                                    bool match_ring = false, RingMatch match = RingMatch::kRing);
+                                    bool match_ring = false);
 
 // The ring a run measured (CalibrateIterationTail): its policy, its
 // iterations and its typical ring span: the mean of the iterations'
@@ -105,9 +96,6 @@ struct RingMeasure {
   std::string policy;
   int64_t iterations = 0;
   double ring_ms = -1;
-  // The run's mean iteration: the mean makespan of all its iterations, as
-  // summary.json's mean_iteration_ms (ms; < 0 = none).
-  double iteration_ms = -1;
 };
 
 // What iterations.csv (its text; `source` names it) says about the ring
@@ -144,14 +132,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
 // loft-sim's ring stays slower than the measured one with a free reducer
 // (the spec's links or agent.cpu_ms_per_allreduce_mb charge more than the
 // run paid). No-op when nothing was fitted.
-// With RingMatch::kIteration the same passes match loft-sim's mean
-// iteration (MeanIterationMs) to measured.iteration_ms instead.
-Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::vector<std::string>* notes,
-                          RingMatch match = RingMatch::kRing);
-
-// The mean makespan of simulated iterations (every one, failures
-// included, as summary.json's mean_iteration_ms); -1 when there are none.
-double MeanIterationMs(const std::vector<sched::IterationRecord>& iterations);
+Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::vector<std::string>* notes);
 
 // The typical ring span of simulated iterations (the mean of those up to
 // 3× their median): per iteration with a ring, the latest member's end

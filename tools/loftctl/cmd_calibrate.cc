@@ -1,4 +1,4 @@
-// loftctl calibrate RUN_DIR --out SPEC.yaml [--spec SPEC] [--links L] [--match M]: a spec whose
+// loftctl calibrate RUN_DIR --out SPEC.yaml [--spec SPEC]: a spec whose
 // per-node constants are the scheduler's fitted cost models of a run
 // (tools/loftctl/calibrate.h, docs/testbed.md "Calibration").
 #include <fmt/format.h>
@@ -85,7 +85,7 @@ bool LinksEnforced(const fs::path& run_dir) {
 }
 
 Status Calibrate(const std::string& run, const std::string& spec_arg, const std::string& out,
-                 const std::string& links, const std::string& match) {
+                 const std::string& links) {
   fs::path run_dir(run);
   std::string spec_path = spec_arg;
   if (spec_path.empty()) {
@@ -123,10 +123,9 @@ Status Calibrate(const std::string& run, const std::string& spec_arg, const std:
                      ? "the run's links were not emulated: fitting them"
                      : "the run's agents enforced the spec's links (emulation or testbed): keeping them");
   }
-  LOFT_ASSIGN_OR_RETURN(
-      Calibration cal,
-      CalibrateSpec(spec, status, status_path.string(), csv ? &*csv : nullptr, csv_path.string(), fit_links,
-                    /*match_ring=*/true, match == "iteration" ? RingMatch::kIteration : RingMatch::kRing));
+  LOFT_ASSIGN_OR_RETURN(Calibration cal, CalibrateSpec(spec, status, status_path.string(),
+                                                       csv ? &*csv : nullptr, csv_path.string(), fit_links,
+                                                       /*match_ring=*/true));
   std::string head = fmt::format(
       "# Calibrated by `loftctl calibrate {}` from the scheduler's fitted cost models\n"
       "# (policy {}, {} iterations) of a run of {}.\n",
@@ -161,16 +160,8 @@ void RegisterCalibrateCommands(CLI::App& app, int* exit_code) {
          "enforced the spec's links, else fit)")
       ->check(CLI::IsMember({"auto", "fit", "spec"}))
       ->capture_default_str();
-  auto match = std::make_shared<std::string>("ring");
-  cal->add_option(
-         "--match", *match,
-         "what loft-sim must reproduce of the run by the ring's reducer cost: ring (the measured ring) "
-         "or iteration (the run's mean iteration; for runs whose agents share the host's cores, "
-         "as on loopback: docs/fidelity.md \"The main job\")")
-      ->check(CLI::IsMember({"ring", "iteration"}))
-      ->capture_default_str();
   cal->callback([=] {
-    if (Status st = Calibrate(*run, *spec, *out, *links, *match); !st.ok()) {
+    if (Status st = Calibrate(*run, *spec, *out, *links); !st.ok()) {
       std::fprintf(stderr, "loftctl calibrate: %s\n", st.ToString().c_str());
       *exit_code = 1;
     }
