@@ -2,8 +2,17 @@
 # The main job on a local default cluster: builds loft, then runs the
 # example cluster (examples/clusters/homogeneous.yaml: four edge agents and
 # a scheduler as real processes on loopback, training an MLP on
-# Fashion-MNIST) once per policy, runs the simulator on the same spec, and
-# prints accuracy and per-policy timings side by side.
+# Fashion-MNIST) once per policy, then shows what the simulator is for:
+# `loftctl calibrate` fits the spec to the first policy's real run, and
+# loft-sim predicts every policy twice, from the spec as written and from
+# the calibrated spec. tools/compare_runs.py prints per policy the real
+# mean iteration next to both predictions and their ratios (real /
+# predicted), marks the calibration policy "(fit)", and says for how many
+# of the others (held out) the calibrated prediction is within 10 %.
+#
+# Output under LOFT_OUT: cluster-<policy>/ (each real run), sim/ (loft-sim
+# on the spec), calibrated.yaml (the fitted spec, its notes at the top),
+# sim-calibrated/ (loft-sim on it). docs/fidelity.md "The main job".
 #
 # Environment overrides: LOFT_SPEC (cluster spec), LOFT_POLICIES (comma
 # separated), LOFT_ITERATIONS (0 = the spec's), LOFT_OUT (output dir).
@@ -30,9 +39,17 @@ for policy in $(echo "$POLICIES" | tr ',' ' '); do
     --cache-root out/caches --out "$OUT/cluster-$policy"
 done
 
-echo "== simulator: $SPEC =="
+echo "== simulator: $SPEC as written (its priors) =="
 if [ "$ITERATIONS" -gt 0 ]; then SIM_IT="--iterations $ITERATIONS"; else SIM_IT=""; fi
 # shellcheck disable=SC2086
 build/bin/loft-sim run "$SPEC" --policy "$POLICIES" $SIM_IT --out "$OUT/sim"
 
-python3 tools/compare_runs.py "$OUT"
+FIRST="${POLICIES%%,*}"
+echo "== calibrate on the $FIRST run =="
+build/bin/loftctl calibrate "$OUT/cluster-$FIRST" --out "$OUT/calibrated.yaml"
+echo "== simulator: the calibrated spec =="
+# shellcheck disable=SC2086
+build/bin/loft-sim run "$OUT/calibrated.yaml" --policy "$POLICIES" $SIM_IT --out "$OUT/sim-calibrated"
+
+echo "== real runs against loft-sim's predictions =="
+python3 tools/compare_runs.py "$OUT" --calibrated-on "$FIRST"

@@ -7,9 +7,21 @@ Usage:
       --out REAL_DIR`) next to the simulator's (`loft-sim run --out
       SIM_DIR`), then the summary.json figures of both. Both engines write
       the same iterations.csv header (scheduler/run_recorder.h).
-  compare_runs.py OUT_DIR            one row per policy: OUT_DIR/cluster-<policy>/
-      summary.json against OUT_DIR/sim/summary.json (scripts/run-example.sh).
-Exit status 1 when a directory lacks its files or the two share no policy.
+  compare_runs.py OUT_DIR [--calibrated-on POLICY]
+      the main job's table (scripts/run-example.sh), one row per policy:
+      the real run's summary.json (OUT_DIR/cluster-<policy>/) against two
+      loft-sim predictions of its mean iteration:
+        spec prior ms   loft-sim on the spec as written (OUT_DIR/sim/), the
+                        spec's cost priors: no real model, no shared cores;
+        calibrated ms   loft-sim on the spec `loftctl calibrate` fitted to
+                        POLICY's real run (OUT_DIR/sim-calibrated/); that
+                        row is marked "(fit)", the others are held out.
+      real/prior and real/cal are the real mean over the predicted one. A
+      last line says for how many held-out policies real/cal is within
+      1 +- 0.10 and names the worst. Without OUT_DIR/sim-calibrated/ the
+      calibrated columns read "-"; with it, --calibrated-on is required.
+Exit status 1 when a directory lacks its files or the two share no policy,
+2 on bad arguments.
 """
 import csv
 import json
@@ -35,7 +47,11 @@ def load(path):
 
 
 def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
+    """value in the format spec; a missing value is "-", as wide as spec says."""
+    if value is not None:
+        return format(value, spec)
+    width = spec.split(".")[0].rstrip("dfs")
+    return format("-", ">" + width) if width.isdigit() else "-"
 
 
 def worker_means(path):
@@ -85,30 +101,86 @@ def compare_dirs(real_dir, sim_dir):
     return 0
 
 
-def compare_example(out):
-    sim = load(out / "sim" / "summary.json") or {}
-    sim_policies = sim.get("policies", {})
-    header = (f"{'policy':<10} {'real mean ms':>12} {'real p95 ms':>11} {'real total s':>12} "
-              f"{'sim mean ms':>11} {'accuracy':>8} {'dup':>4} {'lost':>4}")
-    print(header)
-    print("-" * len(header))
-    rows = 0
+# Held-out predictions whose real / calibrated lies outside 1 +- this are
+# flagged in the main job's last line (docs/fidelity.md: the target's form).
+HELD_OUT_TOLERANCE = 0.10
+
+
+def sim_policies(path):
+    """(summary, {policy: figures}) of a loft-sim summary.json; ({}, None) when absent."""
+    summary = load(path)
+    return (summary or {}), (None if summary is None else summary.get("policies", {}))
+
+
+def ratio(real, predicted):
+    return real / predicted if real is not None and predicted else None
+
+
+def compare_example(out, calibrated_on=None):
+    sim, prior = sim_policies(out / "sim" / "summary.json")
+    cal_path = out / "sim-calibrated" / "summary.json"
+    _, cal = sim_policies(cal_path)
+    if cal is not None and calibrated_on is None:
+        print(f"compare_runs: {cal_path} exists: name the policy it was calibrated on (--calibrated-on)",
+              file=sys.stderr)
+        return 2
+    if calibrated_on is not None and cal is None:
+        print(f"compare_runs: --calibrated-on {calibrated_on}: no {cal_path}", file=sys.stderr)
+        return 1
+    prior = prior or {}
+    header = (f"{'policy':<14} {'real mean ms':>12} {'real p95 ms':>11} {'real total s':>12} "
+              f"{'spec prior ms':>13} {'real/prior':>10} {'calibrated ms':>13} {'real/cal':>8} "
+              f"{'accuracy':>8} {'dup':>4} {'lost':>4}")
+    rows = []
     for run in sorted(out.glob("cluster-*/summary.json")):
         summary = json.loads(run.read_text())
         ledger = summary.get("ledger", {})
         for name, p in summary.get("policies", {}).items():
-            s = sim_policies.get(name, {})
-            print(f"{name:<10} {fmt(p.get('mean_iteration_ms'), '12.2f')} "
-                  f"{fmt(p.get('p95_iteration_ms'), '11.2f')} {fmt(p.get('total_s'), '12.2f')} "
-                  f"{fmt(s.get('mean_iteration_ms'), '11.2f')} {fmt(p.get('final_accuracy'), '8.4f')} "
-                  f"{fmt(ledger.get('duplicates'), '4d')} {fmt(ledger.get('lost'), '4d')}")
-            rows += 1
-    if sim.get("bound_mean_iteration_ms") is not None:
-        print(f"lower bound on the mean iteration (planner model): {sim['bound_mean_iteration_ms']:.2f} ms")
-    if rows == 0:
+            rows.append((name != calibrated_on, name, p, ledger))
+    if not rows:
         print(f"no cluster-*/summary.json under {out}", file=sys.stderr)
         return 1
+    if calibrated_on is not None and calibrated_on not in [r[1] for r in rows]:
+        print(f"compare_runs: --calibrated-on {calibrated_on}: no real run of that policy under {out}",
+              file=sys.stderr)
+        return 1
+    print(header)
+    print("-" * len(header))
+    held_out = []
+    for held, name, p, ledger in sorted(rows):  # the calibration policy first
+        real = p.get("mean_iteration_ms")
+        pr = prior.get(name, {}).get("mean_iteration_ms")
+        ca = (cal or {}).get(name, {}).get("mean_iteration_ms")
+        label = name if held else f"{name} (fit)"
+        print(f"{label:<14} {fmt(real, '12.2f')} {fmt(p.get('p95_iteration_ms'), '11.2f')} "
+              f"{fmt(p.get('total_s'), '12.2f')} {fmt(pr, '13.2f')} {fmt(ratio(real, pr), '10.3f')} "
+              f"{fmt(ca, '13.2f')} {fmt(ratio(real, ca), '8.3f')} {fmt(p.get('final_accuracy'), '8.4f')} "
+              f"{fmt(ledger.get('duplicates'), '4d')} {fmt(ledger.get('lost'), '4d')}")
+        if held and cal is not None:
+            held_out.append((name, ratio(real, ca)))
+    if sim.get("bound_mean_iteration_ms") is not None:
+        print(f"lower bound on the mean iteration (planner model): {sim['bound_mean_iteration_ms']:.2f} ms")
+    if cal is not None:
+        print_held_out(calibrated_on, held_out)
     return 0
+
+
+def print_held_out(calibrated_on, held_out):
+    """The verdict on the held-out policies: real / calibrated within 1 +- HELD_OUT_TOLERANCE."""
+    if not held_out:
+        print(f"calibrated on {calibrated_on}: no held-out policy to predict")
+        return
+    missing = [n for n, r in held_out if r is None]
+    known = [(n, r) for n, r in held_out if r is not None]
+    within = [n for n, r in known if abs(r - 1) <= HELD_OUT_TOLERANCE]
+    line = (f"calibrated on {calibrated_on}; held out: real/cal within 1 +- {HELD_OUT_TOLERANCE:.2f} for "
+            f"{len(within)} of {len(held_out)}")
+    if known:
+        worst, r = max(known, key=lambda nr: abs(nr[1] - 1))
+        line += f" (worst: {worst} {r:.3f})"
+    if missing:
+        line += f"; no calibrated prediction for {', '.join(missing)}"
+    print(line)
 
 
 def main():
@@ -116,6 +188,8 @@ def main():
         return compare_dirs(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))
     if len(sys.argv) == 2:
         return compare_example(pathlib.Path(sys.argv[1]))
+    if len(sys.argv) == 4 and sys.argv[2] == "--calibrated-on":
+        return compare_example(pathlib.Path(sys.argv[1]), sys.argv[3])
     print(__doc__, file=sys.stderr)
     return 2
 

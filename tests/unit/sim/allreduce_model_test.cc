@@ -370,6 +370,8 @@ TEST_CASE("exchange period: loft-sim runs the ring only after a round's last ste
       CHECK((w.allreduce_ms > 0) == exchanged);
     }
   }
+}
+
 // training.byzantine_tolerance f > 0 (implied by a robust rule on 3 nodes):
 // the verified ring's scatter carries r1 = min(f+1, N) chunks per link, its
 // gather a chunk and r1−1 digests, the reducer reduces r1 chunks, and one
