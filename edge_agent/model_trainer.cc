@@ -85,6 +85,9 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->transport_->SetRequestHandler(kStatePhase, [self](int from, uint64_t tag, std::span<const std::byte>) {
     return self->ServeState(from, tag);
   });
+  // The ring follows the membership view: an evicted node is not heard.
+  t->transport_->SetSenderCheck(
+      [self](int from, uint32_t view, bool request) { return self->views_->MayRing(from, view, request); });
   spdlog::info(
       "training {} ({} params, aggregation {}, lr {} ({} schedule), momentum {}{}); ring endpoint {} ({})",
       t->model_->name(), t->model_->num_params(), spec.training.aggregation, so.learning_rate,
