@@ -13,6 +13,7 @@
 #include "edge_agent/round_retry.h"
 #include "models/checkpoint.h"
 #include "models/ring_allreduce.h"
+#include "models/state_hash.h"
 
 // OpenBLAS (the build requires BLA_VENDOR OpenBLAS): agents share the
 // machine's cores, so each uses one BLAS thread.
@@ -258,7 +259,9 @@ void ModelTrainer::StartRound(bool keep_samples) {
 }
 
 uint64_t ModelTrainer::AgreedHash() const {
-  return models::ParameterHash(delta_ ? std::span<const float>(anchor_) : model_->params());
+  // What ServeState serves: the round's start in a delta exchange.
+  if (delta_) return models::TrainingStateHash(anchor_, last_round_ + 1, anchor_velocity_);
+  return models::TrainingStateHash(*model_, *sgd_);
 }
 
 double ModelTrainer::ContributionSamples(size_t n) const {
