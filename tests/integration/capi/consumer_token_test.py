@@ -61,10 +61,15 @@ try:
     tcp = f"tcp://127.0.0.1:{port}"
 
     # 1. tcp:// without a token: refused at start-up.
-    r = subprocess.run([loft_it.exe("loft-agent"), "--config", external_config(tcp)], capture_output=True,
-                       text=True, timeout=60)
-    out = r.stdout + r.stderr
-    assert r.returncode != 0, "the agent started a tcp:// consumer endpoint without a token:\n" + out[-3000:]
+    p = subprocess.Popen([loft_it.exe("loft-agent"), "--config", external_config(tcp)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = p.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        raise AssertionError("the agent serves a tcp:// consumer endpoint without a token:\n" + out[-3000:])
+    assert p.returncode != 0, out[-3000:]
     assert f"consumer_endpoint {tcp} needs consumer_token" in out, out[-3000:]
     loft_it.log("tcp:// without consumer_token refused at start-up")
 
