@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,7 +21,27 @@ namespace loft::agent {
 
 namespace {
 std::atomic<uint64_t> g_monitor_seq{0};
+
+// Equal strings, in a time that does not depend on where they differ.
+bool SameToken(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
 }  // namespace
+
+Status CheckConsumerAccess(const std::string& endpoint, const std::string& token) {
+  if (!token.empty()) return OkStatus();
+  const bool ipc = endpoint.rfind("ipc://", 0) == 0;
+  if (ipc && endpoint.size() > 6 && endpoint[6] != '@') return OkStatus();
+  return InvalidArgument(
+      "consumer_endpoint " + endpoint + " needs consumer_token: " +
+      (ipc ? "an abstract ipc:// socket has no file permissions"
+           : "any local user can connect to a tcp:// port") +
+      " (set consumer_token in the agent config and LOFT_CONSUMER_TOKEN in the consumer, or "
+      "use ipc:///path, an owner-only socket file)");
+}
 
 ExternalTrainer::ExternalTrainer(Clock* clock, ExternalTrainerOptions opts)
     : clock_(clock), opts_(std::move(opts)), ctx_(1) {}
@@ -32,6 +53,7 @@ ExternalTrainer::~ExternalTrainer() {
 StatusOr<std::unique_ptr<ExternalTrainer>> ExternalTrainer::Create(Clock* clock,
                                                                    ExternalTrainerOptions opts) {
   if (opts.endpoint.empty()) return InvalidArgument("compute_mode external needs consumer_endpoint");
+  LOFT_RETURN_IF_ERROR(CheckConsumerAccess(opts.endpoint, opts.token));
   if (opts.timeout_ms <= 0) {
     return InvalidArgument("consumer timeout must be > 0 ms (got " + std::to_string(opts.timeout_ms) + ")");
   }
@@ -107,7 +129,7 @@ void ExternalTrainer::OnHello(const std::string& id, int fd, const v1::ConsumerH
            std::to_string(kConsumerProtocol) + " (libloft and loft-agent of different versions)");
     return;
   }
-  if (!opts_.token.empty() && h.token() != opts_.token) {
+  if (!opts_.token.empty() && !SameToken(h.token(), opts_.token)) {
     refuse("wrong consumer token (set LOFT_CONSUMER_TOKEN to the agent's consumer_token)");
     return;
   }

@@ -30,8 +30,11 @@
 // Access: one consumer at a time. A hello while the current consumer's
 // connection is open is refused (ConsumerRefused), as is a hello with
 // another consumer protocol or (when `token` is set) another token. An
-// ipc:// socket file is created with mode 0600 (owner only); a tcp://
-// endpoint must be loopback (checked by the server) and should set a token.
+// ipc:// socket file is created with mode 0600 (owner only: another user's
+// connect is refused by the kernel), so a token is optional there; a
+// tcp:// endpoint (loopback: checked by the server) is open to every local
+// user and an abstract ipc://@name has no file permissions, so both need
+// a token (CheckConsumerAccess: Create refuses them without one).
 //
 // Not responsible for: reading samples, choosing the endpoint's policy.
 // Thread-safety: not thread-safe; Compute/Idle/Skip are called by one thread
@@ -56,11 +59,16 @@ namespace loft::agent {
 // The consumer wire revision ConsumerHello must carry (2: payloads in one frame, gradient exchange).
 inline constexpr uint32_t kConsumerProtocol = 2;
 
+// OK when `endpoint` keeps other local users out: an ipc:// socket file
+// (created 0600), or any endpoint with a non-empty token. Otherwise
+// InvalidArgument saying why and what to set.
+Status CheckConsumerAccess(const std::string& endpoint, const std::string& token);
+
 struct ExternalTrainerOptions {
   std::string endpoint;                     // ipc://path or tcp://127.0.0.1:port (port 0/* = any)
   int timeout_ms = 10000;                   // deadline for a consumer + its report, per partition
   size_t max_message_bytes = 16 << 20;      // ZMQ_MAXMSGSIZE of the ROUTER
-  std::string token;                        // required in ConsumerHello when set
+  std::string token;                        // required in ConsumerHello when set; required for tcp://
   const std::atomic<bool>* stop = nullptr;  // optional: abandon a wait when set
   std::unique_ptr<ExternalRing> ring;       // training.model external: the all-reduce ring
 };

@@ -13,6 +13,7 @@
 #include "edge_agent/round_retry.h"
 #include "models/checkpoint.h"
 #include "models/ring_allreduce.h"
+#include "models/state_hash.h"
 
 // OpenBLAS (the build requires BLA_VENDOR OpenBLAS): agents share the
 // machine's cores, so each uses one BLAS thread.
@@ -86,6 +87,9 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->transport_->SetRequestHandler(kStatePhase, [self](int from, uint64_t tag, std::span<const std::byte>) {
     return self->ServeState(from, tag);
   });
+  // The ring follows the membership view: an evicted node is not heard.
+  t->transport_->SetSenderCheck(
+      [self](int from, uint32_t view, bool request) { return self->views_->MayRing(from, view, request); });
   spdlog::info(
       "training {} ({} params, aggregation {}, lr {} ({} schedule), momentum {}{}); ring endpoint {} ({})",
       t->model_->name(), t->model_->num_params(), spec.training.aggregation, so.learning_rate,
@@ -256,7 +260,9 @@ void ModelTrainer::StartRound(bool keep_samples) {
 }
 
 uint64_t ModelTrainer::AgreedHash() const {
-  return models::ParameterHash(delta_ ? std::span<const float>(anchor_) : model_->params());
+  // What ServeState serves: the round's start in a delta exchange.
+  if (delta_) return models::TrainingStateHash(anchor_, last_round_ + 1, anchor_velocity_);
+  return models::TrainingStateHash(*model_, *sgd_);
 }
 
 double ModelTrainer::ContributionSamples(size_t n) const {

@@ -8,12 +8,12 @@
 // momentum and lr_schedule), and — on the lowest-index member that reports
 // this iteration, every `eval_every` iterations and at `last_iteration` —
 // evaluates the model on the test set. TakeReport returns loss,
-// ParameterHash, accuracy.
+// state hash (models::TrainingStateHash), accuracy.
 //
 // One round per iteration (round = iteration). Ring members = the live
 // nodes of the view the partition was planned in. Each round:
 //  1. exchange: every member sends a RingHello (edge_agent/ring_hello.h):
-//     b_i, last_round, ParameterHash, reports, partition id of this round
+//     b_i, last_round, state hash, reports, partition id of this round
 //     (0 = none) (b_i = samples this round, 0 for a member without a partition);
 //     A member whose hello of a later round (same view) came instead is
 //     past this round: it finished it while this member's attempt failed

@@ -28,7 +28,7 @@ inline constexpr uint8_t kHelloPhase = 0xFE;
 struct MemberHello {
   double b = 0;             // samples in its contribution; 0 = weight-0 join
   int64_t last_round = -1;  // last round it applied; -1 = none
-  uint64_t hash = 0;        // ParameterHash of its parameters
+  uint64_t hash = 0;        // models::TrainingStateHash of the state it holds
   bool reports = false;     // it reports the round to the scheduler
   uint64_t partition = 0;   // its partition of the round; 0 = none
 };

@@ -6,6 +6,7 @@
 
 #include "edge_agent/ring_bytes.h"
 #include "models/checkpoint.h"
+#include "models/state_hash.h"
 
 namespace loft::agent {
 Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_t want_hash,
@@ -26,12 +27,14 @@ Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_
   const int64_t own_step = sgd->step();
   LOFT_RETURN_IF_ERROR(models::DecodeCheckpoint(ck, "state from " + source, model, sgd));
   Status bad;
-  if (models::ParameterHash(model->params()) != want_hash) {
-    bad = DataLoss("state from " + source + " does not match its hash");
-  } else if (want_round < 0 ? sgd->step() != 0 : sgd->step() - 1 > want_round) {
-    // One optimizer step per applied round at most (the hash does not cover it).
+  if (want_round < 0 ? sgd->step() != 0 : sgd->step() - 1 > want_round) {
+    // One optimizer step per applied round at most.
     bad = DataLoss("state from " + source + ": optimizer step " + std::to_string(sgd->step()) +
                    " is impossible after round " + std::to_string(want_round));
+  } else if (models::TrainingStateHash(*model, *sgd) != want_hash) {
+    // The BLAKE2b digest of everything installed: parameters, step, velocity.
+    bad = DataLoss("state from " + source +
+                   " does not match the agreed hash (parameters, optimizer step and velocity)");
   }
   if (bad.ok()) return OkStatus();
   std::copy(own_params.begin(), own_params.end(), model->params().begin());

@@ -19,9 +19,10 @@ namespace loft::agent {
 // Installs a state answer [i64 last_round][u64 hash][checkpoint] from
 // `source` into model/sgd if it is the wanted (round, hash): it decodes
 // (models::DecodeCheckpoint: length, CRC, architecture, finite values), its
-// parameters hash to want_hash and its optimizer step is at most
-// want_round + 1 (one step per applied round; the hash does not cover the
-// optimizer). Otherwise an error naming `source`, and model/sgd unchanged.
+// optimizer step is at most want_round + 1 (one step per applied round),
+// and the BLAKE2b digest of what it installs (parameters, optimizer step
+// and velocity: models::TrainingStateHash) gives want_hash. Otherwise an
+// error naming `source`, and model/sgd unchanged.
 Status AdoptState(std::span<const std::byte> answer, int64_t want_round, uint64_t want_hash,
                   const std::string& source, models::Model* model, models::Sgd* sgd);
 

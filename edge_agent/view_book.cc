@@ -38,6 +38,14 @@ bool ViewBook::IsLive(int64_t v, int node) {
   return IsMember(it->second, node);
 }
 
+bool ViewBook::MayRing(int node, uint32_t tag_view, bool request) {
+  std::lock_guard lock(mu_);
+  if (views_.empty()) return !request;
+  const auto& [latest, view] = *views_.rbegin();
+  if (IsMember(view, node)) return true;
+  return !request && tag_view > (static_cast<uint64_t>(latest) & 0xFFFFFFu);
+}
+
 int64_t ViewBook::Latest() {
   std::lock_guard lock(mu_);
   return views_.empty() ? -1 : views_.rbegin()->first;

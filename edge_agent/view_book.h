@@ -52,6 +52,15 @@ class ViewBook {
   // Whether `node` is live in view v (false when v has not arrived).
   bool IsLive(int64_t v, int node);
   int64_t Latest();
+  // The ring's sender check (ZmqTransport::SetSenderCheck): whether `node`
+  // may have a ring message of view `tag_view` (a tag's low 24 bits of the
+  // view number) buffered, or a request answered. Yes when it is live in
+  // the newest view; a message (not a request) also when its view is newer
+  // than every view received so far (its sender got that view first).
+  // Before any view: messages yes, requests no. An evicted node's messages
+  // and state requests are so refused even on a connection it opened
+  // while it was listed.
+  bool MayRing(int node, uint32_t tag_view, bool request);
   bool Stopping() const { return options_.stop != nullptr && options_.stop->load(); }
 
  private:

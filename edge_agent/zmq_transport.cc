@@ -41,7 +41,9 @@ StatusOr<std::unique_ptr<ZmqTransport>> ZmqTransport::Create(zmq::context_t* ctx
   std::unique_ptr<ZmqTransport> t(new ZmqTransport(ctx, std::move(options)));
   SocketOptions so;
   so.max_message_bytes = t->options_.max_message_bytes;
-  so.recv_hwm = 100000;
+  // Messages waiting in ZeroMQ per connection before Pump reads them
+  // (and checks their sender); senders queue the rest on their side.
+  so.recv_hwm = 1000;
   if (t->options_.curve_own) {
     const auto ws = static_cast<size_t>(t->options_.world_size);
     if (t->options_.public_keys.size() != ws || t->options_.rank_names.size() != ws) {
@@ -123,7 +125,7 @@ Status ZmqTransport::Pump(int64_t timeout_ms) {
       while (router_.get(zmq::sockopt::rcvmore)) {
         zmq::message_t m;
         (void)router_.recv(m, zmq::recv_flags::none);
-        frames.push_back(std::move(m));
+        if (frames.size() < 3) frames.push_back(std::move(m));  // more is malformed: not kept
       }
       // Malformed messages (not [tag][payload], or an unknown sender) are dropped.
       if (frames.size() != 2 || frames[0].size() != 8) continue;
@@ -134,32 +136,16 @@ Status ZmqTransport::Pump(int64_t timeout_ms) {
         ++rejected_identity_;  // a listed key claiming another rank's routing id
         continue;
       }
-      uint64_t t = LoadTag(frames[0]);
+      const uint64_t t = LoadTag(frames[0]);
       if (handler_ && static_cast<uint8_t>(t & 0xFF) == request_phase_) {
-        std::vector<std::byte> answer = handler_(
-            from, t,
-            std::span<const std::byte>(static_cast<const std::byte*>(frames[1].data()), frames[1].size()));
-        unsigned char tb[8];
-        for (int i = 0; i < 8; ++i) tb[i] = static_cast<unsigned char>(t >> (8 * i));
-        options_.link.BeforeSend(static_cast<int64_t>(answer.size()));  // emulated uplink (waits)
-        auto r1 = router_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-        if (r1) r1 = router_.send(zmq::buffer(tb, 8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-        if (r1) (void)router_.send(zmq::buffer(answer.data(), answer.size()), zmq::send_flags::dontwait);
+        if (AdmitRequest(from, t)) Answer(id, from, t, frames[1]);
         continue;
       }
-      if (t < floor_) continue;
-      if (buffered_ >= options_.max_buffered_messages) {
-        // Drop the lowest-tag message: the oldest view/round.
-        auto oldest = inbox_.begin();
-        for (auto it = inbox_.begin(); it != inbox_.end(); ++it)
-          if (it->first.second < oldest->first.second) oldest = it;
-        if (oldest != inbox_.end()) {
-          buffered_ -= oldest->second.size();
-          inbox_.erase(oldest);
-        }
-      }
+      if (t < floor_ || !Admit(from, t, frames[1].size())) continue;
+      Usage& u = usage_[from];
+      ++u.messages;
+      u.bytes += frames[1].size();
       inbox_[{from, t}].push_back(Buffered1{std::move(frames[1]), options_.link.enabled() ? NowUs() : 0});
-      ++buffered_;
     }
   } catch (const zmq::error_t& e) {
     if (e.num() == EINTR) return OkStatus();
@@ -183,13 +169,14 @@ StatusOr<size_t> ZmqTransport::RecvInto(int from_rank, uint64_t tag, int64_t tim
 StatusOr<zmq::message_t> ZmqTransport::Take(int from_rank, uint64_t tag, int64_t timeout_ms) {
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
+  current_ = std::max(current_, tag);
   while (true) {
     auto it = inbox_.find({from_rank, tag});
     if (it != inbox_.end() && !it->second.empty()) {
       Buffered1 msg = std::move(it->second.front());
       it->second.erase(it->second.begin());
       if (it->second.empty()) inbox_.erase(it);
-      --buffered_;
+      Forget(from_rank, 1, msg.body.size());
       // Emulated downlink and latency (waits; nothing when emulation is off).
       options_.link.AfterReceive(from_rank, static_cast<int64_t>(msg.body.size()), msg.arrived_us);
       return std::move(msg.body);
@@ -253,9 +240,12 @@ StatusOr<ZmqTransport::Taken> ZmqTransport::RecvOrLater(int from_rank, uint64_t 
 void ZmqTransport::SetTagFloor(uint64_t floor) {
   if (floor <= floor_) return;
   floor_ = floor;
+  current_ = std::max(current_, floor);
   for (auto it = inbox_.begin(); it != inbox_.end();) {
     if (it->first.second < floor_) {
-      buffered_ -= it->second.size();
+      size_t bytes = 0;
+      for (const Buffered1& m : it->second) bytes += m.body.size();
+      Forget(it->first.first, it->second.size(), bytes);
       it = inbox_.erase(it);
     } else {
       ++it;
@@ -275,6 +265,7 @@ void ZmqTransport::SetRequestHandler(uint8_t phase, RequestHandler handler) {
 StatusOr<std::vector<std::byte>> ZmqTransport::Request(int to_rank, uint64_t tag,
                                                        std::span<const std::byte> body, int64_t timeout_ms) {
   LOFT_RETURN_IF_ERROR(Send(to_rank, tag, body));
+  current_ = std::max(current_, tag);
   zmq::socket_t& sock = peers_.at(to_rank).sock;
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
@@ -326,8 +317,80 @@ std::optional<std::span<const std::byte>> ZmqTransport::Peek(int from_rank, uint
 void ZmqTransport::Discard(int from_rank, uint64_t tag) {
   auto it = inbox_.find({from_rank, tag});
   if (it == inbox_.end()) return;
-  buffered_ -= it->second.size();
+  size_t bytes = 0;
+  for (const Buffered1& m : it->second) bytes += m.body.size();
+  Forget(from_rank, it->second.size(), bytes);
   inbox_.erase(it);
+}
+
+size_t ZmqTransport::buffered_from(int rank) const {
+  auto it = usage_.find(rank);
+  return it == usage_.end() ? 0 : it->second.messages;
+}
+
+void ZmqTransport::Forget(int from, size_t count, size_t bytes) {
+  auto it = usage_.find(from);
+  if (it == usage_.end()) return;
+  it->second.messages -= std::min(count, it->second.messages);
+  it->second.bytes -= std::min(bytes, it->second.bytes);
+  if (it->second.messages == 0) usage_.erase(it);
+}
+
+bool ZmqTransport::Admit(int from, uint64_t tag, size_t bytes) {
+  using models::TagRound;
+  using models::TagView;
+  if (sender_check_ && !sender_check_(from, TagView(tag), /*request=*/false)) {
+    ++stats_.refused_sender;
+    return false;
+  }
+  if (current_ != 0 && (uint64_t{TagView(tag)} > uint64_t{TagView(current_)} + options_.view_window ||
+                        (options_.round_window > 0 &&
+                         uint64_t{TagRound(tag)} > uint64_t{TagRound(current_)} + options_.round_window))) {
+    ++stats_.out_of_window;
+    return false;
+  }
+  auto it = usage_.find(from);
+  const Usage u = it == usage_.end() ? Usage{} : it->second;
+  if (u.messages >= options_.max_buffered_per_sender ||
+      u.bytes + bytes > options_.max_buffered_bytes_per_sender) {
+    ++stats_.over_quota;
+    return false;
+  }
+  return true;
+}
+
+bool ZmqTransport::AdmitRequest(int from, uint64_t tag) {
+  if (sender_check_ && !sender_check_(from, models::TagView(tag), /*request=*/true)) {
+    ++stats_.refused_sender;
+    return false;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  const double burst = std::max(1, options_.request_burst);
+  auto [it, fresh] = request_buckets_.try_emplace(from, Bucket{burst, now});
+  Bucket& b = it->second;
+  if (!fresh && options_.request_interval_ms > 0) {
+    const double ms = std::chrono::duration<double, std::milli>(now - b.last).count();
+    b.tokens = std::min(burst, b.tokens + ms / static_cast<double>(options_.request_interval_ms));
+  }
+  b.last = now;
+  if (b.tokens < 1.0) {
+    ++stats_.requests_limited;
+    return false;
+  }
+  b.tokens -= 1.0;
+  return true;
+}
+
+void ZmqTransport::Answer(const zmq::message_t& id, int from, uint64_t tag, const zmq::message_t& body) {
+  std::vector<std::byte> answer = handler_(
+      from, tag, std::span<const std::byte>(static_cast<const std::byte*>(body.data()), body.size()));
+  unsigned char tb[8];
+  for (int i = 0; i < 8; ++i) tb[i] = static_cast<unsigned char>(tag >> (8 * i));
+  options_.link.BeforeSend(static_cast<int64_t>(answer.size()));  // emulated uplink (waits)
+  auto r1 =
+      router_.send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  if (r1) r1 = router_.send(zmq::buffer(tb, 8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  if (r1) (void)router_.send(zmq::buffer(answer.data(), answer.size()), zmq::send_flags::dontwait);
 }
 
 }  // namespace loft::agent

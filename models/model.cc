@@ -145,15 +145,6 @@ class CpuModel final : public Model {
 
 }  // namespace
 
-uint64_t ParameterHash(std::span<const float> params) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (std::byte b : std::as_bytes(params)) {
-    h ^= static_cast<uint64_t>(b);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 bool CudaAvailable(std::string* why) {
 #if LOFT_WITH_CUDA
   return cuda::DeviceAvailable(why);

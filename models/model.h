@@ -96,10 +96,6 @@ class Model {
 StatusOr<std::unique_ptr<Model>> MakeModel(const ModelOptions& options);
 StatusOr<std::unique_ptr<Model>> MakeModel(ModelKind kind, Device device);
 
-// FNV-1a 64 over the parameter bytes: equal on every worker iff their
-// parameters are bitwise identical (for checking replicas agree).
-uint64_t ParameterHash(std::span<const float> params);
-
 // True when this build has the CUDA target and a GPU is usable; otherwise
 // false with the reason in *why (if non-null).
 bool CudaAvailable(std::string* why);

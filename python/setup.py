@@ -1,5 +1,5 @@
 """pip install ./python (no network: setuptools from the system, no pyproject build isolation).
-The package loads libloft.so from $LOFT_LIBRARY, an install prefix next to it, or the loader path."""
+A pip-installed package loads libloft.so from $LOFT_LIBRARY only (python/README.md)."""
 from setuptools import setup
 
 setup(

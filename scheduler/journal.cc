@@ -1,5 +1,6 @@
 #include "scheduler/journal.h"
 
+#include <google/protobuf/io/coded_stream.h>
 #include <rocksdb/db.h>
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
@@ -10,6 +11,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "scheduler/message_parts.h"
 
 namespace loft::sched {
 
@@ -53,7 +56,46 @@ void PutLE32(char* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
+void PutLE64(char* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+uint64_t GetLE64(std::string_view bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  return v;
+}
+
 constexpr char kSnapshotsColumnFamily[] = "snapshots";
+constexpr uint32_t kPartedFormatVersion = 2;
+// Protobuf parses at most 2 GiB at once (an int size).
+constexpr size_t kMaxPartBytes = (size_t{1} << 31) - 4096;
+
+// Key of part `index` of the snapshot at `seq`: the 8-byte key, then the
+// index as 4 bytes big-endian (sorts after its head, before seq + 1).
+std::string PartKey(uint64_t seq, uint32_t index) {
+  std::string key = Journal::EncodeKey(seq);
+  for (int i = 3; i >= 0; --i) key.push_back(static_cast<char>((index >> (8 * i)) & 0xff));
+  return key;
+}
+
+// The newest snapshot head (an 8-byte key) of the snapshots family, -1 if
+// none: part keys (12 bytes) are skipped, also those a crash left without
+// a head. DataLoss on a key of another size.
+StatusOr<int64_t> LastSnapshotHead(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
+                                   const std::string& what) {
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf));
+  for (it->SeekToLast(); it->Valid(); it->Prev()) {
+    if (it->key().size() == 12) continue;
+    if (it->key().size() != 8) {
+      return DataLoss(what + ": a snapshot key is " + std::to_string(it->key().size()) +
+                      " bytes, expected 8 (head) or 12 (part)");
+    }
+    return static_cast<int64_t>(DecodeKey(it->key().ToStringView()));
+  }
+  LOFT_RETURN_IF_ERROR(FromRocks(it->status(), what + ": scan"));
+  return int64_t{-1};
+}
 
 // The last key of `cf` as a sequence number (-1: empty). DataLoss when a
 // key is not 8 bytes.
@@ -106,6 +148,9 @@ StatusOr<loft::v1::StateUpdate> Journal::DecodeValue(uint64_t seq, std::string_v
   const std::string_view payload = value.substr(4);
   if (Crc32(payload) != stored) return DataLoss(where + ": CRC mismatch (truncated or corrupt)");
   loft::v1::StateUpdate u;
+  if (payload.size() > kMaxPartBytes) {
+    return DataLoss(where + ": " + std::to_string(payload.size()) + " bytes, more than an entry can hold");
+  }
   if (!u.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return DataLoss(where + ": payload is not a StateUpdate");
   }
@@ -131,17 +176,40 @@ StatusOr<loft::v1::StateSnapshot> Journal::DecodeSnapshotValue(uint64_t seq, std
   if (Crc32(value.substr(4)) != GetLE32(value))
     return DataLoss(where + ": CRC mismatch (truncated or corrupt)");
   const uint32_t version = GetLE32(value.substr(4));
+  if (version == kPartedFormatVersion) {
+    return DataLoss(where + ": a snapshot in parts (format version 2): read it with ReadSnapshot");
+  }
   if (version != kSnapshotFormatVersion) {
     return DataLoss(where + ": unknown snapshot format version " + std::to_string(version) +
-                    " (this scheduler reads version " + std::to_string(kSnapshotFormatVersion) +
-                    "); it was written by another scheduler release");
+                    " (this scheduler reads versions " + std::to_string(kSnapshotFormatVersion) + " and " +
+                    std::to_string(kPartedFormatVersion) + "); it was written by another scheduler release");
   }
   const std::string_view payload = value.substr(8);
   loft::v1::StateSnapshot snapshot;
-  if (!snapshot.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+  if (payload.size() > kMaxPartBytes ||
+      !snapshot.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return DataLoss(where + ": payload is not a StateSnapshot");
   }
   return snapshot;
+}
+
+std::string Journal::EncodeSnapshotHead(uint32_t parts, uint64_t payload_bytes) {
+  std::string value(20, '\0');
+  PutLE32(value.data() + 4, kPartedFormatVersion);
+  PutLE32(value.data() + 8, parts);
+  PutLE64(value.data() + 12, payload_bytes);
+  PutLE32(value.data(), Crc32(std::string_view(value).substr(4)));
+  return value;
+}
+
+std::string Journal::EncodeSnapshotPart(uint32_t index, const google::protobuf::Message& piece) {
+  const size_t size = piece.ByteSizeLong();
+  std::string value(12 + size, '\0');
+  PutLE32(value.data() + 4, kPartedFormatVersion);
+  PutLE32(value.data() + 8, index);
+  piece.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(value.data() + 12));
+  PutLE32(value.data(), Crc32(std::string_view(value).substr(4)));
+  return value;
 }
 
 Journal::Journal(std::string path, JournalOptions options, rocksdb::DB* db,
@@ -189,7 +257,7 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& path, Journa
   std::unique_ptr<Journal> j(new Journal(path, options, db, std::move(handles), 0, 0));
   LOFT_ASSIGN_OR_RETURN(const int64_t last_entry, LastSeq(db, j->handles_[0], "journal " + path));
   LOFT_ASSIGN_OR_RETURN(const int64_t snapshot,
-                        LastSeq(db, j->handles_[1], "journal " + path + " snapshots"));
+                        LastSnapshotHead(db, j->handles_[1], "journal " + path + " snapshots"));
   j->snapshot_seq_ = snapshot >= 0 ? static_cast<uint64_t>(snapshot) : 0;
   // After a snapshot the next entry continues at its sequence number even
   // when no entry was written after it.
@@ -200,22 +268,125 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& path, Journa
 Status Journal::WriteSnapshot(const loft::v1::StateSnapshot& snapshot) {
   const uint64_t seq = next_seq_;
   if (seq == 0) return FailedPrecondition("journal " + path_ + ": no entries to snapshot");
-  const std::string value = EncodeSnapshotValue(snapshot);
-  // One batch: the snapshot at `seq`, and the deletion of every entry and
-  // every older snapshot below it. A crash leaves either all of it or none.
+  if (seq == snapshot_seq_) return OkStatus();  // the stored snapshot covers every entry already
+  const std::string where = "journal " + path_ + ": snapshot at entry " + std::to_string(seq);
+  // 1. The snapshot, in parts when it is larger than one (its head last:
+  // a crash before it leaves parts without a head, which are ignored).
+  Status written = PutSnapshot(seq, snapshot);
+  // 2. It must read back before the entries it covers go.
+  if (written.ok()) written = VerifySnapshot(seq);
+  if (!written.ok()) {
+    rocksdb::WriteBatch undo;
+    Status cleaned = FromRocks(undo.Delete(handles_[1], EncodeKey(seq)), "journal: undo batch");
+    if (cleaned.ok()) {
+      cleaned = FromRocks(undo.DeleteRange(handles_[1], PartKey(seq, 0), EncodeKey(seq + 1)),
+                          "journal: undo batch");
+    }
+    if (cleaned.ok()) cleaned = FromRocks(db_->Write(rocksdb::WriteOptions(), &undo), where + ": undo");
+    return written.WithContext(where + " (not stored; the entries are kept" +
+                               (cleaned.ok() ? std::string(")") : "; " + cleaned.ToString() + ")"));
+  }
+  // 3. Then, in one batch, the entries and every older snapshot below it.
   rocksdb::WriteBatch batch;
-  LOFT_RETURN_IF_ERROR(FromRocks(batch.Put(handles_[1], EncodeKey(seq), value), "journal: snapshot batch"));
   LOFT_RETURN_IF_ERROR(
       FromRocks(batch.DeleteRange(handles_[1], EncodeKey(0), EncodeKey(seq)), "journal: snapshot batch"));
   LOFT_RETURN_IF_ERROR(
       FromRocks(batch.DeleteRange(handles_[0], EncodeKey(0), EncodeKey(seq)), "journal: snapshot batch"));
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
-  LOFT_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "journal: write snapshot to " + path_));
+  LOFT_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), where + ": delete the entries it covers"));
   snapshot_seq_ = seq;
   ++snapshots_written_;
   if (options_.sync) ++synced_writes_;
   RequestFlush();
+  return OkStatus();
+}
+
+Status Journal::PutSnapshot(uint64_t seq, const loft::v1::StateSnapshot& snapshot) {
+  const std::string where = "journal " + path_ + ": snapshot at entry " + std::to_string(seq);
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  const size_t part_bytes = std::clamp<size_t>(options_.snapshot_part_bytes, 64, kMaxPartBytes);
+  if (snapshot.ByteSizeLong() <= part_bytes) {  // one value, format version 1
+    LOFT_RETURN_IF_ERROR(
+        FromRocks(db_->Put(wo, handles_[1], EncodeKey(seq), EncodeSnapshotValue(snapshot)), where));
+    if (options_.sync) ++synced_writes_;
+    return OkStatus();
+  }
+  uint32_t parts = 0;
+  uint64_t bytes = 0;
+  rocksdb::WriteOptions part_wo;  // the head's synced write makes them durable (one WAL)
+  Status st = SplitMessage(snapshot, part_bytes, [&](const google::protobuf::Message& piece) -> Status {
+    if (piece.ByteSizeLong() > kMaxPartBytes) {
+      return InvalidArgument(where + ": one field holds " + std::to_string(piece.ByteSizeLong()) +
+                             " bytes, more than a part can (2 GiB)");
+    }
+    const std::string value = EncodeSnapshotPart(parts, piece);
+    bytes += value.size() - 12;
+    LOFT_RETURN_IF_ERROR(FromRocks(db_->Put(part_wo, handles_[1], PartKey(seq, parts), value),
+                                   where + ": part " + std::to_string(parts)));
+    ++parts;
+    return OkStatus();
+  });
+  LOFT_RETURN_IF_ERROR(st);
+  LOFT_RETURN_IF_ERROR(
+      FromRocks(db_->Put(wo, handles_[1], EncodeKey(seq), EncodeSnapshotHead(parts, bytes)), where));
+  if (options_.sync) ++synced_writes_;
+  return OkStatus();
+}
+
+Status Journal::VerifySnapshot(uint64_t seq) const {
+  // Every part is read and parsed on its own (memory: one part), the
+  // sizes add up to the head's, and a one-value snapshot decodes.
+  return ReadSnapshotAt(seq, nullptr);
+}
+
+Status Journal::ReadSnapshotAt(uint64_t seq, loft::v1::StateSnapshot* out) const {
+  const std::string where = "journal snapshot at entry " + std::to_string(seq);
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  std::string value;
+  const rocksdb::Status s = db_->Get(ro, handles_[1], EncodeKey(seq), &value);
+  if (s.IsNotFound()) return DataLoss(where + " vanished while open");
+  LOFT_RETURN_IF_ERROR(FromRocks(s, "journal: read snapshot " + path_));
+  if (value.size() != 20 || GetLE32(std::string_view(value).substr(4)) != kPartedFormatVersion) {
+    LOFT_ASSIGN_OR_RETURN(loft::v1::StateSnapshot snapshot, DecodeSnapshotValue(seq, value));
+    if (out != nullptr) *out = std::move(snapshot);
+    return OkStatus();
+  }
+  if (Crc32(std::string_view(value).substr(4)) != GetLE32(value))
+    return DataLoss(where + ": CRC mismatch in its head (truncated or corrupt)");
+  const uint32_t parts = GetLE32(std::string_view(value).substr(8));
+  const uint64_t want_bytes = GetLE64(std::string_view(value).substr(12));
+  uint64_t bytes = 0;
+  loft::v1::StateSnapshot scratch;
+  for (uint32_t i = 0; i < parts; ++i) {
+    const std::string part = where + ", part " + std::to_string(i) + " of " + std::to_string(parts);
+    const rocksdb::Status ps = db_->Get(ro, handles_[1], PartKey(seq, i), &value);
+    if (ps.IsNotFound()) return DataLoss(part + " is missing");
+    LOFT_RETURN_IF_ERROR(FromRocks(ps, "journal: read " + part));
+    if (value.size() < 12) return DataLoss(part + ": " + std::to_string(value.size()) + " bytes");
+    if (Crc32(std::string_view(value).substr(4)) != GetLE32(value))
+      return DataLoss(part + ": CRC mismatch (truncated or corrupt)");
+    if (GetLE32(std::string_view(value).substr(4)) != kPartedFormatVersion ||
+        GetLE32(std::string_view(value).substr(8)) != i) {
+      return DataLoss(part + ": not part " + std::to_string(i) + " of a version 2 snapshot");
+    }
+    const std::string_view payload = std::string_view(value).substr(12);
+    if (payload.size() > kMaxPartBytes)
+      return DataLoss(part + ": " + std::to_string(payload.size()) + " bytes");
+    bytes += payload.size();
+    loft::v1::StateSnapshot* into = out != nullptr ? out : &scratch;
+    if (out == nullptr) scratch.Clear();
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(payload.data()),
+                                              static_cast<int>(payload.size()));
+    if (!into->MergeFromCodedStream(&in) || !in.ConsumedEntireMessage())
+      return DataLoss(part + ": payload is not a StateSnapshot");
+  }
+  if (bytes != want_bytes) {
+    return DataLoss(where + ": its parts hold " + std::to_string(bytes) + " bytes, its head says " +
+                    std::to_string(want_bytes));
+  }
   return OkStatus();
 }
 
@@ -242,15 +413,8 @@ void Journal::RequestFlush() {
 
 StatusOr<std::optional<loft::v1::StateSnapshot>> Journal::ReadSnapshot() const {
   if (snapshot_seq_ == 0) return std::optional<loft::v1::StateSnapshot>();
-  rocksdb::ReadOptions ro;
-  ro.verify_checksums = true;
-  std::string value;
-  const rocksdb::Status s = db_->Get(ro, handles_[1], EncodeKey(snapshot_seq_), &value);
-  if (s.IsNotFound()) {
-    return DataLoss("journal snapshot at entry " + std::to_string(snapshot_seq_) + " vanished while open");
-  }
-  LOFT_RETURN_IF_ERROR(FromRocks(s, "journal: read snapshot " + path_));
-  LOFT_ASSIGN_OR_RETURN(loft::v1::StateSnapshot snapshot, DecodeSnapshotValue(snapshot_seq_, value));
+  loft::v1::StateSnapshot snapshot;
+  LOFT_RETURN_IF_ERROR(ReadSnapshotAt(snapshot_seq_, &snapshot));
   return std::optional<loft::v1::StateSnapshot>(std::move(snapshot));
 }
 

@@ -14,18 +14,32 @@
 //
 // Snapshots (column family "snapshots"): key = 8-byte big-endian sequence
 // number S, the first entry NOT covered (the snapshot is the state after
-// entries 0 .. S-1); value = 4-byte LE CRC-32 of what follows, 4-byte LE
-// format version (kSnapshotFormatVersion), then the serialized
-// loft.v1.StateSnapshot. WriteSnapshot puts it and deletes every entry and
-// every older snapshot below S in ONE WriteBatch, so a crash leaves either
-// the old journal or the compacted one, never a snapshot without its
-// deletions or deletions without their snapshot. Entries continue at S:
+// entries 0 .. S-1). A snapshot of at most JournalOptions::
+// snapshot_part_bytes is one value (format version 1): 4-byte LE CRC-32 of
+// what follows, 4-byte LE format version 1, then the serialized
+// loft.v1.StateSnapshot. A larger one (protobuf cannot parse 2 GiB at
+// once) is stored in parts (format version 2): its head at key S is the
+// CRC-32, version 2, the part count (u32 LE) and the parts' payload bytes
+// (u64 LE); part i at key S + 4-byte big-endian i is the CRC-32, version
+// 2, i (u32 LE), then a serialized StateSnapshot piece; merging the
+// pieces in order is the snapshot (scheduler/message_parts.h). Sizes are
+// 64-bit throughout.
+// WriteSnapshot writes the parts, then the head (a crash before it leaves
+// parts without a head: ignored, and deleted by the next snapshot), then
+// reads the snapshot back (every part's CRC, and every part parsed), and
+// only then deletes every entry and every older snapshot below S in one
+// WriteBatch: a crash leaves the old journal, or both snapshots with the
+// entries (replay starts at the newest snapshot), or the compacted one;
+// a snapshot that does not read back is removed again and the entries
+// stay. Entries continue at S:
 // sequence numbers stay monotonic with no gaps after the snapshot. A
-// snapshot that is too short, fails its CRC, has another format version or
-// does not parse is a DataLoss error naming it (never skipped: the entries
-// it covers are gone). A journal written before snapshots existed opens
-// as one without a snapshot; a scheduler from before then refuses to open
-// a journal with the snapshots family (RocksDB names the unknown family).
+// snapshot that is too short, fails its CRC, has another format version,
+// misses a part or does not parse is a DataLoss error naming it (never
+// skipped: the entries it covers are gone). A journal written before
+// snapshots existed opens as one without a snapshot; a scheduler from
+// before then refuses to open a journal with the snapshots family (RocksDB
+// names the unknown family); one from before parts reads version-1
+// snapshots only (a version-2 head is an unknown format version).
 //
 // Writes use the WAL and, by default, sync (fsync) before Append returns:
 // when Append returns OK the update survives a crash. AppendAll writes one
@@ -50,6 +64,10 @@
 #include "core/status.h"
 #include "scheduler/proto/state.pb.h"
 
+namespace google::protobuf {
+class Message;
+}  // namespace google::protobuf
+
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
@@ -62,6 +80,9 @@ struct JournalOptions {
   bool sync = true;               // fsync each Append/AppendAll
   bool create_if_missing = true;  // else NotFound when the directory has no journal
   bool error_if_exists = false;
+  // A snapshot larger than this is stored in parts of about this size
+  // (clamped to [64 B, 2 GiB - 4 KiB]).
+  size_t snapshot_part_bytes = size_t{64} << 20;
 };
 
 class Journal {
@@ -96,11 +117,13 @@ class Journal {
       size_t max_updates, const std::function<Status(std::span<const loft::v1::StateUpdate>)>& fn) const;
 
   // Stores `snapshot`, the state after every entry so far (0 ..
-  // next_seq()-1), and deletes those entries and the previous snapshot, in
-  // one WriteBatch (synced as JournalOptions::sync). The caller guarantees
-  // the snapshot is of exactly that state (the daemon: nothing applied
-  // that is not yet journaled). FailedPrecondition on an empty journal,
-  // IOError on a RocksDB failure (then the journal is unchanged). Then
+  // next_seq()-1), reads it back, then deletes those entries and the
+  // previous snapshot (synced as JournalOptions::sync). The caller
+  // guarantees the snapshot is of exactly that state (the daemon: nothing
+  // applied that is not yet journaled). FailedPrecondition on an empty
+  // journal; nothing (OK) when the stored snapshot already covers every
+  // entry; IOError on a RocksDB failure and DataLoss when it does not read
+  // back (then the entries and the previous snapshot are kept). Then
   // requests a background flush (not waited for) so the write-ahead log of
   // the deleted entries can be dropped.
   Status WriteSnapshot(const loft::v1::StateSnapshot& snapshot);
@@ -126,13 +149,23 @@ class Journal {
   static std::string EncodeValue(const loft::v1::StateUpdate& update);
   static StatusOr<loft::v1::StateUpdate> DecodeValue(uint64_t seq, std::string_view value);
   static std::string EncodeSnapshotValue(const loft::v1::StateSnapshot& snapshot);
-  // `seq`: the snapshot's key, named in errors.
+  // `seq`: the snapshot's key, named in errors. Format version 1 only.
   static StatusOr<loft::v1::StateSnapshot> DecodeSnapshotValue(uint64_t seq, std::string_view value);
+  // Format version 2: the head and a part (see above).
+  static std::string EncodeSnapshotHead(uint32_t parts, uint64_t payload_bytes);
+  static std::string EncodeSnapshotPart(uint32_t index, const google::protobuf::Message& piece);
 
  private:
   Journal(std::string path, JournalOptions options, rocksdb::DB* db,
           std::vector<rocksdb::ColumnFamilyHandle*> handles, uint64_t next_seq, uint64_t snapshot_seq);
   Status Write(std::span<const loft::v1::StateUpdate> updates, bool sync);
+  // WriteSnapshot's steps: store the snapshot at `seq` (parts, then head),
+  // read it back without keeping it.
+  Status PutSnapshot(uint64_t seq, const loft::v1::StateSnapshot& snapshot);
+  Status VerifySnapshot(uint64_t seq) const;
+  // The snapshot at `seq` into *out; with out == nullptr, each part is
+  // parsed and dropped (a check that holds one part in memory).
+  Status ReadSnapshotAt(uint64_t seq, loft::v1::StateSnapshot* out) const;
   // After a snapshot: a background flush of the memtables, so the WAL
   // files holding the deleted entries can go (best effort, never blocks).
   void RequestFlush();

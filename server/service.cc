@@ -16,6 +16,7 @@
 #include "cache/manifest.h"
 #include "core/codec.h"
 #include "core/durable_file.h"
+#include "scheduler/recovered_time.h"
 #include "server/endpoint_check.h"
 #include "server/message_limits.h"
 
@@ -146,6 +147,10 @@ Status SchedulerService::Init(double now_ms) {
                             return driver_->Replay(c);
                           }));
     recovered_ = true;
+    // Never earlier than the journal (a wall clock stepped back between
+    // runs): the server's clock follows (resume_floor_ms).
+    resume_floor_ms_ = sched::LatestRecordedMs(driver_->state().ledger());
+    now_ms = sched::ResumeAtMs(now_ms, resume_floor_ms_);
     started_ = driver_->state().next_iteration() > 0;
     const auto& c = driver_->state().ledger().counters();
     spdlog::warn(

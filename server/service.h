@@ -94,6 +94,11 @@ class SchedulerService {
   void WorkerProfiles(google::protobuf::RepeatedPtrField<v1::WorkerCostProfile>* out) const;
   // True once the configured number of iterations has completed.
   bool finished() const { return finished_; }
+  // Recovered from a journal: the latest time it records (planned, sent or
+  // finished partitions; scheduler/recovered_time.h), which the caller's
+  // clock must not read earlier than from now on (ServiceClock::NotBefore;
+  // Init already used max(now_ms, this)). 0 otherwise.
+  double resume_floor_ms() const { return resume_floor_ms_; }
   // The longest an ack stays journaled without an fsync (SyncIfDue).
   static constexpr double kMaxUnsyncedMs = 20;
   const sched::JobDriver& driver() const { return *driver_; }
@@ -257,6 +262,7 @@ class SchedulerService {
   bool finished_ = false;
   StatusOr<uint64_t> LoadOrCreateJobId(bool fresh_journal);
   bool recovered_ = false;
+  double resume_floor_ms_ = 0;  // recovered: the journal's latest recorded time
   // The job's id (RegisterReply.job, Partition.job): random for a fresh
   // journal, read back from journal_dir/job_id after a restart.
   uint64_t job_id_ = 1;

@@ -23,4 +23,14 @@ double ServiceClock::NowMillis() {
   return anchor_ms_ + last_raw_ - stalled_ms_;
 }
 
+void ServiceClock::NotBefore(double ms) {
+  const double now = NowMillis();
+  if (now >= ms) return;
+  spdlog::warn(
+      "the wall clock reads {:.0f} ms before the journal's latest recorded time (stepped back between "
+      "runs?): service time resumes at the journal's time",
+      ms - now);
+  anchor_ms_ += ms - now;
+}
+
 }  // namespace loft::server

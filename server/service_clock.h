@@ -12,6 +12,8 @@
 //    and their partitions were not late: their heartbeats and reports wait
 //    in the socket behind the stall, and must not find them expired.
 //    (The caller reads the clock at least every poll tick.)
+//  - Never before the journal: NotBefore (a wall clock stepped back
+//    between runs does not push recovered deadlines further ahead).
 //
 // Not responsible for: timers (the service and scheduler/ run them).
 // Thread-safety: not thread-safe; the server's one thread reads it.
@@ -30,6 +32,10 @@ class ServiceClock {
 
   // Non-decreasing.
   double NowMillis();
+  // From now on NowMillis() >= ms: a recovered scheduler resumes no earlier
+  // than the latest time its journal records (scheduler/recovered_time.h),
+  // also when the wall clock was stepped back between runs. Logs the step.
+  void NotBefore(double ms);
   // Total time excluded as stalls so far.
   double stalled_ms() const { return stalled_ms_; }
 

@@ -71,6 +71,7 @@ Status ZmqSchedulerServer::Init() {
   const size_t inbound_limit = InboundMessageLimit(spec, static_cast<size_t>(opts_.max_message_bytes));
   LOFT_ASSIGN_OR_RETURN(service_, SchedulerService::Create(opts_, std::move(spec), std::move(spec_yaml), this,
                                                            &registry_, time_.NowMillis()));
+  time_.NotBefore(service_->resume_floor_ms());  // recovered: never before the journal
 
   SocketOptions so;
   // Bounded per-peer queues (server/message_limits.h): what a peer may

@@ -12,18 +12,21 @@
 
 Training with PyTorch (agent spec training.model: external): see loft.torch.
 
-The library is found through $LOFT_LIBRARY (a path), else next to this
-package (an install prefix's lib/, or the build tree's capi/), else
-ctypes.util.find_library("loft"). Errors from the C API (its errptr
-messages) raise loft.LoftError. Not thread-safe per object, like the C API.
+The library is loaded from $LOFT_LIBRARY (a path to libloft.so) when it
+is set, else from this package's own prefix: the build tree's lib/ for
+<build>/python, the install prefix's lib directory for an installed
+package (loft/_libpath.py, written by CMake, holds the path relative to
+the package). Nothing else is searched (no parent directories, no loader
+path): a package without _libpath.py (the source tree, a pip install)
+needs LOFT_LIBRARY, and a missing library is an OSError saying so. Errors
+from the C API (its errptr messages) raise loft.LoftError. Not
+thread-safe per object, like the C API.
 """
 import ctypes
-import ctypes.util
-import glob
 import json
 import os
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List
 
 __all__ = ["LoftError", "Planner", "Plan", "WorkerPlan", "sim_run", "version", "library", "Consumer", "Batch"]
 
@@ -32,23 +35,30 @@ class LoftError(RuntimeError):
     """An error reported by libloft through errptr."""
 
 
-def _near() -> Optional[str]:
-    """libloft.so in an ancestor's lib/ (install prefix) or capi/ (build tree)."""
-    d = os.path.dirname(os.path.abspath(__file__))
-    for _ in range(6):
-        d = os.path.dirname(d)
-        for sub in ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "capi"):
-            hits = sorted(glob.glob(os.path.join(d, sub, "libloft.so*")))
-            if hits:
-                return hits[0]
-    return None
+def _library_path() -> str:
+    """$LOFT_LIBRARY, else the libloft of this package's own prefix (loft/_libpath.py, written
+    when CMake builds or installs the package); nothing else is searched."""
+    env = os.environ.get("LOFT_LIBRARY")
+    if env:
+        if not os.path.isfile(env):
+            raise OSError(f"LOFT_LIBRARY={env!r} is not a file: set it to the path of libloft.so")
+        return env
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    try:
+        from . import _libpath
+    except ImportError:
+        raise OSError(f"libloft not found: the loft package in {pkg} does not come with libloft (no "
+                      "loft/_libpath.py: a source tree or a pip install); set LOFT_LIBRARY to the path "
+                      "of libloft.so") from None
+    path = os.path.normpath(os.path.join(pkg, _libpath.LIBRARY))
+    if not os.path.isfile(path):
+        raise OSError(f"libloft not found: {path} (next to this loft package, in {pkg}) does not exist; "
+                      "set LOFT_LIBRARY to the path of libloft.so")
+    return path
 
 
 def _load() -> ctypes.CDLL:
-    path = os.environ.get("LOFT_LIBRARY") or _near() or ctypes.util.find_library("loft")
-    if not path:
-        raise OSError("libloft not found: set LOFT_LIBRARY to the path of libloft.so")
-    return ctypes.CDLL(path)
+    return ctypes.CDLL(_library_path())
 
 
 _lib = _load()

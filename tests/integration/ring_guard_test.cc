@@ -18,6 +18,7 @@
 #include "models/checkpoint.h"
 #include "models/model.h"
 #include "models/sgd.h"
+#include "models/state_hash.h"
 #include "models/transport.h"
 #include "tests/integration/raw_ring_peer.h"
 
@@ -25,6 +26,11 @@ using namespace loft;
 using namespace loft::agent;
 
 namespace {
+
+// The state hash of a member that applied no round: step 0, no momentum yet.
+uint64_t StartHash(std::span<const float> params) {
+  return models::TrainingStateHash(params, 0, std::vector<float>(params.size(), 0.0f));
+}
 
 struct Ring {
   std::unique_ptr<ModelTrainer> trainer;
@@ -111,7 +117,8 @@ TEST_CASE("a weight-0 hello cannot create a round, even in a trusted ring") {
 
 TEST_CASE("rounds far beyond the scheduler's iteration are dropped, counted and the sender reported") {
   Ring r(0);
-  r.trainer->Skip(1, 0, false);  // the scheduler planned iteration 0 (the weight-0 join fails: rank 1 is silent)
+  r.trainer->Skip(1, 0,
+                  false);  // the scheduler planned iteration 0 (the weight-0 join fails: rank 1 is silent)
   for (uint32_t k = 0; k < 8; ++k) r.Announce(4000000000u + k, 5, 99);
   CHECK_FALSE(r.Joined(4000000000u, 400));
   std::vector<RingOffence> offences;
@@ -158,7 +165,7 @@ TEST_CASE("a member past the round (its later round's hello came instead) is not
   h.b = 4;
   h.partition = 77;
   h.last_round = -1;
-  h.hash = models::ParameterHash(r.trainer->params());
+  h.hash = StartHash(r.trainer->params());
   REQUIRE(r.attacker->Send(0, models::MakeTag(1, 6, kHelloPhase), EncodeHello(h)).ok());
   auto loss = r.trainer->Compute(Ring::MakeBatch(5, 6));
   REQUIRE(loss.ok());
@@ -185,7 +192,7 @@ TEST_CASE("a member that finished the round in an attempt this member took part 
   Ring r(0);
   r.trainer->OnView(testing::TwoMembers(2, r.trainer->ring_endpoint(),
                                         r.attacker->endpoint()));  // before view 1's attempt fails
-  const uint64_t h0 = models::ParameterHash(r.trainer->params());
+  const uint64_t h0 = StartHash(r.trainer->params());
   // Rank 1's round-5 result: other parameters, one optimizer step.
   auto model = models::MakeModel(models::ModelKind::kSoftmax, models::Device::kCpu);
   REQUIRE(model.ok());
@@ -194,7 +201,7 @@ TEST_CASE("a member that finished the round in an attempt this member took part 
   REQUIRE(sgd.ok());
   std::vector<float> grad(static_cast<size_t>((*model)->num_params()), 0.01f);
   REQUIRE(sgd->Step((*model)->params(), grad).ok());
-  const uint64_t h5 = models::ParameterHash((*model)->params());
+  const uint64_t h5 = models::TrainingStateHash(**model, *sgd);
   auto ckpt = models::EncodeCheckpoint(**model, *sgd);
   REQUIRE(ckpt.ok());
   std::vector<std::byte> state;
@@ -229,7 +236,7 @@ TEST_CASE("a member that finished the round in an attempt this member took part 
   REQUIRE(loss.ok());
   CHECK(served == 1);
   CHECK(r.trainer->last_round() == 5);
-  CHECK(models::ParameterHash(r.trainer->params()) == h5);
+  CHECK(models::ParameterHash(r.trainer->params()) == models::ParameterHash((*model)->params()));
   auto rep = r.trainer->TakeReport();
   REQUIRE(rep);
   CHECK(rep->ring_attempts() == 2);

@@ -128,7 +128,7 @@ struct CurveRing {
 
 // n CURVE transports in one context (one ZAP handler, like one agent's
 // context holds one), allow-list = the n node keys.
-std::unique_ptr<CurveRing> MakeCurveRing(int n) {
+std::unique_ptr<CurveRing> MakeCurveRing(int n, uint32_t round_window = 0) {
   auto c = std::make_unique<CurveRing>();
   std::map<std::string, std::string> allowed;
   std::vector<std::string> pubs;
@@ -147,6 +147,7 @@ std::unique_ptr<CurveRing> MakeCurveRing(int n) {
     o.rank = r;
     o.world_size = n;
     o.curve_own = c->keys[r];
+    o.round_window = round_window;
     o.public_keys = pubs;
     o.rank_names = c->names;
     auto t = ZmqTransport::Create(&c->ctx, o);
@@ -434,4 +435,114 @@ TEST_CASE("RecvOrLater: the awaited message first, else the sender's later round
   CHECK(none.status().code() == loft::StatusCode::kDeadlineExceeded);
   CHECK(asked > 0);
   CHECK(ts[0]->Recv(1, MakeTag(3, 13, 0xFE), 0).ok());  // still buffered
+}
+
+namespace {
+
+// A DEALER with node `key`'s CURVE key claiming `routing_id`, connected to `c`'s rank 0.
+zmq::socket_t Jammer(CurveRing* c, int key, const std::string& routing_id) {
+  zmq::socket_t s(c->ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::sndhwm, 0);
+  s.set(zmq::sockopt::routing_id, routing_id);
+  s.set(zmq::sockopt::curve_publickey, c->keys[key].public_key);
+  s.set(zmq::sockopt::curve_secretkey, c->keys[key].secret_key);
+  s.set(zmq::sockopt::curve_serverkey, c->keys[0].public_key);
+  s.connect(c->ts[0]->endpoint());
+  return s;
+}
+
+void SendTagged(zmq::socket_t& s, uint64_t tag, std::string_view body) {
+  unsigned char tb[8];
+  for (int i = 0; i < 8; ++i) tb[i] = static_cast<unsigned char>(tag >> (8 * i));
+  s.send(zmq::buffer(tb, 8), zmq::send_flags::sndmore);
+  s.send(zmq::buffer(body.data(), body.size()), zmq::send_flags::none);
+}
+
+}  // namespace
+
+TEST_CASE("a jamming member fills only its own inbox quota: another member's message of the round survives") {
+  // Rank 1 (its own listed key) sends 6,000 one-byte messages tagged with
+  // far-future views after rank 2's message of the current round arrived.
+  // One inbox shared by all senders, dropping the lowest tag when full,
+  // lost rank 2's message for good.
+  using loft::models::MakeTag;
+  auto c = MakeCurveRing(3, 1u << 20);
+  const uint64_t now = MakeTag(3, 40, 1);
+  const std::vector<std::byte> honest{std::byte{7}, std::byte{7}};
+  REQUIRE(c->ts[2]->Send(0, now, honest).ok());
+  REQUIRE(c->ts[0]->Poll(2000).ok());  // rank 2's message is buffered
+  REQUIRE(c->ts[0]->Peek(2, now).has_value());
+
+  zmq::socket_t jam = Jammer(c.get(), 1, "1/jam");
+  const int kJam = 6000;
+  for (int i = 0; i < kJam; ++i)
+    SendTagged(jam, MakeTag(0xFFFFF0u + static_cast<uint32_t>(i % 16), i, 1), "x");
+  const auto& stats = c->ts[0]->stats();
+  for (int i = 0; i < 100 && c->ts[0]->buffered_from(1) + stats.over_quota < static_cast<uint64_t>(kJam); ++i)
+    REQUIRE(c->ts[0]->Poll(100).ok());
+  INFO("buffered from rank 1: " << c->ts[0]->buffered_from(1) << ", over quota: " << stats.over_quota);
+  CHECK(c->ts[0]->buffered_from(1) == 1024);  // ZmqTransportOptions::max_buffered_per_sender
+  CHECK(stats.over_quota == static_cast<uint64_t>(kJam) - 1024);
+
+  auto got = c->ts[0]->Recv(2, now, 2000);
+  REQUIRE(got.ok());
+  CHECK(*got == honest);
+
+  // Now rank 0 has a current tag: a view more than 16 ahead of it is
+  // dropped on arrival, whoever sends it (and, with a round window of 2^20,
+  // a round more than 2^20 ahead).
+  const uint64_t before = stats.out_of_window;
+  REQUIRE(c->ts[2]->Send(0, MakeTag(3 + 17, 40, 1), honest).ok());
+  REQUIRE(c->ts[2]->Send(0, MakeTag(3, 40 + (1u << 20) + 1, 1), honest).ok());
+  for (int i = 0; i < 100 && stats.out_of_window < before + 2; ++i) REQUIRE(c->ts[0]->Poll(50).ok());
+  CHECK(stats.out_of_window == before + 2);
+  REQUIRE(c->ts[2]->Send(0, MakeTag(3 + 16, 41, 1), honest).ok());  // the window's edge
+  got = c->ts[0]->Recv(2, MakeTag(3 + 16, 41, 1), 2000);
+  REQUIRE(got.ok());
+  CHECK(c->ts[0]->buffered_from(2) == 0);
+}
+
+TEST_CASE("state requests: a rate per requester, and the sender check refuses a rank (an evicted node)") {
+  using loft::models::MakeTag;
+  zmq::context_t ctx(1);
+  auto ts = MakeRing(&ctx, 3);
+  int served = 0;
+  ts[1]->SetRequestHandler(0xFD, [&served](int, uint64_t, std::span<const std::byte>) {
+    ++served;
+    return std::vector<std::byte>(1000, std::byte{1});
+  });
+  std::atomic<bool> evicted{false};  // rank 2, once the view drops it
+  ts[1]->SetSenderCheck([&](int rank, uint32_t, bool) { return !(rank == 2 && evicted); });
+  std::atomic<bool> serving{true};
+  std::thread server([&] {
+    while (serving) (void)ts[1]->Poll(10);
+  });
+  const std::byte body[8] = {};
+  // A burst of 4 (ZmqTransportOptions::request_burst) is answered, the 5th not.
+  for (uint32_t r = 1; r <= 4; ++r) {
+    auto ans = ts[0]->Request(1, MakeTag(2, r, 0xFD), body, 3000);
+    INFO("request " << r << ": " << ans.status().ToString());
+    CHECK(ans.ok());
+  }
+  auto over = ts[0]->Request(1, MakeTag(2, 5, 0xFD), body, 300);
+  CHECK(over.status().code() == loft::StatusCode::kDeadlineExceeded);
+  // Another requester has its own rate.
+  CHECK(ts[2]->Request(1, MakeTag(2, 5, 0xFD), body, 3000).ok());
+  // One more per 500 ms (request_interval_ms).
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  CHECK(ts[0]->Request(1, MakeTag(2, 6, 0xFD), body, 3000).ok());
+
+  // Rank 2 leaves the view: neither its requests nor its messages are taken.
+  evicted = true;
+  CHECK(ts[2]->Request(1, MakeTag(3, 7, 0xFD), body, 300).status().code() ==
+        loft::StatusCode::kDeadlineExceeded);
+  REQUIRE(ts[2]->Send(1, MakeTag(3, 7, 1), body).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  serving = false;
+  server.join();
+  CHECK(served == 6);
+  CHECK(ts[1]->stats().requests_limited == 1);
+  CHECK(ts[1]->stats().refused_sender == 2);
+  CHECK(ts[1]->buffered_from(2) == 0);
 }

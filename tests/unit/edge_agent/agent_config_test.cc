@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "edge_agent/external_trainer.h"
+
 using namespace loft;
 using namespace loft::agent;
 
@@ -147,4 +149,19 @@ TEST_CASE("request_tos: low delay by default, a byte, anything else refused with
         "request_tos must be an IP type-of-service byte 0..255 (got 256; 16 = low delay, 0 = unmarked)");
   c->request_tos = -1;
   CHECK_FALSE(c->Validate().ok());
+}
+
+TEST_CASE("a consumer endpoint other local users can reach needs a token") {
+  using loft::agent::CheckConsumerAccess;
+  CHECK(CheckConsumerAccess("ipc:///run/loft/agent.sock", "").ok());  // owner-only socket file
+  CHECK(CheckConsumerAccess("ipc:///run/loft/agent.sock", "t").ok());
+  CHECK(CheckConsumerAccess("tcp://127.0.0.1:7500", "s3cret").ok());
+  CHECK(CheckConsumerAccess("ipc://@loft-agent", "s3cret").ok());
+  const loft::Status tcp = CheckConsumerAccess("tcp://127.0.0.1:7500", "");
+  CHECK(tcp.code() == loft::StatusCode::kInvalidArgument);
+  CHECK(tcp.message().find("tcp://127.0.0.1:7500 needs consumer_token") != std::string::npos);
+  CHECK(tcp.message().find("any local user") != std::string::npos);
+  const loft::Status abstract = CheckConsumerAccess("ipc://@loft-agent", "");
+  CHECK(abstract.code() == loft::StatusCode::kInvalidArgument);
+  CHECK(abstract.message().find("no file permissions") != std::string::npos);
 }

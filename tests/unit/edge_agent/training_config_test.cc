@@ -8,6 +8,7 @@
 #include "core/cluster_spec.h"
 #include "edge_agent/model_trainer.h"
 #include "models/checkpoint.h"
+#include "models/state_hash.h"
 
 using namespace loft;
 using namespace loft::agent;
@@ -158,13 +159,13 @@ TEST_CASE("AdoptState installs a matching state and leaves a bad one out entirel
   auto hsgd = models::Sgd::Create(models::SgdOptions{}, holder->num_params()).value();
   std::vector<float> g(static_cast<size_t>(holder->num_params()), 0.125f);
   for (int i = 0; i < 3; ++i) REQUIRE(hsgd.Step(holder->params(), g).ok());
-  const uint64_t want = models::ParameterHash(holder->params());
+  const uint64_t want = models::TrainingStateHash(*holder, hsgd);
   auto good = models::EncodeCheckpoint(*holder, hsgd).value();
 
   auto me = SmallModel(9);
   auto msgd = models::Sgd::Create(models::SgdOptions{}, me->num_params()).value();
   REQUIRE(msgd.Step(me->params(), g).ok());
-  const uint64_t mine = models::ParameterHash(me->params());
+  const uint64_t mine = models::ParameterHash(me->params());  // parameters alone
   const std::vector<float> my_vel(msgd.velocity().begin(), msgd.velocity().end());
   auto unchanged = [&] {
     CHECK(models::ParameterHash(me->params()) == mine);
@@ -179,6 +180,25 @@ TEST_CASE("AdoptState installs a matching state and leaves a bad one out entirel
     Status st = AdoptState(Answer(2, want, lie), 2, want, "node 1", me.get(), &msgd);
     CHECK(st.code() == StatusCode::kDataLoss);
     CHECK(st.message().find("node 1") != std::string::npos);
+    unchanged();
+  }
+  SECTION("the agreed parameters with another momentum velocity or optimizer step") {
+    // A Byzantine holder serves the majority's parameters (they match)
+    // with a poisoned velocity, or an older step: the hash covers both.
+    auto poisoned = models::Sgd::Create(models::SgdOptions{}, holder->num_params()).value();
+    std::vector<float> vel(hsgd.velocity().begin(), hsgd.velocity().end());
+    vel[0] = 1e30f;
+    REQUIRE(poisoned.Restore(hsgd.step(), vel).ok());
+    Status st = AdoptState(Answer(2, want, models::EncodeCheckpoint(*holder, poisoned).value()), 2, want,
+                           "node 1", me.get(), &msgd);
+    CHECK(st.code() == StatusCode::kDataLoss);
+    CHECK(st.message().find("node 1") != std::string::npos);
+    unchanged();
+    auto older = models::Sgd::Create(models::SgdOptions{}, holder->num_params()).value();
+    REQUIRE(older.Restore(hsgd.step() - 1, hsgd.velocity()).ok());
+    st = AdoptState(Answer(2, want, models::EncodeCheckpoint(*holder, older).value()), 2, want, "node 1",
+                    me.get(), &msgd);
+    CHECK(st.code() == StatusCode::kDataLoss);
     unchanged();
   }
   SECTION("an optimizer step no run of round 2 can have (one step per applied round)") {
@@ -208,7 +228,8 @@ TEST_CASE("AdoptState installs a matching state and leaves a bad one out entirel
   }
   SECTION("the agreed state is installed") {
     REQUIRE(AdoptState(Answer(2, want, good), 2, want, "node 1", me.get(), &msgd).ok());
-    CHECK(models::ParameterHash(me->params()) == want);
+    CHECK(models::ParameterHash(me->params()) == models::ParameterHash(holder->params()));
+    CHECK(models::TrainingStateHash(*me, msgd) == want);
     CHECK(msgd.step() == 3);
   }
 }

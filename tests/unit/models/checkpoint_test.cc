@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "models/state_hash.h"
+
 using namespace loft;
 using namespace loft::models;
 

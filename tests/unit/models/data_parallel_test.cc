@@ -12,6 +12,7 @@
 #include "models/model.h"
 #include "models/ring_allreduce.h"
 #include "models/sgd.h"
+#include "models/state_hash.h"
 
 using namespace loft;
 using namespace loft::models;

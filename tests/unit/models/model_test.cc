@@ -8,6 +8,7 @@
 
 #include "models/dense_net.h"
 #include "models/sgd.h"
+#include "models/state_hash.h"
 
 using namespace loft;
 using namespace loft::models;

@@ -50,3 +50,29 @@ TEST_CASE("service time excludes the scheduler's own stalls") {
   c.SleepForMicros(500000);
   CHECK(t.NowMillis() == Approx(t0 + 1540));
 }
+
+TEST_CASE("a wall clock stepped back between runs does not push recovered deadlines further ahead") {
+  TwoClocks before;
+  before.mono_us = int64_t{50} * 1000000;
+  before.wall_us = int64_t{1764000000} * 1000000;
+  loft::server::ServiceClock t1(&before, 1000);
+  const double planned = t1.NowMillis();
+  const double deadline = planned + 3000;  // journaled with the partition
+  // Restarted 1 s later, but NTP stepped the wall clock back by an hour.
+  TwoClocks after;
+  after.mono_us = int64_t{51} * 1000000;
+  after.wall_us = before.wall_us + 1000000 - int64_t{3600} * 1000000;
+  loft::server::ServiceClock t2(&after, 1000);
+  REQUIRE(t2.NowMillis() < planned - 3000000);  // the step, as read
+  t2.NotBefore(planned);                        // the journal's latest recorded time
+  CHECK(t2.NowMillis() == Approx(planned));
+  for (int i = 0; i < 31; ++i) {  // 3.1 s of a running scheduler
+    after.SleepForMicros(100000);
+    (void)t2.NowMillis();
+  }
+  CHECK(t2.NowMillis() > deadline);  // expires ~3 s after the restart, not an hour and 3 s later
+  // A clock already past the floor is left alone.
+  const double now = t2.NowMillis();
+  t2.NotBefore(now - 5000);
+  CHECK(t2.NowMillis() == Approx(now));
+}

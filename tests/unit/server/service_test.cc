@@ -910,3 +910,43 @@ TEST_CASE("the status reply carries every worker's cost profile typed, equal to 
   }
   CHECK(r.workers(0).profile().compute_per_sample_ms() > 0);  // a profile, not an empty message
 }
+
+TEST_CASE("a recovered service resumes at the journal's latest time when the wall clock was stepped back") {
+  // Service time is wall-clock anchored: restarted after NTP stepped the
+  // clock back by an hour, the partitions in flight would wait an hour
+  // more than their timeout. The service reports the journal's latest
+  // recorded time (the server's clock resumes there, ServiceClock::
+  // NotBefore) and starts its own timers from it.
+  Fixture f;
+  f.opts.partition_timeout_ms = 5000;
+  const double t0 = 1.0e7;
+  double latest = 0;
+  {
+    auto s = f.Make(t0);
+    REQUIRE(Send(*s, Register("edge-0", 2), t0).ok());
+    REQUIRE(Send(*s, Register("edge-1", 2), t0).ok());
+    REQUIRE(s->Tick(t0 + 10).ok());  // plans and sends an iteration at t0 + 10
+    REQUIRE(Status(*s, t0 + 10)["ledger"]["in_flight"].get<int64_t>() > 0);
+    latest = t0 + 10;
+  }                                                  // crash with the iteration in flight
+  const double stepped = t0 + 1000 - 3600.0 * 1000;  // 1 s later, an hour back
+  auto s = f.Make(stepped);
+  CHECK(s->resume_floor_ms() == Approx(latest));
+  // The server's clock now reads from the floor on: half a heartbeat
+  // timeout later the nodes are live (their timers started at the floor,
+  // not an hour before it) ...
+  const double now = latest + 500;
+  REQUIRE(s->Tick(now).ok());
+  auto st = Status(*s, now);
+  CHECK(st["workers"][0]["live"] == true);
+  CHECK(st["workers"][1]["live"] == true);
+  CHECK(st["ledger"]["timed_out"] == 0);
+  // ... and the partitions in flight time out within their timeout of it.
+  for (double t = now; t <= latest + 5000 + 20000; t += 250) {
+    REQUIRE(Send(*s, Beat(0), t).ok());
+    REQUIRE(Send(*s, Beat(1), t).ok());
+    REQUIRE(s->Tick(t).ok());
+    if (Status(*s, t)["ledger"]["timed_out"].get<int64_t>() > 0) break;
+  }
+  CHECK(Status(*s, latest + 25000)["ledger"]["timed_out"].get<int64_t>() > 0);
+}
