@@ -60,7 +60,7 @@ Harness Start(loft::ClusterSpec spec) {
 
 }  // namespace
 
-TEST_CASE("An evicted holder's samples are left out for good; training goes on", "[holder_wait]") {
+TEST_CASE("An evicted holder's samples are left out for good, and training goes on", "[holder_wait]") {
   auto spec = SmallSpec(600, 1, 64);
   Harness h = Start(spec);
   const auto& st = h.drv->state();

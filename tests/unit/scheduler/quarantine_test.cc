@@ -160,7 +160,7 @@ TEST_CASE("JobDriver: without sample reports (or quarantine off) the epoch never
   }
 }
 
-TEST_CASE("JobDriver: a worker naming its own samples bad quarantines nothing; others train them",
+TEST_CASE("JobDriver: a worker naming its own samples bad quarantines nothing, and others train them",
           "[quarantine]") {
   for (int replication : {1, 2}) {
     INFO("replication " << replication);
