@@ -346,7 +346,9 @@ TEST_CASE("A partition that fails before compute lets the trainer skip its round
       ++computed;
       return 0.0;
     }
-    void Skip(int64_t view, int64_t iteration, bool /*local_step*/) override { skipped.emplace_back(view, iteration); }
+    void Skip(int64_t view, int64_t iteration, bool /*local_step*/) override {
+      skipped.emplace_back(view, iteration);
+    }
   };
   Fixture fx;
   ManualClock clock;

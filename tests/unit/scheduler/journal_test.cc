@@ -1107,7 +1107,8 @@ TEST_CASE("Journal snapshots: a snapshot larger than a part is stored in parts a
 }
 
 TEST_CASE(
-    "Journal snapshots: a missing or damaged part is DataLoss naming it, and parts without a head are ignored",
+    "Journal snapshots: a missing or damaged part is DataLoss naming it, and parts without a head are "
+    "ignored",
     "[journal]") {
   const loft::v1::StateSnapshot snap = BusySnapshot(300);
   loft::sched::JournalOptions jo;
