@@ -108,11 +108,13 @@ def check_stopped_files(out, reason):
     assert train, "training.csv has no rows"
     assert list(train[0].keys()) == ["iteration", "wall_s", "loss", "test_accuracy"], list(train[0].keys())
     # A loss per trained iteration, from 0 on. An iteration's rows close
-    # when its partitions are done, its loss when its ring round is: the
-    # last few iterations (at most the agents' 4-credit windows) may have
-    # rows and no loss yet.
+    # when all its partitions are reported done, its loss when its ring
+    # round is; the two reports race, so at the stop either file may lead:
+    # the last few iterations (at most the agents' 4-credit windows) may
+    # have rows and no loss yet, or a loss whose last worker row had not
+    # arrived.
     assert [int(r["iteration"]) for r in train] == list(range(len(train))), [r["iteration"] for r in train]
-    assert n - 8 <= len(train) <= n, (len(train), n)
+    assert n - 8 <= len(train) <= n + 4, (len(train), n)
     assert all(float(r["loss"]) > 0 for r in train), train[:3]
     with open(os.path.join(out, "status.json")) as f:
         status = json.load(f)
