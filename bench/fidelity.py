@@ -17,6 +17,10 @@ comparison of tools/compare_runs.py (real vs predicted iterations.csv).
   python3 bench/fidelity.py --bin build/bin [--iterations 150]
       [--scenarios homogeneous,compute-hetero,edge-bandwidth,failure]
       [--policies uniform,lbbsp,loft] [--calibrate-on uniform] [--out DIR]
+  python3 bench/fidelity.py --bin build/bin --exchange 4/int8/false ...
+      # every scenario with training.exchange set (period/compression/
+      # overlap, the keys of docs/cluster-spec.md "Exchange modes"); the
+      # mean iteration is then the mean round time over its period
   python3 bench/fidelity.py --bin build/bin --quick   # smoke test (ctest)
   python3 bench/fidelity.py --bin build/bin --synthetic [--spec NAME=FILE ...]
       [--request-overhead-ms MS]
@@ -69,6 +73,20 @@ def compute_hetero_with_quotas(text):
             line = line.rstrip().rstrip("}") + f", cpu_cores: {quotas[node]}}}"
         out.append(line)
     return "\n".join(out) + "\n"
+
+
+def with_exchange(text, exchange):
+    """The spec `text` with training.exchange set from "period/compression/overlap"."""
+    import yaml  # python3-yaml (scripts/install-deps.sh); only this option needs it
+    parts = exchange.split("/")
+    if len(parts) != 3 or parts[1] not in ("none", "int8") or parts[2] not in ("true", "false"):
+        raise SystemExit(f"--exchange: '{exchange}' is not period/compression/overlap "
+                         "(e.g. 4/int8/false, auto/none/true)")
+    period = parts[0] if parts[0] == "auto" else int(parts[0])
+    spec = yaml.safe_load(text)
+    spec.setdefault("training", {})["exchange"] = {"period": period, "compression": parts[1],
+                                                   "overlap": parts[2] == "true"}
+    return yaml.safe_dump(spec, sort_keys=False)
 
 
 def scenarios():
@@ -235,6 +253,8 @@ def main():
                     help="--synthetic: network.request_overhead_ms written into every spec that sets none "
                          f"(both engines run that spec; default {TESTBED_REQUEST_OVERHEAD_MS} on the testbed, "
                          "0 with --no-testbed)")
+    ap.add_argument("--exchange", default="",
+                    help="period/compression/overlap written as training.exchange into every scenario's spec")
     ap.add_argument("--reuse", action="store_true",
                     help="keep a real run whose OUT/<scenario>/real-<policy>/summary.json exists (redo the prediction)")
     a = ap.parse_args()
@@ -269,7 +289,9 @@ def main():
         ap.error(f"unknown scenario(s) {', '.join(sorted(unknown))}")
     root = pathlib.Path(a.out or tempfile.mkdtemp(prefix="loft-fidelity-"))
     root.mkdir(parents=True, exist_ok=True)
-    result = {"iterations": iterations, "policies": policies,
+    if a.exchange:
+        todo = {k: (lambda f=f: with_exchange(f(), a.exchange)) for k, f in todo.items()}
+    result = {"iterations": iterations, "policies": policies, "exchange": a.exchange or "default",
               "calibrate_on": None if a.synthetic else a.calibrate_on,
               "mode": "synthetic (model: none, spec as written)" if a.synthetic else "training + calibration",
               "request_overhead_ms": request_overhead_ms if a.synthetic else None,

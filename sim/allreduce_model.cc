@@ -33,43 +33,52 @@ double AllreduceModel::ReduceElements(size_t members) const {
   return static_cast<double>((n - 1) * chunk);
 }
 
-namespace {
-// Transfer time of `bytes` of payload over from→to (ms), at the links'
-// payload rate (network.packet_efficiency of the link rate).
-double LinkTransferMs(const LinkSpec& from, const LinkSpec& to, double bytes, double efficiency) {
-  return bytes * 8.0 / (std::min(from.up_mbps, to.down_mbps) * efficiency * 1000.0);
-}
-}  // namespace
-
 int AllreduceModel::Primaries(size_t members) const {
   return tolerance_ > 0 ? static_cast<int>(std::min<size_t>(static_cast<size_t>(tolerance_) + 1, members))
                         : 1;
 }
 
-double AllreduceModel::StepChunkBytes(size_t members, int step) const {
+double AllreduceModel::PhaseChunkBytes(size_t members, int phase) const {
   const int r1 = Primaries(members);
   if (r1 <= 1) return ChunkBytes(members);
-  if (step < static_cast<int>(members) - 1) return r1 * ChunkBytes(members);  // scatter
-  return ChunkBytes(members) + 32.0 * (r1 - 1);                               // gather: a copy and digests
+  if (phase == 0) return r1 * ChunkBytes(members);  // scatter
+  return ChunkBytes(members) + 32.0 * (r1 - 1);     // gather: a copy and digests
 }
 
 double AllreduceModel::VerifyMs(std::span<const int32_t> members) const {
   return Primaries(members.size()) > 1 ? HelloMs(members) : 0.0;
 }
 
+double AllreduceModel::MemberTransferMs(size_t members, int32_t node, int phase) const {
+  if (!use_links_ || members <= 1) return 0;
+  const LinkSpec& l = links_.at(static_cast<size_t>(node));
+  // What the member sends equals what it receives: N−1 pair payloads.
+  const double bits = static_cast<double>(members - 1) * PhaseWireBytes(members, phase) * 8.0;
+  return bits / (std::min(l.up_mbps, l.down_mbps) * efficiency_ * 1000.0);
+}
+
+double AllreduceModel::MemberLatencyMs(std::span<const int32_t> members, int32_t node) const {
+  double lat = 0;
+  for (int32_t m : members)
+    if (m != node) lat = std::max(lat, LinkLatencyMs(node, m));
+  return lat;
+}
+
+double AllreduceModel::PhaseMs(std::span<const int32_t> members, int phase) const {
+  double ms = 0;
+  for (int32_t m : members)
+    ms = std::max(ms, MemberLatencyMs(members, m) + MemberTransferMs(members.size(), m, phase));
+  return ms;
+}
+
 double AllreduceModel::TransferMs(std::span<const int32_t> members) const {
   const size_t n = members.size();
   if (!enabled() || n <= 1 || !use_links_) return 0;
   double total = 0;
-  for (int s = 0; s < 2 * static_cast<int>(n - 1); ++s) {
-    const double bytes = StepWireBytes(n, s);
-    double step = 0;
-    for (size_t i = 0; i < n; ++i) {
-      step = std::max(
-          step, LinkTransferMs(links_.at(static_cast<size_t>(members[i])),
-                               links_.at(static_cast<size_t>(members[(i + 1) % n])), bytes, efficiency_));
-    }
-    total += step;
+  for (int phase = 0; phase < kPhases; ++phase) {
+    double worst = 0;
+    for (int32_t m : members) worst = std::max(worst, MemberTransferMs(n, m, phase));
+    total += worst;
   }
   return total;
 }
@@ -104,20 +113,9 @@ double AllreduceModel::TailMs(size_t members) const {
 double AllreduceModel::LatencyMs(std::span<const int32_t> members) const {
   const size_t n = members.size();
   if (!enabled() || n <= 1) return 0;
-  double steps = 0;  // per step: max over links of (transfer + latency)
-  for (int s = 0; s < 2 * static_cast<int>(n - 1); ++s) {
-    const double bytes = StepWireBytes(n, s);
-    double step = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const int32_t from = members[i], to = members[(i + 1) % n];
-      const double t = use_links_ ? LinkTransferMs(links_.at(static_cast<size_t>(from)),
-                                                   links_.at(static_cast<size_t>(to)), bytes, efficiency_)
-                                  : 0.0;
-      step = std::max(step, t + LinkLatencyMs(from, to));
-    }
-    steps += step;
-  }
-  return steps - TransferMs(members) + HelloMs(members) + VerifyMs(members);
+  double phases = 0;  // per phase: max over members of (latency + its transfers)
+  for (int phase = 0; phase < kPhases; ++phase) phases += PhaseMs(members, phase);
+  return phases - TransferMs(members) + HelloMs(members) + VerifyMs(members);
 }
 
 double AllreduceModel::RingMs(std::span<const int32_t> members) const {

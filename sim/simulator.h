@@ -256,7 +256,7 @@ class Simulator {
     uint64_t generation = 0;  // bumped when the ring restarts
     std::vector<int32_t> members;
     std::vector<uint64_t> parts;
-    int step = 0;  // -2 hello, -1 state sync, 0.. the 2(N-1) steps
+    int step = 0;  // -2 hello, -1 state sync, 0 scatter, 1 gather, then verify/reducer
     double start_ms = 0;
     int flows_pending = 0;
     std::vector<uint64_t> flows;
@@ -335,10 +335,10 @@ class Simulator {
   // One of the ring's flows_pending is done (a flow arrived, or a step's
   // CPU): the last calls `then`. Nothing if the ring restarted since.
   void RingPartDone(int64_t iteration, uint64_t generation, const std::function<void()>& then);
-  // The exchange's CPU for one ring step (agent.cpu_ms_per_allreduce_mb:
-  // every member sends and receives a chunk), queued now on each member's
-  // quota; when the last member's is done (now without quotas).
-  double RingStepCpuEnd(const std::vector<int32_t>& members, int step);
+  // The exchange's CPU for one phase (agent.cpu_ms_per_allreduce_mb:
+  // every member sends and receives N − 1 pair payloads), queued now on
+  // each member's quota; when the last member's is done (now without quotas).
+  double RingStepCpuEnd(const std::vector<int32_t>& members, int phase);
   // Removes a failed partition from its agent's queue and stages.
   void DropPart(Part& p);
 

@@ -221,18 +221,18 @@ void Simulator::MaybeStartRing(int64_t iteration) {
   RingStep(iteration, ring.generation);
 }
 
-// The hello exchange, then 2(N−1) steps: every member sends ⌈P/N⌉
-// parameters to the next over the flow network, each flow after its
-// link's latency, while quota members run the step's CPU; the step ends
-// with the last flow or CPU. Then the reducer.
+// The hello exchange, then the two phases (scatter, gather): every
+// member sends its pair payload to every other over the flow network,
+// each flow after its link's latency, while quota members run the
+// phase's CPU; a phase ends with its last flow or CPU. Then the reducer.
 void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   Ring* live = RunningRing(iteration, generation);
   if (live == nullptr) return;
   Ring& ring = *live;
   if (RingStalled(ring)) return;  // restarted when the death is noticed
   const size_t n = ring.members.size();
-  const int steps = n <= 1 ? 0 : 2 * static_cast<int>(n - 1);
-  // Verified chunks: the dispute-bitmap exchange after the steps
+  const int steps = n <= 1 ? 0 : AllreduceModel::kPhases;
+  // Verified chunks: the dispute-bitmap exchange after the phases
   // (AllreduceModel::VerifyMs), as one more step.
   const double verify_ms = n <= 1 ? 0.0 : allreduce_.VerifyMs(ring.members);
   auto next = [this, iteration, generation] {
@@ -273,26 +273,27 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
   const double cpu_end = RingStepCpuEnd(ring.members, ring.step);
   if (!allreduce_.links()) {
     double lat = 0;
-    for (size_t i = 0; i < n; ++i)
-      lat = std::max(lat, allreduce_.LinkLatencyMs(ring.members[i], ring.members[(i + 1) % n]));
+    for (int32_t m : ring.members) lat = std::max(lat, allreduce_.MemberLatencyMs(ring.members, m));
     queue_.After(std::max(lat, cpu_end - now), next);
     return;
   }
-  ring.flows_pending = static_cast<int>(n) + (cpu_end > now ? 1 : 0);
+  ring.flows_pending = static_cast<int>(n * (n - 1)) + (cpu_end > now ? 1 : 0);
   ring.flows.clear();
   if (cpu_end > now) {
     queue_.After(cpu_end - now,
                  [this, iteration, generation, next] { RingPartDone(iteration, generation, next); });
   }
-  const double bytes = allreduce_.StepWireBytes(n, ring.step);
-  for (size_t i = 0; i < n; ++i)
-    RingFlow(iteration, generation, ring.members[i], ring.members[(i + 1) % n], bytes, next);
+  const double bytes = allreduce_.PhaseWireBytes(n, ring.step);
+  for (int32_t from : ring.members)
+    for (int32_t to : ring.members)
+      if (from != to) RingFlow(iteration, generation, from, to, bytes, next);
 }
 
-double Simulator::RingStepCpuEnd(const std::vector<int32_t>& members, int step) {
+double Simulator::RingStepCpuEnd(const std::vector<int32_t>& members, int phase) {
   const double now = queue_.now_ms();
+  const double payloads = 2.0 * static_cast<double>(members.size() - 1);  // sent and received
   const double work =
-      agent_cpu_.cpu_ms_per_allreduce_mb * 2.0 * allreduce_.StepChunkBytes(members.size(), step) / 1e6;
+      agent_cpu_.cpu_ms_per_allreduce_mb * payloads * allreduce_.PhaseChunkBytes(members.size(), phase) / 1e6;
   double end = now;
   if (!(work > 0)) return end;
   for (int32_t m : members) end = std::max(end, cpu_[static_cast<size_t>(m)].Run(now, work));

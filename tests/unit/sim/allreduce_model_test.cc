@@ -72,24 +72,35 @@ TEST_CASE("no model, no all-reduce") {
   CHECK(m.RingMs(all) == 0);
 }
 
-TEST_CASE("ring time: a hello, 2(N-1) steps of P/N bytes at the slowest link with its latency, reducer") {
+TEST_CASE(
+    "exchange time: a hello, 2 phases of N-1 pair payloads per member at its link with its latency, "
+    "reducer") {
   ClusterSpec s =
       Spec("model: softmax, allreduce: {parameters: 3000, reduce_ns_per_element: 100, fixed_ms: 0.5}");
   AllreduceModel m(s);
   REQUIRE(m.enabled());
   std::vector<int32_t> all{0, 1, 2};
-  // chunk = 1000 floats = 4000 bytes; links a->b min(100,100) latency max(1,3) = 3,
-  // b->c min(10,50) = 10 latency max(3,2) = 3, c->a min(100,100) latency max(2,1) = 2.
-  const double slow = 4000.0 * 8 / (10 * 1000.0);  // 3.2 ms at 10 Mbit/s
-  const double step = std::max({4000.0 * 8 / (100 * 1000.0) + 3, slow + 3, 4000.0 * 8 / (100 * 1000.0) + 2});
-  CHECK(step == Approx(6.2));
-  CHECK(m.TransferMs(all) == Approx(4 * slow));
+  // chunk = 1000 floats = 4000 bytes; per phase each member sends 2 and
+  // receives 2, at min(up, down): a 100, b 10, c 50 Mbit/s. Each member's
+  // largest link latency, max(its, the others'): 3 for all (b's).
+  const double a_ms = 2 * 4000.0 * 8 / (100 * 1000.0);  // 0.64 ms
+  const double b_ms = 2 * 4000.0 * 8 / (10 * 1000.0);   // 6.4 ms, the slowest
+  const double c_ms = 2 * 4000.0 * 8 / (50 * 1000.0);   // 1.28 ms
+  CHECK(m.MemberTransferMs(3, 0, 0) == Approx(a_ms));
+  CHECK(m.MemberTransferMs(3, 1, 1) == Approx(b_ms));
+  CHECK(m.MemberTransferMs(3, 2, 0) == Approx(c_ms));
+  CHECK(m.MemberLatencyMs(all, 0) == Approx(3.0));
+  CHECK(m.MemberLatencyMs(all, 2) == Approx(3.0));
+  const double phase = b_ms + 3;
+  CHECK(m.PhaseMs(all, 0) == Approx(phase));
+  CHECK(m.TransferMs(all) == Approx(2 * b_ms));
   CHECK(m.HelloMs(all) == Approx(3.0));  // the members' largest latency
-  CHECK(m.LatencyMs(all) == Approx(4 * (step - slow) + 3.0));
+  CHECK(m.LatencyMs(all) == Approx(2 * 3.0 + 3.0));
   CHECK(m.ReduceElements(3) == Approx(2000));
-  CHECK(m.RingMs(all) == Approx(4 * step + 3.0 + 2000 * 100 / 1e6 + 0.5));
+  CHECK(m.RingMs(all) == Approx(2 * phase + 3.0 + 2000 * 100 / 1e6 + 0.5));
   CHECK(m.LinkLatencyMs(0, 2) == Approx(2.0));
-  // Without b the slow link is gone: a->c min(100,50) latency 2, c->a 100 latency 2.
+  // Without b the slow link is gone: a and c each send one 6000-byte
+  // payload, c at 50 Mbit/s; latency max(1, 2) = 2.
   std::vector<int32_t> ac{0, 2};
   CHECK(m.TransferMs(ac) == Approx(2 * (6000.0 * 8 / (50 * 1000.0))));
   CHECK(m.RingMs(ac) == Approx(2 * (6000.0 * 8 / (50 * 1000.0) + 2) + 2 + 1500 * 100 / 1e6 + 0.5));
@@ -113,7 +124,7 @@ TEST_CASE("links: false leaves the transfers out, step latency explicit") {
   std::vector<int32_t> all{0, 1, 2};
   CHECK(m.TransferMs(all) == 0);
   CHECK(m.LinkLatencyMs(1, 2) == 0.25);
-  CHECK(m.LatencyMs(all) == Approx(4 * 0.25 + 0.25));  // 4 steps and the hello
+  CHECK(m.LatencyMs(all) == Approx(2 * 0.25 + 0.25));  // 2 phases and the hello
 }
 
 TEST_CASE("bad allreduce and scheduler fields are rejected by name") {
@@ -285,21 +296,22 @@ TEST_CASE("a ring step's exchange CPU runs through each quota member's CPU along
     CHECK(a.iterations[i].makespan_ms == Approx(z.iterations[i].makespan_ms).epsilon(1e-12));
     CHECK(c.iterations[i].makespan_ms == Approx(z.iterations[i].makespan_ms).epsilon(1e-12));
   }
-  // The first ring on the 0.1-core member. Each step's transfers take T
-  // (the slowest link: 3.2 ms + 3 ms latency) while its CPU runs, and the
-  // CPU takes longer. The first step's CPU starts with a full bucket:
-  // 1/0.9 ms at one core, the rest at 0.1 cores, 70 ms. Each later one
-  // starts with an empty bucket, 80 ms. Four steps: 70 + 3·80.
+  // The first ring on the 0.1-core member. Each phase's transfers take T
+  // (the slowest member: 6.4 ms + 3 ms latency) while its CPU runs (2
+  // payloads sent and 2 received, 0.016 MB, 16 ms), and the CPU takes
+  // longer. The first phase's CPU starts with a full bucket: 1/0.9 ms at
+  // one core, the rest at 0.1 cores, 150 ms. The second starts with an
+  // empty bucket, 160 ms.
   const AllreduceModel m(plain);
   const std::vector<int32_t> all{0, 1, 2};
   const double steps_ms = m.RingMs(all) - m.HelloMs(all);
-  REQUIRE(steps_ms / 4 == Approx(6.2));
+  REQUIRE(steps_ms / 2 == Approx(9.4));
   CHECK(b.iterations[0].makespan_ms ==
-        Approx(a.iterations[0].makespan_ms - steps_ms + 70.0 + 3 * 80.0).epsilon(1e-9));
+        Approx(a.iterations[0].makespan_ms - steps_ms + 150.0 + 160.0).epsilon(1e-9));
   for (size_t i = 1; i < b.iterations.size(); ++i)
     CHECK(b.iterations[i].makespan_ms > a.iterations[i].makespan_ms + 250.0);
-  // A step whose CPU fits inside its transfers costs nothing more: at 1 ms
-  // per MB a step is 0.008 ms of CPU, within the 1 ms bucket, under T.
+  // A phase whose CPU fits inside its transfers costs nothing more: at 1 ms
+  // per MB a phase is 0.016 ms of CPU, within the 1 ms bucket, under T.
   ClusterSpec light = Spec(model, agent(1));
   light.nodes[1].compute.cpu_cores = 0.1;
   const SimResult l = RunUniform(light);
@@ -387,13 +399,13 @@ TEST_CASE("loft-sim charges the verified ring when training.byzantine_tolerance 
   std::vector<int32_t> all{0, 1, 2};
   CHECK(plain.Primaries(3) == 1);
   CHECK(verified.Primaries(3) == 2);
-  const double c = plain.ChunkBytes(3);           // 4·1000
-  CHECK(verified.StepChunkBytes(3, 0) == 2 * c);  // scatter
-  CHECK(verified.StepChunkBytes(3, 1) == 2 * c);
-  CHECK(verified.StepChunkBytes(3, 2) == c + 32);  // gather: the copy and one digest
-  CHECK(plain.StepChunkBytes(3, 0) == c);
-  // Every step's slowest link is b→c (10 Mbit/s): transfer ∝ bytes.
-  CHECK(verified.TransferMs(all) == Approx(plain.TransferMs(all) * (2 * 2 * c + 2 * (c + 32)) / (4 * c)));
+  const double c = plain.ChunkBytes(3);             // 4·1000
+  CHECK(verified.PhaseChunkBytes(3, 0) == 2 * c);   // scatter
+  CHECK(verified.PhaseChunkBytes(3, 1) == c + 32);  // gather: the copy and one digest
+  CHECK(plain.PhaseChunkBytes(3, 0) == c);
+  CHECK(plain.PhaseChunkBytes(3, 1) == c);
+  // Every phase's slowest member is b (10 Mbit/s): transfer ∝ bytes.
+  CHECK(verified.TransferMs(all) == Approx(plain.TransferMs(all) * (2 * c + (c + 32)) / (2 * c)));
   CHECK(verified.TailMs(3) == Approx(2 * plain.TailMs(3)));
   CHECK(verified.VerifyMs(all) == Approx(verified.HelloMs(all)));
   CHECK(plain.VerifyMs(all) == 0);
