@@ -249,8 +249,15 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
       if (std::isnan(a.step_latency_ms) || std::isnan(a.reduce_ns_per_element))
         return r.Error(ar, p, "step_latency_ms and reduce_ns_per_element must be numbers");
     }
-    if (YAML::Node ex = t["exchange"]; ex.IsDefined() && !ex.IsNull())
+    if (YAML::Node ex = t["exchange"]; ex.IsDefined() && !ex.IsNull()) {
       RET(ParseExchange(r, ex, &tr.exchange));
+      // Reading ahead during the exchange is reading while the compute
+      // stage works (core/read_ahead.h), which training.overlap false forbids.
+      if (tr.exchange.overlap && !tr.overlap)
+        return r.Error(
+            ex["overlap"], "training.exchange.overlap",
+            "true needs training.overlap true (reads during the exchange overlap the compute stage)");
+    }
   }
   // scheduler
   if (YAML::Node sc = root["scheduler"]; sc.IsDefined() && !sc.IsNull()) {

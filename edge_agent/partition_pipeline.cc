@@ -11,14 +11,13 @@
 
 namespace loft::agent {
 
-StatusOr<std::unique_ptr<PartitionPipeline>> PartitionPipeline::Create(zmq::context_t* ctx,
-                                                                       PartitionRunner* runner,
-                                                                       Trainer* trainer,
-                                                                       const AgentService* service,
-                                                                       AgentMetrics* metrics, bool overlap) {
+StatusOr<std::unique_ptr<PartitionPipeline>> PartitionPipeline::Create(
+    zmq::context_t* ctx, PartitionRunner* runner, Trainer* trainer, const AgentService* service,
+    AgentMetrics* metrics, bool overlap, int ready_depth) {
   if (ctx == nullptr || runner == nullptr || trainer == nullptr || service == nullptr || metrics == nullptr)
     return InvalidArgument("partition pipeline: a dependency is null");
-  std::unique_ptr<PartitionPipeline> p(new PartitionPipeline(runner, trainer, service, metrics, overlap));
+  std::unique_ptr<PartitionPipeline> p(
+      new PartitionPipeline(runner, trainer, service, metrics, overlap, ready_depth));
   try {
     const std::string ep = fmt::format("inproc://loft-agent-wake-{}", static_cast<const void*>(p.get()));
     p->wake_rx_ = zmq::socket_t(*ctx, zmq::socket_type::pair);
@@ -74,7 +73,7 @@ void PartitionPipeline::ReaderLoop() {
       std::unique_lock lock(mu_);
       // Without overlap: only while the compute thread is idle.
       reader_cv_.wait(lock, [&] {
-        return stop_ || (!assigned_.empty() && (overlap_ || (!computing_ && !ready_.has_value())));
+        return stop_ || (!assigned_.empty() && (overlap_ || (!computing_ && ready_.empty())));
       });
       if (stop_) return;
       p = std::move(assigned_.front());
@@ -84,12 +83,11 @@ void PartitionPipeline::ReaderLoop() {
     ReadPartition r = runner_->Read(p, service_->node());
     std::unique_lock lock(mu_);
     reader_waits_slot_ = true;
-    reader_cv_.wait(lock, [&] { return stop_ || !ready_.has_value(); });  // prefetch depth 1
+    reader_cv_.wait(lock, [&] { return stop_ || ready_.size() < ready_depth_; });
     reader_waits_slot_ = false;
     if (stop_) return;
     reading_ = false;
-    ready_ = std::move(r);
-    ready_since_us_ = runner_->clock()->NowMicros();
+    ready_.push_back(Ready{std::move(r), runner_->clock()->NowMicros()});
     lock.unlock();  // the woken thread takes mu_ at once
     compute_cv_.notify_one();
   }
@@ -104,7 +102,7 @@ void PartitionPipeline::ComputeLoop() {
     bool slot_freed = false;
     {
       std::unique_lock lock(mu_);
-      const auto ready_or_stop = [&] { return stop_ || ready_.has_value(); };
+      const auto ready_or_stop = [&] { return stop_ || !ready_.empty(); };
       // A trainer with nothing to do while idle: sleep until a batch is ready.
       if (!trainer_->WantsIdle()) compute_cv_.wait(lock, ready_or_stop);
       // While nothing is pending, let the trainer serve its ring (state
@@ -119,11 +117,12 @@ void PartitionPipeline::ComputeLoop() {
         }
       }
       if (stop_) return;
-      r = std::move(*ready_);
-      ready_.reset();
+      Ready next = std::move(ready_.front());
+      ready_.pop_front();
+      r = std::move(next.read);
       computing_ = true;
       // How long the node could already have been computing this batch.
-      if (last_end_us >= 0) late_us = clock->NowMicros() - std::max(last_end_us, ready_since_us_);
+      if (last_end_us >= 0) late_us = clock->NowMicros() - std::max(last_end_us, next.since_us);
       slot_freed = reader_waits_slot_;
     }
     if (slot_freed) reader_cv_.notify_one();  // after unlocking: the reader takes mu_ at once

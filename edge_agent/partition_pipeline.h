@@ -3,7 +3,10 @@
 //   reader thread: reads the next assigned partition (local reads + peer
 //     fetch, PartitionRunner::Read) while
 //   compute thread: computes the previous one (PartitionRunner::Finish
-//     with the Trainer) and queues its report (prefetch depth 1). While
+//     with the Trainer) and queues its report. The reader holds at most
+//     `ready_depth` read partitions ahead of it (core/read_ahead.h: 1, 3
+//     with training.exchange.overlap, so the next round's first
+//     partitions are read while an exchange runs). While
 //     nothing is pending it lets the trainer serve its ring
 //     (Trainer::Idle).
 //   With the spec's training.overlap false (`overlap` = false) the reader
@@ -48,10 +51,12 @@ class PartitionPipeline {
  public:
   // Borrowed, must outlive the pipeline: ctx (the wake pair's context),
   // runner, trainer, service (node()), metrics (ring_offences).
-  // `overlap`: the spec's training.overlap (above).
+  // `overlap`: the spec's training.overlap (above); `ready_depth`:
+  // ReadyDepth(training) (core/read_ahead.h), at least 1.
   static StatusOr<std::unique_ptr<PartitionPipeline>> Create(zmq::context_t* ctx, PartitionRunner* runner,
                                                              Trainer* trainer, const AgentService* service,
-                                                             AgentMetrics* metrics, bool overlap = true);
+                                                             AgentMetrics* metrics, bool overlap = true,
+                                                             int ready_depth = 1);
   ~PartitionPipeline();  // Stop()
 
   // Starts the reader and compute threads.
@@ -72,8 +77,13 @@ class PartitionPipeline {
 
  private:
   PartitionPipeline(PartitionRunner* runner, Trainer* trainer, const AgentService* service,
-                    AgentMetrics* metrics, bool overlap)
-      : runner_(runner), trainer_(trainer), service_(service), metrics_(metrics), overlap_(overlap) {}
+                    AgentMetrics* metrics, bool overlap, int ready_depth)
+      : runner_(runner),
+        trainer_(trainer),
+        service_(service),
+        metrics_(metrics),
+        overlap_(overlap),
+        ready_depth_(std::max(1, ready_depth)) {}
   void ReaderLoop();
   void ComputeLoop();
   void WakeMainLoop();
@@ -84,7 +94,8 @@ class PartitionPipeline {
   Trainer* trainer_;
   const AgentService* service_;
   AgentMetrics* metrics_;
-  const bool overlap_;  // reads may run while the compute thread works
+  const bool overlap_;        // reads may run while the compute thread works
+  const size_t ready_depth_;  // read partitions held ahead of the compute thread
   // wake_tx_: compute thread only; wake_rx_: poll loop only.
   zmq::socket_t wake_rx_, wake_tx_;
 
@@ -92,14 +103,17 @@ class PartitionPipeline {
   // Each thread waits on its own condition and is woken only for what it
   // waits for (one shared condition with notify_all woke the other thread
   // at each of a partition's hand-offs too).
-  std::condition_variable reader_cv_;   // assigned_, the ready_ slot, computing_ (no overlap), stop_
+  std::condition_variable reader_cv_;   // assigned_, room in ready_, computing_ (no overlap), stop_
   std::condition_variable compute_cv_;  // ready_, stop_
-  bool reader_waits_slot_ = false;      // the reader holds a read and waits for ready_ to empty
+  bool reader_waits_slot_ = false;      // the reader holds a read and waits for room in ready_
   std::deque<v1::Partition> assigned_;
-  std::optional<ReadPartition> ready_;
-  int64_t ready_since_us_ = 0;  // when ready_ was set (runner clock)
-  bool reading_ = false;        // the reader thread holds a partition
-  bool computing_ = false;      // the compute thread holds a partition (until its report is queued)
+  struct Ready {
+    ReadPartition read;
+    int64_t since_us = 0;  // when it was queued (runner clock)
+  };
+  std::deque<Ready> ready_;  // at most ready_depth_
+  bool reading_ = false;     // the reader thread holds a partition
+  bool computing_ = false;   // the compute thread holds a partition (until its report is queued)
   std::deque<v1::Envelope> outbox_;
   std::map<std::pair<int32_t, std::string>, int64_t> offence_counts_;  // (offender, reason) -> seen
   bool stop_ = false;

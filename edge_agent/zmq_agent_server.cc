@@ -11,6 +11,7 @@
 #include "core/cluster_spec.h"
 #include "core/curve.h"
 #include "core/metrics_http.h"
+#include "core/read_ahead.h"
 #include "core/zmq_util.h"
 #include "edge_agent/agent_service.h"
 #include "edge_agent/cache_check.h"
@@ -394,9 +395,9 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   } else if (!cfg.consumer_endpoint.empty()) {
     spdlog::warn("consumer_endpoint {} is only served with compute_mode external", cfg.consumer_endpoint);
   }
-  LOFT_ASSIGN_OR_RETURN(m.pipeline,
-                        PartitionPipeline::Create(&m.ctx, m.runner.get(), m.trainer.get(), m.service.get(),
-                                                  &m.metrics, spec.training.overlap));
+  LOFT_ASSIGN_OR_RETURN(
+      m.pipeline, PartitionPipeline::Create(&m.ctx, m.runner.get(), m.trainer.get(), m.service.get(),
+                                            &m.metrics, spec.training.overlap, ReadyDepth(spec.training)));
   spdlog::info("agent {} serving peers on {} ({} samples cached, {})", cfg.node_name, m.advertised,
                stats.samples, m.own ? "CURVE" : "INSECURE");
   return std::unique_ptr<ZmqAgentServer>(new ZmqAgentServer(std::move(impl)));

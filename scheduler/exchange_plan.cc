@@ -79,6 +79,15 @@ void ExchangePlan::OnPlanned(int64_t /*iteration*/, int64_t period, bool ends_ro
   }
 }
 
+int ExchangePlan::ReadAhead(int cap) const {
+  if (!spec_.overlap || rounds_ == 0 || cap < 1) return 0;
+  int m = cap;
+  if (step_ms_ > 0 && exchange_ms_ > 0)
+    m = static_cast<int>(
+        std::clamp(std::ceil(exchange_ms_ / step_ms_ - 1e-9), 1.0, static_cast<double>(cap)));
+  return planned_in_round_ < m ? m : 0;
+}
+
 void ExchangePlan::FoldLoss() {
   if (loss_count_ == 0) return;
   const double mean = loss_sum_ / static_cast<double>(loss_count_);

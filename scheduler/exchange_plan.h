@@ -85,6 +85,13 @@ class ExchangePlan {
   void OnReport(int64_t iteration, double loss, bool exchanged, double allreduce_ms);
 
   bool delta_exchange() const { return delta_; }
+  // training.exchange.overlap: how deep the scheduler may plan ahead now
+  // so that the next round's first steps are read while the last round's
+  // exchange runs: m = ⌈X / S⌉ in [1, cap] (X the exchange's time, S a
+  // step's) while fewer than m steps were planned since the last round
+  // ended, else 0 (no extra depth). 0 without overlap or before a round
+  // ended. sched::IterationGate takes the larger of this and its own depth.
+  int ReadAhead(int cap) const;
   // The period the next round would get now (auto: from the current
   // measurements, with `step_ms` as the next step's time).
   int64_t NextPeriod(double step_ms) const;

@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/read_ahead.h"
+
 namespace loft::sched {
+
+// An agent holds as many read partitions as the deepest plan-ahead sends it.
+static_assert(kExchangeReadAhead == kMaxPlanAhead);
 
 int AutoPlanAhead(bool overlap, double control_ms, double predicted_ms) {
   const int base = overlap ? 1 : 0;
@@ -28,13 +33,16 @@ bool IterationGate::Finished(const SchedulerState& st) const {
 
 bool IterationGate::ReadyToPlan(const SchedulerState& st, bool send_queues_empty) const {
   if (st.ledger().in_flight() == 0) return true;  // every iteration complete (BSP)
-  if (depth_ < 1) return false;
+  // Auto depth: deeper while a round's exchange runs with exchange overlap.
+  const int depth =
+      options_.plan_ahead < 0 ? std::max(depth_, st.exchange().ReadAhead(kMaxPlanAhead)) : depth_;
+  if (depth < 1) return false;
   const int64_t running = st.last_iteration();
   // (a) only the last plan_ahead iterations are open; (b) all of `running`
   // sent; (c) same view; (d) every live node has a partition of it.
   if (running != last_planned_iteration_ || st.view() != last_planned_view_) return false;
   int64_t open = 0;
-  for (int64_t k = 0; k < depth_ && running - k >= 0; ++k) open += st.ledger().OpenInIteration(running - k);
+  for (int64_t k = 0; k < depth && running - k >= 0; ++k) open += st.ledger().OpenInIteration(running - k);
   if (st.ledger().in_flight() != open) return false;
   if (!send_queues_empty) return false;
   for (int32_t node : st.LiveNodes()) {

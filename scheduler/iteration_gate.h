@@ -29,7 +29,11 @@
 //    Without overlap t+k is read once t+k-1 is computed, so control_ms ≤
 //    k·T suffices; with overlap its read starts when t+k-1's compute does,
 //    up to one T earlier. With control_ms = 0 this is the former auto
-//    (1 with training.overlap, else 0).
+//    (1 with training.overlap, else 0). With training.exchange.overlap,
+//    auto goes deeper right after a round's end (ExchangePlan::ReadAhead:
+//    up to ⌈exchange / step⌉ ≤ kMaxPlanAhead steps past it), so the next
+//    round's first partitions reach the agents and are read while the
+//    exchange runs (core/read_ahead.h). An explicit plan_ahead is kept.
 //
 // Not responsible for: planning (JobDriver), sending, clocks.
 // Thread-safety: not thread-safe; one caller.

@@ -45,6 +45,7 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
             spec.num_nodes()),
       allreduce_(spec),
       agents_(spec.nodes.size()),
+      ready_depth_(ReadyDepth(spec.training)),
       down_(spec.nodes.size(), false),
       crashed_(spec.nodes.size(), false),
       stale_(spec.nodes.size(), false),
@@ -443,7 +444,7 @@ void Simulator::Crash(int node) {
   ag.assigned.clear();
   ag.reading = kNone;
   ag.holding = false;
-  ag.ready = kNone;
+  ag.ready.clear();
   ag.computing = kNone;
   network_.CancelNode(node);  // reads from it, by it and ring flows stall (simulator_agent.cc)
   // Its last message: a heartbeat (registration + k·interval, strictly

@@ -16,14 +16,15 @@
 // iteration's last ack)).
 //
 // The agent side mirrors edge_agent/zmq_agent_server.cc: a reader stage
-// and a compute stage per worker with prefetch depth 1:
+// and a compute stage per worker with prefetch depth ReadyDepth (1, 3 with
+// training.exchange.overlap; core/read_ahead.h):
 //   reader   takes the next assigned partition when free: local read
 //            l·s/disk concurrently with the remote read (per serving
 //            peer, latency_ms then one flow of (samples)·s bytes through
 //            the FlowNetwork, max-min fair over the peer's uplink and the
 //            reader's downlink, shared with every concurrent flow,
 //            the ring's included); then holds the read until the ready
-//            slot is free;
+//            queue has room;
 //   compute  takes the ready partition when free: (c0 + c1·b)·jitter·
 //            slowdown; with a model (training.model ≠ none) then the ring
 //            all-reduce of its iteration (sim/ring.h), which starts when
@@ -89,6 +90,7 @@
 
 #include "core/clock.h"
 #include "core/cluster_spec.h"
+#include "core/read_ahead.h"
 #include "core/status.h"
 #include "scheduler/driver.h"
 #include "scheduler/flow_control.h"
@@ -237,15 +239,15 @@ class Simulator {
     OpenIteration* open = nullptr;  // its iteration's stats (std::map nodes are stable)
   };
   // One worker: the daemon's send queue and credit window for it, and the
-  // agent's reader and compute stages (prefetch depth 1).
+  // agent's reader and compute stages (prefetch depth ReadyDepth).
   struct Agent {
     // Short FIFOs (a credit window of partitions): vectors, front erased.
     std::vector<uint64_t> queue;     // planned, not yet sent
     sched::CreditWindow flow;        // the daemon's view of the agent's window
     std::vector<uint64_t> assigned;  // sent, not yet taken by the reader
     uint64_t reading = kNone;        // in the reader (reading, or holding its read)
-    bool holding = false;            // the read is done, the ready slot is full
-    uint64_t ready = kNone;          // read, waiting for the compute stage
+    bool holding = false;            // the read is done, the ready queue is full
+    std::deque<uint64_t> ready;      // read, waiting for the compute stage (ReadyDepth)
     uint64_t computing = kNone;      // in the compute stage (computing or in its ring)
     bool listed = false;             // in queued_nodes_
   };
@@ -357,6 +359,7 @@ class Simulator {
   std::deque<std::unique_ptr<Part>> parts_;
   uint64_t parts_base_ = 0;
   std::vector<Agent> agents_;
+  int ready_depth_ = 1;  // ReadyDepth(spec_.training): partitions an agent holds read ahead
   // Each node's CPU quota (compute.cpu_cores; disabled without one) and
   // what the agent's own work costs on it (the spec's `agent`).
   std::vector<CpuQuota> cpu_;

@@ -24,7 +24,7 @@ void Simulator::Deliver(Part& p) {
 void Simulator::ReaderNext(int32_t node) {
   if (crashed_[static_cast<size_t>(node)]) return;
   Agent& ag = agents_[static_cast<size_t>(node)];
-  if (!spec_.training.overlap && (ag.ready != kNone || ag.computing != kNone)) return;
+  if (!spec_.training.overlap && (!ag.ready.empty() || ag.computing != kNone)) return;
   while (ag.reading == kNone && !ag.assigned.empty()) {
     const uint64_t id = ag.assigned.front();
     ag.assigned.erase(ag.assigned.begin());
@@ -129,16 +129,16 @@ void Simulator::Background(int32_t from, int32_t to, double bytes) {
   network_.Start(from, to, bytes * spec_.network.packet_efficiency, [](bool) {});
 }
 
-// The read is in: into the ready slot, or held until the slot is free.
+// The read is in: into the ready queue, or held until it has room.
 void Simulator::ReadDone(Part& p) {
   if (crashed_[static_cast<size_t>(p.node)]) return;
   Agent& ag = agents_[static_cast<size_t>(p.node)];
   p.flows.clear();
-  if (ag.ready != kNone) {
+  if (static_cast<int>(ag.ready.size()) >= ready_depth_) {
     ag.holding = true;
     return;
   }
-  ag.ready = p.id;
+  ag.ready.push_back(p.id);
   ag.reading = kNone;
   const int32_t node = p.node;
   ReaderNext(node);
@@ -150,12 +150,12 @@ void Simulator::ReadDone(Part& p) {
 void Simulator::ComputeNext(int32_t node) {
   if (done_ || crashed_[static_cast<size_t>(node)]) return;
   Agent& ag = agents_[static_cast<size_t>(node)];
-  if (ag.computing != kNone || ag.ready == kNone) return;
-  const uint64_t id = ag.ready;
+  if (ag.computing != kNone || ag.ready.empty()) return;
+  const uint64_t id = ag.ready.front();
   ag.computing = id;
-  ag.ready = kNone;
+  ag.ready.pop_front();
   if (ag.holding) {
-    ag.ready = ag.reading;
+    ag.ready.push_back(ag.reading);
     ag.reading = kNone;
     ag.holding = false;
     ReaderNext(node);
@@ -414,10 +414,10 @@ void Simulator::DropPart(Part& p) {
     ag.reading = kNone;
     ag.holding = false;
   }
-  if (ag.ready == id) {
-    ag.ready = kNone;
+  if (auto it = std::find(ag.ready.begin(), ag.ready.end(), id); it != ag.ready.end()) {
+    ag.ready.erase(it);
     if (ag.holding) {
-      ag.ready = ag.reading;
+      ag.ready.push_back(ag.reading);
       ag.reading = kNone;
       ag.holding = false;
     }

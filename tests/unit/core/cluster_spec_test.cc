@@ -313,4 +313,15 @@ TEST_CASE("training.exchange: defaults, period N, auto, compression, overlap, an
   CHECK_THAT(message("{max_period: 0}"),
              Catch::Contains("training.exchange.max_period must be in [1, 1024]"));
   CHECK_THAT(message("{perod: 2}"), Catch::Contains("training.exchange.perod is not a known field"));
+  // Reading during the exchange overlaps the compute stage: refused when
+  // training.overlap forbids that.
+  std::string no_overlap = kGood;
+  const std::string key = "aggregation: trimmed_mean}", on = "overlap: true, seed";
+  no_overlap.replace(no_overlap.find(key), key.size(),
+                     "aggregation: trimmed_mean, exchange: {period: 2, overlap: true}}");
+  no_overlap.replace(no_overlap.find(on), on.size(), "overlap: false, seed");
+  auto refused = ParseClusterSpec(no_overlap, "cluster.yaml");
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.status().message(),
+             Catch::Contains("training.exchange.overlap") && Catch::Contains("needs training.overlap true"));
 }

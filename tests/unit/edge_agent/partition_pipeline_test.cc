@@ -21,6 +21,7 @@
 #include "core/clock.h"
 #include "core/codec.h"
 #include "core/metrics.h"
+#include "core/read_ahead.h"
 #include "test_util.h"
 
 using namespace loft;
@@ -40,6 +41,7 @@ struct Probe {
   int reading = 0;          // reads (FetchAll) in progress
   int computing = 0;        // Computes in progress
   bool overlapped = false;  // a read and a Compute were in progress at once
+  bool free_reads = false;  // reads do not wait for the previous Compute (ProbePeers)
   std::set<uint64_t> read_started, compute_started, released, compute_done;
 
   // Waits until `pred` holds (under mu); false after `timeout`.
@@ -72,7 +74,7 @@ class ProbePeers final : public PeerClient {
       probe_->read_started.insert(partition_id);
       probe_->cv.notify_all();
       probe_->cv.wait_for(lock, kSurely, [&] {
-        return partition_id <= 1 || probe_->compute_started.count(partition_id - 1) > 0;
+        return probe_->free_reads || partition_id <= 1 || probe_->compute_started.count(partition_id - 1) > 0;
       });
       --probe_->reading;
     }
@@ -152,9 +154,11 @@ struct AgentParts {
   std::optional<PartitionRunner> runner;
   zmq::context_t ctx{1};
   // A started pipeline over these parts, reading with `clock`.
-  std::unique_ptr<PartitionPipeline> Start(Clock* clock, Trainer* trainer, bool overlap) {
+  std::unique_ptr<PartitionPipeline> Start(Clock* clock, Trainer* trainer, bool overlap,
+                                           int ready_depth = 1) {
     runner.emplace(clock, db.get(), &peers, &*metrics);
-    auto created = PartitionPipeline::Create(&ctx, &*runner, trainer, &*service, &*metrics, overlap);
+    auto created =
+        PartitionPipeline::Create(&ctx, &*runner, trainer, &*service, &*metrics, overlap, ready_depth);
     REQUIRE(created.ok());
     (*created)->Start();
     return std::move(*created);
@@ -201,6 +205,36 @@ TEST_CASE("overlap false: no read while the compute thread works, overlap true: 
     int done = 0;
     for (const v1::Envelope& e : pipeline.TakeReports()) done += e.has_partition_done() ? 1 : 0;
     CHECK(done == 2);
+  }
+}
+
+// training.exchange.overlap (core/read_ahead.h): while the compute thread
+// holds a partition (an exchange, here a held Compute) the reader reads
+// ReadyDepth partitions ahead, and one more it holds until there is room.
+TEST_CASE("ready depth: the reader reads as many partitions ahead as the spec's exchange overlap allows") {
+  for (const int depth : {1, kExchangeReadAhead}) {
+    INFO("ready depth " << depth);
+    AgentParts a;
+    a.probe.free_reads = true;
+    SystemClock clock;
+    ProbeTrainer trainer(&a.probe);
+    auto started = a.Start(&clock, &trainer, /*overlap=*/true, depth);
+    PartitionPipeline& pipeline = *started;
+    std::vector<v1::Partition> parts;
+    for (int id = 1; id <= 7; ++id) parts.push_back(PeerPartition(static_cast<uint64_t>(id), 0));
+    pipeline.Enqueue(std::move(parts));
+    REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_started.count(1) > 0; }));
+    // 1 computing, `depth` ready, one more read and held.
+    const auto last = static_cast<uint64_t>(depth + 2);
+    REQUIRE(a.probe.WaitFor([&] { return a.probe.read_started.count(last) > 0; }));
+    CHECK_FALSE(a.probe.WaitFor([&] { return a.probe.read_started.count(last + 1) > 0; },
+                                std::chrono::milliseconds(300)));
+    for (uint64_t id = 1; id <= 7; ++id) a.probe.Release(id);
+    REQUIRE(a.probe.WaitFor([&] { return a.probe.compute_done.count(7) > 0; }));
+    pipeline.Stop();
+    int done = 0;
+    for (const v1::Envelope& e : pipeline.TakeReports()) done += e.has_partition_done() ? 1 : 0;
+    CHECK(done == 7);
   }
 }
 

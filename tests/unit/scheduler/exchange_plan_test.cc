@@ -178,3 +178,29 @@ TEST_CASE("SchedulerState: partitions carry the round's decision and replay rebu
   CHECK((*r)->state().exchange().rounds() == 2);
   CHECK((*r)->state().ToJson() == driver.state().ToJson());
 }
+
+TEST_CASE("ExchangePlan: with exchange overlap, plan ahead through the first steps after a round's end",
+          "[exchange]") {
+  TrainingSpec::Exchange e = Fixed(4);
+  e.overlap = true;
+  ExchangePlan plan(e, -1, /*prior_exchange_ms=*/250);
+  CHECK(plan.ReadAhead(3) == 0);         // no round ended yet: nothing to overlap
+  (void)Ends(plan, 4, /*step_ms=*/100);  // one round: steps 0..3, ends at 3
+  // A 250 ms exchange over 100 ms steps: ceil(2.5) = 3 steps past its end.
+  CHECK(plan.ReadAhead(3) == 3);
+  CHECK(plan.ReadAhead(2) == 2);  // capped
+  (void)Ends(plan, 2, 100);       // steps 4 and 5 of the next round planned
+  CHECK(plan.ReadAhead(3) == 3);
+  (void)Ends(plan, 1, 100);  // the third: no deeper than that
+  CHECK(plan.ReadAhead(3) == 0);
+  // A short exchange: one step past the end.
+  ExchangePlan quick(e, -1, 50);
+  (void)Ends(quick, 4, 100);
+  CHECK(quick.ReadAhead(3) == 1);
+  (void)Ends(quick, 1, 100);
+  CHECK(quick.ReadAhead(3) == 0);
+  // Without exchange overlap: never.
+  ExchangePlan plain(Fixed(4), -1, 250);
+  (void)Ends(plain, 4, 100);
+  CHECK(plain.ReadAhead(3) == 0);
+}

@@ -60,6 +60,24 @@ nlohmann::json Profile(const sched::CostParams& c) {
 
 }  // namespace
 
+TEST_CASE("ClusterSpecToYaml keeps training.exchange") {
+  for (const std::string ex : {"{period: 4, compression: int8}", "{period: auto, max_period: 8}"}) {
+    INFO(ex);
+    std::string text = kSpec;
+    const std::string key = "lr_schedule: {kind: cosine, warmup_steps: 5}}";
+    text.replace(text.find(key), key.size(),
+                 "lr_schedule: {kind: cosine, warmup_steps: 5}, exchange: " + ex + "}");
+    const ClusterSpec a = Spec(text);
+    auto b = ParseClusterSpec(ClusterSpecToYaml(a), "back.yaml");
+    REQUIRE(b.ok());
+    CHECK(b->training.exchange.period == a.training.exchange.period);
+    CHECK(b->training.exchange.period_auto == a.training.exchange.period_auto);
+    CHECK(b->training.exchange.max_period == a.training.exchange.max_period);
+    CHECK(b->training.exchange.compression == a.training.exchange.compression);
+    CHECK(b->training.exchange.overlap == a.training.exchange.overlap);
+  }
+}
+
 TEST_CASE("ClusterSpecToYaml reads back to the same spec, nodes expanded") {
   ClusterSpec a = Spec();
   auto b = ParseClusterSpec(ClusterSpecToYaml(a), "back.yaml");
@@ -74,6 +92,7 @@ TEST_CASE("ClusterSpecToYaml reads back to the same spec, nodes expanded") {
   CHECK(b->training.lr_schedule.kind == "cosine");
   CHECK(b->training.lr_schedule.warmup_steps == 5);
   CHECK(b->training.learning_rate == 0.1);
+  CHECK(b->training.exchange.is_default());
   CHECK(b->nodes[0].compute.cpu_cores == 0.5);
   CHECK(b->agent.cpu_ms_per_partition == 0.9);
   CHECK(b->agent.cpu_ms_per_sample == 0.003);
