@@ -269,6 +269,8 @@ def main():
         ap.error(f"unknown scenario(s) {', '.join(sorted(unknown))}")
     root = pathlib.Path(a.out or tempfile.mkdtemp(prefix="loft-fidelity-"))
     root.mkdir(parents=True, exist_ok=True)
+    if not a.out:
+        root.chmod(0o755)  # --testbed's daemons run as nobody (docs/testbed.md "Privileges"); mkdtemp gives 0700
     result = {"iterations": iterations, "policies": policies,
               "calibrate_on": None if a.synthetic else a.calibrate_on,
               "mode": "synthetic (model: none, spec as written)" if a.synthetic else "training + calibration",

@@ -194,6 +194,13 @@ def leftovers(tag):
     return out
 
 
+def tmpdir(prefix):
+    """A temp dir the testbed's daemons (user nobody) can reach: mkdtemp's is 0700."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(d, 0o755)
+    return d
+
+
 def write(tmp, name, text):
     p = os.path.join(tmp, name)
     with open(p, "w") as f:
@@ -211,7 +218,7 @@ def in_node(state, i, argv, cgroup=True):
 
 def measure(state, rx_node, tx_node, port, seconds=4.0):
     """Mbit/s from tx_node (None = the root namespace) to rx_node."""
-    tmp = tempfile.mkdtemp(prefix="loft-tb-rate-")
+    tmp = tmpdir("loft-tb-rate-")
     rx_py, tx_py = write(tmp, "rx.py", RX), write(tmp, "tx.py", TX)
     ip = state["nodes"][rx_node]["ip"]
     rx = subprocess.Popen(in_node(state, rx_node, [sys.executable, rx_py, ip, str(port)], cgroup=False),
@@ -227,7 +234,7 @@ def measure(state, rx_node, tx_node, port, seconds=4.0):
 
 def test_link_rate():
     require_support()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-link-")
+    tmp = tmpdir("loft-tb-link-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     st = up(spec)
     tag = st["tag"]
@@ -247,7 +254,7 @@ def test_link_rate():
 
 def test_priority():
     require_support()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-prio-")
+    tmp = tmpdir("loft-tb-prio-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     echo_py, ping_py = write(tmp, "echo.py", ECHO), write(tmp, "ping.py", PING)
     rx_py, tx_py = write(tmp, "sink.py", SINK), write(tmp, "multi_tx.py", MULTI_TX)
@@ -297,7 +304,7 @@ def test_priority():
 
 def test_cpu_quota():
     require_support()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-cpu-")
+    tmp = tmpdir("loft-tb-cpu-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     busy = write(tmp, "busy.py", BUSY)
     st = up(spec)
@@ -364,7 +371,7 @@ def start_run(spec, out):
 
 def test_killed_run():
     require_support()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-kill-")
+    tmp = tmpdir("loft-tb-kill-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     # kill -9: the run cannot clean up; `testbed down SPEC` must.
     run = start_run(spec, os.path.join(tmp, "out"))
@@ -462,7 +469,7 @@ def stop_run(run):
 def test_clean():
     require_support()
     no_other_testbed()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-clean-")
+    tmp = tmpdir("loft-tb-clean-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     before = root_cgroup_controllers()
     run = start_run(spec, os.path.join(tmp, "out"))
@@ -507,7 +514,7 @@ def test_clean():
 def test_signals():
     require_support()
     no_other_testbed()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-sig-")
+    tmp = tmpdir("loft-tb-sig-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     for sig in (signal.SIGHUP, signal.SIGQUIT):
         run = start_run(spec, os.path.join(tmp, f"out-{sig.name}"))
@@ -525,7 +532,7 @@ def test_signals():
 def test_daemon_user():
     require_support()
     no_other_testbed()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-user-")
+    tmp = tmpdir("loft-tb-user-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     out = os.path.join(tmp, "out")
     nobody = int(subprocess.run(["id", "-u", "nobody"], capture_output=True, text=True, check=True).stdout)
@@ -547,7 +554,12 @@ def test_daemon_user():
 
 def check_daemon_user(run, nobody):
     """The running daemons' uids, cgroup, quota and tbf; -> (state, agent pids, scheduler pids)."""
-    st, agent_pids = state_of_run(run.pid)
+    st, _ = state_of_run(run.pid)
+    agent_pids = []
+    for n in st["nodes"]:
+        agent_pids += [int(x) for x in subprocess.run(["ip", "netns", "pids", n["netns"]], capture_output=True,
+                                                      text=True).stdout.split()]
+    assert len(agent_pids) == len(st["nodes"]), f"not one process per node namespace: {agent_pids}"
     with open(os.path.join(st["cgroup"], "sched", "cgroup.procs")) as f:
         sched_pids = [int(x) for x in f.read().split()]
     assert sched_pids, "no scheduler in the testbed's sched cgroup"
@@ -575,7 +587,7 @@ def test_smoke():
     require_support()
     if not os.path.isdir(loft_it.DATASET):
         skip(f"no Fashion-MNIST at {loft_it.DATASET}")
-    tmp = tempfile.mkdtemp(prefix="loft-tb-smoke-")
+    tmp = tmpdir("loft-tb-smoke-")
     out = os.path.join(tmp, "out")
     spec = os.path.join(REPO, "examples/clusters/edge-bandwidth.yaml")
     r = subprocess.run([loft_it.exe("loftctl"), "cluster", "run", spec, "--testbed", "--iterations", "8",

@@ -423,9 +423,10 @@ Status PrepareTestbedHost(const RunOptions& ro, RunSetup& s) {
   return OkStatus();
 }
 
-// --testbed as a user: gives the user OUT (where the scheduler writes its
-// journal and the agents their consumer sockets), the secret keys and the
-// nodes' caches (RocksDB writes its LOCK and logs) for the run, then checks
+// --testbed as a user: gives the user OUT (where the agents make their
+// consumer sockets), the scheduler's journal, the daemons' secret keys and
+// the nodes' caches (RocksDB writes its LOCK and logs) for the run (back to
+// their owners when the run ends: RunSetup's WorkDirGrant), then checks
 // as that user that the daemons can open everything they need. The logs are
 // opened by loftctl, as root.
 Status GiveWorkDirsToDaemonUser(const RunOptions& ro, RunSetup& s) {
@@ -438,6 +439,13 @@ Status GiveWorkDirsToDaemonUser(const RunOptions& ro, RunSetup& s) {
                                   {(s.out / "scheduler.yaml").string(), R_OK},
                                   {s.keys.string(), R_OK | X_OK}};
   LOFT_RETURN_IF_ERROR(s.grant.Give(s.out.string(), false));
+  // The scheduler's journal: made here so that it goes back to root after the run.
+  const fs::path journal = s.out / "scheduler-journal";
+  std::error_code ec;
+  fs::create_directories(journal, ec);
+  if (ec) return IOError(fmt::format("cannot create {}: {}", journal.string(), ec.message()));
+  LOFT_RETURN_IF_ERROR(s.grant.Give(journal.string(), true));
+  need.push_back({journal.string(), R_OK | W_OK | X_OK});
   std::vector<std::string> secret = {"scheduler"};  // not loftctl.key: that one is loftctl's
   for (const auto& n : s.spec.nodes) secret.push_back(n.name);
   for (const auto& name : secret) {

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 namespace loft::ctl {
 namespace {
@@ -67,11 +68,16 @@ Status DropToUser(const RunAsUser& u) {
   return OkStatus();
 }
 
-Status CheckAccessAs(const RunAsUser& u, const std::vector<PathAccess>& paths) {
+namespace {
+
+// access(2) as `u` for each check, in a child process; the failures as
+// (index, errno), or (-step, errno) when the child could not become `u`.
+StatusOr<std::vector<std::pair<int, int>>> AccessFailures(const RunAsUser& u,
+                                                          const std::vector<PathAccess>& checks) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return IOError(fmt::format("pipe: {}", std::strerror(errno)));
   std::vector<const char*> cpaths;
-  for (const auto& p : paths) cpaths.push_back(p.path.c_str());
+  for (const auto& c : checks) cpaths.push_back(c.path.c_str());
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -88,7 +94,7 @@ Status CheckAccessAs(const RunAsUser& u, const std::vector<PathAccess>& paths) {
       ::_exit(1);
     }
     for (size_t i = 0; i < cpaths.size(); ++i) {
-      if (::access(cpaths[i], paths[i].mode) == 0) continue;
+      if (::access(cpaths[i], checks[i].mode) == 0) continue;
       rec[0] = static_cast<int>(i);
       rec[1] = errno;
       (void)!::write(fds[1], rec, sizeof rec);
@@ -96,25 +102,68 @@ Status CheckAccessAs(const RunAsUser& u, const std::vector<PathAccess>& paths) {
     ::_exit(0);
   }
   ::close(fds[1]);
-  std::vector<std::string> problems;
+  std::vector<std::pair<int, int>> failed;
   int rec[2];
-  while (::read(fds[0], rec, sizeof rec) == static_cast<ssize_t>(sizeof rec)) {
-    if (rec[0] < 0) {
-      problems.push_back(
-          fmt::format("cannot become {}: {}: {}", u.name, DropStep(-rec[0]), std::strerror(rec[1])));
-      continue;
-    }
-    const PathAccess& p = paths[static_cast<size_t>(rec[0])];
-    std::string want = std::string(p.mode & R_OK ? "read" : "") + (p.mode & W_OK ? "+write" : "") +
-                       (p.mode & X_OK ? (fs::is_directory(p.path) ? "+search" : "+execute") : "");
-    if (!want.empty() && want[0] == '+') want.erase(0, 1);
-    problems.push_back(fmt::format("{} ({}): {}", p.path, want, std::strerror(rec[1])));
-  }
+  while (::read(fds[0], rec, sizeof rec) == static_cast<ssize_t>(sizeof rec))
+    failed.emplace_back(rec[0], rec[1]);
   ::close(fds[0]);
   int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (problems.empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-    problems.push_back("the access check's child process failed");
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (failed.empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    return Internal("the access check's child process failed");
+  return failed;
+}
+
+std::string ModeWords(const std::string& path, int mode) {
+  std::string w;
+  auto add = [&w](const char* s) { w += (w.empty() ? "" : "+") + std::string(s); };
+  if (mode & R_OK) add("read");
+  if (mode & W_OK) add("write");
+  if (mode & X_OK) add(fs::is_directory(path) ? "search" : "execute");
+  return w;
+}
+
+}  // namespace
+
+Status CheckAccessAs(const RunAsUser& u, const std::vector<PathAccess>& paths) {
+  // Every directory above the paths first (search), so that the error names
+  // the one directory that shuts the user out instead of all below it.
+  std::vector<PathAccess> checks;
+  std::set<std::string> seen;
+  for (const auto& p : paths) {
+    const fs::path abs = fs::absolute(p.path).lexically_normal();
+    std::vector<std::string> up;
+    for (fs::path a = abs.parent_path(); !a.empty() && a != a.root_path(); a = a.parent_path())
+      up.push_back(a.string());
+    for (auto a = up.rbegin(); a != up.rend(); ++a)
+      if (seen.insert(*a).second) checks.push_back({*a, X_OK});
+  }
+  const size_t n_dirs = checks.size();
+  for (const auto& p : paths) checks.push_back({fs::absolute(p.path).lexically_normal().string(), p.mode});
+  LOFT_ASSIGN_OR_RETURN(auto failed, AccessFailures(u, checks));
+  std::vector<std::string> problems, closed_dirs;
+  for (const auto& [i, err] : failed) {
+    if (i < 0) {
+      problems.push_back(fmt::format("cannot become {}: {}: {}", u.name, DropStep(-i), std::strerror(err)));
+      continue;
+    }
+    const PathAccess& c = checks[static_cast<size_t>(i)];
+    bool below_closed = false;
+    for (const auto& d : closed_dirs)
+      if (c.path.rfind(d + "/", 0) == 0) below_closed = true;
+    if (below_closed) continue;  // that directory is the problem, said once
+    if (static_cast<size_t>(i) < n_dirs) {
+      closed_dirs.push_back(c.path);
+      struct stat st {};
+      const bool known = ::stat(c.path.c_str(), &st) == 0;
+      problems.push_back(fmt::format(
+          "{} (search, needed for what is below it): {}{}", c.path, std::strerror(err),
+          known ? fmt::format(" (owner uid {}, mode {:o})", st.st_uid, st.st_mode & 07777) : std::string()));
+      continue;
+    }
+    problems.push_back(fmt::format("{} ({}): {}", c.path, ModeWords(c.path, c.mode), std::strerror(err)));
+  }
   if (problems.empty()) return OkStatus();
   std::string m = fmt::format("user {} (uid {}) cannot open what the daemons need:", u.name, u.uid);
   for (const auto& p : problems) m += "\n  " + p;

@@ -372,8 +372,13 @@ StatusOr<std::vector<std::string>> TeardownTestbed(const std::string& tag) {
 
 CleanReport CleanTestbeds(const CleanOptions& options) {
   CleanReport report;
+  // Tags before states: a testbed writes its state file before it creates
+  // anything, so a tag seen here has its state file listed below, unless
+  // that testbed is gone meanwhile (a run starting between the two lists
+  // must not look like leftovers without a state file).
+  const std::vector<std::string> tags = TestbedTagsOnSystem();
   const std::vector<TestbedState> states = ListTestbedStates();
-  for (const auto& tag : TestbedTagsOnSystem()) {
+  for (const auto& tag : tags) {
     const TestbedState* st = nullptr;
     for (const auto& s : states)
       if (s.tag == tag) st = &s;
