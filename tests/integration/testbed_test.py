@@ -21,6 +21,8 @@ prints why and exits 77 (ctest SKIP_RETURN_CODE), never passes silently.
                               clean finds nothing; the next `cluster run --testbed`
                               removes a killed run's leftovers itself, saying so
   testbed_test.py signals     SIGHUP and SIGQUIT of a run clean up like Ctrl-C
+  testbed_test.py tool_path   `ip` and `tc` planted first in PATH are never run
+                              (testbed check, up, down)
   testbed_test.py daemon_user the scheduler and agents of a testbed run run as
                               nobody (/proc/PID/status Uid), still under their CPU
                               quota and tbf, and the run completes
@@ -529,6 +531,33 @@ def test_signals():
     print("ok: SIGHUP and SIGQUIT cleaned up")
 
 
+def test_tool_path():
+    require_support()
+    tmp = tmpdir("loft-tb-path-")
+    spec = write(tmp, "two.yaml", TWO_NODES)
+    fake = os.path.join(tmp, "bin")
+    os.mkdir(fake)
+    marker = os.path.join(tmp, "ran")
+    for tool in ("ip", "tc"):
+        p = write(fake, tool, f"#!/bin/sh\necho {tool} \"$@\" >> {marker}\nexit 1\n")
+        os.chmod(p, 0o755)
+    env = dict(os.environ, PATH=fake + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+
+    def run(*args):
+        r = subprocess.run([loft_it.exe("loftctl"), *args], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, f"loftctl {' '.join(args)} with a fake ip/tc first in PATH failed:\n{r.stderr}"
+        return r
+
+    run("testbed", "check")
+    st_path = run("testbed", "up", spec).stdout.strip()
+    with open(st_path) as f:
+        tag = json.load(f)["tag"]
+    run("testbed", "down", spec)
+    assert not os.path.exists(marker), f"loftctl ran the PATH's ip/tc: {open(marker).read()}"
+    assert leftovers(tag) == [], leftovers(tag)
+    print("ok: ip and tc ran from their system directories, never from PATH")
+
+
 def test_daemon_user():
     require_support()
     no_other_testbed()
@@ -632,7 +661,8 @@ def test_smoke():
 
 if __name__ == "__main__":
     tests = {"link_rate": test_link_rate, "priority": test_priority, "cpu_quota": test_cpu_quota, "killed_run": test_killed_run,
-             "smoke": test_smoke, "clean": test_clean, "signals": test_signals, "daemon_user": test_daemon_user}
+             "smoke": test_smoke, "clean": test_clean, "signals": test_signals, "daemon_user": test_daemon_user,
+             "tool_path": test_tool_path}
     if len(sys.argv) != 2 or sys.argv[1] not in tests:
         sys.exit(f"usage: testbed_test.py {'|'.join(tests)}")
     tests[sys.argv[1]]()
