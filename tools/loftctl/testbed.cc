@@ -448,7 +448,11 @@ StatusOr<std::unique_ptr<Testbed>> Testbed::Up(const ClusterSpec& spec, const st
                            {"up_mbps", n.up_mbps},
                            {"down_mbps", n.down_mbps},
                            {"cpu_cores", n.cpu_cores}});
-  LOFT_RETURN_IF_ERROR(WriteFile(StatePath(tag), st.dump(2) + "\n"));
+  // Whole or not at all (a rename): `testbed clean` must never read half of
+  // a live run's state file.
+  LOFT_RETURN_IF_ERROR(WriteFile(StatePath(tag) + ".tmp", st.dump(2) + "\n"));
+  fs::rename(StatePath(tag) + ".tmp", StatePath(tag), ec);
+  if (ec) return IOError(fmt::format("cannot write {}: {}", StatePath(tag), ec.message()));
 
   auto build = [&]() -> Status {
     for (const auto& cmd : tb->plan_.SetupCommands()) {
