@@ -353,9 +353,9 @@ struct RunOptions {
   int eval_every = 50;              // training: test-set evaluation period (and after the last iteration)
   std::string plan_ahead = "auto";  // the scheduler's plan_ahead: auto | 0 | 1
   bool testbed = false;             // namespaces, kernel-shaped links, CPU cgroups (docs/testbed.md)
-  std::string testbed_user =
-      "nobody";         // --testbed: the daemons drop root for this user ("root": they keep it)
-  std::string trainer;  // --trainer: a command run once per agent (compute_mode external)
+  std::string trainer;              // --trainer: a command run once per agent (compute_mode external)
+  // --testbed: the scheduler and agents drop root for this user ("root": they keep it).
+  std::string testbed_user = "nobody";
 };
 
 // What a run is set up with before any process starts.
@@ -1037,9 +1037,10 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_flag("!--no-link-emulation", ro->link_emulation, "do not emulate the spec's link rates");
   run->add_flag("!--no-disk-emulation", ro->disk_emulation,
                 "read the node caches at the machine's speed instead of the spec's disk.read_mbps");
-  run->add_flag("--testbed", ro->testbed,
-                "root: each agent in its own network namespace and CPU cgroup, link rates shaped by the "
-                "kernel (tbf), cpu_cores quotas (docs/testbed.md)");
+  CLI::Option* testbed_flag =
+      run->add_flag("--testbed", ro->testbed,
+                    "root: each agent in its own network namespace and CPU cgroup, link rates shaped by the "
+                    "kernel (tbf), cpu_cores quotas (docs/testbed.md)");
   run->add_option("--no-progress-timeout-s", ro->deadlines.no_progress_s,
                   "stop the run when no iteration has completed for this long (0 = never); a run that "
                   "makes progress is never stopped by it. A stopped run still writes summary.json, "
@@ -1066,7 +1067,8 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--testbed-user", ro->testbed_user,
                   "--testbed: run the scheduler and agents as this user; loftctl gives it OUT, the keys and "
                   "the caches for the run (root: keep them root)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(testbed_flag);
   run->callback([=] {
     Status st;
     try {
