@@ -291,6 +291,8 @@ def main():
     root.mkdir(parents=True, exist_ok=True)
     if a.exchange:
         todo = {k: (lambda f=f: with_exchange(f(), a.exchange)) for k, f in todo.items()}
+    if not a.out:
+        root.chmod(0o755)  # --testbed's daemons run as nobody (docs/testbed.md "Privileges"); mkdtemp gives 0700
     result = {"iterations": iterations, "policies": policies, "exchange": a.exchange or "default",
               "calibrate_on": None if a.synthetic else a.calibrate_on,
               "mode": "synthetic (model: none, spec as written)" if a.synthetic else "training + calibration",

@@ -154,6 +154,8 @@ def main():
     a = ap.parse_args()
     root = a.out or tempfile.mkdtemp(prefix="loft-tta-")
     os.makedirs(root, exist_ok=True)
+    if not a.out:
+        os.chmod(root, 0o755)  # --testbed's daemons run as nobody (docs/testbed.md "Privileges"); mkdtemp: 0700
     caches = os.path.join(root, "caches")
     with open(a.spec) as f:
         spec_seed = (yaml.safe_load(f).get("training") or {}).get("seed", 7)

@@ -15,6 +15,17 @@ prints why and exits 77 (ctest SKIP_RETURN_CODE), never passes silently.
                               of a run cleans up by itself
   testbed_test.py smoke       `loftctl cluster run edge-bandwidth.yaml
                               --testbed` for a few iterations
+  testbed_test.py clean       kill -9 of a run leaves its testbed; `loftctl testbed
+                              clean` removes every lft name, process and cgroup and
+                              the root cgroup's controllers are as before; a second
+                              clean finds nothing; the next `cluster run --testbed`
+                              removes a killed run's leftovers itself, saying so
+  testbed_test.py signals     SIGHUP and SIGQUIT of a run clean up like Ctrl-C
+  testbed_test.py tool_path   `ip` and `tc` planted first in PATH are never run
+                              (testbed check, up, down)
+  testbed_test.py daemon_user the scheduler and agents of a testbed run run as
+                              nobody (/proc/PID/status Uid), still under their CPU
+                              quota and tbf, and the run completes
 """
 import csv
 import glob
@@ -185,6 +196,13 @@ def leftovers(tag):
     return out
 
 
+def tmpdir(prefix):
+    """A temp dir the testbed's daemons (user nobody) can reach: mkdtemp's is 0700."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(d, 0o755)
+    return d
+
+
 def write(tmp, name, text):
     p = os.path.join(tmp, name)
     with open(p, "w") as f:
@@ -202,7 +220,7 @@ def in_node(state, i, argv, cgroup=True):
 
 def measure(state, rx_node, tx_node, port, seconds=4.0):
     """Mbit/s from tx_node (None = the root namespace) to rx_node."""
-    tmp = tempfile.mkdtemp(prefix="loft-tb-rate-")
+    tmp = tmpdir("loft-tb-rate-")
     rx_py, tx_py = write(tmp, "rx.py", RX), write(tmp, "tx.py", TX)
     ip = state["nodes"][rx_node]["ip"]
     rx = subprocess.Popen(in_node(state, rx_node, [sys.executable, rx_py, ip, str(port)], cgroup=False),
@@ -218,7 +236,7 @@ def measure(state, rx_node, tx_node, port, seconds=4.0):
 
 def test_link_rate():
     require_support()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-link-")
+    tmp = tmpdir("loft-tb-link-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     st = up(spec)
     tag = st["tag"]
@@ -238,7 +256,7 @@ def test_link_rate():
 
 def test_priority():
     require_support()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-prio-")
+    tmp = tmpdir("loft-tb-prio-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     echo_py, ping_py = write(tmp, "echo.py", ECHO), write(tmp, "ping.py", PING)
     rx_py, tx_py = write(tmp, "sink.py", SINK), write(tmp, "multi_tx.py", MULTI_TX)
@@ -288,7 +306,7 @@ def test_priority():
 
 def test_cpu_quota():
     require_support()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-cpu-")
+    tmp = tmpdir("loft-tb-cpu-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     busy = write(tmp, "busy.py", BUSY)
     st = up(spec)
@@ -355,7 +373,7 @@ def start_run(spec, out):
 
 def test_killed_run():
     require_support()
-    tmp = tempfile.mkdtemp(prefix="loft-tb-kill-")
+    tmp = tmpdir("loft-tb-kill-")
     spec = write(tmp, "two.yaml", TWO_NODES)
     # kill -9: the run cannot clean up; `testbed down SPEC` must.
     run = start_run(spec, os.path.join(tmp, "out"))
@@ -396,11 +414,209 @@ def test_killed_run():
           f"{early['tag']} (during set-up) cleaned themselves")
 
 
+def root_cgroup_controllers():
+    """What the testbed could change in the root cgroup: cgroup v2's
+    subtree_control (the cpu controller it enables), or "" on cgroup v1."""
+    try:
+        with open("/sys/fs/cgroup/cgroup.subtree_control") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def no_other_testbed():
+    """Skips when another testbed (another engineer's run) is on this machine:
+    these tests kill, clean and count testbeds."""
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    others = [l.split()[0] for l in netns.splitlines() if l.startswith("lft")]
+    if others or glob.glob("/run/loft-testbed/lft*.json"):
+        skip(f"another testbed is on this machine ({others or glob.glob('/run/loft-testbed/lft*.json')}); "
+             "not touching it")
+
+
+def uid_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Uid:"):
+                return [int(x) for x in line.split()[1:]]
+    return None
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "zombie" not in f.read().lower()
+    except OSError:
+        return False
+
+
+def stop_run(run):
+    """Ends a run a failed check left behind (SIGTERM: it cleans up)."""
+    if run.poll() is None:
+        run.send_signal(signal.SIGTERM)
+        try:
+            run.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            run.kill()
+
+
+def test_clean():
+    require_support()
+    no_other_testbed()
+    tmp = tmpdir("loft-tb-clean-")
+    spec = write(tmp, "two.yaml", TWO_NODES)
+    before = root_cgroup_controllers()
+    run = start_run(spec, os.path.join(tmp, "out"))
+    st, agent_pids = state_of_run(run.pid)
+    tag = st["tag"]
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    left = leftovers(tag)
+    assert any(x.startswith("netns") for x in left) and any(x.startswith("link") for x in left) and \
+        any(x.startswith("cgroup") for x in left), f"the killed run left {left}: was the testbed built?"
+    assert all(alive(p) for p in agent_pids), "the agents died with loftctl: nothing to clean"
+    r = loftctl("testbed", "clean")
+    print(r.stdout, r.stderr)
+    assert leftovers(tag) == [], leftovers(tag)
+    assert f"netns {tag}-n0" in r.stdout and f"cgroup " in r.stdout, f"clean did not say what it removed:\n{r.stdout}"
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    assert "lft" not in netns and " lft" not in links, (netns, links)
+    for root in CGROUP_ROOTS:
+        assert not glob.glob(os.path.join(root, "lft*")), glob.glob(os.path.join(root, "lft*"))
+    assert not [p for p in agent_pids if alive(p)], "agents survived testbed clean"
+    assert root_cgroup_controllers() == before, (before, root_cgroup_controllers())
+    r = loftctl("testbed", "clean")
+    assert "nothing to clean" in r.stdout, f"a second clean is not a no-op:\n{r.stdout}{r.stderr}"
+    # kill -9 again: the next run finds the stale testbed and removes it.
+    run = start_run(spec, os.path.join(tmp, "out2"))
+    st, _ = state_of_run(run.pid)
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert leftovers(st["tag"]), "the killed run left nothing"
+    r = subprocess.run([loft_it.exe("loftctl"), "cluster", "run", spec, "--testbed", "--iterations", "5",
+                        "--out", os.path.join(tmp, "out3"), "--timeout-s", "60"], capture_output=True, text=True,
+                       timeout=120)
+    print(r.stderr[-2000:])
+    assert r.returncode == 0, f"the run after a killed one failed ({r.returncode})"
+    assert f"stale testbed {st['tag']}" in r.stderr, "the run did not say it removed the stale testbed"
+    assert leftovers(st["tag"]) == [], leftovers(st["tag"])
+    assert root_cgroup_controllers() == before, (before, root_cgroup_controllers())
+    print(f"ok: {tag} removed by testbed clean, {st['tag']} by the next run")
+
+
+def test_signals():
+    require_support()
+    no_other_testbed()
+    tmp = tmpdir("loft-tb-sig-")
+    spec = write(tmp, "two.yaml", TWO_NODES)
+    for sig in (signal.SIGHUP, signal.SIGQUIT):
+        run = start_run(spec, os.path.join(tmp, f"out-{sig.name}"))
+        st, agent_pids = state_of_run(run.pid)
+        run.send_signal(sig)
+        rc = run.wait(timeout=60)
+        assert rc == 130, f"a cluster run ended by {sig.name} exits with 130, not {rc}"
+        assert leftovers(st["tag"]) == [], (sig.name, leftovers(st["tag"]))
+        assert not [p for p in agent_pids if alive(p)], f"agents survived {sig.name}"
+        with open(os.path.join(tmp, f"out-{sig.name}", "summary.json")) as f:
+            assert json.load(f)["stopped"]["reason"] == "interrupted"
+    print("ok: SIGHUP and SIGQUIT cleaned up")
+
+
+def test_tool_path():
+    require_support()
+    tmp = tmpdir("loft-tb-path-")
+    spec = write(tmp, "two.yaml", TWO_NODES)
+    fake = os.path.join(tmp, "bin")
+    os.mkdir(fake)
+    marker = os.path.join(tmp, "ran")
+    for tool in ("ip", "tc"):
+        p = write(fake, tool, f"#!/bin/sh\necho {tool} \"$@\" >> {marker}\nexit 1\n")
+        os.chmod(p, 0o755)
+    env = dict(os.environ, PATH=fake + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+
+    def run(*args):
+        r = subprocess.run([loft_it.exe("loftctl"), *args], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, f"loftctl {' '.join(args)} with a fake ip/tc first in PATH failed:\n{r.stderr}"
+        return r
+
+    run("testbed", "check")
+    st_path = run("testbed", "up", spec).stdout.strip()
+    with open(st_path) as f:
+        tag = json.load(f)["tag"]
+    run("testbed", "down", spec)
+    assert not os.path.exists(marker), f"loftctl ran the PATH's ip/tc: {open(marker).read()}"
+    assert leftovers(tag) == [], leftovers(tag)
+    print("ok: ip and tc ran from their system directories, never from PATH")
+
+
+def test_daemon_user():
+    require_support()
+    no_other_testbed()
+    tmp = tmpdir("loft-tb-user-")
+    spec = write(tmp, "two.yaml", TWO_NODES)
+    out = os.path.join(tmp, "out")
+    nobody = int(subprocess.run(["id", "-u", "nobody"], capture_output=True, text=True, check=True).stdout)
+    run = subprocess.Popen([loft_it.exe("loftctl"), "cluster", "run", spec, "--testbed", "--iterations", "300",
+                            "--out", out, "--timeout-s", "120"], stdout=subprocess.DEVNULL,
+                           stderr=open(out + ".stderr", "w"), start_new_session=True)
+    try:
+        st, agent_pids, sched_pids = check_daemon_user(run, nobody)
+        rc = run.wait(timeout=150)
+    finally:
+        stop_run(run)
+    err = open(out + ".stderr").read()
+    assert rc == 0, f"the run as nobody failed ({rc}):\n{err[-3000:]}"
+    with open(os.path.join(out, "summary.json")) as f:
+        assert json.load(f)["ledger"]["lost"] == 0
+    assert leftovers(st["tag"]) == [], leftovers(st["tag"])
+    print(f"ok: scheduler {sched_pids} and agents {agent_pids} ran as uid {nobody}")
+
+
+def check_daemon_user(run, nobody):
+    """The running daemons' uids, cgroup, quota and tbf; -> (state, agent pids, scheduler pids)."""
+    st, _ = state_of_run(run.pid)
+    agent_pids = []
+    for n in st["nodes"]:
+        agent_pids += [int(x) for x in subprocess.run(["ip", "netns", "pids", n["netns"]], capture_output=True,
+                                                      text=True).stdout.split()]
+    assert len(agent_pids) == len(st["nodes"]), f"not one process per node namespace: {agent_pids}"
+    with open(os.path.join(st["cgroup"], "sched", "cgroup.procs")) as f:
+        sched_pids = [int(x) for x in f.read().split()]
+    assert sched_pids, "no scheduler in the testbed's sched cgroup"
+    # `testbed exec` joins the namespace as root, then drops root and execs the daemon.
+    deadline = time.time() + 10
+    while time.time() < deadline and not all(comm(p) in ("loft-agent", "loft-scheduler")
+                                             for p in agent_pids + sched_pids):
+        time.sleep(0.05)
+    for p in agent_pids + sched_pids:
+        assert uid_of(p) == [nobody] * 4, f"pid {p} runs as uid {uid_of(p)}, not nobody ({nobody})"
+    # Still under the root parent's quota and tbf.
+    a = st["nodes"][0]
+    a_pids = subprocess.run(["ip", "netns", "pids", a["netns"]], capture_output=True, text=True).stdout.split()
+    with open(os.path.join(a["cgroup"], "cgroup.procs")) as f:
+        assert set(a_pids) <= set(f.read().split()), "node a's agent is not in its cgroup"
+    qfile = "cpu.max" if st["cgroup_v2"] else "cpu.cfs_quota_us"
+    with open(os.path.join(a["cgroup"], qfile)) as f:
+        assert f.read().split()[0] == "2500", f"node a (cpu_cores 0.25) has no quota in {qfile}"
+    qd = subprocess.run(["tc", "qdisc", "show", "dev", f"{st['tag']}h0"], capture_output=True, text=True).stdout
+    assert "tbf" in qd, qd
+    return st, agent_pids, sched_pids
+
+
 def test_smoke():
     require_support()
     if not os.path.isdir(loft_it.DATASET):
         skip(f"no Fashion-MNIST at {loft_it.DATASET}")
-    tmp = tempfile.mkdtemp(prefix="loft-tb-smoke-")
+    tmp = tmpdir("loft-tb-smoke-")
     out = os.path.join(tmp, "out")
     spec = os.path.join(REPO, "examples/clusters/edge-bandwidth.yaml")
     r = subprocess.run([loft_it.exe("loftctl"), "cluster", "run", spec, "--testbed", "--iterations", "8",
@@ -445,7 +661,8 @@ def test_smoke():
 
 if __name__ == "__main__":
     tests = {"link_rate": test_link_rate, "priority": test_priority, "cpu_quota": test_cpu_quota, "killed_run": test_killed_run,
-             "smoke": test_smoke}
+             "smoke": test_smoke, "clean": test_clean, "signals": test_signals, "daemon_user": test_daemon_user,
+             "tool_path": test_tool_path}
     if len(sys.argv) != 2 or sys.argv[1] not in tests:
         sys.exit(f"usage: testbed_test.py {'|'.join(tests)}")
     tests[sys.argv[1]]()

@@ -26,6 +26,7 @@ Status Spawn(Child& c) {
   if (pid < 0) return IOError("fork failed for " + c.name);
   if (pid == 0) {
     if (c.own_group) ::setpgid(0, 0);
+    ::signal(SIGPIPE, SIG_DFL);  // loftctl ignores it (exit_signals.h); an exec keeps "ignored"
     // stdin from /dev/null: a child in a background process group that read
     // the terminal would be stopped (SIGTTIN) instead of failing.
     int in = ::open("/dev/null", O_RDONLY);

@@ -56,6 +56,8 @@
 #include "sim/summary.h"
 #include "tools/loftctl/child_process.h"
 #include "tools/loftctl/commands.h"
+#include "tools/loftctl/exit_signals.h"
+#include "tools/loftctl/run_as_user.h"
 #include "tools/loftctl/run_deadline.h"
 #include "tools/loftctl/testbed.h"
 
@@ -164,11 +166,6 @@ std::string StatusTable(const nlohmann::json& j) {
 }  // namespace
 
 namespace {
-
-std::atomic<int> g_interrupted{0};  // the signal (SIGINT, SIGTERM) that interrupted the run; 0 = none
-void OnInterrupt(int sig) {
-  g_interrupted = sig;
-}
 
 // A free TCP port on 127.0.0.1 (bound to port 0, then released).
 StatusOr<int> FreePort() {
@@ -357,6 +354,8 @@ struct RunOptions {
   std::string plan_ahead = "auto";  // the scheduler's plan_ahead: auto | 0 | 1
   bool testbed = false;             // namespaces, kernel-shaped links, CPU cgroups (docs/testbed.md)
   std::string trainer;              // --trainer: a command run once per agent (compute_mode external)
+  // --testbed: the scheduler and agents drop root for this user ("root": they keep it).
+  std::string testbed_user = "nobody";
 };
 
 // What a run is set up with before any process starts.
@@ -364,11 +363,14 @@ struct RunSetup {
   ClusterSpec spec;
   std::string spec_abs;
   fs::path out, bindir, cache_root, keys;
-  std::unique_ptr<Testbed> tb;  // --testbed; removed when destroyed
-  std::string endpoint;         // the scheduler's
+  std::optional<RunAsUser> daemon_user;  // --testbed: who the daemons run as (none: root)
+  WorkDirGrant grant;                    // what daemon_user owns for the run; given back after `tb` goes
+  std::unique_ptr<Testbed> tb;           // --testbed; removed when destroyed
+  std::string endpoint;                  // the scheduler's
   bool training = false;
   int64_t total_iterations = 0;
   std::string node_ip(int i) const { return tb ? tb->plan().nodes[i].ip : std::string("127.0.0.1"); }
+  std::string daemon_user_name() const { return daemon_user ? daemon_user->name : std::string(); }
 };
 
 // The processes of a run. The scheduler and the agents run in process
@@ -393,6 +395,83 @@ struct RunProcesses {
   }
 };
 
+// --testbed, before anything is built: the machine can run a testbed, the
+// daemons' user exists, and what crashed testbed runs left (their loftctl
+// killed: SIGKILL cannot be caught) is removed, saying so; when it cannot
+// be, the run refuses and names `loftctl testbed clean`. The testbeds of
+// live runs and of `testbed up` are left alone.
+Status PrepareTestbedHost(const RunOptions& ro, RunSetup& s) {
+  LOFT_RETURN_IF_ERROR(CheckTestbedSupport());
+  auto user = LookUpUser(ro.testbed_user);
+  if (!user.ok()) return user.status().WithContext("--testbed-user");
+  if (user->uid != 0) {
+    s.daemon_user = *user;
+  } else {
+    std::fprintf(stderr, "cluster run: --testbed-user %s: the scheduler and agents run as root\n",
+                 ro.testbed_user.c_str());
+  }
+  CleanOptions stale;
+  stale.keep_detached = true;
+  const CleanReport r = CleanTestbeds(stale);
+  for (const auto& line : r.removed)
+    std::fprintf(stderr, "cluster run: %s%s\n", line.rfind("testbed ", 0) == 0 ? "stale " : "", line.c_str());
+  if (!r.errors.empty()) {
+    std::string m = "the leftovers of an earlier testbed run could not be removed:";
+    for (const auto& e : r.errors) m += "\n  " + e;
+    return FailedPrecondition(m + "\nremove them with `sudo loftctl testbed clean`, then run again");
+  }
+  return OkStatus();
+}
+
+// --testbed as a user: gives the user OUT (where the agents make their
+// consumer sockets), the scheduler's journal, the daemons' secret keys and
+// the nodes' caches (RocksDB writes its LOCK and logs) for the run (back to
+// their owners when the run ends: RunSetup's WorkDirGrant), then checks
+// as that user that the daemons can open everything they need. The logs are
+// opened by loftctl, as root.
+Status GiveWorkDirsToDaemonUser(const RunOptions& ro, RunSetup& s) {
+  if (!s.daemon_user) return OkStatus();
+  const RunAsUser& u = *s.daemon_user;
+  s.grant = WorkDirGrant(u.uid, u.gid);
+  // (Not the executables: `testbed exec --user` opens them as root.)
+  std::vector<PathAccess> need = {{s.out.string(), R_OK | W_OK | X_OK},
+                                  {s.spec_abs, R_OK},
+                                  {(s.out / "scheduler.yaml").string(), R_OK},
+                                  {s.keys.string(), R_OK | X_OK}};
+  LOFT_RETURN_IF_ERROR(s.grant.Give(s.out.string(), false));
+  // The scheduler's journal: made here so that it goes back to root after the run.
+  const fs::path journal = s.out / "scheduler-journal";
+  std::error_code ec;
+  fs::create_directories(journal, ec);
+  if (ec) return IOError(fmt::format("cannot create {}: {}", journal.string(), ec.message()));
+  LOFT_RETURN_IF_ERROR(s.grant.Give(journal.string(), true));
+  need.push_back({journal.string(), R_OK | W_OK | X_OK});
+  std::vector<std::string> secret = {"scheduler"};  // not loftctl.key: that one is loftctl's
+  for (const auto& n : s.spec.nodes) secret.push_back(n.name);
+  for (const auto& name : secret) {
+    const fs::path key = s.keys / (name + ".key");
+    LOFT_RETURN_IF_ERROR(s.grant.Give(key.string(), false));
+    need.push_back({key.string(), R_OK});
+    need.push_back({(s.keys / (name + ".pub")).string(), R_OK});
+  }
+  for (const auto& n : s.spec.nodes) {
+    const fs::path cache = s.cache_root / n.name;
+    LOFT_RETURN_IF_ERROR(s.grant.Give(cache.string(), true));
+    need.push_back({cache.string(), R_OK | W_OK | X_OK});
+    need.push_back({(s.out / ("agent-" + n.name + ".yaml")).string(), R_OK});
+  }
+  if (fs::exists(s.cache_root / cache::kManifestFile))
+    need.push_back({(s.cache_root / cache::kManifestFile).string(), R_OK});
+  if (s.training) need.push_back({ro.dataset_dir, R_OK | X_OK});
+  Status st = CheckAccessAs(u, need);
+  if (!st.ok())
+    return Status(st.code(),
+                  st.message() + fmt::format("\n(the daemons run as --testbed-user {}: choose an --out "
+                                             "and --cache-root that user can reach, or another user)",
+                                             u.name));
+  return OkStatus();
+}
+
 // Loads the spec, clears OUT of a previous run's results, ingests missing
 // caches, writes the keys and brings the testbed up.
 StatusOr<RunSetup> PrepareRun(const RunOptions& ro) {
@@ -415,7 +494,7 @@ StatusOr<RunSetup> PrepareRun(const RunOptions& ro) {
     if (!fs::exists(s.bindir / exe))
       return NotFound((s.bindir / exe).string() + " not found (build it first)");
   }
-  if (ro.testbed) LOFT_RETURN_IF_ERROR(CheckTestbedSupport());  // before the slow set-up steps
+  if (ro.testbed) LOFT_RETURN_IF_ERROR(PrepareTestbedHost(ro, s));  // before the slow set-up steps
   s.cache_root = ro.cache_root.empty() ? s.out / "caches" : fs::absolute(ro.cache_root);
   LOFT_RETURN_IF_ERROR(EnsureCaches(s.spec, s.cache_root, ro.dataset_dir));
   s.keys = s.out / "keys";
@@ -426,15 +505,25 @@ StatusOr<RunSetup> PrepareRun(const RunOptions& ro) {
   if (ro.testbed) {
     if (ro.insecure)
       return InvalidArgument("--testbed needs CURVE (agents talk over a bridge, not loopback)");
-    if (g_interrupted) return interrupted("the caches' and keys' set-up");
+    if (ExitSignal()) return interrupted("the caches' and keys' set-up");
     LOFT_ASSIGN_OR_RETURN(s.tb, Testbed::Up(s.spec, ro.spec_path, ::getpid()));
-    std::fprintf(stderr, "testbed %s up (loftctl testbed down %s removes it if this run crashes)\n",
-                 s.tb->plan().tag.c_str(), ro.spec_path.c_str());
-    if (g_interrupted) return interrupted("the testbed's set-up");  // ~Testbed removes it
+    std::fprintf(stderr, "testbed %s up (loftctl testbed clean removes it if this run is killed)\n",
+                 s.tb->plan().tag.c_str());
+    if (ExitSignal()) return interrupted("the testbed's set-up");  // ~Testbed removes it
   }
   LOFT_ASSIGN_OR_RETURN(int port, FreePort());
   s.endpoint = fmt::format("tcp://{}:{}", s.tb ? s.tb->plan().bridge_ip : "127.0.0.1", port);
   s.spec_abs = fs::absolute(ro.spec_path).string();
+  if (s.tb) {
+    // The daemons read a copy in OUT: a user without root may not reach SPEC.
+    const fs::path copy = s.out / "cluster-spec.yaml";
+    if (fs::absolute(ro.spec_path) != copy) {
+      fs::copy_file(ro.spec_path, copy, fs::copy_options::overwrite_existing, ec);
+      if (ec)
+        return IOError(fmt::format("cannot copy {} to {}: {}", ro.spec_path, copy.string(), ec.message()));
+    }
+    s.spec_abs = copy.string();
+  }
   s.training = s.spec.training.model != "none";
   s.total_iterations = ro.iterations > 0 ? ro.iterations : s.spec.training.iterations;
   return s;
@@ -518,7 +607,7 @@ StatusOr<RunProcesses> ConfigureProcesses(const RunOptions& ro, const RunSetup& 
   p.sched = Child{"scheduler",
                   {(s.bindir / "loft-scheduler").string(), "--config", (s.out / "scheduler.yaml").string()},
                   (s.out / "logs" / "scheduler.log").string()};
-  if (s.tb) p.sched.argv = s.tb->WrapScheduler(p.sched.argv);
+  if (s.tb) p.sched.argv = s.tb->WrapScheduler(p.sched.argv, s.daemon_user_name());
   p.sched.own_group = true;
   for (int i = 0; i < s.spec.num_nodes(); ++i) {
     const std::string& name = s.spec.nodes[i].name;
@@ -530,7 +619,7 @@ StatusOr<RunProcesses> ConfigureProcesses(const RunOptions& ro, const RunSetup& 
     fs::path cfg = s.out / ("agent-" + name + ".yaml");
     LOFT_RETURN_IF_ERROR(WriteText(cfg, agent::AgentConfigToYaml(ac)));
     std::vector<std::string> argv = {(s.bindir / "loft-agent").string(), "--config", cfg.string()};
-    if (s.tb) argv = s.tb->WrapNode(i, argv);
+    if (s.tb) argv = s.tb->WrapNode(i, argv, s.daemon_user_name());
     p.agents.push_back(Child{name, argv, (s.out / "logs" / ("agent-" + name + ".log")).string()});
     p.agents.back().own_group = true;
   }
@@ -714,8 +803,8 @@ Status RunWatcher::CheckChildren() {
 RunEnd RunWatcher::Watch() {
   ProgressWatch deadlines(ro_.deadlines, Now());
   while (true) {
-    if (const int sig = g_interrupted.load(); sig != 0) {
-      Status st = Aborted(fmt::format("interrupted by {}", sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+    if (const int sig = ExitSignal(); sig != 0) {
+      Status st = Aborted(fmt::format("interrupted by {}", ExitSignalName(sig)));
       return {st, RunStop{"interrupted", st}};
     }
     if (Poll(p_.sched, Now())) return {ChildExitError(p_.sched, "the scheduler", false, Progress()), {}};
@@ -742,7 +831,7 @@ StatusOr<v1::StatusReply> ReadFinalStatus(const RunOptions& ro, const RunSetup& 
 // Trainers end on their own after the last round (they evaluate first):
 // give them a minute; one that fails there fails the run.
 Status WaitTrainers(RunWatcher& w, RunProcesses& p) {
-  for (int waited = 0; !g_interrupted && waited < 60000; waited += 100) {
+  for (int waited = 0; !ExitSignal() && waited < 60000; waited += 100) {
     if (std::all_of(p.trainers.begin(), p.trainers.end(), [&](Child& t) {
           Poll(t, w.Now());
           return t.pid <= 0;
@@ -887,21 +976,15 @@ Status WriteFailedStatus(const RunSetup& s, nlohmann::json last, const Status& r
   return result;
 }
 
-// Ctrl-C or SIGTERM at any point, the testbed's set-up included, ends the
-// run through its clean-up (a default SIGINT there left the namespaces,
-// links and cgroups behind). SA_RESTART: the set-up's child waits go on.
-void InstallInterruptHandlers() {
-  struct sigaction sa {};
-  sa.sa_handler = OnInterrupt;
-  sa.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-}
-
+// SIGINT, SIGTERM, SIGHUP or SIGQUIT at any point, the testbed's set-up
+// included, ends the run through its clean-up (exit_signals.h; a default
+// SIGINT there left the namespaces, links and cgroups behind), and so does
+// an error or an exception: RunSetup's destructor removes the testbed.
 Status ClusterRun(const RunOptions& ro) {
-  InstallInterruptHandlers();
+  InstallExitSignalHandlers();
   LOFT_ASSIGN_OR_RETURN(RunSetup s, PrepareRun(ro));
   LOFT_ASSIGN_OR_RETURN(RunProcesses p, ConfigureProcesses(ro, s));
+  LOFT_RETURN_IF_ERROR(GiveWorkDirsToDaemonUser(ro, s));
   LOFT_RETURN_IF_ERROR(StartProcesses(p, s));
   RunWatcher w(ro, s, p);
   RunEnd end = w.Watch();
@@ -954,9 +1037,10 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_flag("!--no-link-emulation", ro->link_emulation, "do not emulate the spec's link rates");
   run->add_flag("!--no-disk-emulation", ro->disk_emulation,
                 "read the node caches at the machine's speed instead of the spec's disk.read_mbps");
-  run->add_flag("--testbed", ro->testbed,
-                "root: each agent in its own network namespace and CPU cgroup, link rates shaped by the "
-                "kernel (tbf), cpu_cores quotas (docs/testbed.md)");
+  CLI::Option* testbed_flag =
+      run->add_flag("--testbed", ro->testbed,
+                    "root: each agent in its own network namespace and CPU cgroup, link rates shaped by the "
+                    "kernel (tbf), cpu_cores quotas (docs/testbed.md)");
   run->add_option("--no-progress-timeout-s", ro->deadlines.no_progress_s,
                   "stop the run when no iteration has completed for this long (0 = never); a run that "
                   "makes progress is never stopped by it. A stopped run still writes summary.json, "
@@ -980,8 +1064,18 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
                   "status 1); status 0 in the last iteration waits up to 30 s for the job to end");
   run->add_option("--eval-every", ro->eval_every, "training: evaluate on the test set every N iterations")
       ->capture_default_str();
+  run->add_option("--testbed-user", ro->testbed_user,
+                  "--testbed: run the scheduler and agents as this user; loftctl gives it OUT, the keys and "
+                  "the caches for the run (root: keep them root)")
+      ->capture_default_str()
+      ->needs(testbed_flag);
   run->callback([=] {
-    Status st = ClusterRun(*ro);
+    Status st;
+    try {
+      st = ClusterRun(*ro);  // an exception unwinds it too: the testbed goes
+    } catch (const std::exception& e) {
+      st = Internal(std::string("unexpected error: ") + e.what());
+    }
     if (!st.ok()) {
       std::fprintf(stderr, "loftctl cluster run: %s\n", st.ToString().c_str());
       *exit_code = st.code() == StatusCode::kAborted ? 130 : 1;

@@ -1,12 +1,14 @@
 // loftctl testbed commands (docs/testbed.md):
 //   testbed up SPEC          build a testbed for SPEC and leave it (prints its state JSON)
 //   testbed down [SPEC] [--all] [--force]
-//                            remove the testbeds of SPEC (or every loft testbed)
+//                            remove the testbeds of SPEC (--all: as clean)
+//   testbed clean            remove every testbed leftover on this machine (not a live run's)
 //   testbed list             testbeds on this machine
 //   testbed check            exit 0 if this machine can run a testbed, else name what is missing
-//   testbed exec [--netns NS] [--cgroup DIR] -- CMD ARGS…
-//                            run CMD in a node's namespace and cgroup
+//   testbed exec [--netns NS] [--cgroup DIR] [--user U] -- CMD ARGS…
+//                            run CMD in a node's namespace and cgroup (as U)
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +19,7 @@
 
 #include "core/cluster_spec.h"
 #include "tools/loftctl/commands.h"
+#include "tools/loftctl/exit_signals.h"
 #include "tools/loftctl/testbed.h"
 
 namespace loft::ctl {
@@ -25,7 +28,11 @@ namespace fs = std::filesystem;
 
 Status Up(const std::string& spec_path) {
   LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(spec_path));
+  InstallExitSignalHandlers();  // a signal while it is built: ~Testbed removes it
   LOFT_ASSIGN_OR_RETURN(auto tb, Testbed::Up(spec, spec_path, 0));
+  if (int sig = ExitSignal(); sig != 0)
+    return Aborted(
+        fmt::format("interrupted by {} while the testbed was built; removed it", ExitSignalName(sig)));
   tb->Release();
   const TestbedPlan& p = tb->plan();
   std::fprintf(stderr, "testbed %s up: bridge %s at %s (bind the scheduler there), cgroups under %s\n",
@@ -44,24 +51,39 @@ Status Up(const std::string& spec_path) {
   return OkStatus();
 }
 
+// Prints what CleanTestbeds did: removed objects and kept testbeds on
+// stdout, errors on stderr (then an error status).
+Status PrintCleanReport(const CleanReport& r) {
+  if (r.removed.empty() && r.errors.empty())
+    std::cout << "nothing to clean: no testbed leftovers on this machine\n";
+  for (const auto& line : r.removed) std::cout << line << "\n";
+  for (const auto& line : r.kept) std::cout << line << "\n";
+  for (const auto& line : r.errors) std::fprintf(stderr, "%s\n", line.c_str());
+  if (r.errors.empty()) return OkStatus();
+  return Internal(fmt::format("{} testbed(s) could not be removed (see above)", r.errors.size()));
+}
+
+Status Clean(bool force) {
+  if (::geteuid() != 0) return FailedPrecondition("removing namespaces, links and cgroups needs root");
+  CleanOptions o;
+  o.force = force;
+  return PrintCleanReport(CleanTestbeds(o));
+}
+
 Status Down(const std::string& spec_path, bool all, bool force) {
   if (spec_path.empty() && !all) return InvalidArgument("testbed down needs SPEC or --all");
+  if (all) return Clean(force);
   std::vector<std::string> tags;
-  std::string spec_abs = spec_path.empty() ? "" : fs::absolute(spec_path).lexically_normal().string();
+  std::string spec_abs = fs::absolute(spec_path).lexically_normal().string();
   std::vector<TestbedState> states = ListTestbedStates();
   auto owned_by_live_run = [&](const std::string& tag) {
     for (const auto& s : states)
       if (s.tag == tag && s.OwnerAlive()) return s.owner;
     return pid_t{0};
   };
-  if (all) {
-    tags = TestbedTagsOnSystem();
-  } else {
-    for (const auto& s : states)
-      if (fs::path(s.spec).lexically_normal().string() == spec_abs) tags.push_back(s.tag);
-  }
+  for (const auto& s : states)
+    if (fs::path(s.spec).lexically_normal().string() == spec_abs) tags.push_back(s.tag);
   Status result = OkStatus();
-  int removed = 0;
   for (const auto& tag : tags) {
     if (pid_t owner = owned_by_live_run(tag); owner > 0 && !force) {
       std::fprintf(stderr,
@@ -75,14 +97,10 @@ Status Down(const std::string& spec_path, bool all, bool force) {
       result = r.status();
       continue;
     }
-    ++removed;
     std::fprintf(stderr, "testbed %s: removed %zu objects\n", tag.c_str(), r->size());
     for (const auto& line : *r) std::fprintf(stderr, "  %s\n", line.c_str());
   }
-  if (tags.empty()) {
-    std::fprintf(stderr, "no testbed %s\n", all ? "on this machine" : ("was built for " + spec_abs).c_str());
-  }
-  (void)removed;
+  if (tags.empty()) std::fprintf(stderr, "no testbed was built for %s\n", spec_abs.c_str());
   return result;
 }
 
@@ -93,7 +111,7 @@ void List() {
     for (const auto& st : states)
       if (st.tag == tag) s = &st;
     if (s == nullptr) {
-      std::cout << tag << "  (no state file: leftovers; `loftctl testbed down --all` removes them)\n";
+      std::cout << tag << "  (no state file: leftovers; `loftctl testbed clean` removes them)\n";
     } else {
       std::cout << fmt::format(
           "{}  subnet 10.213.{}.0/24  spec {}  owner {}\n", tag, s->subnet, s->spec,
@@ -111,7 +129,7 @@ void RegisterTestbedCommands(CLI::App& app, int* exit_code) {
   tb->require_subcommand(1);
   auto fail = [exit_code](const char* what, const Status& st) {
     std::fprintf(stderr, "loftctl testbed %s: %s\n", what, st.ToString().c_str());
-    *exit_code = 1;
+    *exit_code = st.code() == StatusCode::kAborted ? 130 : 1;
   };
 
   auto* up = tb->add_subcommand("up", "build the testbed for SPEC and leave it up (for long experiments)");
@@ -126,10 +144,20 @@ void RegisterTestbedCommands(CLI::App& app, int* exit_code) {
   auto down_all = std::make_shared<bool>(false);
   auto down_force = std::make_shared<bool>(false);
   down->add_option("spec", *down_spec, "cluster spec YAML the testbed was built for");
-  down->add_flag("--all", *down_all, "remove every loft testbed (names lft????*) on this machine");
+  down->add_flag("--all", *down_all,
+                 "remove every loft testbed (names lft????*) on this machine: testbed clean");
   down->add_flag("--force", *down_force, "also remove testbeds whose loftctl run is still alive");
   down->callback([=] {
     if (Status st = Down(*down_spec, *down_all, *down_force); !st.ok()) fail("down", st);
+  });
+
+  auto* clean = tb->add_subcommand(
+      "clean",
+      "remove every testbed leftover on this machine (lft???? namespaces, links, cgroups, processes, state "
+      "files, and the root cgroup's cpu controller if a testbed turned it on); keeps the testbeds of live "
+      "`cluster run`s; prints what it removed; idempotent");
+  clean->callback([=] {
+    if (Status st = Clean(false); !st.ok()) fail("clean", st);
   });
 
   auto* check = tb->add_subcommand("check", "can this machine run a testbed? (root, ip, tc, cpu cgroup)");
@@ -149,12 +177,15 @@ void RegisterTestbedCommands(CLI::App& app, int* exit_code) {
   auto* ex = tb->add_subcommand("exec", "run a command in a testbed node's network namespace and cgroup");
   auto ex_netns = std::make_shared<std::string>();
   auto ex_cgroup = std::make_shared<std::string>();
+  auto ex_user = std::make_shared<std::string>();
   auto ex_cmd = std::make_shared<std::vector<std::string>>();
   ex->add_option("--netns", *ex_netns, "network namespace (ip netns name)");
   ex->add_option("--cgroup", *ex_cgroup, "cgroup directory to join");
+  ex->add_option("--user", *ex_user,
+                 "run the command as this user (root joins the cgroup and namespace first)");
   ex->add_option("command", *ex_cmd, "command and arguments (after --)")->required();
   ex->callback([=] {
-    Status st = EnterAndExec(*ex_netns, *ex_cgroup, *ex_cmd);  // returns only on error
+    Status st = EnterAndExec(*ex_netns, *ex_cgroup, *ex_user, *ex_cmd);  // returns only on error
     fail("exec", st);
     *exit_code = 127;
   });

@@ -15,7 +15,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -123,7 +125,7 @@ StatusOr<int> PickSubnet() {
     return k;
   }
   return ResourceExhausted(
-      "no free testbed subnet in 10.213.0.0/16 (tear down old testbeds: loftctl testbed down --all)");
+      "no free testbed subnet in 10.213.0.0/16 (remove old testbeds: loftctl testbed clean)");
 }
 
 StatusOr<std::string> PickTag() {
@@ -134,7 +136,7 @@ StatusOr<std::string> PickTag() {
     std::string tag = fmt::format("{}{:04x}", kTestbedPrefix, rd() & 0xffff);
     if (!taken.count(tag)) return tag;
   }
-  return ResourceExhausted("no free testbed tag (tear down old testbeds: loftctl testbed down --all)");
+  return ResourceExhausted("no free testbed tag (remove old testbeds: loftctl testbed clean)");
 }
 
 int MachineCpus() {
@@ -145,7 +147,19 @@ int MachineCpus() {
 
 }  // namespace
 
+StatusOr<std::string> TestbedToolPath(const std::string& name) {
+  static std::map<std::string, StatusOr<std::string>> found;  // found once per process
+  auto it = found.find(name);
+  if (it == found.end()) it = found.emplace(name, FindSystemTool(name, kSystemToolDirs)).first;
+  return it->second;
+}
+
 StatusOr<std::string> RunCommand(const std::vector<std::string>& argv) {
+  if (argv.empty()) return InvalidArgument("RunCommand: no command");
+  std::string exe = argv[0];
+  if (exe.find('/') == std::string::npos) {
+    LOFT_ASSIGN_OR_RETURN(exe, TestbedToolPath(exe));
+  }
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return IOError("pipe failed");
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -157,12 +171,24 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
   posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t def;
+  sigemptyset(&def);
+  sigaddset(&def, SIGPIPE);  // loftctl ignores it (exit_signals.h)
+  posix_spawnattr_setsigdefault(&attr, &def);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(exe.data());
+  for (size_t i = 1; i < argv.size(); ++i) args.push_back(const_cast<char*>(argv[i].c_str()));
   args.push_back(nullptr);
+  // Not the caller's environment: these run as root and their output is parsed.
+  std::string env_path = "PATH=/usr/sbin:/usr/bin:/sbin:/bin", env_lc = "LC_ALL=C";
+  char* env[] = {env_path.data(), env_lc.data(), nullptr};
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  int rc = posix_spawn(&pid, exe.c_str(), &fa, &attr, args.data(), env);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
   std::string out, err;
@@ -178,7 +204,8 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv) {
   ::close(err_pipe[0]);
   if (rc != 0) return NotFound(fmt::format("cannot run `{}`: {}", Join(argv), std::strerror(rc)));
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return Internal(fmt::format("`{}` failed (exit {}): {}", Join(argv),
                                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, Trim(err)));
@@ -213,10 +240,11 @@ Status CheckTestbedSupport() {
   std::vector<std::string> missing;
   if (::geteuid() != 0) missing.push_back("root (network namespaces and cgroups need it; run as root)");
   for (const char* tool : {"ip", "tc"}) {
-    auto r = RunCommand({tool, "-V"});
-    if (!r.ok())
-      missing.push_back(
-          fmt::format("the `{}` command (Debian package iproute2): {}", tool, r.status().message()));
+    if (auto path = TestbedToolPath(tool); !path.ok()) {
+      missing.push_back(fmt::format("the `{}` command: {}", tool, path.status().message()));
+    } else if (auto r = RunCommand({tool, "-V"}); !r.ok()) {
+      missing.push_back(fmt::format("the `{}` command ({}): {}", tool, *path, r.status().message()));
+    }
   }
   auto cg = FindCpuCgroup();
   if (!cg.ok()) missing.push_back(cg.status().message());
@@ -336,7 +364,60 @@ StatusOr<std::vector<std::string>> TeardownTestbed(const std::string& tag) {
     return Internal(m);  // the state file stays, so that `testbed down` can retry
   }
   if (fs::remove(StatePath(tag), ec)) done.push_back("state " + StatePath(tag));
+  auto root = RevertRootCpu(kTestbedStateDir, [] { return !TestbedTagsOnSystem().empty(); });
+  if (!root.ok()) return root.status().WithContext("testbed " + tag + " removed, but the root cgroup");
+  if (!root->empty()) done.push_back(*root);
   return done;
+}
+
+CleanReport CleanTestbeds(const CleanOptions& options) {
+  CleanReport report;
+  // Tags before states: a testbed writes its state file before it creates
+  // anything, so a tag seen here has its state file listed below, unless
+  // that testbed is gone meanwhile (a run starting between the two lists
+  // must not look like leftovers without a state file).
+  const std::vector<std::string> tags = TestbedTagsOnSystem();
+  const std::vector<TestbedState> states = ListTestbedStates();
+  for (const auto& tag : tags) {
+    const TestbedState* st = nullptr;
+    for (const auto& s : states)
+      if (s.tag == tag) st = &s;
+    std::string why;
+    if (st == nullptr) {
+      why = "no state file";
+    } else if (st->owner == 0) {
+      if (options.keep_detached) {
+        report.kept.push_back(
+            fmt::format("testbed {}: kept, left up by `loftctl testbed up` for {}", tag, st->spec));
+        continue;
+      }
+      why = "left up by `loftctl testbed up`";
+    } else if (st->OwnerAlive()) {
+      if (!options.force) {
+        report.kept.push_back(fmt::format("testbed {}: kept, its loftctl run (pid {}) is alive", tag,
+                                          static_cast<int>(st->owner)));
+        continue;
+      }
+      why = fmt::format("its loftctl run (pid {}) is alive: --force", static_cast<int>(st->owner));
+    } else {
+      why = fmt::format("its loftctl run (pid {}) is gone", static_cast<int>(st->owner));
+    }
+    auto r = TeardownTestbed(tag);
+    if (!r.ok()) {
+      report.errors.push_back(r.status().message());
+      continue;
+    }
+    ++report.testbeds_removed;
+    report.removed.push_back(fmt::format("testbed {} ({}): removed", tag, why));
+    for (const auto& line : *r) report.removed.push_back("  " + line);
+  }
+  // A record without testbeds (a teardown that stopped before it).
+  auto root = RevertRootCpu(kTestbedStateDir, [] { return !TestbedTagsOnSystem().empty(); });
+  if (!root.ok())
+    report.errors.push_back(root.status().message());
+  else if (!root->empty())
+    report.removed.push_back(*root);
+  return report;
 }
 
 StatusOr<std::unique_ptr<Testbed>> Testbed::Up(const ClusterSpec& spec, const std::string& spec_path,
@@ -367,7 +448,11 @@ StatusOr<std::unique_ptr<Testbed>> Testbed::Up(const ClusterSpec& spec, const st
                            {"up_mbps", n.up_mbps},
                            {"down_mbps", n.down_mbps},
                            {"cpu_cores", n.cpu_cores}});
-  LOFT_RETURN_IF_ERROR(WriteFile(StatePath(tag), st.dump(2) + "\n"));
+  // Whole or not at all (a rename): `testbed clean` must never read half of
+  // a live run's state file.
+  LOFT_RETURN_IF_ERROR(WriteFile(StatePath(tag) + ".tmp", st.dump(2) + "\n"));
+  fs::rename(StatePath(tag) + ".tmp", StatePath(tag), ec);
+  if (ec) return IOError(fmt::format("cannot write {}: {}", StatePath(tag), ec.message()));
 
   auto build = [&]() -> Status {
     for (const auto& cmd : tb->plan_.SetupCommands()) {
@@ -381,7 +466,8 @@ StatusOr<std::unique_ptr<Testbed>> Testbed::Up(const ClusterSpec& spec, const st
     if (::mkdir(tb->cgroup_dir_.c_str(), 0755) != 0)
       return IOError(fmt::format("mkdir {}: {}", tb->cgroup_dir_, std::strerror(errno)));
     if (cg.v2) {
-      LOFT_RETURN_IF_ERROR(WriteFile(cg.dir + "/cgroup.subtree_control", "+cpu"));
+      // Recorded when it was off: the last testbed to go turns it off again.
+      LOFT_RETURN_IF_ERROR(EnableRootCpu(cg.dir, kTestbedStateDir, tag).status());
       LOFT_RETURN_IF_ERROR(WriteFile(tb->cgroup_dir_ + "/cgroup.subtree_control", "+cpu"));
     }
     std::vector<std::string> leaves = {"sched"};
@@ -414,7 +500,7 @@ Testbed::~Testbed() {
   if (released_) return;
   auto r = TeardownTestbed(plan_.tag);
   if (!r.ok()) {
-    std::fprintf(stderr, "%s\nrun `loftctl testbed down --all` to retry\n", r.status().ToString().c_str());
+    std::fprintf(stderr, "%s\nrun `loftctl testbed clean` to retry\n", r.status().ToString().c_str());
   }
 }
 
@@ -490,22 +576,33 @@ StatusOr<CgroupCpuStat> Testbed::SchedulerCpuStat() const {
   return ReadCpuStat(cgroup_dir_ + "/sched");
 }
 
-std::vector<std::string> Testbed::WrapNode(int i, const std::vector<std::string>& argv) const {
-  std::vector<std::string> w = {loftctl_,   "testbed",     "exec", "--netns", plan_.nodes[i].netns,
-                                "--cgroup", NodeCgroup(i), "--"};
+std::vector<std::string> Testbed::WrapNode(int i, const std::vector<std::string>& argv,
+                                           const std::string& user) const {
+  std::vector<std::string> w = {loftctl_,   "testbed",    "exec", "--netns", plan_.nodes[i].netns,
+                                "--cgroup", NodeCgroup(i)};
+  if (!user.empty()) w.insert(w.end(), {"--user", user});
+  w.push_back("--");
   w.insert(w.end(), argv.begin(), argv.end());
   return w;
 }
 
-std::vector<std::string> Testbed::WrapScheduler(const std::vector<std::string>& argv) const {
-  std::vector<std::string> w = {loftctl_, "testbed", "exec", "--cgroup", cgroup_dir_ + "/sched", "--"};
+std::vector<std::string> Testbed::WrapScheduler(const std::vector<std::string>& argv,
+                                                const std::string& user) const {
+  std::vector<std::string> w = {loftctl_, "testbed", "exec", "--cgroup", cgroup_dir_ + "/sched"};
+  if (!user.empty()) w.insert(w.end(), {"--user", user});
+  w.push_back("--");
   w.insert(w.end(), argv.begin(), argv.end());
   return w;
 }
 
-Status EnterAndExec(const std::string& netns, const std::string& cgroup_dir,
+Status EnterAndExec(const std::string& netns, const std::string& cgroup_dir, const std::string& user,
                     const std::vector<std::string>& argv) {
   if (argv.empty()) return InvalidArgument("testbed exec: no command given after --");
+  std::optional<RunAsUser> as;
+  if (!user.empty()) {
+    LOFT_ASSIGN_OR_RETURN(RunAsUser u, LookUpUser(user));
+    as = u;
+  }
   if (!cgroup_dir.empty()) {
     LOFT_RETURN_IF_ERROR(WriteFile(cgroup_dir + "/cgroup.procs", std::to_string(::getpid())));
   }
@@ -521,8 +618,28 @@ Status EnterAndExec(const std::string& netns, const std::string& cgroup_dir,
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  ::execvp(args[0], args.data());
-  return NotFound(fmt::format("exec {}: {}", argv[0], std::strerror(errno)));
+  if (!as) {
+    ::execvp(args[0], args.data());
+    return NotFound(fmt::format("exec {}: {}", argv[0], std::strerror(errno)));
+  }
+  // As the user: a program given by path is opened while still root, so
+  // that the user needs to be able to execute it but not to reach it.
+  int exe_fd = -1;
+  if (argv[0].find('/') != std::string::npos) {
+    exe_fd = ::open(argv[0].c_str(), O_PATH | O_CLOEXEC);
+    if (exe_fd < 0) return NotFound(fmt::format("cannot open {}: {}", argv[0], std::strerror(errno)));
+  }
+  LOFT_RETURN_IF_ERROR(DropToUser(*as));
+  ::setenv("HOME", as->home.c_str(), 1);
+  ::setenv("USER", as->name.c_str(), 1);
+  ::setenv("LOGNAME", as->name.c_str(), 1);
+  if (exe_fd >= 0) {
+    ::fexecve(exe_fd, args.data(), environ);
+    if (errno == ENOENT) ::execv(args[0], args.data());  // a script: its interpreter needs the path
+  } else {
+    ::execvp(args[0], args.data());
+  }
+  return NotFound(fmt::format("exec {} as {}: {}", argv[0], as->name, std::strerror(errno)));
 }
 
 }  // namespace loft::ctl

@@ -1,9 +1,10 @@
 // Testbed: carries out a TestbedPlan on this machine (root only): network
 // namespaces, veth pairs, a bridge, tbf qdiscs (via the `ip` and `tc`
-// commands) and one CPU cgroup per agent (v1 cpu.cfs_quota_us, or v2
-// cpu.max), plus a state file /run/loft-testbed/<tag>.json written before
-// anything is created so that `loftctl testbed down` can clean up after a
-// crashed run. docs/testbed.md describes the layout and the commands.
+// commands, by absolute path: testbed_host.h) and one CPU cgroup per agent
+// (v1 cpu.cfs_quota_us, or v2 cpu.max), plus a state file
+// /run/loft-testbed/<tag>.json written before anything is created so that
+// `loftctl testbed clean` can clean up after a crashed run.
+// docs/testbed.md describes the layout and the commands.
 //
 // Not responsible for: deciding names, addresses and quotas (testbed_plan.h),
 // starting the scheduler and agents (cmd_cluster.cc wraps their argv with
@@ -19,13 +20,21 @@
 
 #include "core/cluster_spec.h"
 #include "core/status.h"
+#include "tools/loftctl/run_as_user.h"
+#include "tools/loftctl/testbed_host.h"
 #include "tools/loftctl/testbed_plan.h"
 
 namespace loft::ctl {
 
 inline constexpr const char* kTestbedStateDir = "/run/loft-testbed";
 
-// Runs argv (PATH lookup), waits; returns its stdout. A non-zero exit is an
+// The absolute path of `ip` or `tc` (FindSystemTool in kSystemToolDirs),
+// found and checked once per process.
+StatusOr<std::string> TestbedToolPath(const std::string& name);
+
+// Runs argv, waits; returns its stdout. argv[0] is an absolute path or a
+// name TestbedToolPath finds (never a PATH lookup); the environment is
+// PATH=/usr/sbin:/usr/bin:/sbin:/bin and LC_ALL=C only. A non-zero exit is an
 // error naming the command and quoting its stderr.
 StatusOr<std::string> RunCommand(const std::vector<std::string>& argv);
 
@@ -55,9 +64,29 @@ std::vector<TestbedState> ListTestbedStates();
 std::vector<std::string> TestbedTagsOnSystem();
 
 // Kills the testbed's processes, deletes its namespaces, links, cgroups and
-// state file (found by name prefix, so a half-built testbed goes too).
-// Returns a line per removed object; errors name what could not be removed.
+// state file (found by name prefix, so a half-built testbed goes too); the
+// last testbed to go turns the root cgroup's cpu controller off again when a
+// testbed turned it on (RevertRootCpu). Returns a line per removed object;
+// errors name what could not be removed.
 StatusOr<std::vector<std::string>> TeardownTestbed(const std::string& tag);
+
+// `loftctl testbed clean`, `testbed down --all` and the check of `cluster
+// run --testbed` for a crashed run's leftovers.
+struct CleanOptions {
+  bool keep_detached = false;  // keep the testbeds of `testbed up` (cluster run keeps them)
+  bool force = false;          // also remove testbeds whose `cluster run` is alive
+};
+struct CleanReport {
+  int testbeds_removed = 0;
+  std::vector<std::string> removed;  // per testbed "testbed lftXXXX (why): removed", then its objects
+  std::vector<std::string> kept;     // per testbed left alone, and why
+  std::vector<std::string> errors;   // per testbed that could not be removed, what stayed
+};
+// Tears down every testbed on this machine (every lftXXXX name, cgroup or
+// state file) but those `options` keep, then reverts the root cgroup when no
+// testbed is left and a testbed changed it. Never touches a name without the
+// prefix.
+CleanReport CleanTestbeds(const CleanOptions& options);
 
 // One cgroup's CPU accounting (cpu.stat): how often its quota stopped it,
 // and the CPU it used: v2's cpu.stat has usage_usec; cgroup v1's cpu
@@ -96,9 +125,11 @@ class Testbed {
   StatusOr<CgroupCpuStat> SchedulerCpuStat() const;
 
   // argv that runs `argv` in node i's namespace and cgroup / the scheduler's
-  // cgroup (root namespace): `loftctl testbed exec --netns … --cgroup … -- argv`.
-  std::vector<std::string> WrapNode(int i, const std::vector<std::string>& argv) const;
-  std::vector<std::string> WrapScheduler(const std::vector<std::string>& argv) const;
+  // cgroup (root namespace) as `user` ("" = as root): `loftctl testbed exec
+  // --netns … --cgroup … --user … -- argv`.
+  std::vector<std::string> WrapNode(int i, const std::vector<std::string>& argv,
+                                    const std::string& user) const;
+  std::vector<std::string> WrapScheduler(const std::vector<std::string>& argv, const std::string& user) const;
 
  private:
   Testbed() = default;
@@ -108,9 +139,10 @@ class Testbed {
   bool released_ = false;
 };
 
-// `loftctl testbed exec`: joins the namespace (if any) and the cgroup (if
-// any), then execs argv; returns only on error.
-Status EnterAndExec(const std::string& netns, const std::string& cgroup_dir,
+// `loftctl testbed exec`: joins the cgroup (if any) and the namespace (if
+// any), drops root for `user` (if any; run_as_user.h), then execs argv;
+// returns only on error.
+Status EnterAndExec(const std::string& netns, const std::string& cgroup_dir, const std::string& user,
                     const std::vector<std::string>& argv);
 
 }  // namespace loft::ctl
