@@ -18,7 +18,12 @@
 //    after t's acks) and plan_ahead 1 (t+1 planned and streamed while t
 //    computes, the daemon's default for overlap: true specs).
 // Prints JSON.
+// --exchange adds training.exchange to the spec (a YAML flow mapping, e.g.
+// "{period: 4, compression: int8}"): the scheduler then decides rounds
+// (scheduler/exchange_plan.h) on every plan; with model none nothing else
+// changes, so the figures compare the planning path with and without it.
 //   sched_overhead_bench [--iterations N] [--policy P] [--nosync] [--global-batch B]
+//                        [--exchange MAP]
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -242,6 +247,7 @@ int main(int argc, char** argv) {
   std::string policy = "loft";
   bool sync = true;
   int64_t global_batch = 8192;  // 128 per agent, as in homogeneous.yaml (512 over 4)
+  std::string exchange;         // training.exchange, as YAML (empty: the default)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--iterations" && i + 1 < argc)
@@ -252,6 +258,8 @@ int main(int argc, char** argv) {
       sync = false;
     else if (a == "--global-batch" && i + 1 < argc)
       global_batch = std::stoll(argv[++i]);
+    else if (a == "--exchange" && i + 1 < argc)
+      exchange = argv[++i];
   }
   spdlog::set_level(spdlog::level::warn);
   const int kNodes = 64;
@@ -259,8 +267,9 @@ int main(int argc, char** argv) {
       "dataset: {name: fashion-mnist, samples: 60000, sample_bytes: 784}\n"
       "placement: {kind: shards, replication: 1}\n"
       "training: {global_batch: " +
-      std::to_string(global_batch) +
-      ", min_batch: 8, iterations: 1000, overlap: true, seed: 7}\n"
+      std::to_string(global_batch) + ", min_batch: 8, iterations: 1000, overlap: true, seed: 7" +
+      (exchange.empty() ? "" : ", exchange: " + exchange) +
+      "}\n"
       "nodes:\n  - name: edge\n    count: 64\n    compute: {fixed_ms: 2.0, per_sample_ms: 0.05}\n"
       "    disk: {read_mbps: 800}\n    link: {up_mbps: 100, down_mbps: 100, latency_ms: 2}\n";
   auto dir = std::filesystem::temp_directory_path() / ("loft-sched-bench-" + std::to_string(::getpid()));
@@ -426,6 +435,7 @@ int main(int argc, char** argv) {
   j["benchmark"] = "sched_overhead";
   j["agents"] = kNodes;
   j["policy"] = policy;
+  j["exchange"] = exchange.empty() ? "default" : exchange;
   j["global_batch"] = global_batch;
   j["journal_sync"] = sync;
   j["predicted_iteration_ms"] = makespan;
