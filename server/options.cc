@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -36,13 +37,31 @@ Status Read(const std::string& source, const YAML::Node& root, const char* key, 
 
 }  // namespace
 
+Status SchedulerOptions::TakeSpecDefaults(const SchedulerSpec& spec) {
+  if (heartbeat_interval_ms == 0)
+    heartbeat_interval_ms = static_cast<int64_t>(std::ceil(spec.heartbeat_interval_ms));
+  if (heartbeat_timeout_ms == 0)
+    heartbeat_timeout_ms = static_cast<int64_t>(std::ceil(spec.heartbeat_timeout_ms));
+  if (heartbeat_interval_ms <= 0)
+    return InvalidArgument(
+        "heartbeat_interval_ms must be > 0 (the cluster spec's scheduler.heartbeat_interval_ms is " +
+        std::to_string(spec.heartbeat_interval_ms) + ")");
+  if (heartbeat_timeout_ms <= heartbeat_interval_ms)
+    return InvalidArgument("heartbeat_timeout_ms " + std::to_string(heartbeat_timeout_ms) +
+                           " must be > heartbeat_interval_ms " + std::to_string(heartbeat_interval_ms) +
+                           " (0 in the options takes the cluster spec's scheduler.heartbeat_*)");
+  return OkStatus();
+}
+
 Status SchedulerOptions::Validate() const {
   if (cluster_spec.empty()) return InvalidArgument("cluster_spec is required");
   if (policy.empty()) return InvalidArgument("policy must not be empty");
   if (bind.empty()) return InvalidArgument("bind must not be empty");
   if (journal_dir.empty()) return InvalidArgument("journal_dir must not be empty");
-  if (heartbeat_interval_ms <= 0) return InvalidArgument("heartbeat_interval_ms must be > 0");
-  if (heartbeat_timeout_ms <= heartbeat_interval_ms) {
+  if (heartbeat_interval_ms < 0) return InvalidArgument("heartbeat_interval_ms must be > 0 (0 = the spec's)");
+  if (heartbeat_timeout_ms < 0) return InvalidArgument("heartbeat_timeout_ms must be > 0 (0 = the spec's)");
+  if (heartbeat_interval_ms > 0 && heartbeat_timeout_ms > 0 &&
+      heartbeat_timeout_ms <= heartbeat_interval_ms) {
     return InvalidArgument("heartbeat_timeout_ms must be > heartbeat_interval_ms");
   }
   if (partition_timeout_ms <= 0) return InvalidArgument("partition_timeout_ms must be > 0");

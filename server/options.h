@@ -6,8 +6,11 @@
 //   policy: loft                    # uniform | lbbsp | pid | loft | loft-epoch
 //   bind: tcp://0.0.0.0:7700        # ROUTER endpoint agents connect to
 //   journal_dir: /var/lib/loft/scheduler-journal
-//   heartbeat_interval_ms: 500      # agents are told to beat this often
-//   heartbeat_timeout_ms: 3000      # a silent agent is dropped after this
+//   heartbeat_interval_ms: 0        # agents are told to beat this often; 0 = the cluster
+//                                   # spec's scheduler.heartbeat_interval_ms (default 250)
+//   heartbeat_timeout_ms: 0         # a silent agent is dropped after this; 0 = the spec's
+//                                   # scheduler.heartbeat_timeout_ms (default 1500), the
+//                                   # figure loft-sim charges: one default for both engines
 //   partition_timeout_ms: 30000     # a sent partition not done by then is retried
 //   keys_dir: /etc/loft/keys        # from `loftctl keygen`; CURVE is on by default
 //   insecure: false                 # plain TCP; only allowed on loopback binds
@@ -44,6 +47,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/cluster_spec.h"
 #include "core/status.h"
 #include "core/zmq_util.h"
 
@@ -54,8 +58,8 @@ struct SchedulerOptions {
   std::string policy = "loft";
   std::string bind = "tcp://127.0.0.1:7700";
   std::string journal_dir = "scheduler-journal";
-  int64_t heartbeat_interval_ms = 500;
-  int64_t heartbeat_timeout_ms = 3000;
+  int64_t heartbeat_interval_ms = 0;  // 0 = the spec's (TakeSpecDefaults)
+  int64_t heartbeat_timeout_ms = 0;   // 0 = the spec's (TakeSpecDefaults)
   int64_t partition_timeout_ms = 30000;
   std::string keys_dir;
   bool insecure = false;
@@ -104,6 +108,9 @@ struct SchedulerOptions {
   // Names the first invalid field. `insecure` requires a loopback bind
   // (CheckInsecureAllowed in core/curve.h); without it keys_dir is required.
   Status Validate() const;
+  // Fills what is left at 0 from the cluster spec's `scheduler:` section
+  // (heartbeat interval and timeout), then checks timeout > interval.
+  Status TakeSpecDefaults(const SchedulerSpec& spec);
 };
 
 // Reads the YAML file over `opts` (unknown keys are errors naming the

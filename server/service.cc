@@ -49,8 +49,10 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
                                                                      SchedulerTransport* transport,
                                                                      metrics::Registry* registry,
                                                                      double now_ms) {
+  SchedulerOptions resolved = opts;
+  LOFT_RETURN_IF_ERROR(resolved.TakeSpecDefaults(spec.scheduler));
   std::unique_ptr<SchedulerService> s(
-      new SchedulerService(opts, std::move(spec), std::move(spec_yaml), transport, registry));
+      new SchedulerService(resolved, std::move(spec), std::move(spec_yaml), transport, registry));
   LOFT_ASSIGN_OR_RETURN(s->g_view_, registry->AddGauge("loft_scheduler_view", "Membership view number."));
   LOFT_ASSIGN_OR_RETURN(
       s->g_iteration_, registry->AddGauge("loft_scheduler_iteration", "Last planned iteration (-1 = none)."));

@@ -17,7 +17,14 @@ namespace fs = std::filesystem;
 StatusOr<std::unique_ptr<ZmqSchedulerServer>> ZmqSchedulerServer::Create(const SchedulerOptions& opts,
                                                                          Clock* clock) {
   LOFT_RETURN_IF_ERROR(opts.Validate());
-  std::unique_ptr<ZmqSchedulerServer> s(new ZmqSchedulerServer(opts, clock));
+  // The heartbeat figures left at 0 come from the spec (one default for
+  // the daemon, loftctl and loft-sim); the stall threshold below needs them.
+  SchedulerOptions resolved = opts;
+  if (resolved.heartbeat_interval_ms == 0 || resolved.heartbeat_timeout_ms == 0) {
+    LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(resolved.cluster_spec));
+    LOFT_RETURN_IF_ERROR(resolved.TakeSpecDefaults(spec.scheduler));
+  }
+  std::unique_ptr<ZmqSchedulerServer> s(new ZmqSchedulerServer(resolved, clock));
   LOFT_RETURN_IF_ERROR(s->Init());
   return s;
 }

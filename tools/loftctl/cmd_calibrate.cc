@@ -52,7 +52,10 @@ Status CopyHeartbeat(const fs::path& run_dir, ClusterSpec* spec, std::vector<std
   server::SchedulerOptions base;  // keys absent from the file keep the spec's values
   base.heartbeat_interval_ms = std::llround(spec->scheduler.heartbeat_interval_ms);
   base.heartbeat_timeout_ms = std::llround(spec->scheduler.heartbeat_timeout_ms);
-  LOFT_ASSIGN_OR_RETURN(const server::SchedulerOptions so, RunSchedulerOptions(run_dir, base));
+  LOFT_ASSIGN_OR_RETURN(server::SchedulerOptions so, RunSchedulerOptions(run_dir, base));
+  // 0 in the file: the daemon took the spec's (SchedulerOptions::TakeSpecDefaults).
+  if (so.heartbeat_interval_ms == 0) so.heartbeat_interval_ms = base.heartbeat_interval_ms;
+  if (so.heartbeat_timeout_ms == 0) so.heartbeat_timeout_ms = base.heartbeat_timeout_ms;
   // The cluster spec's own rules: interval > 0, timeout >= 0.
   if (so.heartbeat_interval_ms <= 0)
     return InvalidArgument(fmt::format("{}: heartbeat_interval_ms must be > 0, got {}",

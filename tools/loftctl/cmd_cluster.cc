@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -345,9 +346,9 @@ struct RunOptions {
   std::string dataset_dir = "/usr/share/datasets/fashion-mnist";
   bool insecure = false;
   bool link_emulation = true;
-  bool disk_emulation = true;  // local reads at the spec's disk.read_mbps (agents' disk_emulation)
-  RunDeadlines deadlines;      // --no-progress-timeout-s, --timeout-s (run_deadline.h)
-  int heartbeat_timeout_ms = 1500;
+  bool disk_emulation = true;    // local reads at the spec's disk.read_mbps (agents' disk_emulation)
+  RunDeadlines deadlines;        // --no-progress-timeout-s, --timeout-s (run_deadline.h)
+  int heartbeat_timeout_ms = 0;  // 0 = the spec's scheduler.heartbeat_timeout_ms
   int partition_timeout_ms = 5000;
   std::string log_level = "info";
   int eval_every = 50;              // training: test-set evaluation period (and after the last iteration)
@@ -536,7 +537,7 @@ server::SchedulerOptions SchedulerOptionsFor(const RunOptions& ro, const RunSetu
   so.policy = ro.policy;
   so.bind = s.endpoint;
   so.journal_dir = (s.out / "scheduler-journal").string();
-  so.heartbeat_interval_ms = 250;
+  so.heartbeat_interval_ms = 0;  // the spec's scheduler.heartbeat_interval_ms
   so.heartbeat_timeout_ms = ro.heartbeat_timeout_ms;
   // A training partition includes the all-reduce (it waits for the slowest
   // member) and, on one agent, the test-set evaluation.
@@ -569,7 +570,8 @@ agent::AgentConfig AgentConfigFor(const RunOptions& ro, const RunSetup& s, const
   ac.compute_mode = "synthetic";
   ac.link_emulation = ro.link_emulation;
   ac.disk_emulation = ro.disk_emulation;
-  ac.heartbeat_interval_ms = 250;
+  // Until its registration reply names the scheduler's (the spec's).
+  ac.heartbeat_interval_ms = static_cast<int>(std::ceil(s.spec.scheduler.heartbeat_interval_ms));
   ac.log_level = ro.log_level;
   ac.seed = static_cast<uint64_t>(i + 1);
   if (s.tb) {
@@ -1049,7 +1051,11 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--timeout-s", ro->deadlines.deadline_s,
                   "stop the run this long after its processes started, progress or not (0 = no deadline)")
       ->capture_default_str();
-  run->add_option("--heartbeat-timeout-ms", ro->heartbeat_timeout_ms)->capture_default_str();
+  run->add_option(
+         "--heartbeat-timeout-ms", ro->heartbeat_timeout_ms,
+         "a silent agent is declared dead after this (0 = the spec's scheduler.heartbeat_timeout_ms, "
+         "default 1500)")
+      ->capture_default_str();
   run->add_option("--partition-timeout-ms", ro->partition_timeout_ms)->capture_default_str();
   run->add_option("--plan-ahead", ro->plan_ahead,
                   "scheduler: plan iteration t+1 while t-k+1 .. t run (auto: deep enough for the spec's "

@@ -35,7 +35,7 @@ TEST_CASE("scheduler options parse every key and keep defaults for the rest") {
   CHECK(o.policy == "pid");
   CHECK(o.bind == "tcp://0.0.0.0:7000");
   CHECK(o.heartbeat_timeout_ms == 900);
-  CHECK(o.heartbeat_interval_ms == 500);
+  CHECK(o.heartbeat_interval_ms == 0);  // the cluster spec's (TakeSpecDefaults)
   CHECK(o.metrics_port == 9000);
   CHECK(o.iterations == 12);
   CHECK(o.min_workers == 3);
@@ -100,8 +100,30 @@ TEST_CASE("insecure is only allowed on loopback and keys are required otherwise"
   CHECK_FALSE(o.Validate().ok());  // no keys_dir
   o.keys_dir = "/etc/loft/keys";
   CHECK(o.Validate().ok());
+  o.heartbeat_interval_ms = 500;
   o.heartbeat_timeout_ms = o.heartbeat_interval_ms;
   CHECK_FALSE(o.Validate().ok());
+}
+
+// One default per figure: the daemon's heartbeat interval and timeout
+// default to the cluster spec's scheduler section, the figures loftctl and
+// loft-sim use.
+TEST_CASE("scheduler options take the spec's heartbeat figures where they are 0") {
+  SchedulerOptions o;
+  loft::SchedulerSpec spec;
+  REQUIRE(o.TakeSpecDefaults(spec).ok());
+  CHECK(o.heartbeat_interval_ms == 250);
+  CHECK(o.heartbeat_timeout_ms == 1500);
+  SchedulerOptions set;
+  set.heartbeat_timeout_ms = 4000;  // an explicit figure is kept
+  REQUIRE(set.TakeSpecDefaults(spec).ok());
+  CHECK(set.heartbeat_interval_ms == 250);
+  CHECK(set.heartbeat_timeout_ms == 4000);
+  SchedulerOptions bad;
+  spec.heartbeat_timeout_ms = 0;  // loft-sim's "noticed at once": no daemon timeout
+  const auto st = bad.TakeSpecDefaults(spec);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("heartbeat_timeout_ms") != std::string::npos);
 }
 
 TEST_CASE("scheduler options written as YAML read back to the same struct") {
