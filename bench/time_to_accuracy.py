@@ -5,7 +5,9 @@ For each policy x exchange configuration x seed: `loftctl cluster run SPEC
 --policy P --iterations N --eval-every K` (real loft-scheduler +
 loft-agents; with --testbed one network namespace and CPU cgroup per
 agent, links shaped by tbf, as `loftctl cluster run --testbed`) on a copy
-of SPEC whose `training.seed` and `training.exchange` are set, then reads
+of SPEC whose `training.seed` and `training.exchange` are set (its
+`placement.seed` pinned to the spec's, so every seed has the same data
+placement and shares the caches), then reads
 OUT/training.csv and reports the wall time (since the first plan) of the
 first evaluation at or above the target. Prints one JSON document; every
 number is measured in this run. Evaluations happen every K iterations
@@ -53,6 +55,11 @@ def spec_copy(src, dst, seed, exchange):
     with open(src) as f:
         spec = yaml.safe_load(f)
     spec.setdefault("training", {})
+    # The data stays where the spec puts it: placement.seed defaults to
+    # training.seed, so pin it to the spec's before varying the training
+    # seed (every seed then trains on the same placement, and the caches
+    # built for the first run serve them all).
+    spec.setdefault("placement", {}).setdefault("seed", spec["training"].get("seed", 0))
     spec["training"]["seed"] = seed
     spec["training"]["exchange"] = exchange
     with open(dst, "w") as f:
