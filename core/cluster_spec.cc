@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <utility>
 
 namespace loft {
 
@@ -144,14 +145,8 @@ Status ParseExchange(const SpecReader& r, const YAML::Node& ex, TrainingSpec::Ex
   return OkStatus();
 }
 
-StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
-  SpecReader r(source);
-  ClusterSpec spec;
-  spec.source = source;
-  if (!root.IsDefined() || root.IsNull()) return r.Error(root, "spec", "is empty");
-  RET(r.CheckKeys(root, "", {"dataset", "placement", "training", "scheduler", "network", "agent", "nodes"}));
-
-  // dataset
+// dataset: {name, samples, sample_bytes}.
+Status ParseDataset(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node d = root["dataset"]; d.IsDefined()) {
     RET(r.CheckKeys(d, "dataset", {"name", "samples", "sample_bytes"}));
     RET(r.Get(d, "name", "dataset", &spec.dataset.name));
@@ -168,9 +163,11 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     if (spec.dataset.sample_bytes <= 0)
       return r.Error(d["sample_bytes"], "dataset.sample_bytes", "must be > 0");
   }
+  return OkStatus();
+}
 
-  // training
-  bool placement_seed_set = false;
+// training, with its lr_schedule, allreduce and exchange.
+Status ParseTraining(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node t = root["training"]; t.IsDefined()) {
     RET(r.CheckKeys(
         t, "training",
@@ -259,7 +256,10 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
             "true needs training.overlap true (reads during the exchange overlap the compute stage)");
     }
   }
-  // scheduler
+  return OkStatus();
+}
+
+Status ParseScheduler(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node sc = root["scheduler"]; sc.IsDefined() && !sc.IsNull()) {
     RET(r.CheckKeys(
         sc, "scheduler",
@@ -280,7 +280,10 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     if (!(spec.scheduler.holder_wait_s >= 0) || !std::isfinite(spec.scheduler.holder_wait_s))
       return r.Error(sc["holder_wait_s"], "scheduler.holder_wait_s", "must be a number >= 0");
   }
-  // network
+  return OkStatus();
+}
+
+Status ParseNetwork(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node nw = root["network"]; nw.IsDefined() && !nw.IsNull()) {
     RET(r.CheckKeys(
         nw, "network",
@@ -304,8 +307,10 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
         return r.Error(nw[key], std::string("network.") + key, "must be a number >= 0");
     }
   }
+  return OkStatus();
+}
 
-  // agent
+Status ParseAgent(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node ag = root["agent"]; ag.IsDefined() && !ag.IsNull()) {
     RET(r.CheckKeys(ag, "agent",
                     {"cpu_ms_per_partition", "cpu_ms_per_sample", "cpu_ms_per_request",
@@ -321,8 +326,135 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
       if (!(*field >= 0) || !std::isfinite(*field)) return r.Error(ag[key], path, "must be a number >= 0");
     }
   }
+  return OkStatus();
+}
 
-  // nodes
+// nodes[].byzantine by name.
+Status ParseByzantine(const SpecReader& r, const YAML::Node& n, const std::string& path, ByzantineKind* out) {
+  std::string byz = "none";
+  RET(r.Get(n, "byzantine", path, &byz));
+  static const std::pair<const char*, ByzantineKind> kKinds[] = {
+      {"none", ByzantineKind::kNone},
+      {"sign_flip", ByzantineKind::kSignFlip},
+      {"random", ByzantineKind::kRandom},
+      {"nan", ByzantineKind::kNaN},
+      {"chunk_garbage", ByzantineKind::kChunkGarbage},
+      {"chunk_scale", ByzantineKind::kChunkScale},
+      {"phantom_round", ByzantineKind::kPhantomRound},
+      {"poison_serve", ByzantineKind::kPoisonServe}};
+  std::string names;
+  for (const auto& [name, kind] : kKinds) {
+    if (byz == name) {
+      *out = kind;
+      return OkStatus();
+    }
+    names += std::string(names.empty() ? "" : ", ") + name;
+  }
+  return r.Error(n["byzantine"], path + ".byzantine", "must be one of " + names + " (got '" + byz + "')");
+}
+
+// nodes[].compute, at `p`.
+Status ParseCompute(const SpecReader& r, const YAML::Node& c, const std::string& p, ComputeSpec* compute) {
+  RET(r.CheckKeys(c, p, {"fixed_ms", "per_sample_ms", "jitter", "jitter_kind", "cpu_cores"}));
+  RET(r.Get(c, "fixed_ms", p, &compute->fixed_ms));
+  RET(r.Get(c, "per_sample_ms", p, &compute->per_sample_ms));
+  RET(r.Get(c, "jitter", p, &compute->jitter));
+  RET(NonNegative(r, c, "fixed_ms", p, compute->fixed_ms));
+  RET(Positive(r, c, "per_sample_ms", p, compute->per_sample_ms));
+  RET(NonNegative(r, c, "jitter", p, compute->jitter));
+  if (c["jitter_kind"].IsDefined()) {
+    std::string kind;
+    RET(r.Get(c, "jitter_kind", p, &kind));
+    if (kind == "normal")
+      compute->jitter_kind = JitterKind::kNormal;
+    else if (kind == "lognormal")
+      compute->jitter_kind = JitterKind::kLognormal;
+    else
+      return r.Error(c["jitter_kind"], p + ".jitter_kind",
+                     "must be normal or lognormal (got '" + kind + "')");
+  }
+  if (c["cpu_cores"].IsDefined()) {
+    RET(r.Get(c, "cpu_cores", p, &compute->cpu_cores));
+    RET(Positive(r, c, "cpu_cores", p, compute->cpu_cores));
+  }
+  return OkStatus();
+}
+
+// One nodes[] entry at `path` into `base` (its name, not yet expanded) and
+// its `count`.
+Status ParseNode(const SpecReader& r, const YAML::Node& n, const std::string& path, NodeSpec* base,
+                 int64_t* count) {
+  base->line = n.Mark().line + 1;
+  RET(r.Get(n, "name", path, &base->name));
+  if (base->name.empty()) return r.Error(n, path + ".name", "is required");
+  // Names become directory and key file names: no ".", "..", hidden files.
+  if (!std::isalnum(static_cast<unsigned char>(base->name[0])))
+    return r.Error(n["name"], path + ".name", "must start with a letter or digit (got '" + base->name + "')");
+  for (char c : base->name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+      return r.Error(n["name"], path + ".name",
+                     "may contain only letters, digits, '-', '_' and '.' (got '" + base->name + "')");
+  }
+  base->group = base->name;
+  RET(r.Get(n, "count", path, count));
+  if (*count < 1) return r.Error(n["count"], path + ".count", "must be >= 1");
+  if (*count > 1000000) return r.Error(n["count"], path + ".count", "must be <= 1000000");
+
+  if (YAML::Node c = n["compute"]; c.IsDefined()) RET(ParseCompute(r, c, path + ".compute", &base->compute));
+  if (YAML::Node sl = n["slowdowns"]; sl.IsDefined()) {
+    if (!sl.IsSequence()) return r.Error(sl, path + ".slowdowns", "must be a list");
+    for (size_t k = 0; k < sl.size(); ++k) {
+      std::string p = path + ".slowdowns[" + std::to_string(k) + "]";
+      SlowdownSpec s;
+      RET(r.CheckKeys(sl[k], p, {"at_s", "factor", "for_s"}));
+      RET(r.Get(sl[k], "at_s", p, &s.at_s));
+      RET(r.Get(sl[k], "factor", p, &s.factor));
+      RET(r.Get(sl[k], "for_s", p, &s.for_s));
+      RET(NonNegative(r, sl[k], "at_s", p, s.at_s));
+      RET(Positive(r, sl[k], "factor", p, s.factor));
+      RET(Positive(r, sl[k], "for_s", p, s.for_s));
+      base->slowdowns.push_back(s);
+    }
+  }
+  if (YAML::Node d = n["disk"]; d.IsDefined()) {
+    std::string p = path + ".disk";
+    RET(r.CheckKeys(d, p, {"read_mbps"}));
+    RET(r.Get(d, "read_mbps", p, &base->disk.read_mbps));
+    RET(Positive(r, d, "read_mbps", p, base->disk.read_mbps));
+  }
+  if (YAML::Node l = n["link"]; l.IsDefined()) {
+    std::string p = path + ".link";
+    RET(r.CheckKeys(l, p, {"up_mbps", "down_mbps", "latency_ms"}));
+    RET(r.Get(l, "up_mbps", p, &base->link.up_mbps));
+    RET(r.Get(l, "down_mbps", p, &base->link.down_mbps));
+    RET(r.Get(l, "latency_ms", p, &base->link.latency_ms));
+    RET(Positive(r, l, "up_mbps", p, base->link.up_mbps));
+    RET(Positive(r, l, "down_mbps", p, base->link.down_mbps));
+    RET(NonNegative(r, l, "latency_ms", p, base->link.latency_ms));
+  }
+  RET(r.Get(n, "max_batch", path, &base->max_batch));
+  if (base->max_batch < 0) return r.Error(n["max_batch"], path + ".max_batch", "must be >= 0");
+  if (YAML::Node f = n["failures"]; f.IsDefined()) {
+    if (!f.IsSequence()) return r.Error(f, path + ".failures", "must be a list");
+    for (size_t k = 0; k < f.size(); ++k) {
+      std::string p = path + ".failures[" + std::to_string(k) + "]";
+      FailureSpec fs;
+      RET(r.CheckKeys(f[k], p, {"at_s", "down_s"}));
+      RET(r.Get(f[k], "at_s", p, &fs.at_s));
+      RET(r.Get(f[k], "down_s", p, &fs.down_s));
+      RET(NonNegative(r, f[k], "at_s", p, fs.at_s));
+      RET(NonNegative(r, f[k], "down_s", p, fs.down_s));
+      base->failures.push_back(fs);
+    }
+  }
+  RET(ParseByzantine(r, n, path, &base->byzantine));
+  RET(r.Get(n, "byzantine_scale", path, &base->byzantine_scale));
+  RET(Positive(r, n, "byzantine_scale", path, base->byzantine_scale));
+  return OkStatus();
+}
+
+// nodes, each entry expanded `count` times.
+Status ParseNodes(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   YAML::Node nodes = root["nodes"];
   if (!nodes.IsDefined() || nodes.IsNull()) return r.Error(root, "nodes", "is required");
   if (!nodes.IsSequence() || nodes.size() == 0) return r.Error(nodes, "nodes", "must be a non-empty list");
@@ -334,122 +466,8 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
                     {"name", "count", "compute", "slowdowns", "disk", "link", "max_batch", "failures",
                      "byzantine", "byzantine_scale"}));
     NodeSpec base;
-    base.line = n.Mark().line + 1;
-    RET(r.Get(n, "name", path, &base.name));
-    if (base.name.empty()) return r.Error(n, path + ".name", "is required");
-    // Names become directory and key file names: no ".", "..", hidden files.
-    if (!std::isalnum(static_cast<unsigned char>(base.name[0])))
-      return r.Error(n["name"], path + ".name",
-                     "must start with a letter or digit (got '" + base.name + "')");
-    for (char c : base.name) {
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
-        return r.Error(n["name"], path + ".name",
-                       "may contain only letters, digits, '-', '_' and '.' (got '" + base.name + "')");
-    }
-    base.group = base.name;
     int64_t count = 1;
-    RET(r.Get(n, "count", path, &count));
-    if (count < 1) return r.Error(n["count"], path + ".count", "must be >= 1");
-    if (count > 1000000) return r.Error(n["count"], path + ".count", "must be <= 1000000");
-
-    if (YAML::Node c = n["compute"]; c.IsDefined()) {
-      std::string p = path + ".compute";
-      RET(r.CheckKeys(c, p, {"fixed_ms", "per_sample_ms", "jitter", "jitter_kind", "cpu_cores"}));
-      RET(r.Get(c, "fixed_ms", p, &base.compute.fixed_ms));
-      RET(r.Get(c, "per_sample_ms", p, &base.compute.per_sample_ms));
-      RET(r.Get(c, "jitter", p, &base.compute.jitter));
-      RET(NonNegative(r, c, "fixed_ms", p, base.compute.fixed_ms));
-      RET(Positive(r, c, "per_sample_ms", p, base.compute.per_sample_ms));
-      RET(NonNegative(r, c, "jitter", p, base.compute.jitter));
-      if (c["jitter_kind"].IsDefined()) {
-        std::string kind;
-        RET(r.Get(c, "jitter_kind", p, &kind));
-        if (kind == "normal")
-          base.compute.jitter_kind = JitterKind::kNormal;
-        else if (kind == "lognormal")
-          base.compute.jitter_kind = JitterKind::kLognormal;
-        else
-          return r.Error(c["jitter_kind"], p + ".jitter_kind",
-                         "must be normal or lognormal (got '" + kind + "')");
-      }
-      if (c["cpu_cores"].IsDefined()) {
-        RET(r.Get(c, "cpu_cores", p, &base.compute.cpu_cores));
-        RET(Positive(r, c, "cpu_cores", p, base.compute.cpu_cores));
-      }
-    }
-    if (YAML::Node sl = n["slowdowns"]; sl.IsDefined()) {
-      if (!sl.IsSequence()) return r.Error(sl, path + ".slowdowns", "must be a list");
-      for (size_t k = 0; k < sl.size(); ++k) {
-        std::string p = path + ".slowdowns[" + std::to_string(k) + "]";
-        SlowdownSpec s;
-        RET(r.CheckKeys(sl[k], p, {"at_s", "factor", "for_s"}));
-        RET(r.Get(sl[k], "at_s", p, &s.at_s));
-        RET(r.Get(sl[k], "factor", p, &s.factor));
-        RET(r.Get(sl[k], "for_s", p, &s.for_s));
-        RET(NonNegative(r, sl[k], "at_s", p, s.at_s));
-        RET(Positive(r, sl[k], "factor", p, s.factor));
-        RET(Positive(r, sl[k], "for_s", p, s.for_s));
-        base.slowdowns.push_back(s);
-      }
-    }
-    if (YAML::Node d = n["disk"]; d.IsDefined()) {
-      std::string p = path + ".disk";
-      RET(r.CheckKeys(d, p, {"read_mbps"}));
-      RET(r.Get(d, "read_mbps", p, &base.disk.read_mbps));
-      RET(Positive(r, d, "read_mbps", p, base.disk.read_mbps));
-    }
-    if (YAML::Node l = n["link"]; l.IsDefined()) {
-      std::string p = path + ".link";
-      RET(r.CheckKeys(l, p, {"up_mbps", "down_mbps", "latency_ms"}));
-      RET(r.Get(l, "up_mbps", p, &base.link.up_mbps));
-      RET(r.Get(l, "down_mbps", p, &base.link.down_mbps));
-      RET(r.Get(l, "latency_ms", p, &base.link.latency_ms));
-      RET(Positive(r, l, "up_mbps", p, base.link.up_mbps));
-      RET(Positive(r, l, "down_mbps", p, base.link.down_mbps));
-      RET(NonNegative(r, l, "latency_ms", p, base.link.latency_ms));
-    }
-    RET(r.Get(n, "max_batch", path, &base.max_batch));
-    if (base.max_batch < 0) return r.Error(n["max_batch"], path + ".max_batch", "must be >= 0");
-    if (YAML::Node f = n["failures"]; f.IsDefined()) {
-      if (!f.IsSequence()) return r.Error(f, path + ".failures", "must be a list");
-      for (size_t k = 0; k < f.size(); ++k) {
-        std::string p = path + ".failures[" + std::to_string(k) + "]";
-        FailureSpec fs;
-        RET(r.CheckKeys(f[k], p, {"at_s", "down_s"}));
-        RET(r.Get(f[k], "at_s", p, &fs.at_s));
-        RET(r.Get(f[k], "down_s", p, &fs.down_s));
-        RET(NonNegative(r, f[k], "at_s", p, fs.at_s));
-        RET(NonNegative(r, f[k], "down_s", p, fs.down_s));
-        base.failures.push_back(fs);
-      }
-    }
-    std::string byz = "none";
-    RET(r.Get(n, "byzantine", path, &byz));
-    if (byz == "none")
-      base.byzantine = ByzantineKind::kNone;
-    else if (byz == "sign_flip")
-      base.byzantine = ByzantineKind::kSignFlip;
-    else if (byz == "random")
-      base.byzantine = ByzantineKind::kRandom;
-    else if (byz == "nan")
-      base.byzantine = ByzantineKind::kNaN;
-    else if (byz == "chunk_garbage")
-      base.byzantine = ByzantineKind::kChunkGarbage;
-    else if (byz == "chunk_scale")
-      base.byzantine = ByzantineKind::kChunkScale;
-    else if (byz == "phantom_round")
-      base.byzantine = ByzantineKind::kPhantomRound;
-    else if (byz == "poison_serve")
-      base.byzantine = ByzantineKind::kPoisonServe;
-    else
-      return r.Error(
-          n["byzantine"], path + ".byzantine",
-          "must be one of none, sign_flip, random, nan, chunk_garbage, chunk_scale, phantom_round, "
-          "poison_serve (got '" +
-              byz + "')");
-    RET(r.Get(n, "byzantine_scale", path, &base.byzantine_scale));
-    RET(Positive(r, n, "byzantine_scale", path, base.byzantine_scale));
-
+    RET(ParseNode(r, n, path, &base, &count));
     for (int64_t k = 0; k < count; ++k) {
       NodeSpec ns = base;
       if (count > 1) ns.name = base.name + "-" + std::to_string(k);
@@ -463,8 +481,11 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
       spec.nodes.push_back(std::move(ns));
     }
   }
+  return OkStatus();
+}
 
-  // placement (after nodes: explicit shares are per expanded node)
+// placement (after nodes: explicit shares are per expanded node).
+Status ParsePlacement(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   spec.placement.seed = spec.training.seed;
   if (YAML::Node p = root["placement"]; p.IsDefined()) {
     RET(r.CheckKeys(p, "placement", {"kind", "replication", "skew", "shares", "seed"}));
@@ -483,9 +504,7 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     RET(r.Get(p, "skew", "placement", &spec.placement.skew));
     if (p["seed"].IsDefined()) {
       RET(r.Get(p, "seed", "placement", &spec.placement.seed));
-      placement_seed_set = true;
     }
-    (void)placement_seed_set;
     if (spec.placement.replication < 1)
       return r.Error(p["replication"], "placement.replication", "must be >= 1");
     if (spec.placement.replication > spec.num_nodes())
@@ -519,8 +538,12 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
       if (!(sum > 0)) return r.Error(p["shares"], "placement.shares", "must not all be 0");
     }
   }
+  return OkStatus();
+}
 
-  // cross-field checks
+// What no single section can check alone.
+Status CheckAcrossSections(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
+  const YAML::Node nodes = root["nodes"];
   auto& tr = spec.training;
   // A robust rule implies a verified ring wherever one fits (2f+1 nodes):
   // the plain ring lets one member replace a whole reduced chunk.
@@ -558,6 +581,23 @@ StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
     return r.Error(root["training"], "training.global_batch",
                    "exceeds dataset.samples (" + std::to_string(spec.dataset.samples) + ")");
   }
+  return OkStatus();
+}
+
+StatusOr<ClusterSpec> Parse(const YAML::Node& root, const std::string& source) {
+  SpecReader r(source);
+  ClusterSpec spec;
+  spec.source = source;
+  if (!root.IsDefined() || root.IsNull()) return r.Error(root, "spec", "is empty");
+  RET(r.CheckKeys(root, "", {"dataset", "placement", "training", "scheduler", "network", "agent", "nodes"}));
+  RET(ParseDataset(r, root, spec));
+  RET(ParseTraining(r, root, spec));
+  RET(ParseScheduler(r, root, spec));
+  RET(ParseNetwork(r, root, spec));
+  RET(ParseAgent(r, root, spec));
+  RET(ParseNodes(r, root, spec));
+  RET(ParsePlacement(r, root, spec));
+  RET(CheckAcrossSections(r, root, spec));
   return spec;
 }
 
