@@ -20,7 +20,7 @@ set(LOFT_BENCH_SMOKE_epoch_quality_bench --instances 1 --max-workers 8)
 set(LOFT_BENCH_SMOKE_fetch_bench 2000 0.2)
 set(LOFT_BENCH_SMOKE_learning_per_step_bench --spec ${CMAKE_SOURCE_DIR}/examples/clusters/edge-bandwidth.yaml
     --csv ${CMAKE_CURRENT_LIST_DIR}/learning_per_step_smoke.csv --policies loft,lbbsp --steps 2 --eval-every 1 --seeds 1
-    --test-samples 100)
+    --test-samples 100 --period 2 --local-scale batch)
 set(LOFT_BENCH_SMOKE_planner_bench --instances 1 --reps 1 --max-workers 16)
 set(LOFT_BENCH_SMOKE_ring_compress_bench --members 3 --rounds 1 --block 1 --batch 1)
 set(LOFT_BENCH_SMOKE_ring_verify_bench --members 3 --tolerance 1 --batch 1 --rounds 1 --block 1)

@@ -17,7 +17,18 @@
 //   learning_per_step_bench --spec SPEC --csv DIR/iterations.csv
 //       [--policies loft,lbbsp,uniform] [--aggregation NAME] [--seeds 7,8,9]
 //       [--steps 300] [--eval-every 25] [--data DIR] [--test-samples 10000]
-//       [--trim-weights capped|count]
+//       [--trim-weights capped|count] [--period N] [--local-scale none|batch]
+//
+// --period N > 1: rounds of N local steps (training.exchange.period), as
+// the agents' delta exchange runs them (edge_agent/model_trainer.h): each
+// member takes SGD steps on its own copy from the round's start, then the
+// members' deltas (parameters − start) are combined with PlanRound's
+// weights (the global batch × the round's steps) and every member sets
+// parameters = start + aggregate, velocity = −aggregate / Σ lr.
+// --local-scale batch: a local step's gradient is scaled by b_i / (B/N)
+// (B the global batch, N the members with samples), so a member with a
+// small batch takes a proportionally smaller step (an experiment; the
+// agents do not do this).
 //
 // --trim-weights: what PlanRound is given as the global batch: `capped`
 // (the spec's training.global_batch: trimmed_mean averages the kept values
@@ -214,6 +225,108 @@ StatusOr<RunResult> Train(const ClusterSpec& spec, const models::ReducerOptions&
   return out;
 }
 
+// Train with rounds of `period` local steps and a delta exchange (--period).
+StatusOr<RunResult> TrainRounds(const ClusterSpec& spec, const models::ReducerOptions& base, const Data& d,
+                                const std::vector<Step>& replay, int64_t steps,
+                                const std::vector<int64_t>& evals, uint64_t seed, int64_t test_samples,
+                                double global_batch, int64_t period, bool scale_by_batch) {
+  LOFT_ASSIGN_OR_RETURN(models::ModelKind kind, models::ParseModelKind(spec.training.model));
+  LOFT_ASSIGN_OR_RETURN(auto model, models::MakeModel(kind, models::Device::kCpu));
+  model->Init(seed);
+  LOFT_ASSIGN_OR_RETURN(models::SgdOptions so, agent::SgdOptionsFromSpec(spec.training));
+  LOFT_ASSIGN_OR_RETURN(models::Sgd shared, models::Sgd::Create(so, model->num_params()));
+  const size_t p = static_cast<size_t>(model->num_params());
+  Sampler sampler(d.train.count, seed * 0x9e3779b97f4a7c15ULL + 1);
+  const size_t n = replay.empty() ? 0 : replay[0].batch.size();
+  // Each member's own parameters and optimizer within a round.
+  std::vector<std::vector<float>> params(n), deltas(n);
+  std::vector<models::Sgd> sgd;
+  for (size_t i = 0; i < n; ++i) {
+    LOFT_ASSIGN_OR_RETURN(models::Sgd m, models::Sgd::Create(so, model->num_params()));
+    sgd.push_back(std::move(m));
+  }
+  std::vector<double> round_samples(n, 0.0);
+  std::vector<float> anchor(model->params().begin(), model->params().end()), grad(p), agg(p);
+  std::vector<float> anchor_velocity(p, 0.0f);
+  auto start_round = [&](int64_t step) -> Status {
+    for (size_t i = 0; i < n; ++i) {
+      params[i] = anchor;
+      LOFT_RETURN_IF_ERROR(sgd[i].Restore(step, anchor_velocity));
+      round_samples[i] = 0;
+    }
+    return OkStatus();
+  };
+  LOFT_RETURN_IF_ERROR(start_round(0));
+  std::vector<uint8_t> img, lab;
+  const models::BatchView test{
+      std::span<const uint8_t>(d.test.images.data(), static_cast<size_t>(test_samples * d.dim)),
+      std::span<const uint8_t>(d.test.labels.data(), static_cast<size_t>(test_samples))};
+  RunResult out;
+  size_t next_eval = 0;
+  int64_t round_start = 0;
+  for (int64_t t = 0; t < steps; ++t) {
+    const Step& s = replay[static_cast<size_t>(t)];
+    if (s.batch.size() != n)
+      return InvalidArgument("the replay's worker count changes at step " + std::to_string(t));
+    sampler.StartEpoch(s.epoch);
+    int64_t with_samples = 0;
+    for (int64_t b : s.batch) with_samples += b > 0 ? 1 : 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (s.batch[i] == 0) continue;
+      img.resize(static_cast<size_t>(s.batch[i] * d.dim));
+      lab.resize(static_cast<size_t>(s.batch[i]));
+      for (int64_t k = 0; k < s.batch[i]; ++k) {
+        const int64_t id = sampler.Next();
+        std::copy_n(d.train.images.begin() + id * d.dim, d.dim, img.begin() + k * d.dim);
+        lab[static_cast<size_t>(k)] = d.train.labels[static_cast<size_t>(id)];
+      }
+      std::copy(params[i].begin(), params[i].end(), model->params().begin());
+      auto l = model->LossAndGradient(models::BatchView{img, lab}, grad);
+      if (!l.ok()) return l.status();
+      if (scale_by_batch && with_samples > 0) {
+        const auto scale =
+            static_cast<float>(static_cast<double>(s.batch[i]) * static_cast<double>(with_samples) /
+                               static_cast<double>(spec.training.global_batch));
+        for (float& g : grad) g *= scale;
+      }
+      LOFT_RETURN_IF_ERROR(sgd[i].Step(params[i], grad));
+      round_samples[i] += static_cast<double>(s.batch[i]);
+    }
+    const bool ends = (t + 1 - round_start) >= period || t + 1 == steps;
+    if (ends) {
+      agent::RoundHellos hellos;
+      for (size_t i = 0; i < n; ++i) {
+        hellos.members.push_back(static_cast<int>(i));
+        hellos.hellos.push_back(agent::MemberHello{round_samples[i], t - 1, 0, i == 0, 0});
+        deltas[i].resize(p);
+        for (size_t k = 0; k < p; ++k) deltas[i][k] = params[i][k] - anchor[k];
+      }
+      const double round_batch = global_batch * static_cast<double>(t + 1 - round_start);
+      LOFT_ASSIGN_OR_RETURN(agent::RoundPlan plan,
+                            agent::PlanRound(0, static_cast<uint32_t>(t), hellos, base, round_batch));
+      std::vector<std::span<const float>> in(deltas.begin(), deltas.end());
+      LOFT_RETURN_IF_ERROR(models::Reduce(plan.reducer, in, plan.weights, agg));
+      double lr_sum = 0;
+      for (int64_t k = round_start; k <= t; ++k) lr_sum += shared.LearningRateAt(k);
+      for (size_t k = 0; k < p; ++k) {
+        anchor[k] += agg[k];
+        anchor_velocity[k] = lr_sum > 0 ? static_cast<float>(-static_cast<double>(agg[k]) / lr_sum) : 0.0f;
+      }
+      round_start = t + 1;
+      LOFT_RETURN_IF_ERROR(start_round(t + 1));
+    }
+    while (next_eval < evals.size() && evals[next_eval] == t + 1) {
+      // Between rounds the members share the round's start; mid-round the
+      // evaluation is of the last round's start, as the agents evaluate.
+      std::copy(anchor.begin(), anchor.end(), model->params().begin());
+      LOFT_ASSIGN_OR_RETURN(double acc, model->Evaluate(test));
+      out.accuracy.push_back(acc);
+      ++next_eval;
+    }
+  }
+  return out;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t m = v.size();
@@ -254,6 +367,8 @@ struct BenchOptions {
   std::vector<uint64_t> seeds;
   int64_t steps = 300, eval_every = 25, test_samples = 10000;
   double global_batch = 0;  // given to PlanRound; 0 = members counted once
+  int64_t period = 1;       // local steps per round (1: the gradient exchange)
+  bool scale_by_batch = false;
 };
 
 StatusOr<nlohmann::json> RunAll(const ClusterSpec& spec, const models::ReducerOptions& base, const Data& d,
@@ -279,7 +394,10 @@ StatusOr<nlohmann::json> RunAll(const ClusterSpec& spec, const models::ReducerOp
     std::vector<std::vector<double>> per_seed;
     for (uint64_t seed : o.seeds) {
       const auto t0 = std::chrono::steady_clock::now();
-      auto r = Train(spec, base, d, it->second, steps, evals, seed, o.test_samples, o.global_batch);
+      auto r = o.period > 1 || o.scale_by_batch
+                   ? TrainRounds(spec, base, d, it->second, steps, evals, seed, o.test_samples,
+                                 o.global_batch, o.period, o.scale_by_batch)
+                   : Train(spec, base, d, it->second, steps, evals, seed, o.test_samples, o.global_batch);
       if (!r.ok()) return r.status().WithContext(policy + " seed " + std::to_string(seed));
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::fprintf(stderr, "%s seed %llu: final %.4f (%.1f s)\n", policy.c_str(),
@@ -332,7 +450,13 @@ int main(int argc, char** argv) {
   app.add_option("--data", data_dir, "Fashion-MNIST directory");
   app.add_option("--trim-weights", trim_weights, "trimmed_mean weights: capped | count")
       ->check(CLI::IsMember({"capped", "count"}));
+  std::string local_scale = "none";
+  app.add_option("--period", o.period, "local steps per round (delta exchange); 1 = gradient exchange")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--local-scale", local_scale, "local steps' gradient scale: none | batch (b_i / (B/N))")
+      ->check(CLI::IsMember({"none", "batch"}));
   CLI11_PARSE(app, argc, argv);
+  o.scale_by_batch = local_scale == "batch";
   openblas_set_num_threads(1);
   auto spec = LoadClusterSpecFile(spec_path);
   if (!spec.ok()) return Fail(spec.status().ToString());
@@ -372,6 +496,8 @@ int main(int argc, char** argv) {
                       {"csv", csv_path},
                       {"aggregation", spec->training.aggregation},
                       {"trim_weights", trim_weights},
+                      {"period", o.period},
+                      {"local_scale", local_scale},
                       {"global_batch", spec->training.global_batch},
                       {"learning_rate", spec->training.learning_rate},
                       {"momentum", spec->training.momentum},
