@@ -60,6 +60,7 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->guard_ = RingGuard(RingGuardOptions{spec.training.byzantine_tolerance});
   t->tolerance_ = spec.training.byzantine_tolerance;
   t->global_batch_ = static_cast<double>(spec.training.global_batch);
+  t->num_nodes_ = spec.num_nodes();
   t->delta_ = spec.training.exchange.period_auto || spec.training.exchange.period > 1;
   auto compression = models::ParseCompression(spec.training.exchange.compression);
   if (!compression.ok()) return compression.status().WithContext("training.exchange.compression");
@@ -243,8 +244,13 @@ double ModelTrainer::ComputeGradient(size_t n) {
   return loss;
 }
 
-double ModelTrainer::LocalStep(size_t n) {
+double ModelTrainer::LocalStep(size_t n, int64_t view) {
   const double loss = ComputeGradient(n);
+  // The member's share of the global batch (see the header).
+  const int live = views_->LiveCount(view);
+  const auto scale = static_cast<float>(LocalStepScale(n, global_batch_, live > 0 ? live : num_nodes_));
+  if (scale != 1.0f)
+    for (float& g : grad_) g *= scale;
   Status st = sgd_->Step(model_->params(), grad_);
   if (!st.ok()) spdlog::warn("local step refused: {}", st.ToString());  // parameters unchanged
   round_samples_ += static_cast<double>(n);
@@ -494,7 +500,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
   const uint32_t round = static_cast<uint32_t>(batch.iteration);
   guard_.Planned(batch.iteration);
   const int64_t prev_round = last_round_;
-  double loss = delta_ ? LocalStep(n) : ComputeGradient(n);
+  double loss = delta_ ? LocalStep(n, batch.view) : ComputeGradient(n);
   v1::TrainingReport rep;
   bool evaluator = false, exchanged = false;
   if (delta_ && batch.local_step) {

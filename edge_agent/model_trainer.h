@@ -64,6 +64,12 @@
 // member without exchanging it (which would double the bytes), keeps the
 // direction momentum carries from round to round, and is exactly the
 // gradient exchange's velocity for a round of one step under the mean.
+// A local step's gradient is scaled by the member's share of the global
+// batch, b / (B / N) (B = training.global_batch, N = the live members of
+// the step's view): a member with a small batch (loft's slow or data-poor
+// nodes) takes a proportionally smaller step, as its gradient stands for
+// fewer samples; unscaled, its noisy full-size steps made loft's rounds
+// learn less than lbbsp's (docs/learning-per-step.md, "Local steps").
 // compression: int8 (either exchange) sends each chunk as a scale and int8
 // values (models/chunk_codec.h); this member adds the rounding it kept from
 // its previous contribution to the next one (error feedback; the residual
@@ -177,9 +183,9 @@ class ModelTrainer final : public Trainer {
   // grad_, corrupted if Byzantine (gradient exchange only: a delta
   // exchange corrupts the delta).
   double ComputeGradient(size_t n);
-  // Delta exchange: one local SGD step on the current batch (n samples);
-  // returns its loss.
-  double LocalStep(size_t n);
+  // Delta exchange: one local SGD step on the current batch (n samples,
+  // planned in view `view`; its gradient scaled as above); returns its loss.
+  double LocalStep(size_t n, int64_t view);
   // Delta exchange: this member's contribution (parameters - anchor,
   // corrupted if Byzantine) into *data.
   void FillDelta(std::vector<float>* data);
@@ -268,7 +274,8 @@ class ModelTrainer final : public Trainer {
   models::Compression compression_ = models::Compression::kNone;  // training.exchange.compression
   // int8 error feedback: this member's rounding, carried to its next exchange.
   std::vector<float> residual_;
-  double global_batch_ = 0;  // training.global_batch (trimmed_mean's weight cap)
+  double global_batch_ = 0;  // training.global_batch (trimmed_mean's weight cap, local-step scale)
+  int num_nodes_ = 1;        // the spec's nodes (the local-step scale before a view arrived)
 
   std::optional<v1::TrainingReport> report_;
 };

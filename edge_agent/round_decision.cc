@@ -112,4 +112,9 @@ StatusOr<RoundPlan> PlanRound(int self, uint32_t round, const RoundHellos& x,
   return p;
 }
 
+double LocalStepScale(size_t samples, double global_batch, int members) {
+  if (!(global_batch > 0) || members <= 0) return 1.0;
+  return static_cast<double>(samples) * static_cast<double>(members) / global_batch;
+}
+
 }  // namespace loft::agent

@@ -91,4 +91,10 @@ struct RoundPlan {
 StatusOr<RoundPlan> PlanRound(int self, uint32_t round, const RoundHellos& x,
                               const models::ReducerOptions& base, double global_batch = 0);
 
+// Delta exchange: the factor on a local step's gradient for a member with
+// `samples` in the step, global_batch B and `members` live members: its
+// share of the global batch, samples / (B / members) (model_trainer.h).
+// 1 when B or members is not positive.
+double LocalStepScale(size_t samples, double global_batch, int members);
+
 }  // namespace loft::agent

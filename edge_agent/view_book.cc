@@ -38,6 +38,12 @@ bool ViewBook::IsLive(int64_t v, int node) {
   return IsMember(it->second, node);
 }
 
+int ViewBook::LiveCount(int64_t v) {
+  std::lock_guard lock(mu_);
+  auto it = views_.find(v);
+  return it == views_.end() ? 0 : it->second.members_size();
+}
+
 bool ViewBook::MayRing(int node, uint32_t tag_view, bool request) {
   std::lock_guard lock(mu_);
   if (views_.empty()) return !request;

@@ -51,6 +51,8 @@ class ViewBook {
   bool Has(int64_t v);
   // Whether `node` is live in view v (false when v has not arrived).
   bool IsLive(int64_t v, int node);
+  // How many nodes are live in view v (no wait; 0 when v has not arrived).
+  int LiveCount(int64_t v);
   int64_t Latest();
   // The ring's sender check (ZmqTransport::SetSenderCheck): whether `node`
   // may have a ring message of view `tag_view` (a tag's low 24 bits of the

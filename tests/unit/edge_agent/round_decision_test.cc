@@ -280,3 +280,15 @@ TEST_CASE("FindFinishedElsewhere: f+1 members past the round holding it vouch fo
   RoundHellos none{{0, 2}, {H(3, 6, 0xAA, 40), done}, {}};
   CHECK_FALSE(FindFinishedElsewhere(none, 7, 1));
 }
+
+TEST_CASE("LocalStepScale: a local step counts as the member's share of the global batch") {
+  // B = 512 over 4 members: an even share (128) steps at full size.
+  CHECK(LocalStepScale(128, 512, 4) == Approx(1.0));
+  // loft's small batch on a slow node: a quarter of the share, a quarter step.
+  CHECK(LocalStepScale(32, 512, 4) == Approx(0.25));
+  CHECK(LocalStepScale(256, 512, 4) == Approx(2.0));
+  CHECK(LocalStepScale(0, 512, 4) == 0.0);
+  // Nothing to scale by: the step as computed.
+  CHECK(LocalStepScale(32, 0, 4) == 1.0);
+  CHECK(LocalStepScale(32, 512, 0) == 1.0);
+}
