@@ -463,11 +463,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       // Never answer an Error with an Error (no ping-pong); just log it.
       spdlog::info("error from a peer: {}", StatusFromError(in.error()).ToString());
       return OkStatus();
-    case v1::Envelope::kStatusRequest:
-      reply->mutable_status_reply()->set_json(StatusJson(now_ms));
-      *reply->mutable_status_reply()->mutable_run() = RunSummary(in.status_request().include_rows());
-      WorkerProfiles(reply->mutable_status_reply()->mutable_workers());
-      return OkStatus();
+    case v1::Envelope::kStatusRequest: return OnStatusRequest(in.status_request(), peer, now_ms, reply);
     default:
       return Unimplemented("the scheduler does not accept '" + std::string(BodyName(in)) + "' messages");
   }
