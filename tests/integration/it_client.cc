@@ -38,6 +38,12 @@
 //                                       (bad_samples); prints one JSON line: its
 //                                       failures, the samples it named and the
 //                                       scheduler's status at the end
+//   it_client status ENDPOINT KEYS_DIR KEY FROM
+//                                       one StatusRequest with include_rows and
+//                                       rows_from FROM, with CURVE key KEY; prints
+//                                       one JSON line: the error code and message,
+//                                       or the page's rows, rows_from, rows_kept
+//                                       and the reply's bytes
 // Exit 0 = the checks held; 1 = a check failed (message on stderr).
 #include <algorithm>
 #include <chrono>
@@ -521,6 +527,37 @@ int Accuse(const std::string& ep, const std::string& name, int32_t peer, double 
   return 0;
 }
 
+int StatusRows(const std::string& ep, const std::string& keys_dir, const std::string& key, int64_t from) {
+  auto own = loft::ReadCurveKeyPair(keys_dir + "/" + key + ".key");
+  auto sched = loft::ReadCurvePublicKey(keys_dir + "/scheduler.pub");
+  if (!own.ok() || !sched.ok()) return Fail("cannot read the keys in " + keys_dir);
+  zmq::context_t ctx(1);
+  loft::SocketOptions so;
+  so.curve_own = *own;
+  so.curve_server_public = *sched;
+  auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+  if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect");
+  loft::v1::Envelope req;
+  req.mutable_status_request()->set_include_rows(true);
+  req.mutable_status_request()->set_rows_from(from);
+  if (!loft::SendEnvelope(*s, req).ok()) return Fail("cannot send");
+  auto r =
+      Await(*s, 10000, [](const loft::v1::Envelope& e) { return e.has_status_reply() || e.has_error(); });
+  if (!r) return Fail("no reply");
+  nlohmann::json out;
+  if (r->has_error()) {
+    out = {{"error", static_cast<int>(r->error().code())}, {"message", r->error().message()}};
+  } else {
+    const auto& run = r->status_reply().run();
+    out = {{"rows", run.rows_size()},
+           {"rows_from", run.rows_from()},
+           {"rows_kept", run.rows_kept()},
+           {"bytes", r->ByteSizeLong()}};
+  }
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -538,6 +575,7 @@ int main(int argc, char** argv) {
     if (mode == "register" && argc >= 8)
       return Register(argv[2], argv[3], argv[4], argv[5], std::stoi(argv[6]), std::stoi(argv[7]));
     if (mode == "hijack" && argc >= 7) return Hijack(argv[2], argv[3], argv[4], argv[5], std::stoi(argv[6]));
+    if (mode == "status" && argc >= 6) return StatusRows(argv[2], argv[3], argv[4], std::stoll(argv[5]));
     if (mode == "accuse" && argc >= 6)
       return Accuse(argv[2], argv[3], std::stoi(argv[4]), std::stod(argv[5]));
   } catch (const std::exception& e) {
