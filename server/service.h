@@ -20,7 +20,10 @@
 // to <journal_dir>/sessions.json so a restarted scheduler can keep
 // serving agents that do not re-register; training reports for status.
 // Authentication: with CURVE the peer's key name (ZAP User-Id) must equal
-// the node name it speaks for; "loftctl" may only ask for status.
+// the node name it speaks for; "loftctl" may only ask for status. Any
+// key may ask for status, only "loftctl" for the run's rows, a page at a
+// time, within its key's byte budget (server/status_reply.h). Log lines a
+// peer can cause are rate-limited per kind and peer (peer_log_).
 //
 // Not responsible for: sockets and framing (ZmqSchedulerServer), any
 // decision (scheduler/), reading the spec (the caller passes it in).
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/log_limiter.h"
 #include "core/metrics.h"
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
@@ -206,6 +210,8 @@ class SchedulerService {
   Status OnRegister(const v1::RegisterRequest& req, const Sender& peer, double now_ms, v1::Envelope* reply,
                     int32_t* sender);
   Status BroadcastView();
+  // A ring member's report of another (scheduler/accusations.h).
+  Status OnPeerReport(const v1::PeerReport& pr, const Sender& peer, double now_ms, int32_t* sender_node);
   // A StatusRequest: who may read what, the key's budget, the reply
   // (service_status.cc; server/status_reply.h).
   Status OnStatusRequest(const v1::StatusRequest& req, const Sender& peer, double now_ms,
@@ -287,6 +293,14 @@ class SchedulerService {
   RegisterBackoff register_backoff_;       // view-changing (re-)registrations per node
   scheduler::AccusationBook accusations_;  // ring members reported by agents (PeerReport)
   bool view_dirty_ = false;
+  // Every log line a peer's message can cause (core/log_limiter.h):
+  // loft_scheduler_log_suppressed_total{kind} counts what it held back.
+  PeerLogLimits peer_log_{nullptr};
+  // The service clock's `now_ms` as the limiter's time.
+  static LogRateLimiter::TimePoint LogTime(double now_ms) {
+    return LogRateLimiter::TimePoint(std::chrono::duration_cast<LogRateLimiter::TimePoint::duration>(
+        std::chrono::duration<double, std::milli>(now_ms)));
+  }
   std::string last_blocked_;
   std::map<uint64_t, int32_t> sent_;  // partitions this process sent, not finished -> worker
 
