@@ -53,6 +53,7 @@ StatusOr<AgentMetrics> AgentMetrics::Create(metrics::Registry* r) {
   LOFT_ASSIGN_OR_RETURN(auto* e, r->AddCounter("loft_agent_scheduler_errors_total",
                                                "Error messages received from the scheduler."));
   m.scheduler_errors = &e->Get();
+  LOFT_ASSIGN_OR_RETURN(m.log_suppressed, AddLogSuppressedCounter(r, "loft_agent"));
   LOFT_ASSIGN_OR_RETURN(m.poisoned_samples,
                         r->AddCounter("loft_agent_poisoned_samples_total",
                                       "Peer-fetched samples refused because their digest does not match the "
@@ -72,7 +73,11 @@ std::string RejectReason(const Status& st) {
 }
 
 AgentService::AgentService(AgentServiceOptions options, cache::SampleCache* cache, AgentMetrics* metrics)
-    : options_(std::move(options)), cache_(cache), metrics_(metrics), grants_(options_.max_grants) {
+    : options_(std::move(options)),
+      cache_(cache),
+      metrics_(metrics),
+      grants_(options_.max_grants),
+      peer_log_(metrics->log_suppressed) {
   std::random_device rd;
   while (incarnation_ == 0) incarnation_ = (uint64_t{rd()} << 32) ^ rd();
   if (options_.local_manifest != nullptr) local_root_ = options_.local_manifest->Root();
@@ -135,7 +140,8 @@ PeerReply AgentService::HandlePeer(std::string_view frame, size_t extra_frames, 
     (void)deny("data_loss", st);
     for (uint64_t id : bad) out.header.mutable_error()->add_bad_samples(id);
     if (!bad.empty())
-      spdlog::error(
+      peer_log_.Log(
+          spdlog::level::err, "corrupt_fetch", std::to_string(req.requester()),
           "fetch by node {} (partition {}): {} stored records failed their check (first: sample {})",
           req.requester(), req.partition_id(), bad.size(), bad.front());
     return out;
@@ -299,7 +305,8 @@ SchedulerEffects AgentService::HandleScheduler(std::string_view frame, size_t ex
       break;
     case E::kError:
       metrics_->scheduler_errors->Increment();
-      spdlog::warn("scheduler error: {}", StatusFromError(env->error()).ToString());
+      peer_log_.Log(spdlog::level::warn, "scheduler_error", "scheduler", "scheduler error: {}: {}",
+                    StatusCodeName(StatusFromError(env->error()).code()), PeerText(env->error().message()));
       break;
     default:
       metrics_->rejected_frames->WithLabels({"scheduler", "unexpected_type"}).Increment();

@@ -35,6 +35,7 @@
 
 #include "cache/sample_cache.h"
 #include "core/clock.h"
+#include "core/log_limiter.h"
 #include "core/metrics.h"
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
@@ -64,6 +65,9 @@ struct AgentMetrics {
   metrics::Counter* scheduler_errors = nullptr;
   metrics::CounterFamily* ring_offences = nullptr;     // {node, reason} (edge_agent/ring_guard.h)
   metrics::CounterFamily* poisoned_samples = nullptr;  // {peer}: refused by the manifest check
+  // {kind}: log lines a peer's messages would have caused, held back
+  // (core/log_limiter.h PeerLogLimits; the agent's limiters share it).
+  metrics::CounterFamily* log_suppressed = nullptr;
 
   static StatusOr<AgentMetrics> Create(metrics::Registry* registry);
 };
@@ -155,6 +159,7 @@ class AgentService {
   cache::SampleCache* cache_;
   AgentMetrics* metrics_;
   GrantTable grants_;
+  PeerLogLimits peer_log_;    // lines a peer or the scheduler can cause
   SeenAssignments seen_;      // accepted (partition, attempt): a re-sent one is dropped
   uint64_t incarnation_ = 0;  // random per process (RegisterRequest.incarnation)
   std::string local_root_;    // options_.local_manifest's root (empty = none)

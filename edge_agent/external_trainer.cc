@@ -114,12 +114,15 @@ void ExternalTrainer::Reply(const std::string& id, const v1::Envelope& env, zmq:
   frames.push_back(std::move(*head));
   if (data != nullptr) frames.push_back(std::move(*data));
   Status st = SendMultipart(router_, frames, /*dontwait=*/true);
-  if (!st.ok()) spdlog::warn("cannot send {} to the consumer: {}", BodyName(env), st.ToString());
+  if (!st.ok())
+    log_.Log(spdlog::level::warn, "consumer_send", "consumer", "cannot send {} to the consumer: {}",
+             BodyName(env), st.ToString());
 }
 
 void ExternalTrainer::OnHello(const std::string& id, int fd, const v1::ConsumerHello& h, Wait* wait) {
   auto refuse = [&](const std::string& why) {
-    spdlog::warn("refusing consumer '{}' on {}: {}", h.client(), endpoint_, why);
+    log_.Log(spdlog::level::warn, "consumer_refused", "consumer", "refusing consumer '{}' on {}: {}",
+             PeerText(h.client()), endpoint_, why);
     v1::Envelope env;
     env.mutable_consumer_refused()->set_reason(why);
     Reply(id, env);
@@ -146,7 +149,8 @@ void ExternalTrainer::OnHello(const std::string& id, int fd, const v1::ConsumerH
   consumer_ = id;
   consumer_fd_ = fd;
   if (opts_.ring) opts_.ring->ResetConsumer();
-  spdlog::info("consumer '{}' connected on {}", h.client(), endpoint_);
+  log_.Log(spdlog::level::info, "consumer_connected", "consumer", "consumer '{}' connected on {}",
+           PeerText(h.client()), endpoint_);
 }
 
 void ExternalTrainer::Drain(Wait* wait) {
@@ -166,7 +170,8 @@ void ExternalTrainer::Drain(Wait* wait) {
       live_fds_.erase(fd);
       const bool gone = consumer_fd_ >= 0 ? fd == consumer_fd_ : live_fds_.empty();
       if (gone && consumer_.has_value()) {
-        spdlog::warn("consumer disconnected from {}", endpoint_);
+        log_.Log(spdlog::level::warn, "consumer_disconnected", "consumer", "consumer disconnected from {}",
+                 endpoint_);
         consumer_.reset();
         consumer_fd_ = -1;
         if (wait != nullptr) wait->lost = true;
@@ -177,7 +182,8 @@ void ExternalTrainer::Drain(Wait* wait) {
     auto frames = RecvMultipart(router_, /*dontwait=*/true, /*max_frames=*/8);
     if (!frames.ok()) {
       if (frames.status().code() == StatusCode::kResourceExhausted) continue;  // too many frames: dropped
-      spdlog::warn("consumer receive: {}", frames.status().ToString());
+      log_.Log(spdlog::level::warn, "consumer_receive", "consumer", "consumer receive: {}",
+               frames.status().ToString());
       break;
     }
     if (frames->empty()) break;
@@ -185,7 +191,8 @@ void ExternalTrainer::Drain(Wait* wait) {
     std::string id((*frames)[0].to_string());
     auto env = Decode((*frames)[1].to_string_view(), opts_.max_message_bytes);
     if (!env.ok()) {
-      spdlog::warn("consumer sent an undecodable frame: {}", env.status().ToString());
+      log_.Log(spdlog::level::warn, "consumer_undecodable", "consumer",
+               "consumer sent an undecodable frame: {}", env.status().ToString());
       continue;
     }
     if (env->has_consumer_hello()) {
@@ -193,7 +200,8 @@ void ExternalTrainer::Drain(Wait* wait) {
       continue;
     }
     if (consumer_ != id) {
-      spdlog::warn("ignoring {} from a connection that is not the current consumer", BodyName(*env));
+      log_.Log(spdlog::level::warn, "consumer_not_current", "consumer",
+               "ignoring {} from a connection that is not the current consumer", BodyName(*env));
       continue;
     }
     if (env->has_consumer_report()) {
@@ -201,7 +209,8 @@ void ExternalTrainer::Drain(Wait* wait) {
       if (wait != nullptr && r.partition_id() == wait->partition_id) {
         wait->report = r;
       } else {
-        spdlog::warn("ignoring consumer report for partition {} (not awaited)", r.partition_id());
+        log_.Log(spdlog::level::warn, "consumer_report_ignored", "consumer",
+                 "ignoring consumer report for partition {} (not awaited)", r.partition_id());
       }
     } else if (env->has_consumer_allreduce()) {
       const auto& a = env->consumer_allreduce();
@@ -224,7 +233,8 @@ void ExternalTrainer::Drain(Wait* wait) {
       }
     } else if (env->has_consumer_state()) {
       if (!opts_.ring || frames->size() != 3) {
-        spdlog::warn("ignoring consumer state ({})", opts_.ring ? "no blob frame" : "no ring");
+        log_.Log(spdlog::level::warn, "consumer_state_ignored", "consumer", "ignoring consumer state ({})",
+                 opts_.ring ? "no blob frame" : "no ring");
       } else {
         opts_.ring->PublishState((*frames)[2].to_string());
       }
@@ -246,7 +256,8 @@ void ExternalTrainer::Drain(Wait* wait) {
       }
       Reply(id, e, &blob);
     } else {
-      spdlog::warn("consumer sent unexpected {}", BodyName(*env));
+      log_.Log(spdlog::level::warn, "consumer_unexpected", "consumer", "consumer sent unexpected {}",
+               BodyName(*env));
     }
   }
 }

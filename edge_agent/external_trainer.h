@@ -50,6 +50,7 @@
 #include <zmq.hpp>
 
 #include "core/clock.h"
+#include "core/log_limiter.h"
 #include "core/status.h"
 #include "edge_agent/external_ring.h"
 #include "edge_agent/trainer.h"
@@ -71,6 +72,8 @@ struct ExternalTrainerOptions {
   std::string token;                        // required in ConsumerHello when set; required for tcp://
   const std::atomic<bool>* stop = nullptr;  // optional: abandon a wait when set
   std::unique_ptr<ExternalRing> ring;       // training.model external: the all-reduce ring
+  // {kind}: the consumer's log lines held back (may be null: not counted).
+  metrics::CounterFamily* log_suppressed = nullptr;
 };
 
 class ExternalTrainer final : public Trainer {
@@ -112,6 +115,7 @@ class ExternalTrainer final : public Trainer {
 
   Clock* clock_;
   ExternalTrainerOptions opts_;
+  PeerLogLimits log_{opts_.log_suppressed};  // every line a consumer's frames cause
   zmq::context_t ctx_;
   zmq::socket_t router_;
   zmq::socket_t monitor_;

@@ -1,6 +1,4 @@
 // loft-agent: the edge agent daemon. See edge_agent/README.md.
-#include <google/protobuf/stubs/logging.h>
-
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
@@ -17,15 +15,6 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 void OnSignal(int) {
   g_interrupted = true;
-}
-// Garbage from the network makes protobuf log parse complaints; keep them
-// at debug level so a hostile peer cannot flood the log.
-void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
-  if (level >= google::protobuf::LOGLEVEL_FATAL) {
-    spdlog::critical("protobuf {}:{}: {}", file, line, message);
-  } else {
-    spdlog::debug("protobuf {}:{}: {}", file, line, message);
-  }
 }
 }  // namespace
 
@@ -50,7 +39,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loft-agent: %s\n", st.ToString().c_str());
     return 2;
   }
-  google::protobuf::SetLogHandler(&ProtobufLog);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   loft::metrics::Registry registry;

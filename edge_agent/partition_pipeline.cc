@@ -162,8 +162,9 @@ void PartitionPipeline::TakeOffences() {
     metrics_->ring_offences->WithLabels({std::to_string(o.node), o.reason}).Increment();
     ++offence_counts_[{o.node, o.reason}];
     if (!o.report) continue;
-    spdlog::warn("ring: node {} sent {} {} time(s): reporting it to the scheduler", o.node, o.reason,
-                 o.count);
+    offence_log_.Log(spdlog::level::warn, "ring_report", std::to_string(o.node),
+                     "ring: node {} sent {} {} time(s): reporting it to the scheduler", o.node, o.reason,
+                     o.count);
     v1::Envelope env;
     env.set_protocol_version(kProtocolVersion);
     auto* pr = env.mutable_peer_report();

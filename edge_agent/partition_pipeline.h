@@ -94,8 +94,9 @@ class PartitionPipeline {
   Trainer* trainer_;
   const AgentService* service_;
   AgentMetrics* metrics_;
-  const bool overlap_;        // reads may run while the compute thread works
-  const size_t ready_depth_;  // read partitions held ahead of the compute thread
+  PeerLogLimits offence_log_{metrics_->log_suppressed};  // ring reports' lines, under mu_
+  const bool overlap_;                                   // reads may run while the compute thread works
+  const size_t ready_depth_;                             // read partitions held ahead of the compute thread
   // wake_tx_: compute thread only; wake_rx_: poll loop only.
   zmq::socket_t wake_rx_, wake_tx_;
 

@@ -391,6 +391,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     eo.stop = &m.stop;
     eo.token = cfg.consumer_token;
     eo.ring = std::move(external_ring);
+    eo.log_suppressed = m.metrics.log_suppressed;
     LOFT_ASSIGN_OR_RETURN(m.trainer, ExternalTrainer::Create(clock, std::move(eo)));
   } else if (!cfg.consumer_endpoint.empty()) {
     spdlog::warn("consumer_endpoint {} is only served with compute_mode external", cfg.consumer_endpoint);

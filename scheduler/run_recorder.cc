@@ -53,8 +53,16 @@ void RunRecorder::Add(IterationRecord it) {
     epochs_.push_back(it.epoch);
   }
   if (options_.max_records < 0 || static_cast<int64_t>(records_.size()) < options_.max_records) {
+    row_starts_.push_back(rows_kept_);
+    rows_kept_ += static_cast<int64_t>(it.workers.size());
     records_.push_back(std::move(it));
   }
+}
+
+std::vector<IterationRecord> RunRecorder::TakeIterations() {
+  row_starts_.clear();
+  rows_kept_ = 0;
+  return std::move(records_);
 }
 
 RunFigures RunRecorder::Figures(int64_t epochs_completed) const {
@@ -165,17 +173,32 @@ void ForEachRowField(F&& f) {
   f(&WorkerIteration::remote_bytes, &Row::remote_bytes, &Row::set_remote_bytes);
 }
 
+void AppendRow(const IterationRecord& it, const WorkerIteration& w, loft::v1::RunSummary* out) {
+  loft::v1::WorkerIterationRow* r = out->add_rows();
+  r->set_iteration(it.iteration);
+  r->set_epoch(it.epoch);
+  r->set_makespan_ms(it.makespan_ms);
+  r->set_start_ms(it.start_ms);
+  r->set_predicted_ms(it.predicted_ms);
+  ForEachRowField([&](auto field, auto, auto set) { (r->*set)(w.*field); });
+}
+
 }  // namespace
 
 void ToProto(const IterationRecord& it, loft::v1::RunSummary* out) {
-  for (const WorkerIteration& w : it.workers) {
-    loft::v1::WorkerIterationRow* r = out->add_rows();
-    r->set_iteration(it.iteration);
-    r->set_epoch(it.epoch);
-    r->set_makespan_ms(it.makespan_ms);
-    r->set_start_ms(it.start_ms);
-    r->set_predicted_ms(it.predicted_ms);
-    ForEachRowField([&](auto field, auto, auto set) { (r->*set)(w.*field); });
+  for (const WorkerIteration& w : it.workers) AppendRow(it, w, out);
+}
+
+void RunRecorder::RowsToProto(int64_t from, int64_t count, loft::v1::RunSummary* out) const {
+  if (from < 0 || count <= 0 || from >= rows_kept_) return;
+  // The last record whose first row is at or before `from`.
+  size_t rec = static_cast<size_t>(std::upper_bound(row_starts_.begin(), row_starts_.end(), from) -
+                                   row_starts_.begin()) -
+               1;
+  auto in = static_cast<size_t>(from - row_starts_[rec]);
+  for (; rec < records_.size() && count > 0; ++rec, in = 0) {
+    const IterationRecord& it = records_[rec];
+    for (; in < it.workers.size() && count > 0; ++in, --count) AppendRow(it, it.workers[in], out);
   }
 }
 

@@ -108,13 +108,22 @@ class RunRecorder {
   RunFigures Figures(int64_t epochs_completed) const;
 
   const std::vector<IterationRecord>& iterations() const { return records_; }
-  std::vector<IterationRecord> TakeIterations() { return std::move(records_); }
+  std::vector<IterationRecord> TakeIterations();
   int64_t iterations_added() const { return added_; }
   int64_t rows_added() const { return rows_; }
+  // Rows of the kept iteration records (iterations()), in order.
+  int64_t rows_kept() const { return rows_kept_; }
+  // Appends kept rows from .. from + count - 1 (fewer at the end; none
+  // when `from` is past it) to out->rows, as ToProto(IterationRecord)
+  // would. Finds `from` by binary search: the cost is that of the rows
+  // appended, not of the run.
+  void RowsToProto(int64_t from, int64_t count, loft::v1::RunSummary* out) const;
 
  private:
   RunRecorderOptions options_;
   std::vector<IterationRecord> records_;
+  std::vector<int64_t> row_starts_;  // per kept record: the index of its first row
+  int64_t rows_kept_ = 0;
   std::vector<double> makespans_;
   std::vector<int64_t> epochs_;
   int64_t added_ = 0;

@@ -99,6 +99,9 @@ StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Sched
                            "attempt: counted and dropped, never journaled.",
                            {"type"}));
   LOFT_ASSIGN_OR_RETURN(s->poison_reports_, sched::PoisonReports::Create(registry));
+  LOFT_ASSIGN_OR_RETURN(metrics::CounterFamily * suppressed,
+                        AddLogSuppressedCounter(registry, "loft_scheduler"));
+  s->peer_log_ = PeerLogLimits(suppressed);
   LOFT_ASSIGN_OR_RETURN(s->ring_detection_, sched::RingDetection::Create(registry));
   if (!opts.manifest.empty()) {
     LOFT_ASSIGN_OR_RETURN(cache::Manifest m, cache::ReadManifestFile(opts.manifest));
@@ -342,32 +345,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       r->set_view(driver_->state().view());
       return OkStatus();
     }
-    case v1::Envelope::kPeerReport: {
-      // A ring member reported by agents; evicted by the next Tick (scheduler/accusations.h).
-      const auto& pr = in.peer_report();
-      LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, pr.node()));
-      *sender_node = node;
-      if (pr.accused() < 0 || pr.accused() >= spec_.num_nodes() || pr.accused() == node)
-        return InvalidArgument("peer report accuses node " + std::to_string(pr.accused()));
-      spdlog::warn("node {} reports node {}: {} ({} times)", spec_.nodes[node].name,
-                   spec_.nodes[pr.accused()].name, pr.reason(), pr.count());
-      ring_detection_.RecordReport(pr.reason());
-      int evicted = -1;
-      if (pr.reason() == "silent") {
-        const auto live = driver_->state().LiveNodes();
-        evicted = accusations_.ReportSilent(node, pr.accused(), std::set<int>(live.begin(), live.end()),
-                                            spec_.training.byzantine_tolerance);
-      } else if (accusations_.Report(node, pr.accused(), spec_.training.byzantine_tolerance)) {
-        evicted = pr.accused();
-      }
-      if (evicted >= 0) {
-        ring_detection_.RecordEviction(evicted);
-        spdlog::warn("evicting node {}: {}", spec_.nodes[evicted].name,
-                     evicted == node ? "it reports every other ring member silent (it hears nobody)"
-                                     : fmt::format("reported by {} nodes", accusations_.reporters(evicted)));
-      }
-      return OkStatus();
-    }
+    case v1::Envelope::kPeerReport: return OnPeerReport(in.peer_report(), peer, now_ms, sender_node);
     case v1::Envelope::kCreditGrant: {
       const auto& cg = in.credit_grant();
       LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, cg.node()));
@@ -413,11 +391,11 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
         const int dropped = ring_.RecordVotes(driver_->state().ledger(), r->partition.iteration(), node,
                                               d.timings().training());
         if (dropped > 0) {
-          spdlog::debug(
-              "training report of {} for iteration {}: {} of {} applied partitions are not that "
-              "iteration's as named by their worker; ignored",
-              spec_.nodes[node].name, r->partition.iteration(), dropped,
-              d.timings().training().applied_partitions_size());
+          peer_log_.Log(spdlog::level::debug, "training_report", spec_.nodes[node].name, LogTime(now_ms),
+                        "training report of {} for iteration {}: {} of {} applied partitions are not that "
+                        "iteration's as named by their worker; ignored",
+                        spec_.nodes[node].name, r->partition.iteration(), dropped,
+                        d.timings().training().applied_partitions_size());
         }
       }
       auto u = driver_->OnPartitionDone(d, now_ms);
@@ -438,12 +416,14 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       LOFT_RETURN_IF_ERROR(OnPoisonReport(node, f, now_ms));
       if (!WouldApply(driver_->state().ledger(), f.partition_id(), f.attempt(), node)) {
         CountIgnored("partition_failed");  // changes no state: not journaled
-        spdlog::debug("ignored failure report of partition {} attempt {} from {}", f.partition_id(),
+        peer_log_.Log(spdlog::level::debug, "report_ignored", spec_.nodes[node].name, LogTime(now_ms),
+                      "ignored failure report of partition {} attempt {} from {}", f.partition_id(),
                       f.attempt(), spec_.nodes[node].name);
         return OkStatus();
       }
-      spdlog::info("partition {} attempt {} failed on {}: {}", f.partition_id(), f.attempt(),
-                   spec_.nodes[node].name, f.reason());
+      peer_log_.Log(spdlog::level::info, "partition_failed", spec_.nodes[node].name, LogTime(now_ms),
+                    "partition {} attempt {} failed on {}: {}", f.partition_id(), f.attempt(),
+                    spec_.nodes[node].name, PeerText(f.reason()));
       // WouldApply: the partition is this worker's open attempt.
       LOFT_ASSIGN_OR_RETURN(bool committed, CommitIfApplied(f.partition_id(), now_ms));
       if (committed) return OkStatus();
@@ -463,16 +443,42 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
     }
     case v1::Envelope::kError:
       // Never answer an Error with an Error (no ping-pong); just log it.
-      spdlog::info("error from a peer: {}", StatusFromError(in.error()).ToString());
+      peer_log_.Log(spdlog::level::info, "peer_error", peer.name, LogTime(now_ms),
+                    "error from a peer (key '{}'): {}: {}", PeerText(peer.name),
+                    StatusCodeName(StatusFromError(in.error()).code()), PeerText(in.error().message()));
       return OkStatus();
-    case v1::Envelope::kStatusRequest:
-      reply->mutable_status_reply()->set_json(StatusJson(now_ms));
-      *reply->mutable_status_reply()->mutable_run() = RunSummary(in.status_request().include_rows());
-      WorkerProfiles(reply->mutable_status_reply()->mutable_workers());
-      return OkStatus();
+    case v1::Envelope::kStatusRequest: return OnStatusRequest(in.status_request(), peer, now_ms, reply);
     default:
       return Unimplemented("the scheduler does not accept '" + std::string(BodyName(in)) + "' messages");
   }
+}
+
+Status SchedulerService::OnPeerReport(const v1::PeerReport& pr, const Sender& peer, double now_ms,
+                                      int32_t* sender_node) {
+  // A ring member reported by agents; evicted by the next Tick (scheduler/accusations.h).
+  LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, pr.node()));
+  *sender_node = node;
+  if (pr.accused() < 0 || pr.accused() >= spec_.num_nodes() || pr.accused() == node)
+    return InvalidArgument("peer report accuses node " + std::to_string(pr.accused()));
+  peer_log_.Log(spdlog::level::warn, "peer_report", spec_.nodes[node].name, LogTime(now_ms),
+                "node {} reports node {}: {} ({} times)", spec_.nodes[node].name,
+                spec_.nodes[pr.accused()].name, PeerText(pr.reason()), pr.count());
+  ring_detection_.RecordReport(pr.reason());
+  int evicted = -1;
+  if (pr.reason() == "silent") {
+    const auto live = driver_->state().LiveNodes();
+    evicted = accusations_.ReportSilent(node, pr.accused(), std::set<int>(live.begin(), live.end()),
+                                        spec_.training.byzantine_tolerance);
+  } else if (accusations_.Report(node, pr.accused(), spec_.training.byzantine_tolerance)) {
+    evicted = pr.accused();
+  }
+  if (evicted >= 0) {
+    ring_detection_.RecordEviction(evicted);
+    spdlog::warn("evicting node {}: {}", spec_.nodes[evicted].name,
+                 evicted == node ? "it reports every other ring member silent (it hears nobody)"
+                                 : fmt::format("reported by {} nodes", accusations_.reporters(evicted)));
+  }
+  return OkStatus();
 }
 
 Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender& peer, double now_ms,
@@ -529,11 +535,15 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender
   n.last_seen_ms = now_ms;
   *sender = node;
   LOFT_RETURN_IF_ERROR(Flush());  // journal before the reply
-  Status ss = SaveSessions();
-  if (!ss.ok()) spdlog::warn("cannot save sessions: {}", ss.ToString());
-  spdlog::info("{} {} (node {}, view {}, {} credits, cache {} samples, peer {})",
-               reconnect ? "reconnected" : "registered", req.node_name(), node, driver_->state().view(),
-               req.credits(), req.cache().samples(), req.peer_endpoint());
+  if (!reconnect) {               // a reconnect changes nothing sessions.json holds
+    Status ss = SaveSessions();
+    if (!ss.ok()) spdlog::warn("cannot save sessions: {}", ss.ToString());
+  }
+  // Reconnects are not limited by RegisterBackoff; their lines are, here.
+  peer_log_.Log(spdlog::level::info, "register", req.node_name(), LogTime(now_ms),
+                "{} {} (node {}, view {}, {} credits, cache {} samples, peer {})",
+                reconnect ? "reconnected" : "registered", req.node_name(), node, driver_->state().view(),
+                req.credits(), req.cache().samples(), req.peer_endpoint());
   auto* r = reply->mutable_register_reply();
   r->set_node(node);
   r->set_view(driver_->state().view());

@@ -20,7 +20,10 @@
 // to <journal_dir>/sessions.json so a restarted scheduler can keep
 // serving agents that do not re-register; training reports for status.
 // Authentication: with CURVE the peer's key name (ZAP User-Id) must equal
-// the node name it speaks for; "loftctl" may only ask for status.
+// the node name it speaks for; "loftctl" may only ask for status. Any
+// key may ask for status, only "loftctl" for the run's rows, a page at a
+// time, within its key's byte budget (server/status_reply.h). Log lines a
+// peer can cause are rate-limited per kind and peer (peer_log_).
 //
 // Not responsible for: sockets and framing (ZmqSchedulerServer), any
 // decision (scheduler/), reading the spec (the caller passes it in).
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/log_limiter.h"
 #include "core/metrics.h"
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
@@ -50,6 +54,7 @@
 #include "scheduler/run_recorder.h"
 #include "server/options.h"
 #include "server/register_backoff.h"
+#include "server/status_reply.h"
 #include "server/transport.h"
 
 namespace loft::server {
@@ -85,10 +90,14 @@ class SchedulerService {
   Status Tick(double now_ms);
 
   // The status document (StatusReply.json): membership, workers, ledger,
-  // training. The run's figures are StatusReply.run (RunSummary).
-  std::string StatusJson(double now_ms) const;
+  // training (every training iteration, or the last
+  // kStatusTrainingEntries of them when `training_entries` is set:
+  // server/status_reply.h). The run's figures are StatusReply.run
+  // (RunSummary).
+  std::string StatusJson(double now_ms, size_t training_entries = SIZE_MAX) const;
   // The run's figures (sched::RunRecorder), with every kept row when
-  // `include_rows`.
+  // `include_rows` (in-process callers; a StatusRequest gets one page:
+  // server/status_reply.h).
   v1::RunSummary RunSummary(bool include_rows) const;
   // Every node's current cost profile (StatusReply.workers), in node order.
   void WorkerProfiles(google::protobuf::RepeatedPtrField<v1::WorkerCostProfile>* out) const;
@@ -201,6 +210,15 @@ class SchedulerService {
   Status OnRegister(const v1::RegisterRequest& req, const Sender& peer, double now_ms, v1::Envelope* reply,
                     int32_t* sender);
   Status BroadcastView();
+  // A ring member's report of another (scheduler/accusations.h).
+  Status OnPeerReport(const v1::PeerReport& pr, const Sender& peer, double now_ms, int32_t* sender_node);
+  // A StatusRequest: who may read what, the key's budget, the reply
+  // (service_status.cc; server/status_reply.h).
+  Status OnStatusRequest(const v1::StatusRequest& req, const Sender& peer, double now_ms,
+                         v1::Envelope* reply);
+  // The run's figures, recomputed only when an iteration closed or an
+  // epoch completed since the last call.
+  const v1::RunSummary& Figures() const;
   // A PartitionFailed's poisoning report: counted, and the accused peer
   // distrusted as a source once f+1 distinct nodes reported it
   // (service_byzantine.cc).
@@ -237,14 +255,19 @@ class SchedulerService {
   double prev_done_ms_ = -1;                    // last ack of the last closed iteration
   // Closed iterations: rows and figures (the simulator's recorder too).
   sched::RunRecorder recorder_;
+  mutable v1::RunSummary figures_;           // Figures()' cache ...
+  mutable int64_t figures_iterations_ = -1;  // ... for this many iterations added
+  mutable int64_t figures_epochs_ = -1;      // ... and epochs completed
+  StatusBudget status_budget_;               // status reply bytes per key
   // Training reports (PartitionTimings.training) by iteration.
   struct TrainingStats {
     double loss_sum = 0;
     int reports = 0;
     double done_ms = 0;
     double test_accuracy = -1;  // -1 = not evaluated
-    std::vector<uint64_t> hashes;
-    int applied = -1;  // partitions most other workers reported applied; -1 = open
+    uint64_t first_hash = 0;    // the first report's parameter hash
+    bool hashes_equal = true;   // every report's hash is first_hash
+    int applied = -1;           // partitions most other workers reported applied; -1 = open
   };
   // Commits, with a PartitionDone on its worker's behalf, a partition in
   // flight that the ring committer's rule says the ring applied, instead
@@ -270,6 +293,14 @@ class SchedulerService {
   RegisterBackoff register_backoff_;       // view-changing (re-)registrations per node
   scheduler::AccusationBook accusations_;  // ring members reported by agents (PeerReport)
   bool view_dirty_ = false;
+  // Every log line a peer's message can cause (core/log_limiter.h):
+  // loft_scheduler_log_suppressed_total{kind} counts what it held back.
+  PeerLogLimits peer_log_{nullptr};
+  // The service clock's `now_ms` as the limiter's time.
+  static LogRateLimiter::TimePoint LogTime(double now_ms) {
+    return LogRateLimiter::TimePoint(std::chrono::duration_cast<LogRateLimiter::TimePoint::duration>(
+        std::chrono::duration<double, std::milli>(now_ms)));
+  }
   std::string last_blocked_;
   std::map<uint64_t, int32_t> sent_;  // partitions this process sent, not finished -> worker
 

@@ -12,9 +12,12 @@ Status SchedulerService::OnPoisonReport(int32_t node, const v1::PartitionFailed&
   if (f.poisoned_by_size() == 0) return OkStatus();
   std::vector<std::string> rejected;
   const sched::PartitionRecord* partition = driver_->state().ledger().Find(f.partition_id());
+  // Anyone may send these (made-up partitions too): rate-limited per node.
+  const std::string& name = spec_.nodes[node].name;
   for (const auto& line : poison_reports_.Record(node, f, spec_.num_nodes(), partition, &rejected))
-    spdlog::warn(line);
-  for (const auto& line : rejected) spdlog::warn(line);
+    peer_log_.Log(spdlog::level::warn, "poison_report", name, LogTime(now_ms), "{}", line);
+  for (const auto& line : rejected)
+    peer_log_.Log(spdlog::level::warn, "poison_report_ignored", name, LogTime(now_ms), "{}", line);
   const int tolerance = spec_.training.byzantine_tolerance;
   for (int32_t peer : f.poisoned_by()) {
     if (peer < 0 || peer >= spec_.num_nodes() || driver_->state().distrusted(peer) ||

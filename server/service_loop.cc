@@ -114,7 +114,11 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
             ++ts.reports;
             ts.done_ms = std::max(ts.done_ms, now_ms);
             if (t.evaluated()) ts.test_accuracy = t.test_accuracy();
-            ts.hashes.push_back(t.param_hash());
+            if (ts.reports == 1) {
+              ts.first_hash = t.param_hash();
+            } else if (t.param_hash() != ts.first_hash) {
+              ts.hashes_equal = false;
+            }
           }
         }
       }

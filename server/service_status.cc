@@ -66,7 +66,7 @@ void SchedulerService::LoadSessions(double now_ms) {
   }
 }
 
-std::string SchedulerService::StatusJson(double now_ms) const {
+std::string SchedulerService::StatusJson(double now_ms, size_t training_entries) const {
   const auto& st = driver_->state();
   const auto& c = st.ledger().counters();
   json j;
@@ -163,32 +163,31 @@ std::string SchedulerService::StatusJson(double now_ms) const {
   if (!training_.empty()) {
     // Per iteration: mean worker loss, test accuracy when evaluated, and
     // whether every worker reported the same parameter hash.
+    // Listed: the last `training_entries` (a key other than the
+    // operator's: server/status_reply.h); the counts cover every one.
     json iters = json::array();
     double final_accuracy = -1;
     int64_t mismatches = 0;
+    const size_t omitted = training_.size() > training_entries ? training_.size() - training_entries : 0;
+    size_t k = 0;
     for (const auto& [it, ts] : training_) {
-      bool same =
-          std::all_of(ts.hashes.begin(), ts.hashes.end(), [&](uint64_t h) { return h == ts.hashes[0]; });
-      mismatches += same ? 0 : 1;
+      mismatches += ts.hashes_equal ? 0 : 1;
+      if (ts.test_accuracy >= 0) final_accuracy = ts.test_accuracy;
+      if (k++ < omitted) continue;
       json e = {{"iteration", it},
                 {"wall_s", std::max(0.0, ts.done_ms - start) / 1000.0},
                 {"loss", ts.reports > 0 ? ts.loss_sum / ts.reports : 0.0},
                 {"workers", ts.reports},
-                {"hashes_equal", same},
-                {"param_hash", fmt::format("{:016x}", ts.hashes.empty() ? 0 : ts.hashes[0])}};
+                {"hashes_equal", ts.hashes_equal},
+                {"param_hash", fmt::format("{:016x}", ts.first_hash)}};
       // Partitions most of the iteration's workers reported applied (once closed).
       if (ts.applied >= 0) e["applied"] = ts.applied;
-      if (ts.test_accuracy >= 0) {
-        e["test_accuracy"] = ts.test_accuracy;
-        final_accuracy = ts.test_accuracy;
-      }
+      if (ts.test_accuracy >= 0) e["test_accuracy"] = ts.test_accuracy;
       iters.push_back(std::move(e));
     }
-    j["training"] = {{"model", spec_.training.model},
-                     {"aggregation", spec_.training.aggregation},
-                     {"final_accuracy", final_accuracy},
-                     {"hash_mismatches", mismatches},
-                     {"iterations", std::move(iters)}};
+    j["training"] = {{"model", spec_.training.model},    {"aggregation", spec_.training.aggregation},
+                     {"final_accuracy", final_accuracy}, {"hash_mismatches", mismatches},
+                     {"iterations", std::move(iters)},   {"iterations_omitted", omitted}};
   }
   return j.dump();
 }
@@ -204,17 +203,41 @@ void SchedulerService::WorkerProfiles(google::protobuf::RepeatedPtrField<v1::Wor
   }
 }
 
+const v1::RunSummary& SchedulerService::Figures() const {
+  const int64_t epochs = driver_->state().ledger().counters().epochs_completed;
+  if (figures_iterations_ != recorder_.iterations_added() || figures_epochs_ != epochs) {
+    figures_.Clear();
+    sched::ToProto(recorder_.Figures(epochs), &figures_);
+    figures_.set_rows_dropped(recorder_.rows_added() - recorder_.rows_kept());
+    figures_.set_rows_kept(recorder_.rows_kept());
+    figures_iterations_ = recorder_.iterations_added();
+    figures_epochs_ = epochs;
+  }
+  return figures_;
+}
+
 v1::RunSummary SchedulerService::RunSummary(bool include_rows) const {
-  v1::RunSummary out;
-  sched::ToProto(recorder_.Figures(driver_->state().ledger().counters().epochs_completed), &out);
-  int64_t kept = 0;
-  for (const sched::IterationRecord& it : recorder_.iterations())
-    kept += static_cast<int64_t>(it.workers.size());
-  out.set_rows_dropped(recorder_.rows_added() - kept);
+  v1::RunSummary out = Figures();
   if (include_rows) {
     for (const sched::IterationRecord& it : recorder_.iterations()) sched::ToProto(it, &out);
   }
   return out;
+}
+
+Status SchedulerService::OnStatusRequest(const v1::StatusRequest& req, const Sender& peer, double now_ms,
+                                         v1::Envelope* reply) {
+  // Without CURVE (a loopback development setup) nobody is authenticated:
+  // every sender is the operator.
+  const bool operator_key = !peer.authenticated || peer.name == kOperatorKey;
+  LOFT_RETURN_IF_ERROR(CheckStatusRequest(req, peer.name, operator_key));
+  LOFT_RETURN_IF_ERROR(status_budget_.Admit(peer.name, operator_key, now_ms));
+  v1::StatusReply* r = reply->mutable_status_reply();
+  r->set_json(StatusJson(now_ms, operator_key ? SIZE_MAX : kStatusTrainingEntries));
+  *r->mutable_run() = Figures();
+  FillStatusRows(recorder_, req, r->mutable_run());
+  WorkerProfiles(r->mutable_workers());
+  status_budget_.Charge(peer.name, static_cast<int64_t>(reply->ByteSizeLong()));
+  return OkStatus();
 }
 
 }  // namespace loft::server

@@ -57,6 +57,9 @@ Status ZmqSchedulerServer::Init() {
       sent_, registry_.AddCounter("loft_scheduler_sent_total", "Envelopes sent, by body.", {"body"}));
   LOFT_ASSIGN_OR_RETURN(send_failed_, registry_.AddCounter("loft_scheduler_send_failed_total",
                                                            "Sends that failed, by reason.", {"reason"}));
+  LOFT_ASSIGN_OR_RETURN(metrics::CounterFamily * suppressed,
+                        AddLogSuppressedCounter(&registry_, "loft_scheduler"));
+  rejected_log_ = PeerLogLimits(suppressed);
 
   // The spec is read once, here: the service gets it parsed and as text
   // (RegisterReply.job_config_yaml) and never opens the file itself.
@@ -176,7 +179,8 @@ void ZmqSchedulerServer::HandleMessage(std::vector<zmq::message_t>& frames) {
   Status st = service_->Handle(*env, peer, time_.NowMillis(), &reply, &sender_node);
   if (sender_node >= 0) routes_[sender_node] = frames[0].to_string();
   if (!st.ok()) {
-    spdlog::debug("rejected {} from '{}': {}", BodyName(*env), peer.name, st.ToString());
+    rejected_log_.Log(spdlog::level::debug, "rejected", peer.name, "rejected {} from '{}': {}",
+                      BodyName(*env), PeerText(peer.name), PeerText(st.ToString(), 2 * kPeerTextLogBytes));
     if (st.code() == StatusCode::kFailedPrecondition) {
       // A heartbeat/credit from a node without a session (dropped as dead,
       // or unknown after a restart): stay silent so the agent's

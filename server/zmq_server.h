@@ -22,6 +22,7 @@
 
 #include "core/clock.h"
 #include "core/curve.h"
+#include "core/log_limiter.h"
 #include "core/metrics.h"
 #include "core/metrics_http.h"
 #include "core/status.h"
@@ -70,6 +71,7 @@ class ZmqSchedulerServer : public SchedulerTransport {
   metrics::CounterFamily* sent_ = nullptr;
   metrics::CounterFamily* send_failed_ = nullptr;
   std::unique_ptr<MetricsHttpServer> http_;
+  PeerLogLimits rejected_log_{nullptr};  // "rejected ..." lines (debug), per key
   std::unique_ptr<SchedulerService> service_;
 };
 

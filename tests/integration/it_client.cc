@@ -38,6 +38,31 @@
 //                                       (bad_samples); prints one JSON line: its
 //                                       failures, the samples it named and the
 //                                       scheduler's status at the end
+//   it_client status ENDPOINT KEYS_DIR KEY FROM
+//                                       one StatusRequest with include_rows and
+//                                       rows_from FROM, with CURVE key KEY; prints
+//                                       one JSON line: the error code and message,
+//                                       or the page's rows, rows_from, rows_kept
+//                                       and the reply's bytes
+//   it_client log-flood ENDPOINT KEYS_DIR NAME NODE PEERS SECONDS
+//                                       an authenticated agent (CURVE key NAME,
+//                                       node NODE of PEERS) that sends, for
+//                                       SECONDS, Error envelopes with 4,096-byte
+//                                       messages, PeerReports with 256-byte
+//                                       reasons and poisoning reports for made-up
+//                                       partitions (4,096-byte reasons), and
+//                                       Errors whose text is not UTF-8 (protobuf
+//                                       refuses them), round robin, as fast as
+//                                       the scheduler takes them; prints the
+//                                       counts per kind as JSON
+//   it_client consumer-flood ENDPOINT SECONDS
+//                                       a local consumer of an agent (compute_mode
+//                                       external) that sends, for SECONDS,
+//                                       undecodable frames, refused hellos with a
+//                                       64 KB client name, reports from a
+//                                       connection that is not the consumer, and
+//                                       hellos that connect and disconnect;
+//                                       prints the counts per kind as JSON
 // Exit 0 = the checks held; 1 = a check failed (message on stderr).
 #include <algorithm>
 #include <chrono>
@@ -521,6 +546,161 @@ int Accuse(const std::string& ep, const std::string& name, int32_t peer, double 
   return 0;
 }
 
+// ASCII text (valid UTF-8, as protobuf requires of a string field) with
+// what a log line must not carry raw: line breaks, terminal escapes.
+std::string Junk(size_t bytes, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(bytes, '\0');
+  for (auto& c : s) c = static_cast<char>(rng() % 2 ? '\n' : static_cast<char>(rng() % 128));
+  return s;
+}
+
+// Sends `e` (dontwait), counting it in got[kind] when it left; drains replies.
+void SendCounted(zmq::socket_t& s, const loft::v1::Envelope& e, const std::string& kind,
+                 std::map<std::string, int64_t>& got) {
+  if (loft::SendEnvelope(s, e, /*dontwait=*/true).ok()) {
+    ++got[kind];
+  } else {
+    ++got["blocked"];
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  while (true) {
+    auto r = loft::RecvMultipart(s, /*dontwait=*/true);
+    if (!r.ok() || r->empty()) break;
+    ++got["replies"];
+  }
+}
+
+int LogFlood(const std::string& ep, const std::string& keys, const std::string& name, int32_t node,
+             int32_t peers, double seconds) {
+  auto own = loft::ReadCurveKeyPair(keys + "/" + name + ".key");
+  auto server = loft::ReadCurvePublicKey(keys + "/scheduler.pub");
+  if (!own.ok() || !server.ok()) return Fail("cannot read CURVE keys from " + keys);
+  zmq::context_t ctx(1);
+  loft::SocketOptions so;
+  so.curve_own = *own;
+  so.curve_server_public = *server;
+  so.linger_ms = 2000;
+  auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+  if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect");
+  std::map<std::string, int64_t> got;
+  std::mt19937_64 rng(11);
+  const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  for (uint64_t i = 0; Clock::now() < end; ++i) {
+    loft::v1::Envelope e;
+    e.set_protocol_version(loft::kProtocolVersion);
+    if (i % 4 == 3) {  // not UTF-8: protobuf refuses to parse it (and complains)
+      e.mutable_error()->set_code(static_cast<int>(loft::StatusCode::kInternal));
+      e.mutable_error()->set_message("@@@@");
+      std::string bad = e.SerializeAsString();
+      bad.replace(bad.find("@@@@"), 4, "\xff\xfe\xfd\xfc");
+      if (s->send(zmq::buffer(bad), zmq::send_flags::dontwait)) ++got["not_utf8"];
+    } else if (i % 4 == 0) {
+      e.mutable_error()->set_code(static_cast<int>(loft::StatusCode::kInternal));
+      e.mutable_error()->set_message(Junk(4096, i));
+      SendCounted(*s, e, "error", got);
+    } else if (i % 4 == 1) {
+      auto* pr = e.mutable_peer_report();
+      pr->set_node(node);
+      pr->set_accused((node + 1) % peers);
+      pr->set_reason(Junk(256, i));
+      pr->set_count(8);
+      SendCounted(*s, e, "peer_report", got);
+    } else {
+      auto* f = e.mutable_partition_failed();
+      f->set_partition_id(rng() | (uint64_t{1} << 62));  // no such partition
+      f->set_node(node);
+      f->set_reason(Junk(4096, i));
+      f->add_poisoned_by((node + 1) % peers);
+      f->add_poisoned_samples(1);
+      SendCounted(*s, e, "poison_report", got);
+    }
+  }
+  nlohmann::json j = got;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+int ConsumerFlood(const std::string& ep, double seconds) {
+  zmq::context_t ctx(1);
+  loft::SocketOptions so;
+  so.linger_ms = 0;
+  std::map<std::string, int64_t> got;
+  auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+  if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect to " + ep);
+  const std::string big_name = Junk(64 << 10, 3);
+  const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  for (uint64_t i = 0; Clock::now() < end; ++i) {
+    loft::v1::Envelope e;
+    e.set_protocol_version(loft::kProtocolVersion);
+    switch (i % 4) {
+      case 0: {  // not an envelope
+        const std::string junk = Junk(64, i);
+        if (s->send(zmq::buffer(junk), zmq::send_flags::dontwait)) ++got["undecodable"];
+        break;
+      }
+      case 1:  // a hello the agent refuses, with a long name full of line breaks
+        e.mutable_consumer_hello()->set_client(big_name);
+        e.mutable_consumer_hello()->set_consumer_protocol(999);
+        SendCounted(*s, e, "refused_hello", got);
+        break;
+      case 2:  // a report from a connection that is not the consumer
+        e.mutable_consumer_report()->set_partition_id(i);
+        SendCounted(*s, e, "not_consumer", got);
+        break;
+      default:
+        if (i % 64 == 3) {  // become the consumer and leave: connected + disconnected
+          auto c = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+          if (!c.ok() || !loft::Connect(*c, ep).ok()) return Fail("cannot connect to " + ep);
+          e.mutable_consumer_hello()->set_client(Junk(300, i));
+          e.mutable_consumer_hello()->set_consumer_protocol(2);
+          SendCounted(*c, e, "connect_disconnect", got);
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        break;
+    }
+    while (true) {
+      auto r = loft::RecvMultipart(*s, /*dontwait=*/true);
+      if (!r.ok() || r->empty()) break;
+      ++got["replies"];
+    }
+  }
+  nlohmann::json j = got;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+int StatusRows(const std::string& ep, const std::string& keys_dir, const std::string& key, int64_t from) {
+  auto own = loft::ReadCurveKeyPair(keys_dir + "/" + key + ".key");
+  auto sched = loft::ReadCurvePublicKey(keys_dir + "/scheduler.pub");
+  if (!own.ok() || !sched.ok()) return Fail("cannot read the keys in " + keys_dir);
+  zmq::context_t ctx(1);
+  loft::SocketOptions so;
+  so.curve_own = *own;
+  so.curve_server_public = *sched;
+  auto s = loft::MakeSocket(ctx, zmq::socket_type::dealer, so);
+  if (!s.ok() || !loft::Connect(*s, ep).ok()) return Fail("cannot connect");
+  loft::v1::Envelope req;
+  req.mutable_status_request()->set_include_rows(true);
+  req.mutable_status_request()->set_rows_from(from);
+  if (!loft::SendEnvelope(*s, req).ok()) return Fail("cannot send");
+  auto r =
+      Await(*s, 10000, [](const loft::v1::Envelope& e) { return e.has_status_reply() || e.has_error(); });
+  if (!r) return Fail("no reply");
+  nlohmann::json out;
+  if (r->has_error()) {
+    out = {{"error", static_cast<int>(r->error().code())}, {"message", r->error().message()}};
+  } else {
+    const auto& run = r->status_reply().run();
+    out = {{"rows", run.rows_size()},
+           {"rows_from", run.rows_from()},
+           {"rows_kept", run.rows_kept()},
+           {"bytes", r->ByteSizeLong()}};
+  }
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -538,6 +718,10 @@ int main(int argc, char** argv) {
     if (mode == "register" && argc >= 8)
       return Register(argv[2], argv[3], argv[4], argv[5], std::stoi(argv[6]), std::stoi(argv[7]));
     if (mode == "hijack" && argc >= 7) return Hijack(argv[2], argv[3], argv[4], argv[5], std::stoi(argv[6]));
+    if (mode == "log-flood" && argc >= 8)
+      return LogFlood(argv[2], argv[3], argv[4], std::stoi(argv[5]), std::stoi(argv[6]), std::stod(argv[7]));
+    if (mode == "consumer-flood" && argc >= 4) return ConsumerFlood(argv[2], std::stod(argv[3]));
+    if (mode == "status" && argc >= 6) return StatusRows(argv[2], argv[3], argv[4], std::stoll(argv[5]));
     if (mode == "accuse" && argc >= 6)
       return Accuse(argv[2], argv[3], std::stoi(argv[4]), std::stod(argv[5]));
   } catch (const std::exception& e) {

@@ -60,6 +60,7 @@
 #include "tools/loftctl/exit_signals.h"
 #include "tools/loftctl/run_as_user.h"
 #include "tools/loftctl/run_deadline.h"
+#include "tools/loftctl/status_pages.h"
 #include "tools/loftctl/testbed.h"
 
 namespace loft::ctl {
@@ -110,18 +111,35 @@ StatusOr<v1::StatusReply> QueryStatusReply(const std::string& endpoint, const st
   }
   LOFT_ASSIGN_OR_RETURN(zmq::socket_t sock, MakeSocket(ctx, zmq::socket_type::dealer, so));
   LOFT_RETURN_IF_ERROR(Connect(sock, endpoint));
-  v1::Envelope req;
-  req.mutable_status_request()->set_include_rows(include_rows);
-  LOFT_RETURN_IF_ERROR(SendEnvelope(sock, req));
-  auto reply = RecvEnvelope(sock);
-  if (!reply.ok()) {
-    return Unavailable("no status reply from " + endpoint + ": " + reply.status().ToString());
-  }
-  if (reply->has_error()) return StatusFromError(reply->error());
-  if (!reply->has_status_reply()) {
-    return DataLoss(fmt::format("unexpected reply '{}' from {}", BodyName(*reply), endpoint));
-  }
-  return std::move(*reply->mutable_status_reply());
+  // One request; a reply refused for the key's status budget
+  // (server/status_reply.h) is asked again a little later, for a while.
+  auto ask = [&](int64_t rows_from) -> StatusOr<v1::StatusReply> {
+    v1::Envelope req;
+    req.mutable_status_request()->set_include_rows(include_rows);
+    req.mutable_status_request()->set_rows_from(rows_from);
+    for (int tries = 1;; ++tries) {
+      LOFT_RETURN_IF_ERROR(SendEnvelope(sock, req));
+      auto reply = RecvEnvelope(sock);
+      if (!reply.ok()) {
+        return Unavailable("no status reply from " + endpoint + ": " + reply.status().ToString());
+      }
+      if (reply->has_error()) {
+        Status st = StatusFromError(reply->error());
+        if (st.code() == StatusCode::kResourceExhausted && tries < 100) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          continue;
+        }
+        return st;
+      }
+      if (!reply->has_status_reply()) {
+        return DataLoss(fmt::format("unexpected reply '{}' from {}", BodyName(*reply), endpoint));
+      }
+      return std::move(*reply->mutable_status_reply());
+    }
+  };
+  // Rows come a page at a time (StatusRequest.rows_from).
+  if (include_rows) return ReadAllRowPages(ask);
+  return ask(0);
 }
 
 StatusOr<std::string> QueryStatus(const std::string& endpoint, const std::string& keys_dir, bool insecure,

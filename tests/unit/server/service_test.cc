@@ -16,6 +16,7 @@
 
 #include "cache/manifest.h"
 #include "scheduler/cost_profile.h"
+#include "server/status_reply.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -949,4 +950,117 @@ TEST_CASE("a recovered service resumes at the journal's latest time when the wal
     if (Status(*s, t)["ledger"]["timed_out"].get<int64_t>() > 0) break;
   }
   CHECK(Status(*s, latest + 25000)["ledger"]["timed_out"].get<int64_t>() > 0);
+}
+
+namespace {
+// Runs the fixture's whole job (2 nodes x 12 iterations): 24 rows.
+std::unique_ptr<SchedulerService> FinishedJob(Fixture& f) {
+  auto s = StartBoth(f);
+  std::set<uint64_t> acked;
+  for (int round = 2; round < 80 && !s->finished(); ++round) {
+    AckAll(*s, f.transport, acked, round);
+    REQUIRE(s->Tick(round).ok());
+  }
+  REQUIRE(s->finished());
+  return s;
+}
+
+loft::v1::Envelope StatusRows(int64_t from, int32_t max_rows) {
+  loft::v1::Envelope e;
+  e.mutable_status_request()->set_include_rows(true);
+  e.mutable_status_request()->set_rows_from(from);
+  e.mutable_status_request()->set_max_rows(max_rows);
+  return e;
+}
+}  // namespace
+
+TEST_CASE("status rows: only the operator key gets them a page at a time and the pages hold every row") {
+  Fixture f;
+  auto s = FinishedJob(f);
+  const loft::v1::RunSummary all = s->RunSummary(/*include_rows=*/true);
+  REQUIRE(all.rows_size() == 24);
+  // An agent's key: the figures, never rows.
+  const Sender agent{"edge-0", true};
+  loft::v1::Envelope reply;
+  const loft::Status denied = Send(*s, StatusRows(0, 0), 100, &reply, agent);
+  CHECK(denied.code() == loft::StatusCode::kPermissionDenied);
+  CHECK(denied.message().find("loftctl") != std::string::npos);
+  loft::v1::Envelope plain;
+  plain.mutable_status_request();
+  reply.Clear();
+  REQUIRE(Send(*s, plain, 100, &reply, agent).ok());
+  CHECK(reply.status_reply().run().rows_size() == 0);
+  CHECK(reply.status_reply().run().iterations_completed() == 12);
+  CHECK(reply.status_reply().run().rows_kept() == 24);
+  // The operator's key pages through: 5 rows a page, in order, nothing
+  // lost or repeated (an iteration's two rows may span two pages).
+  const Sender op{"loftctl", true};
+  loft::v1::RunSummary paged;
+  int64_t from = 0;
+  int pages = 0;
+  while (from < 24 && pages < 10) {
+    reply.Clear();
+    REQUIRE(Send(*s, StatusRows(from, 5), 100, &reply, op).ok());
+    const auto& run = reply.status_reply().run();
+    CHECK(run.rows_from() == from);
+    CHECK(run.rows_kept() == 24);
+    CHECK(run.rows_size() == std::min<int64_t>(5, 24 - from));
+    for (const auto& r : run.rows()) *paged.add_rows() = r;
+    from += run.rows_size();
+    ++pages;
+  }
+  CHECK(pages == 5);
+  REQUIRE(paged.rows_size() == all.rows_size());
+  for (int i = 0; i < all.rows_size(); ++i) {
+    INFO("row " << i);
+    CHECK(paged.rows(i).SerializeAsString() == all.rows(i).SerializeAsString());
+  }
+  // Past the end: no rows; a huge page is capped; negative values refused.
+  reply.Clear();
+  REQUIRE(Send(*s, StatusRows(24, 5), 100, &reply, op).ok());
+  CHECK(reply.status_reply().run().rows_size() == 0);
+  reply.Clear();
+  REQUIRE(Send(*s, StatusRows(0, 1 << 30), 100, &reply, op).ok());
+  CHECK(reply.status_reply().run().rows_size() == 24);
+  CHECK(Send(*s, StatusRows(-1, 5), 100, &reply, op).code() == loft::StatusCode::kInvalidArgument);
+  CHECK(Send(*s, StatusRows(0, -5), 100, &reply, op).code() == loft::StatusCode::kInvalidArgument);
+  // Without CURVE (loopback development) every sender is the operator.
+  reply.Clear();
+  REQUIRE(Send(*s, StatusRows(0, 0), 100, &reply).ok());
+  CHECK(reply.status_reply().run().rows_size() == 24);
+}
+
+TEST_CASE(
+    "status replies are charged to a per-key byte budget: a key that spends it waits and others do not") {
+  Fixture f;
+  auto s = FinishedJob(f);
+  loft::v1::Envelope req;
+  req.mutable_status_request();
+  const Sender agent{"edge-0", true};
+  // Many connections of one key share one budget (it is the key's name).
+  int served = 0;
+  int64_t bytes = 0;
+  loft::Status refused;
+  for (int i = 0; i < 100000; ++i) {
+    loft::v1::Envelope reply;
+    loft::Status st = Send(*s, req, 100, &reply, agent);
+    if (!st.ok()) {
+      refused = st;
+      break;
+    }
+    ++served;
+    bytes += static_cast<int64_t>(reply.ByteSizeLong());
+  }
+  INFO("served " << served << " replies, " << bytes << " bytes");
+  REQUIRE(refused.code() == loft::StatusCode::kResourceExhausted);
+  CHECK(refused.message().find("edge-0") != std::string::npos);
+  CHECK(bytes >= loft::server::kStatusBurstBytes);
+  CHECK(bytes <= loft::server::kStatusBurstBytes + 64 * 1024);
+  // Another key is still served at the same instant; the operator's too.
+  loft::v1::Envelope reply;
+  CHECK(Send(*s, req, 100, &reply, Sender{"edge-1", true}).ok());
+  CHECK(Send(*s, req, 100, &reply, Sender{"loftctl", true}).ok());
+  // The budget refills with time.
+  CHECK(Send(*s, req, 100, &reply, agent).code() == loft::StatusCode::kResourceExhausted);
+  CHECK(Send(*s, req, 100 + 1000, &reply, agent).ok());
 }
