@@ -78,8 +78,11 @@ void CheckSnapshotRoundTrip(const loft::sched::JobDriver& d, const char* policy)
   if (again->state().Digest() != d.state().Digest())
     Fail("restored snapshot differs:\n" + d.state().ToJson() + "\n" + again->state().ToJson());
   auto back = loft::sched::Journal::DecodeSnapshotValue(5, loft::sched::Journal::EncodeSnapshotValue(snap));
-  if (!back.ok() || !google::protobuf::util::MessageDifferencer::Equals(*back, snap))
-    Fail("a snapshot does not survive the journal's codec");
+  if (!back.ok()) Fail("a snapshot does not survive the journal's codec: " + back.status().ToString());
+  std::string diff;
+  google::protobuf::util::MessageDifferencer differ;
+  differ.ReportDifferencesToString(&diff);
+  if (!differ.Compare(*back, snap)) Fail("a snapshot changes through the journal's codec:\n" + diff);
 }
 
 void FuzzRestore(FuzzInput& in, const char* policy) {
