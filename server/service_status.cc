@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -167,8 +168,9 @@ std::string SchedulerService::StatusJson(double now_ms) const {
     double final_accuracy = -1;
     int64_t mismatches = 0;
     for (const auto& [it, ts] : training_) {
-      bool same =
-          std::all_of(ts.hashes.begin(), ts.hashes.end(), [&](uint64_t h) { return h == ts.hashes[0]; });
+      // (No lambda: clang 14, the fuzz build's compiler, cannot capture a structured binding.)
+      const bool same =
+          std::adjacent_find(ts.hashes.begin(), ts.hashes.end(), std::not_equal_to<>()) == ts.hashes.end();
       mismatches += same ? 0 : 1;
       json e = {{"iteration", it},
                 {"wall_s", std::max(0.0, ts.done_ms - start) / 1000.0},
