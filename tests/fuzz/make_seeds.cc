@@ -112,8 +112,8 @@ void SchedulerSeeds() {
     s.Status();
     Write("scheduler", "acks", s.p.bytes());
   }
-  {  // Snapshots every 3 entries and restarts between iterations.
-    SchedulerSeed s(0x40, 0x01);
+  for (const uint8_t snapshots : {0x00, 0x40}) {  // restarts between iterations: replay only / snapshots every 3
+    SchedulerSeed s(snapshots, 0x01);
     s.Register(0);
     s.Register(1);
     s.Tick(1);
@@ -126,7 +126,7 @@ void SchedulerSeeds() {
       s.Beat(0);
       s.Beat(1);
     }
-    Write("scheduler", "restarts", s.p.bytes());
+    Write("scheduler", snapshots ? "restarts_snapshots" : "restarts_replay", s.p.bytes());
   }
   {  // Training (softmax, trimmed mean, f = 1) on three nodes: failures,
      // reports, a silent node and its partitions' timeouts.
