@@ -10,10 +10,10 @@
 # Which targets run (a fixed budget per CI run, tests/fuzz/README.md
 # "Running"): every run fuzzes the three decoders (codec, cluster_spec,
 # cache_record) for half the time each, the scheduler target for the full
-# time, and ONE of the other stateful targets for the full time, chosen by
-# the UTC day of the year (agent, ring, adopt_state, state_restore,
-# loaders in turn): 3 x 15 s + 2 x 30 s = 105 s at the default. Only
-# those targets are built. LOFT_FUZZ_TARGETS="a b ..." (or "all") runs
+# time, and ONE of the other targets for the full time, chosen by the UTC
+# day of the year (agent, ring, adopt_state, state_restore, loaders,
+# consumer, calibrate, metrics_http in turn): 3 x 15 s + 2 x 30 s = 105 s
+# at the default. Only those targets are built. LOFT_FUZZ_TARGETS="a b ..." (or "all") runs
 # exactly those, each for the full time.
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]   (default: LOFT_FUZZ_SECONDS or 30)
 set -eu
@@ -24,7 +24,7 @@ BUILD="${LOFT_FUZZ_BUILD:-build-fuzz}"
 LAUNCHER=""
 if command -v ccache >/dev/null 2>&1; then LAUNCHER="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache"; fi
 DECODERS="codec cluster_spec cache_record"
-ROTATING="agent ring adopt_state state_restore loaders"
+ROTATING="agent ring adopt_state state_restore loaders consumer calibrate metrics_http"
 if [ -n "${LOFT_FUZZ_TARGETS:-}" ]; then
   TARGETS="$LOFT_FUZZ_TARGETS"
   if [ "$TARGETS" = all ]; then TARGETS="$DECODERS scheduler $ROTATING"; fi

@@ -79,7 +79,7 @@ struct World {
   std::unique_ptr<loft::cache::SampleCache> cache;
   std::string digests;
   World() {
-    const fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+    const fs::path base = loft::fuzz::ScratchBase();
     dir = base / ("loft-fuzz-agent-" + std::to_string(::getpid()));
     fs::remove_all(dir);
     auto c = loft::cache::SampleCache::Open(dir.string());

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <initializer_list>
 #include <limits>
 #include <string>
@@ -103,6 +104,13 @@ class FuzzProgram {
 inline bool Tracing() {
   static const bool on = std::getenv("LOFT_FUZZ_TRACE") != nullptr;
   return on;
+}
+
+// Where targets put their files (journals, caches): $LOFT_FUZZ_SCRATCH, or
+// the system's temp directory.
+inline std::filesystem::path ScratchBase() {
+  const char* dir = std::getenv("LOFT_FUZZ_SCRATCH");
+  return dir != nullptr && *dir != '\0' ? std::filesystem::path(dir) : std::filesystem::temp_directory_path();
 }
 
 // A property the target checks does not hold: report and crash (libFuzzer

@@ -46,7 +46,7 @@ const bool kQuiet = [] {
 }();
 
 fs::path Scratch(const std::string& name) {
-  const fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+  const fs::path base = loft::fuzz::ScratchBase();
   return base / ("loft-fuzz-loaders-" + std::to_string(::getpid()) + "-" + name);
 }
 

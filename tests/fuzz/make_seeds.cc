@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cache/manifest.h"
 #include "core/cluster_spec.h"
+#include "core/codec.h"
 #include "edge_agent/agent_config.h"
 #include "edge_agent/ring_hello.h"
 #include "fuzz_input.h"
@@ -25,6 +27,8 @@
 #include "models/state_hash.h"
 #include "scheduler/driver.h"
 #include "scheduler/journal.h"
+#include "scheduler/plan.h"
+#include "scheduler/run_recorder.h"
 #include "server/options.h"
 #include "server/sessions_file.h"
 
@@ -112,7 +116,8 @@ void SchedulerSeeds() {
     s.Status();
     Write("scheduler", "acks", s.p.bytes());
   }
-  for (const uint8_t snapshots : {0x00, 0x40}) {  // restarts between iterations: replay only / snapshots every 3
+  for (const uint8_t snapshots :
+       {0x00, 0x40}) {  // restarts between iterations: replay only / snapshots every 3
     SchedulerSeed s(snapshots, 0x01);
     s.Register(0);
     s.Register(1);
@@ -352,6 +357,67 @@ void LoaderSeeds() {
   Write("loaders", "idx", idx.bytes());
 }
 
+// ------------------------------------------------------------ consumer
+// Ops of fuzz_consumer.cc: 0/1 a batch (then built or raw), 2 all-reduce,
+// 3 state sync, 4 report.
+void ConsumerBatch(FuzzProgram& p, uint8_t partition, int n) {
+  p.U8(0).U8(1 /*built*/).U8(partition).U8(1 /*ring*/).U8(1 /*round 1*/).U8(static_cast<uint8_t>(n));
+  for (int k = 0; k < n; ++k) p.U16(static_cast<uint16_t>(100 + k)).U8(1 /*label 3*/).U8(1).U8(4 /*4 bytes*/);
+  p.U8(3 /*no skew*/).U8(1 /*one payload frame*/).U8(1 /*of their sum*/);
+  for (int k = 0; k < 4 * n; ++k) p.U8(static_cast<uint8_t>(k));
+}
+
+void ConsumerSeeds() {
+  FuzzProgram p;
+  ConsumerBatch(p, 5, 3);
+  p.U8(4).U8(0);  // report
+  ConsumerBatch(p, 6, 2);
+  p.U8(2).U8(3).U8(0 /*applied*/).Bytes("").U8(1).Bytes("");  // all-reduce of 3 floats
+  ConsumerBatch(p, 7, 0);                                     // an empty training batch
+  p.U8(2).U8(3).U8(3 /*stale*/).Bytes("").U8(1).Bytes("state-blob").U8(1);
+  p.U8(3).U8(1).U8(1).U8(1).Bytes("majority-state");  // sync
+  loft::v1::Envelope hb;
+  hb.mutable_heartbeat()->set_node(1);
+  p.U8(1).U8(0 /*raw*/).Bytes(*loft::Encode(hb)).U8(0);  // another type: dropped
+  Write("consumer", "batches", p.bytes());
+}
+
+// ------------------------------------------------------------ calibrate
+void CalibrateSeeds() {
+  auto spec = loft::ParseClusterSpec(loft::fuzz::kCalibrateSpec, "cal.yaml");
+  if (!spec.ok()) Fail(spec.status().ToString());
+  nlohmann::json status = {{"policy", "uniform"}, {"workers", nlohmann::json::array()}};
+  for (int i = 0; i < spec->num_nodes(); ++i) {
+    const loft::sched::CostParams c = loft::sched::PriorFromSpec(*spec, i);
+    status["workers"].push_back({{"name", spec->nodes[i].name},
+                                 {"observations", 50},
+                                 {"profile",
+                                  {{"compute_fixed_ms", c.compute_fixed_ms * 1.5},
+                                   {"compute_per_sample_ms", c.compute_per_sample_ms},
+                                   {"local_fixed_ms", c.local_fixed_ms},
+                                   {"local_per_sample_ms", c.local_per_sample_ms},
+                                   {"remote_fixed_ms", c.remote_fixed_ms + 1},
+                                   {"remote_per_sample_ms", c.remote_per_sample_ms},
+                                   {"uplink_per_sample_ms", c.uplink_per_sample_ms}}}});
+  }
+  const std::string text = status.dump();
+  Write("calibrate", "status", std::string(1, '\0') + text);
+  std::string csv = std::string(loft::sched::kIterationsCsvHeader) + "\n";
+  for (int it = 0; it < 12; ++it) {
+    for (int w = 0; w < 3; ++w) {
+      csv += "uniform," + std::to_string(it) + ",0," + spec->nodes[w].name +
+             ",32,30,2,1,1,5,0,40,0.1,0.2,0.3," + std::to_string(20 + 5 * w) + ",40," +
+             (it == 5 && w == 1 ? "1" : "0") + ",0.05\n";
+    }
+  }
+  FuzzProgram p;
+  p.U8(1).U16(static_cast<uint16_t>(text.size())).Raw(text).Raw(csv);
+  Write("calibrate", "status_and_iterations", p.bytes());
+  FuzzProgram kept;
+  kept.U8(3).U16(static_cast<uint16_t>(text.size())).Raw(text).Raw(csv);
+  Write("calibrate", "links_kept", kept.bytes());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -366,6 +432,8 @@ int main(int argc, char** argv) {
   AdoptStateSeeds();
   StateRestoreSeeds();
   LoaderSeeds();
+  ConsumerSeeds();
+  CalibrateSeeds();
   std::printf("seeds written under %s\n", argv[1]);
   return 0;
 }
