@@ -15,6 +15,8 @@ constexpr uint32_t kImagesMagic = 0x00000803;
 constexpr uint32_t kLabelsMagic = 0x00000801;
 // Sanity bound on one file's decompressed size (Fashion-MNIST train: 47 MB).
 constexpr int64_t kMaxIdxBytes = int64_t{4} << 30;
+// The data is read (and its buffer grown) this much at a time.
+constexpr size_t kReadChunkBytes = size_t{16} << 20;
 
 struct GzCloser {
   void operator()(gzFile_s* f) const { gzclose(f); }
@@ -87,9 +89,18 @@ StatusOr<IdxFile> ReadIdxFile(const std::string& path, uint32_t magic, size_t nd
       return InvalidArgument(path + ": header promises more than " + std::to_string(kMaxIdxBytes) + " bytes");
     }
   }
-  out.data.resize(static_cast<size_t>(total));
-  LOFT_RETURN_IF_ERROR(ReadExact(f.get(), path, out.data.data(), out.data.size(),
-                                 "the data (" + std::to_string(total) + " bytes per the header)"));
+  // Grown as the data arrives, so a header that promises more than the file
+  // holds costs what the file holds (a 35-byte file promising 4 GiB
+  // allocated 4 GiB before it was found truncated).
+  const auto want = static_cast<size_t>(total);
+  while (out.data.size() < want) {
+    const size_t at = out.data.size();
+    const size_t n = std::min(want - at, kReadChunkBytes);
+    out.data.resize(at + n);
+    LOFT_RETURN_IF_ERROR(ReadExact(f.get(), path, out.data.data() + at, n,
+                                   "the data (" + std::to_string(total) +
+                                       " bytes per the header, from byte " + std::to_string(at) + ")"));
+  }
   unsigned char extra = 0;
   const int more = gzread(f.get(), &extra, 1);
   if (more < 0) {

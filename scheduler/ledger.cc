@@ -1,5 +1,6 @@
 #include "scheduler/ledger.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -225,6 +226,14 @@ Status Ledger::Restore(std::vector<PartitionRecord> records, const LedgerCounter
     if (static_cast<uint8_t>(r.state) > static_cast<uint8_t>(PartitionState::kTimedOut)) {
       return InvalidArgument(where + ": state " + std::to_string(static_cast<int>(r.state)) +
                              " out of range");
+    }
+    // A NaN deadline never expires: the partition would stay in flight for good.
+    for (const auto& [name, ms] : {std::pair<const char*, double>{"planned_ms", r.planned_ms},
+                                   {"sent_ms", r.sent_ms},
+                                   {"finished_ms", r.finished_ms},
+                                   {"deadline_ms", r.deadline_ms}}) {
+      if (!std::isfinite(ms))
+        return InvalidArgument(where + ": " + name + " " + std::to_string(ms) + " is not finite");
     }
     prev = p.id();
   }

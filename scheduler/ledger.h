@@ -113,8 +113,8 @@ class Ledger {
   // none pruned), `counters` and `last_id` (the open-partition indexes are
   // rebuilt). FailedPrecondition when the ledger is not empty;
   // InvalidArgument, and nothing changed, when ids are 0, not ascending or
-  // above last_id, sources are not parallel to sample ids, or a state is
-  // out of range.
+  // above last_id, sources are not parallel to sample ids, a state is out
+  // of range or a time (planned, sent, finished, deadline) is not finite.
   Status Restore(std::vector<PartitionRecord> records, const LedgerCounters& counters, uint64_t last_id);
 
  private:

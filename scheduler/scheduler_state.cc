@@ -241,6 +241,14 @@ Status SchedulerState::ApplyIterationPlanned(const loft::v1::IterationPlanned& u
                            (prev_ != nullptr ? " (and " + std::to_string(prev_->epoch()) + " is open)" : ""));
   }
   EpochSampler& es = *sp;
+  // Times come from the service's clock: a NaN deadline would never expire.
+  if (!std::isfinite(u.now_ms())) return InvalidArgument(where() + ": now_ms is not finite");
+  for (const auto& pp : u.partitions()) {
+    if (!std::isfinite(pp.deadline_ms())) {
+      return InvalidArgument(where() + ": partition " + std::to_string(pp.partition().id()) +
+                             ": deadline_ms is not finite");
+    }
+  }
   // Validate everything before changing anything. The ids of all
   // partitions are gathered with their (validated) sources, which the
   // sampler uses as holder hints.

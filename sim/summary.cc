@@ -80,7 +80,10 @@ StatusOr<RunSummary> ParseSummaryJson(const std::string& text) {
     return InvalidArgument("summary.json: missing object \"policies\"");
   }
   RunSummary s;
-  for (const auto& [name, j] : root["policies"].items()) {
+  for (const auto& item : root["policies"].items()) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in `num`.
+    const std::string& name = item.key();
+    const nlohmann::json& j = item.value();
     PolicySummary p;
     auto num = [&](const char* key, double* dst) -> Status {
       if (!j.contains(key) || !j[key].is_number()) {

@@ -1,5 +1,6 @@
 #include "capi/src/consumer_session.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -50,6 +51,9 @@ StatusOr<std::vector<zmq::message_t>> ConsumerSession::Await(int timeout_ms, con
     try {
       n = zmq::poll(&item, 1, wait);
     } catch (const zmq::error_t& e) {
+      // A signal (the training program's timers, SIGCHLD of its data
+      // loader workers) interrupted the wait: wait again for what is left.
+      if (e.num() == EINTR) continue;
       return ZmqError(e, "consumer poll");
     }
     if (n == 0) {

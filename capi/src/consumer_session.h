@@ -17,6 +17,9 @@
 // Not responsible for: training, retries (the agent fails a partition that
 // is not reported in time and the scheduler retries it), authentication
 // beyond the token (the endpoint is ipc:// (mode 0600) or loopback tcp://).
+// A signal that interrupts a wait (the program's timers, SIGCHLD of its
+// data loader workers) does not end it: the wait resumes until its
+// deadline.
 // Thread-safety: not thread-safe; use a session and its batches from one
 // thread at a time. Batches must be destroyed before their session.
 #pragma once

@@ -153,8 +153,9 @@ typedef struct loft_consumer_t loft_consumer_t;
 typedef struct loft_batch_t loft_batch_t;
 
 LOFT_EXPORT loft_consumer_t* loft_consumer_open(const char* endpoint, char** errptr);
-/* The next batch, waiting up to timeout_ms (< 0: forever). NULL with
- * *errptr containing "timeout" when none arrived in time. */
+/* The next batch, waiting up to timeout_ms (< 0: forever; a signal does
+ * not end the wait). NULL with *errptr containing "timeout" when none
+ * arrived in time. */
 LOFT_EXPORT loft_batch_t* loft_consumer_next(loft_consumer_t* consumer, int timeout_ms, char** errptr);
 LOFT_EXPORT void loft_consumer_close(loft_consumer_t* consumer);
 

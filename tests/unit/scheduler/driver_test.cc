@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -657,6 +658,60 @@ TEST_CASE("SchedulerState: a snapshot with two epochs open restores, a bad previ
   bad = restore(all_committed);
   CHECK(bad.code() == loft::StatusCode::kDataLoss);
   CHECK(bad.message().find("previous sampler") != std::string::npos);
+}
+
+TEST_CASE("SchedulerState: a partition time that is not finite is refused in a snapshot and in a plan",
+          "[driver][journal]") {
+  // A NaN deadline never expires (Ledger::Expired): the partition would
+  // stay in flight for good. Found by fuzz_state_restore.
+  const auto spec = SmallSpec(100, 1, 50, 2);
+  auto fresh = [&] {
+    auto d = JobDriver::CreateWithPolicy(spec, std::make_unique<FakePolicy>(false), StateOptions{});
+    REQUIRE(d.ok());
+    return std::move(*d);
+  };
+  auto drv = fresh();
+  Updates journal;
+  for (int i = 0; i < 2; ++i) {
+    auto u = drv->RegisterWorker(i, 0);
+    REQUIRE(u.ok());
+    journal.insert(journal.end(), u->begin(), u->end());
+  }
+  auto planned = drv->PlanNextIteration(1);
+  REQUIRE(planned.ok());
+  journal.insert(journal.end(), planned->begin(), planned->end());
+
+  loft::v1::StateSnapshot snap = drv->state().ToSnapshot();
+  REQUIRE(snap.ledger().records_size() > 0);
+  CHECK(fresh()->Restore(snap).ok());
+  for (int field = 0; field < 4; ++field) {
+    loft::v1::StateSnapshot bad = snap;
+    auto* r = bad.mutable_ledger()->mutable_records(0);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    if (field == 0) r->set_planned_ms(nan);
+    if (field == 1) r->set_sent_ms(std::numeric_limits<double>::infinity());
+    if (field == 2) r->set_finished_ms(nan);
+    if (field == 3) r->set_deadline_ms(nan);
+    loft::Status st = fresh()->Restore(bad);
+    INFO(st.ToString());
+    CHECK(st.code() == loft::StatusCode::kDataLoss);
+    CHECK(st.message().find("is not finite") != std::string::npos);
+  }
+
+  CHECK(fresh()->Replay(journal).ok());
+  Updates bad_plan = journal;
+  auto& plan = bad_plan.back();
+  REQUIRE(plan.has_iteration_planned());
+  plan.mutable_iteration_planned()->mutable_partitions(0)->set_deadline_ms(
+      std::numeric_limits<double>::quiet_NaN());
+  loft::Status st = fresh()->Replay(bad_plan);
+  CHECK(st.code() == loft::StatusCode::kInvalidArgument);
+  CHECK(st.message().find("deadline_ms is not finite") != std::string::npos);
+  bad_plan = journal;
+  bad_plan.back().mutable_iteration_planned()->set_now_ms(std::numeric_limits<double>::infinity());
+  st = fresh()->Replay(bad_plan);
+  CHECK(st.code() == loft::StatusCode::kInvalidArgument);
+  CHECK(st.message().find("now_ms is not finite") != std::string::npos);
 }
 
 TEST_CASE("JobDriver: a sample quarantined through the previous epoch is set aside when it comes back",
