@@ -69,7 +69,8 @@
 // the step's view): a member with a small batch (loft's slow or data-poor
 // nodes) takes a proportionally smaller step, as its gradient stands for
 // fewer samples; unscaled, its noisy full-size steps made loft's rounds
-X
+// learn less than lbbsp's (docs/exchange.md, "Local steps at a member's
+// share of the batch").
 // compression: int8 (either exchange) sends each chunk as a scale and int8
 // values (models/chunk_codec.h); this member adds the rounding it kept from
 // its previous contribution to the next one (error feedback; the residual
