@@ -97,6 +97,10 @@ class AllreduceModel {
   // after the phases the reducer and fixed_ms. links(): whether the
   // transfers are limited by the spec's links (training.allreduce.links).
   static constexpr int kPhases = 2;  // scatter, gather
+  // Largest exchange the simulator runs as one flow per ordered pair of
+  // members (sim/simulator_agent.cc RingStep); larger ones as one flow per
+  // member carrying its N − 1 payloads.
+  static constexpr size_t kMaxPairwiseMembers = 32;
   double HelloMs(std::span<const int32_t> members) const;
   double LinkLatencyMs(int32_t from, int32_t to) const;
   double ChunkBytes(size_t members) const;

@@ -277,16 +277,28 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     queue_.After(std::max(lat, cpu_end - now), next);
     return;
   }
-  ring.flows_pending = static_cast<int>(n * (n - 1)) + (cpu_end > now ? 1 : 0);
+  // Up to kMaxPairwiseMembers members: one flow per ordered pair, as the
+  // agents connect (each a fair share of a shared link). Beyond, N(N−1)
+  // flows would swamp the flow network: one flow per member to the next
+  // carrying its N − 1 payloads loads every uplink and downlink with the
+  // same bytes (AllreduceModel's per-member transfer is unchanged).
+  const bool pairwise = n <= AllreduceModel::kMaxPairwiseMembers;
+  ring.flows_pending = static_cast<int>(pairwise ? n * (n - 1) : n) + (cpu_end > now ? 1 : 0);
   ring.flows.clear();
   if (cpu_end > now) {
     queue_.After(cpu_end - now,
                  [this, iteration, generation, next] { RingPartDone(iteration, generation, next); });
   }
   const double bytes = allreduce_.PhaseWireBytes(n, ring.step);
-  for (int32_t from : ring.members)
-    for (int32_t to : ring.members)
-      if (from != to) RingFlow(iteration, generation, from, to, bytes, next);
+  if (pairwise) {
+    for (int32_t from : ring.members)
+      for (int32_t to : ring.members)
+        if (from != to) RingFlow(iteration, generation, from, to, bytes, next);
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      RingFlow(iteration, generation, ring.members[i], ring.members[(i + 1) % n],
+               bytes * static_cast<double>(n - 1), next);
+  }
 }
 
 double Simulator::RingStepCpuEnd(const std::vector<int32_t>& members, int phase) {

@@ -465,3 +465,36 @@ TEST_CASE("exchange overlap: loft-sim reads the next round's first steps during 
   }
   CHECK(b.summary.mean_iteration_ms < a.summary.mean_iteration_ms * 0.95);
 }
+
+// Beyond kMaxPairwiseMembers the simulator runs one flow per member (its
+// N − 1 payloads to the next) instead of N(N−1): the same bytes on every
+// link, so the same exchange time without contention.
+TEST_CASE("a large exchange runs as one flow per member and still takes RingMs") {
+  std::string nodes = "nodes:\n";
+  const int n = static_cast<int>(AllreduceModel::kMaxPairwiseMembers) + 8;
+  nodes += "  - name: e\n    count: " + std::to_string(n) +
+           "\n    compute: {fixed_ms: 1, per_sample_ms: 0.01}\n"
+           "    link: {up_mbps: 50, down_mbps: 100, latency_ms: 2}\n";
+  const std::string net =
+      "network: {packet_efficiency: 1, record_overhead_bytes: 0, burst_ms: 0, burst_min_bytes: 0, "
+      "ack_bytes_per_byte: 0, request_bytes: 0, report_bytes: 0, assignment_bytes: 0}\n";
+  auto spec = [&](const std::string& model) {
+    auto s = ParseClusterSpec(
+        "dataset: {name: d, samples: 20000, sample_bytes: 784}\n"
+        "training: {global_batch: 400, min_batch: 1, iterations: 3, seed: 3, overlap: false, " +
+            model + "}\n" + net + nodes,
+        "big.yaml");
+    INFO(s.status().ToString());
+    REQUIRE(s.ok());
+    return *s;
+  };
+  const ClusterSpec none = spec("model: none");
+  const ClusterSpec ring = spec("model: softmax, aggregation: mean, allreduce: {reduce_ns_per_element: 0}");
+  const SimResult a = RunUniform(none);
+  const SimResult b = RunUniform(ring);
+  std::vector<int32_t> all(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+  const double ring_ms = AllreduceModel(ring).RingMs(all);
+  REQUIRE(ring_ms > 1);
+  CHECK(b.summary.mean_iteration_ms == Approx(a.summary.mean_iteration_ms + ring_ms).epsilon(1e-6));
+}
