@@ -180,7 +180,8 @@ TEST_CASE("Truncated and corrupt IDX files are rejected naming the file", "[idx]
     // truncated instead of dying on the allocation.
     WriteGz(images, Be32(0x803) + Be32(1u << 20) + Be32(64) + Be32(64) + "abc");
 #if defined(__SANITIZE_ADDRESS__)
-    SKIP("ASan reserves terabytes of address space: RLIMIT_AS cannot bound the read");
+    // (Catch2 2.13 has no SKIP: the section passes with a note.)
+    WARN("not run under ASan: it reserves terabytes of address space, RLIMIT_AS cannot bound the read");
 #else
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
