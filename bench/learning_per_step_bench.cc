@@ -171,6 +171,24 @@ struct RunResult {
   std::vector<double> accuracy;  // at each eval step
 };
 
+// The next `b` samples of the sampler's permutation into img/lab.
+void TakeBatch(const Data& d, int64_t b, Sampler& sampler, std::vector<uint8_t>* img,
+               std::vector<uint8_t>* lab) {
+  img->resize(static_cast<size_t>(b * d.dim));
+  lab->resize(static_cast<size_t>(b));
+  for (int64_t k = 0; k < b; ++k) {
+    const int64_t id = sampler.Next();
+    std::copy_n(d.train.images.begin() + id * d.dim, d.dim, img->begin() + k * d.dim);
+    (*lab)[static_cast<size_t>(k)] = d.train.labels[static_cast<size_t>(id)];
+  }
+}
+
+// The first `test_samples` test images.
+models::BatchView TestView(const Data& d, int64_t test_samples) {
+  return {std::span<const uint8_t>(d.test.images.data(), static_cast<size_t>(test_samples * d.dim)),
+          std::span<const uint8_t>(d.test.labels.data(), static_cast<size_t>(test_samples))};
+}
+
 // Trains `steps` iterations of one replay; accuracy after each step in `evals`.
 StatusOr<RunResult> Train(const ClusterSpec& spec, const models::ReducerOptions& base, const Data& d,
                           const std::vector<Step>& replay, int64_t steps, const std::vector<int64_t>& evals,
@@ -185,9 +203,7 @@ StatusOr<RunResult> Train(const ClusterSpec& spec, const models::ReducerOptions&
   std::vector<std::vector<float>> grads;
   std::vector<uint8_t> img, lab;
   std::vector<float> agg(p);
-  const models::BatchView test{
-      std::span<const uint8_t>(d.test.images.data(), static_cast<size_t>(test_samples * d.dim)),
-      std::span<const uint8_t>(d.test.labels.data(), static_cast<size_t>(test_samples))};
+  const models::BatchView test = TestView(d, test_samples);
   RunResult out;
   size_t next_eval = 0;
   for (int64_t t = 0; t < steps; ++t) {
@@ -201,13 +217,7 @@ StatusOr<RunResult> Train(const ClusterSpec& spec, const models::ReducerOptions&
       hellos.hellos.push_back(agent::MemberHello{static_cast<double>(s.batch[i]), t - 1, 0, i == 0, 0});
       grads[i].assign(p, 0.0f);
       if (s.batch[i] == 0) continue;
-      img.resize(static_cast<size_t>(s.batch[i] * d.dim));
-      lab.resize(static_cast<size_t>(s.batch[i]));
-      for (int64_t k = 0; k < s.batch[i]; ++k) {
-        const int64_t id = sampler.Next();
-        std::copy_n(d.train.images.begin() + id * d.dim, d.dim, img.begin() + k * d.dim);
-        lab[static_cast<size_t>(k)] = d.train.labels[static_cast<size_t>(id)];
-      }
+      TakeBatch(d, s.batch[i], sampler, &img, &lab);
       auto l = model->LossAndGradient(models::BatchView{img, lab}, grads[i]);
       if (!l.ok()) return l.status();
     }
@@ -258,9 +268,7 @@ StatusOr<RunResult> TrainRounds(const ClusterSpec& spec, const models::ReducerOp
   };
   LOFT_RETURN_IF_ERROR(start_round(0));
   std::vector<uint8_t> img, lab;
-  const models::BatchView test{
-      std::span<const uint8_t>(d.test.images.data(), static_cast<size_t>(test_samples * d.dim)),
-      std::span<const uint8_t>(d.test.labels.data(), static_cast<size_t>(test_samples))};
+  const models::BatchView test = TestView(d, test_samples);
   RunResult out;
   size_t next_eval = 0;
   int64_t round_start = 0;
@@ -273,13 +281,7 @@ StatusOr<RunResult> TrainRounds(const ClusterSpec& spec, const models::ReducerOp
     for (int64_t b : s.batch) with_samples += b > 0 ? 1 : 0;
     for (size_t i = 0; i < n; ++i) {
       if (s.batch[i] == 0) continue;
-      img.resize(static_cast<size_t>(s.batch[i] * d.dim));
-      lab.resize(static_cast<size_t>(s.batch[i]));
-      for (int64_t k = 0; k < s.batch[i]; ++k) {
-        const int64_t id = sampler.Next();
-        std::copy_n(d.train.images.begin() + id * d.dim, d.dim, img.begin() + k * d.dim);
-        lab[static_cast<size_t>(k)] = d.train.labels[static_cast<size_t>(id)];
-      }
+      TakeBatch(d, s.batch[i], sampler, &img, &lab);
       std::copy(params[i].begin(), params[i].end(), model->params().begin());
       auto l = model->LossAndGradient(models::BatchView{img, lab}, grad);
       if (!l.ok()) return l.status();
