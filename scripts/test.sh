@@ -19,13 +19,16 @@ echo "== tests =="
 
 echo "== unit tests and fuzz replays under ASan/UBSan (CMake's default generator) =="
 # This build uses CMake's default generator (Unix Makefiles), the one a
-# newcomer gets from `cmake -S . -B b && cmake --build b`: every library,
-# binary and test is built with it at no extra cost. A build-asan directory
-# left by an older Ninja-configured run is not reused (generator mismatch).
+# newcomer gets from `cmake -S . -B b && cmake --build b`: every library
+# and unit test goes through it. It builds the target loft_unit_tests
+# (tests/CMakeLists.txt), what the unit and fuzz tests run, not the daemons'
+# and tools' own sources, which the first build compiled with the same
+# flags but -O. A build-asan directory left by an older Ninja-configured run
+# is not reused (generator mismatch).
 # shellcheck disable=SC2086
 cmake -S . -B build-asan-make -DCMAKE_BUILD_TYPE=Debug -DLOFT_WERROR=ON -DLOFT_SANITIZE=ON \
   -DLOFT_BUILD_BENCH=OFF $LAUNCHER
-cmake --build build-asan-make -j "$JOBS"
+cmake --build build-asan-make -j "$JOBS" --target loft_unit_tests
 (cd build-asan-make && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j "$JOBS" -L '^(unit|fuzz)$' --timeout 900)
 echo "== fuzz targets (libFuzzer, ${LOFT_FUZZ_SECONDS:-30} s each) =="
