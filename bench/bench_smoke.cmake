@@ -41,6 +41,7 @@ set(LOFT_BENCH_SMOKE_PY_torch_consumer_bench
 # Not smoke-tested, with the reason.
 set(LOFT_BENCH_SMOKE_EXCLUDED
     "time_to_accuracy.py: trains real models to a target accuracy (minutes at least)"
+    "chunk_garbage_run.py: trains six real agents for 360 steps twice (minutes); its short form is integration:eviction"
     "fidelity.py: testbed runs (network namespaces); its --quick run is bench:fidelity_quick"
     "fidelity_spec_test.py: a test of fidelity.py's spec edits (ctest bench:fidelity_spec), not a benchmark"
     "fidelity_repeat.py: reads fidelity.py's results of earlier runs; its test is bench:fidelity_repeat"

@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "core/cluster_spec.h"
+#include "sim/loss_trace.h"
 #include "sim/output.h"
 #include "sim/simulator.h"
 
@@ -44,6 +45,11 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
     return 1;
   }
   for (const std::string& w : loft::SpecWarnings(*spec)) std::cerr << "loft-sim: warning: " << w << "\n";
+  if (spec->training.exchange.period_auto && base.loss_trace.empty())
+    std::cerr
+        << "loft-sim: note: training.exchange.period: auto without --loss-trace: no loss is reported in "
+           "virtual time, so every round keeps the loss-free period ceil(sqrt(X/S)); a real job "
+           "shortens it as its loss falls\n";
   const std::vector<std::string> policies = SplitPolicies(policy_args);
   if (policies.empty()) {
     std::cerr << "loft-sim: --policy lists no policy\n";
@@ -154,6 +160,11 @@ int main(int argc, char** argv) {
                 "start an epoch only once the previous one is committed (loft-scheduler's "
                 "epoch_overlap: false); by default the next epoch's first iteration is planned "
                 "while the last partitions are in flight");
+  std::string loss_trace;
+  run->add_option(
+      "--loss-trace", loss_trace,
+      "a real run's training.csv: its per-iteration loss is reported in virtual time, so "
+      "training.exchange.period: auto shortens its periods as the real job did (sim/loss_trace.h)");
   run->add_option("--out", out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);
   loft::sim::SimOptions base;
@@ -164,5 +175,13 @@ int main(int argc, char** argv) {
   base.plan_ahead = plan_ahead == "auto" ? -1 : std::stoi(plan_ahead);
   base.credits = credits;
   base.overlap_epochs = !no_epoch_overlap;
+  if (!loss_trace.empty()) {
+    auto trace = loft::sim::LoadLossTrace(loss_trace);
+    if (!trace.ok()) {
+      std::cerr << "loft-sim: " << trace.status().message() << "\n";
+      return 1;
+    }
+    base.loss_trace = std::move(*trace);
+  }
   return Run(spec_path, policies, base, !no_bound, out_dir);
 }

@@ -331,7 +331,13 @@ void Simulator::Acked(Part& p) {
   t->set_local_bytes(p.local * model_.sample_bytes());
   t->set_remote_bytes(p.remote * model_.sample_bytes());
   for (const auto& [peer, ms] : p.by_peer_ms) (*t->mutable_remote_read_ms_by_peer())[peer] = ms;
-  if (allreduce_.enabled()) t->mutable_training()->set_allreduce_ms(p.allreduce_ms);
+  if (allreduce_.enabled()) {
+    t->mutable_training()->set_allreduce_ms(p.allreduce_ms);
+    const auto& trace = options_.loss_trace;
+    if (p.iteration >= 0 && static_cast<size_t>(p.iteration) < trace.size() &&
+        std::isfinite(trace[static_cast<size_t>(p.iteration)]))
+      t->mutable_training()->set_loss(trace[static_cast<size_t>(p.iteration)]);
+  }
 
   const bool trace = p.iteration < options_.trace_iterations;
   if (trace) {

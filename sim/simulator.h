@@ -139,6 +139,10 @@ struct SimOptions {
   // Keep every input given to the scheduler (SimResult::inputs), for
   // tests that replay the run to the daemon.
   bool record_inputs = false;
+  // The loss each member reports with its partitions of iteration t
+  // (index t; NaN or past the end: none), from a real run's training.csv
+  // (sim/loss_trace.h). Only `training.exchange.period: auto` reads it.
+  std::vector<double> loss_trace;
   // Called after every iteration with (iterations done, total).
   std::function<void(int64_t, int64_t)> progress;
 };
