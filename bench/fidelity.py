@@ -20,7 +20,9 @@ comparison of tools/compare_runs.py (real vs predicted iterations.csv).
   python3 bench/fidelity.py --bin build/bin --exchange 4/int8/false ...
       # every scenario with training.exchange set (period/compression/
       # overlap, the keys of docs/cluster-spec.md "Exchange modes"); the
-      # mean iteration is then the mean round time over its period
+      # mean iteration is then the mean round time over its period; with
+      # period auto each policy's loft-sim run replays its real run's
+      # losses (loft-sim --loss-trace), which set auto's periods
   python3 bench/fidelity.py --bin build/bin --quick   # smoke test (ctest)
   python3 bench/fidelity.py --bin build/bin --synthetic [--spec NAME=FILE ...]
       [--request-overhead-ms MS]
@@ -329,11 +331,20 @@ def main():
             run([loftctl, "calibrate", str(sdir / f"real-{a.calibrate_on}"), "--out", str(cal)], 60,
                 log=sdir / "calibrate.log")
         sim = sdir / "sim"
-        run([loftsim, "run", str(cal), "--policy", ",".join(policies), "--iterations", str(iterations),
-             "--out", str(sim)], 600, log=sdir / "sim.log")
+        auto = (a.exchange or "").split("/")[0] == "auto"
+        if auto:
+            # period: auto follows the loss the members report: each policy's
+            # prediction replays its real run's losses (sim/loss_trace.h).
+            for p in policies:
+                run([loftsim, "run", str(cal), "--policy", p, "--iterations", str(iterations),
+                     "--loss-trace", str(sdir / f"real-{p}" / "training.csv"), "--out", str(sim / p)], 600,
+                    log=sdir / f"sim-{p}.log")
+        else:
+            run([loftsim, "run", str(cal), "--policy", ",".join(policies), "--iterations", str(iterations),
+                 "--out", str(sim)], 600, log=sdir / "sim.log")
         rows = {}
         for p in policies:
-            pred = summary(sim, p)
+            pred = summary(sim / p if auto else sim, p)
             e_it = rel(pred["mean_iteration_ms"], real[p]["mean_iteration_ms"])
             e_tot = rel(pred["total_s"], real[p]["total_s"])
             rows[p] = {"real_mean_iteration_ms": real[p]["mean_iteration_ms"],
@@ -349,7 +360,7 @@ def main():
             if a.synthetic or p != a.calibrate_on:
                 held_out.append(e_it)
             cmp = subprocess.run([sys.executable, str(ROOT / "tools" / "compare_runs.py"), str(sdir / f"real-{p}"),
-                                  str(sim)], capture_output=True, text=True)
+                                  str(sim / p if auto else sim)], capture_output=True, text=True)
             (sdir / f"compare-{p}.txt").write_text(cmp.stdout + cmp.stderr)
         rr = ranking({p: rows[p]["real_mean_iteration_ms"] for p in policies})
         pr = ranking({p: rows[p]["predicted_mean_iteration_ms"] for p in policies})
