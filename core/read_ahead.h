@@ -19,6 +19,13 @@ namespace loft {
 
 inline constexpr int kExchangeReadAhead = 3;
 
+// An agent's partition window by default (the agent config's `credits`,
+// RegisterRequest.credits; loft-sim's --credits): partitions queued and
+// running at once. The scheduler's deepest plan-ahead (sched::kMaxPlanAhead,
+// which static_asserts this) + 1: at depth k up to k + 1 partitions are on
+// their way to, or held by, one agent.
+inline constexpr int kDefaultCredits = 4;
+
 inline int ReadyDepth(const TrainingSpec& training) {
   return training.exchange.overlap ? kExchangeReadAhead : 1;
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/codec.h"
+#include "core/read_ahead.h"
 #include "core/status.h"
 #include "core/zmq_util.h"
 
@@ -38,10 +39,8 @@ struct AgentConfig {
   std::string consumer_token;  // external: a ConsumerHello must carry it (LOFT_CONSUMER_TOKEN); empty = none
   std::string keys_dir;        // CURVE keys; required unless insecure
   bool insecure = false;       // no CURVE; only with loopback endpoints
-  // Partitions queued + running at once, >= 1. 4 = the scheduler's
-  // deepest plan-ahead (sched::kMaxPlanAhead) + 1: at depth k up to k + 1
-  // partitions are on their way to, or held by, one agent.
-  int credits = 4;
+  // Partitions queued + running at once, >= 1 (core/read_ahead.h).
+  int credits = kDefaultCredits;
   std::string compute_mode = "synthetic";  // synthetic (spend the spec's compute time) | external (consumer)
   bool link_emulation = false;             // emulate the spec's link rates with token buckets
   // With link_emulation: also the rates (token buckets). false = latency

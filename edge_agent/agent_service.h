@@ -38,6 +38,7 @@
 #include "core/log_limiter.h"
 #include "core/metrics.h"
 #include "core/proto/loft.pb.h"
+#include "core/read_ahead.h"
 #include "core/status.h"
 #include "edge_agent/exact_sleep.h"
 #include "edge_agent/grant_table.h"
@@ -100,8 +101,8 @@ struct PeerInfo {
 
 struct AgentServiceOptions {
   std::string node_name;
-  std::string peer_endpoint;  // advertised
-  int credits = 2;
+  std::string peer_endpoint;      // advertised
+  int credits = kDefaultCredits;  // the agent config's `credits` (core/read_ahead.h)
   size_t max_message_bytes = 16u << 20;
   size_t max_grants = 4096;
   bool authenticated = false;  // CURVE on: peers must present their node's key

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace loft::scheduler {
+namespace loft::sched {
 
 int SilenceTolerance(int tolerance, int live_nodes) {
   if (live_nodes < 3) return 1 << 20;
@@ -39,4 +39,4 @@ size_t AccusationBook::reporters(int accused) const {
   return it == reporters_.end() ? 0 : it->second.size();
 }
 
-}  // namespace loft::scheduler
+}  // namespace loft::sched

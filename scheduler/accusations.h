@@ -16,7 +16,7 @@
 #include <map>
 #include <set>
 
-namespace loft::scheduler {
+namespace loft::sched {
 
 // The tolerance to pass to Report for a "silent" report (a member whose
 // ring hellos never arrive): silence is not evidence against the accused
@@ -45,4 +45,4 @@ class AccusationBook {
   std::map<int, std::set<int>> silent_by_reporter_;
 };
 
-}  // namespace loft::scheduler
+}  // namespace loft::sched

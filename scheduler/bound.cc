@@ -77,8 +77,14 @@ class Enumerator {
   int count_ = 0;
 };
 
+// One worker's cost terms (ms; CostParams) and batch limits, as doubles.
 struct Worker {
-  double c0, c1, l0, l1, a, rr, u, pool, mn, mx;
+  double compute_fixed, compute_per_sample;  // compute: fixed + per sample
+  double local_fixed, local_per_sample;      // local reads
+  double remote_fixed, remote_per_sample;    // remote reads (the worker's downlink side)
+  double uplink_per_sample;                  // its uplink serving peers, ms per sample (0 = unlimited)
+  double local_pool;                         // local samples it may read
+  double min_batch, max_batch;
 };
 
 class BoundSolver {
@@ -133,50 +139,52 @@ class BoundSolver {
     for (size_t i = 0; i < w_.size(); ++i) {
       start_[i] = verts_.size();
       const Worker& w = w_[i];
-      if (t < w.c0) return false;
-      const double up = w.u > 0 ? t / w.u : 1e300;
-      const double kink = w.pool - up;
+      if (t < w.compute_fixed) return false;
+      const double up = w.uplink_per_sample > 0 ? t / w.uplink_per_sample : 1e300;
+      const double kink = w.local_pool - up;
       auto common = [&]() {
         en_.Reset();
         en_.Add(-1, 0, 0);
         en_.Add(0, -1, 0);
-        en_.Add(1, 0, w.pool);
-        en_.Add(1, 1, w.mx);
-        en_.Add(-1, -1, -w.mn);
+        en_.Add(1, 0, w.local_pool);
+        en_.Add(1, 1, w.max_batch);
+        en_.Add(-1, -1, -w.min_batch);
       };
       // r = 0, local read charged.
       common();
       en_.Add(0, 1, 0);
       if (ov) {
-        en_.Add(w.l1, 0, t - w.l0);
-        en_.Add(w.c1, 0, t - w.c0);
+        en_.Add(w.local_per_sample, 0, t - w.local_fixed);
+        en_.Add(w.compute_per_sample, 0, t - w.compute_fixed);
       } else {
-        en_.Add(w.l1 + w.c1, 0, t - w.c0 - w.l0);
+        en_.Add(w.local_per_sample + w.compute_per_sample, 0, t - w.compute_fixed - w.local_fixed);
       }
-      en_.Vertices(kink, up, w.pool, verts_);
+      en_.Vertices(kink, up, w.local_pool, verts_);
       // l = 0 and r = 0: the idle point.
-      if (w.mn <= 0) verts_.push_back(Vertex{0, std::min(up, w.pool)});
+      if (w.min_batch <= 0) verts_.push_back(Vertex{0, std::min(up, w.local_pool)});
       // l = 0, remote read charged.
       common();
       en_.Add(1, 0, 0);
       if (ov) {
-        en_.Add(0, w.rr, t - w.a);
-        en_.Add(0, w.c1, t - w.c0);
+        en_.Add(0, w.remote_per_sample, t - w.remote_fixed);
+        en_.Add(0, w.compute_per_sample, t - w.compute_fixed);
       } else {
-        en_.Add(0, w.rr + w.c1, t - w.c0 - w.a);
+        en_.Add(0, w.remote_per_sample + w.compute_per_sample, t - w.compute_fixed - w.remote_fixed);
       }
-      en_.Vertices(kink, up, w.pool, verts_);
+      en_.Vertices(kink, up, w.local_pool, verts_);
       // Both, both charged.
       common();
       if (ov) {
-        en_.Add(w.l1, 0, t - w.l0);
-        en_.Add(0, w.rr, t - w.a);
-        en_.Add(w.c1, w.c1, t - w.c0);
+        en_.Add(w.local_per_sample, 0, t - w.local_fixed);
+        en_.Add(0, w.remote_per_sample, t - w.remote_fixed);
+        en_.Add(w.compute_per_sample, w.compute_per_sample, t - w.compute_fixed);
       } else {
-        en_.Add(w.l1 + w.c1, w.c1, t - w.c0 - w.l0);
-        en_.Add(w.c1, w.rr + w.c1, t - w.c0 - w.a);
+        en_.Add(w.local_per_sample + w.compute_per_sample, w.compute_per_sample,
+                t - w.compute_fixed - w.local_fixed);
+        en_.Add(w.compute_per_sample, w.remote_per_sample + w.compute_per_sample,
+                t - w.compute_fixed - w.remote_fixed);
       }
-      en_.Vertices(kink, up, w.pool, verts_);
+      en_.Vertices(kink, up, w.local_pool, verts_);
       if (verts_.size() == start_[i]) return false;  // cannot even take min_batch
       Prune(start_[i]);
     }

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/read_ahead.h"
 #include "scheduler/scheduler_state.h"
 
 namespace loft::sched {
@@ -50,6 +51,8 @@ namespace loft::sched {
 // cap). Agents need credits ≥ depth + 1 to take every planned iteration
 // at once (loft-agent's default credits: kMaxPlanAhead + 1).
 inline constexpr int kMaxPlanAhead = 3;
+static_assert(kDefaultCredits == kMaxPlanAhead + 1,
+              "an agent's default window takes every planned iteration");
 
 // Auto's depth (above) for a plan predicted to take `predicted_ms`.
 int AutoPlanAhead(bool overlap, double control_ms, double predicted_ms);

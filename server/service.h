@@ -290,8 +290,8 @@ class SchedulerService {
   // journal, read back from journal_dir/job_id after a restart.
   uint64_t job_id_ = 1;
   bool resent_after_recovery_ = false;
-  RegisterBackoff register_backoff_;       // view-changing (re-)registrations per node
-  scheduler::AccusationBook accusations_;  // ring members reported by agents (PeerReport)
+  RegisterBackoff register_backoff_;   // view-changing (re-)registrations per node
+  sched::AccusationBook accusations_;  // ring members reported by agents (PeerReport)
   bool view_dirty_ = false;
   // Every log line a peer's message can cause (core/log_limiter.h):
   // loft_scheduler_log_suppressed_total{kind} counts what it held back.

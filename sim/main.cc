@@ -147,14 +147,15 @@ int main(int argc, char** argv) {
       "link-sharing recompute interval; 0 = exact max-min (default: exact up to 256 nodes, else 0.1)");
   run->add_flag("--no-bound", no_bound, "skip the lower bound");
   std::string plan_ahead = "auto";
-  int credits = 4;
+  int credits = loft::kDefaultCredits;
   bool no_epoch_overlap = false;
   run->add_option(
          "--plan-ahead", plan_ahead,
          "auto|0|1|2|3: plan iteration t+1 while t runs (k: while t-k+1 .. t run), as loft-scheduler's "
          "plan_ahead (auto: deep enough for the spec's scheduler.overhead_ms + handoff_ms)")
       ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}));
-  run->add_option("--credits", credits, "each agent's partition window (loft-agent's credits, default 4)")
+  run->add_option("--credits", credits,
+                  "each agent's partition window (loft-agent's credits; default: the agent's, 4)")
       ->check(CLI::Range(1, 1024));
   run->add_flag("--no-epoch-overlap", no_epoch_overlap,
                 "start an epoch only once the previous one is committed (loft-scheduler's "

@@ -130,8 +130,8 @@ struct SimOptions {
   // 1..sched::kMaxPlanAhead.
   int plan_ahead = -1;
   // Each agent's credit window (RegisterRequest.credits; the agent's
-  // default `credits: 4`, edge_agent/agent_config.h).
-  int credits = 4;
+  // default, core/read_ahead.h).
+  int credits = kDefaultCredits;
   // sched::StateOptions::overlap_epochs: plan the next epoch's first
   // iteration while the last partitions of the current one are in flight
   // (the daemon's default). false: `--no-epoch-overlap`.

@@ -25,8 +25,10 @@ loft_it.log(f"median: final accuracy {acc_med}, {med['training']}")
 assert med["training"]["hash_mismatches"] == 0, med["training"]
 assert acc_med is not None and acc_med >= 0.80, f"median with 1 Byzantine: accuracy {acc_med} < 0.80"
 
+# random and nan against median: 240 steps (measured 2026-11-29: 0.843 and
+# 0.835 at step 240, sign_flip 0.82 there, hence its 360).
 for kind in ("random", "nan"):
-    r, _, _ = training_lib.run(f"byz-{kind}", honest=5, byzantine=kind, scale=10, iterations=ITER, lr=0.05,
+    r, _, _ = training_lib.run(f"byz-{kind}", honest=5, byzantine=kind, scale=10, iterations=240, lr=0.05,
                                aggregation="median", eval_every=120, cache_root=caches)
     acc = r["final_accuracy"]
     loft_it.log(f"median against {kind}: final accuracy {acc}, {r['training']}")

@@ -146,6 +146,7 @@ struct AgentParts {
     AgentServiceOptions so;
     so.node_name = "a";
     so.peer_endpoint = "tcp://127.0.0.1:9000";
+    so.credits = 2;  // a window the tests below fill
     service.emplace(so, db.get(), &*metrics);
   }
   // What a test's trainer and the pipeline's peer fetches report to.

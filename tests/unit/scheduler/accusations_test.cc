@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <set>
 
-using loft::scheduler::AccusationBook;
+using loft::sched::AccusationBook;
 
 TEST_CASE("AccusationBook evicts a node once f+1 distinct others reported it, once") {
   AccusationBook b;
@@ -25,7 +25,7 @@ TEST_CASE("AccusationBook: in a trusted cluster (f = 0) one report evicts") {
 }
 
 TEST_CASE("a silent member takes a majority of the other live members to evict") {
-  using loft::scheduler::SilenceTolerance;
+  using loft::sched::SilenceTolerance;
   CHECK(SilenceTolerance(0, 4) == 1);   // 2 of the 3 others
   CHECK(SilenceTolerance(0, 3) == 1);   // both others
   CHECK(SilenceTolerance(0, 5) == 2);   // 3 of the 4 others
