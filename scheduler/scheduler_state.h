@@ -274,6 +274,13 @@ class SchedulerState {
   Status ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u);
   Status ApplySourceDistrusted(const loft::v1::SourceDistrusted& u);
   void MaybeDeliverObservations(int64_t iteration);
+  // RestoreSnapshot's phases (state_snapshot.cc):
+  // OkStatus when `s` was taken by a state created alike and its node entries fit this spec.
+  Status CheckSnapshotFits(const loft::v1::StateSnapshot& s) const;
+  // Every node's membership, distrust, eviction and cost model.
+  Status RestoreNodes(const loft::v1::StateSnapshot& s);
+  // The observations of the iterations not finished yet.
+  Status RestorePendingObservations(const loft::v1::StateSnapshot& s);
   bool Assignable(uint64_t id) const;
 
   ClusterSpec spec_;
