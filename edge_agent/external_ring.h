@@ -154,6 +154,22 @@ class ExternalRing {
   // Fetches (want_round, want_hash) from one of `holders`.
   StatusOr<std::string> FetchFrom(const Members& m, uint32_t round, int64_t want_round, uint64_t want_hash,
                                   const std::vector<int>& holders);
+  // Round's phases (external_ring.cc).
+  struct RoundState;  // one round's inputs and what its successful attempt found
+  struct Exchange;    // one attempt's exchange: every member's weight, state, partition, gradient length
+  // A partition of a round already done here: its samples join the next round (kCarried).
+  Outcome CarryLate(uint32_t round, size_t n, uint64_t partition, std::span<const float> grad);
+  // One attempt among m's members: exchange, agreement, the majority's state if stale, all-reduce.
+  Status Attempt(const Members& m, RoundState& rs);
+  // Sends this member's exchange to m's members and receives theirs (step 1).
+  StatusOr<Exchange> ExchangeWith(const Members& m, const RoundState& rs);
+  // Fetches the majority's state into rs.out from a member of m that holds it.
+  void FetchMajorityState(const Members& m, const Exchange& ex, RoundState& rs);
+  // The all-reduce of rs.data among m's members not past the round, with weights w (step 3).
+  Status AllReduce(const Members& m, const Exchange& ex, const std::vector<double>& w, int present,
+                   bool mine_in, RoundState& rs);
+  // The outcome for this member's consumer of a round that ran (step 4).
+  Outcome Conclude(RoundState& rs);
 
   ExternalRingOptions options_;
   models::ReducerOptions reducer_;

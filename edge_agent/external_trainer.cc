@@ -29,6 +29,30 @@ bool SameToken(std::string_view a, std::string_view b) {
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
 }
+
+// The training report of a ring round's outcome, with the loss, the test
+// accuracy and the parameter hash of the consumer's report, if any.
+v1::TrainingReport TrainingReportOf(const ExternalRing::Outcome& outcome,
+                                    const std::optional<v1::ConsumerReport>& report) {
+  v1::TrainingReport rep;
+  rep.set_allreduce_ms(outcome.allreduce_ms);
+  rep.set_ring_members(outcome.members);
+  rep.set_ring_attempts(outcome.attempts);
+  for (const auto& [id, node] : outcome.applied) {
+    rep.add_applied_partitions(id);
+    rep.add_applied_nodes(node);
+  }
+  rep.set_loss(std::numeric_limits<double>::quiet_NaN());
+  if (report.has_value()) {
+    if (report->has_loss()) rep.set_loss(report->loss());
+    if (report->has_test_accuracy()) {
+      rep.set_evaluated(true);
+      rep.set_test_accuracy(report->test_accuracy());
+    }
+    if (report->has_param_hash()) rep.set_param_hash(report->param_hash());
+  }
+  return rep;
+}
 }  // namespace
 
 Status CheckConsumerAccess(const std::string& endpoint, const std::string& token) {
@@ -272,6 +296,96 @@ void ExternalTrainer::JoinAlone(int64_t view, int64_t round) {
   }
 }
 
+StatusOr<std::vector<zmq::message_t>> ExternalTrainer::BatchFrames(const Batch* batch, int64_t round,
+                                                                   uint64_t partition_id, bool ring) {
+  v1::Envelope env;
+  auto* cb = env.mutable_consumer_batch();
+  cb->set_partition_id(partition_id);
+  cb->set_ring(ring);
+  cb->set_round(round);
+  size_t total = 0;
+  if (batch != nullptr) {
+    for (const auto& s : batch->samples) {
+      cb->add_sample_ids(s.id);
+      cb->add_labels(s.label);
+      cb->add_payload_sizes(static_cast<uint32_t>(s.payload.size()));
+      total += s.payload.size();
+    }
+  }
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back(consumer_->data(), consumer_->size());
+  LOFT_ASSIGN_OR_RETURN(zmq::message_t head, EnvelopeFrame(env));
+  frames.push_back(std::move(head));
+  zmq::message_t payloads(total);
+  size_t at = 0;
+  if (batch != nullptr) {
+    for (const auto& s : batch->samples) {
+      std::memcpy(static_cast<char*>(payloads.data()) + at, s.payload.data(), s.payload.size());
+      at += s.payload.size();
+    }
+  }
+  frames.push_back(std::move(payloads));
+  return frames;
+}
+
+void ExternalTrainer::AnswerAllReduce(const Wait& w, int64_t view, int64_t round, uint64_t partition_id,
+                                      size_t n, std::optional<ExternalRing::Outcome>* outcome,
+                                      Status* ring_error) {
+  v1::Envelope e;
+  auto* ag = e.mutable_consumer_aggregate();
+  ag->set_partition_id(partition_id);
+  ag->set_round(round);
+  zmq::message_t data;
+  const size_t bytes = w.gradient.size();
+  if (outcome->has_value() || !ring_error->ok()) {
+    ag->set_outcome(v1::ConsumerAggregate::ERROR);
+    ag->set_message("batch " + std::to_string(partition_id) + " was already all-reduced");
+  } else if (bytes % sizeof(float) != 0 || (n > 0 && bytes == 0)) {
+    ag->set_outcome(v1::ConsumerAggregate::ERROR);
+    ag->set_message("gradient frame of " + std::to_string(bytes) + " bytes is not a float32 vector");
+    *ring_error = InvalidArgument(ag->message());
+    JoinAlone(view, round);
+  } else if (round < 0 || round > std::numeric_limits<uint32_t>::max()) {
+    ag->set_outcome(v1::ConsumerAggregate::ERROR);
+    ag->set_message("round " + std::to_string(round) + " does not fit the ring's 32-bit rounds");
+    *ring_error = OutOfRange(ag->message());
+  } else {
+    std::vector<float> grad(bytes / sizeof(float));
+    if (bytes > 0) std::memcpy(grad.data(), w.gradient.data(), bytes);
+    auto o = opts_.ring->Round(view, static_cast<uint32_t>(round), n, partition_id, grad, /*consumer=*/true);
+    if (!o.ok()) {
+      *ring_error = o.status();
+      ag->set_outcome(v1::ConsumerAggregate::ERROR);
+      ag->set_message(o.status().ToString());
+    } else {
+      *outcome = std::move(*o);
+      const ExternalRing::Outcome& out = **outcome;
+      spdlog::debug("round {}: all-reduce {:.1f} ms ({} members, partition {})", round, out.allreduce_ms,
+                    out.members, partition_id);
+      switch (out.kind) {
+        case ExternalRing::Kind::kApplied: ag->set_outcome(v1::ConsumerAggregate::APPLIED); break;
+        case ExternalRing::Kind::kCarried: ag->set_outcome(v1::ConsumerAggregate::CARRIED); break;
+        case ExternalRing::Kind::kStale: ag->set_outcome(v1::ConsumerAggregate::STALE); break;
+        case ExternalRing::Kind::kError: ag->set_outcome(v1::ConsumerAggregate::ERROR); break;
+      }
+      ag->set_message(out.message);
+      if (!out.aggregate.empty())
+        data = zmq::message_t(out.aggregate.data(), out.aggregate.size() * sizeof(float));
+      if (out.kind == ExternalRing::Kind::kStale) {
+        // [u64 state length][state][aggregate] in one frame.
+        const uint64_t len = out.state.size();
+        zmq::message_t both(sizeof len + out.state.size() + data.size());
+        auto* p = static_cast<char*>(both.data());
+        std::memcpy(p, &len, sizeof len);
+        std::memcpy(p + sizeof len, out.state.data(), out.state.size());
+        if (data.size() > 0) std::memcpy(p + sizeof len + out.state.size(), data.data(), data.size());
+        data = std::move(both);
+      }
+    }
+  }
+  Reply(*consumer_, e, &data);
+}
+
 StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int64_t round,
                                            uint64_t partition_id) {
   last_ms_.reset();
@@ -300,34 +414,8 @@ StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int
     w.lost = false;
   }
 
-  v1::Envelope env;
-  auto* cb = env.mutable_consumer_batch();
-  cb->set_partition_id(partition_id);
-  cb->set_ring(ring);
-  cb->set_round(round);
-  size_t total = 0;
   const size_t n = batch != nullptr ? batch->samples.size() : 0;
-  if (batch != nullptr) {
-    for (const auto& s : batch->samples) {
-      cb->add_sample_ids(s.id);
-      cb->add_labels(s.label);
-      cb->add_payload_sizes(static_cast<uint32_t>(s.payload.size()));
-      total += s.payload.size();
-    }
-  }
-  std::vector<zmq::message_t> frames;
-  frames.emplace_back(consumer_->data(), consumer_->size());
-  LOFT_ASSIGN_OR_RETURN(zmq::message_t head, EnvelopeFrame(env));
-  frames.push_back(std::move(head));
-  zmq::message_t payloads(total);
-  size_t at = 0;
-  if (batch != nullptr) {
-    for (const auto& s : batch->samples) {
-      std::memcpy(static_cast<char*>(payloads.data()) + at, s.payload.data(), s.payload.size());
-      at += s.payload.size();
-    }
-  }
-  frames.push_back(std::move(payloads));
+  LOFT_ASSIGN_OR_RETURN(std::vector<zmq::message_t> frames, BatchFrames(batch, round, partition_id, ring));
   Status sent = SendMultipart(router_, frames, /*dontwait=*/true);
   if (!sent.ok()) {
     consumer_.reset();
@@ -342,83 +430,12 @@ StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int
     return outcome.has_value() && (outcome->included || outcome->kind == ExternalRing::Kind::kCarried);
   };
   auto make_report = [&] {
-    if (!outcome.has_value()) return;
-    v1::TrainingReport rep;
-    rep.set_allreduce_ms(outcome->allreduce_ms);
-    rep.set_ring_members(outcome->members);
-    rep.set_ring_attempts(outcome->attempts);
-    for (const auto& [id, node] : outcome->applied) {
-      rep.add_applied_partitions(id);
-      rep.add_applied_nodes(node);
-    }
-    rep.set_loss(std::numeric_limits<double>::quiet_NaN());
-    if (w.report.has_value()) {
-      if (w.report->has_loss()) rep.set_loss(w.report->loss());
-      if (w.report->has_test_accuracy()) {
-        rep.set_evaluated(true);
-        rep.set_test_accuracy(w.report->test_accuracy());
-      }
-      if (w.report->has_param_hash()) rep.set_param_hash(w.report->param_hash());
-    }
-    report_ = std::move(rep);
+    if (outcome.has_value()) report_ = TrainingReportOf(*outcome, w.report);
   };
   while (true) {
     Drain(&w);
     if (w.allreduce.has_value()) {
-      v1::Envelope e;
-      auto* ag = e.mutable_consumer_aggregate();
-      ag->set_partition_id(partition_id);
-      ag->set_round(round);
-      zmq::message_t data;
-      const size_t bytes = w.gradient.size();
-      if (outcome.has_value() || !ring_error.ok()) {
-        ag->set_outcome(v1::ConsumerAggregate::ERROR);
-        ag->set_message("batch " + std::to_string(partition_id) + " was already all-reduced");
-      } else if (bytes % sizeof(float) != 0 || (n > 0 && bytes == 0)) {
-        ag->set_outcome(v1::ConsumerAggregate::ERROR);
-        ag->set_message("gradient frame of " + std::to_string(bytes) + " bytes is not a float32 vector");
-        ring_error = InvalidArgument(ag->message());
-        JoinAlone(view, round);
-      } else if (round < 0 || round > std::numeric_limits<uint32_t>::max()) {
-        ag->set_outcome(v1::ConsumerAggregate::ERROR);
-        ag->set_message("round " + std::to_string(round) + " does not fit the ring's 32-bit rounds");
-        ring_error = OutOfRange(ag->message());
-      } else {
-        std::vector<float> grad(bytes / sizeof(float));
-        if (bytes > 0) std::memcpy(grad.data(), w.gradient.data(), bytes);
-        auto o =
-            opts_.ring->Round(view, static_cast<uint32_t>(round), n, partition_id, grad, /*consumer=*/true);
-        if (!o.ok()) {
-          ring_error = o.status();
-          ag->set_outcome(v1::ConsumerAggregate::ERROR);
-          ag->set_message(o.status().ToString());
-        } else {
-          outcome = std::move(*o);
-          spdlog::debug("round {}: all-reduce {:.1f} ms ({} members, partition {})", round,
-                        outcome->allreduce_ms, outcome->members, partition_id);
-          switch (outcome->kind) {
-            case ExternalRing::Kind::kApplied: ag->set_outcome(v1::ConsumerAggregate::APPLIED); break;
-            case ExternalRing::Kind::kCarried: ag->set_outcome(v1::ConsumerAggregate::CARRIED); break;
-            case ExternalRing::Kind::kStale: ag->set_outcome(v1::ConsumerAggregate::STALE); break;
-            case ExternalRing::Kind::kError: ag->set_outcome(v1::ConsumerAggregate::ERROR); break;
-          }
-          ag->set_message(outcome->message);
-          if (!outcome->aggregate.empty())
-            data = zmq::message_t(outcome->aggregate.data(), outcome->aggregate.size() * sizeof(float));
-          if (outcome->kind == ExternalRing::Kind::kStale) {
-            // [u64 state length][state][aggregate] in one frame.
-            const uint64_t len = outcome->state.size();
-            zmq::message_t both(sizeof len + outcome->state.size() + data.size());
-            auto* p = static_cast<char*>(both.data());
-            std::memcpy(p, &len, sizeof len);
-            std::memcpy(p + sizeof len, outcome->state.data(), outcome->state.size());
-            if (data.size() > 0)
-              std::memcpy(p + sizeof len + outcome->state.size(), data.data(), data.size());
-            data = std::move(both);
-          }
-        }
-      }
-      Reply(*consumer_, e, &data);
+      AnswerAllReduce(w, view, round, partition_id, n, &outcome, &ring_error);
       w.allreduce.reset();
     }
     if (w.report.has_value()) {

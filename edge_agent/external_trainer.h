@@ -47,6 +47,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "core/clock.h"
@@ -110,6 +111,14 @@ class ExternalTrainer final : public Trainer {
   // Sends a batch (or, with `batch` null, an empty training batch of
   // `round`) and waits for its report, running the all-reduce it asks for.
   StatusOr<double> RunBatch(const Batch* batch, int64_t view, int64_t round, uint64_t partition_id);
+  // RunBatch's frames for the consumer: its routing id, the ConsumerBatch
+  // envelope and the batch's payloads in one frame.
+  StatusOr<std::vector<zmq::message_t>> BatchFrames(const Batch* batch, int64_t round, uint64_t partition_id,
+                                                    bool ring);
+  // Answers the all-reduce request in `w`: the ring round of the batch's
+  // gradient (once per batch; its outcome or error kept), replied to the consumer.
+  void AnswerAllReduce(const Wait& w, int64_t view, int64_t round, uint64_t partition_id, size_t n,
+                       std::optional<ExternalRing::Outcome>* outcome, Status* ring_error);
   // Round `round` by the agent alone with weight 0 (no consumer takes it).
   void JoinAlone(int64_t view, int64_t round);
 

@@ -114,6 +114,14 @@ class PeerFetcher final : public PeerClient {
   };
   StatusOr<zmq::socket_t*> SocketFor(const PeerInfo& peer);
   StatusOr<zmq::socket_t*> SocketForLocked(const PeerInfo& peer);  // conns_mu_ held
+  // FetchAll's phases (peer_fetcher.cc):
+  struct Fetch;  // one FetchAll's requests and results
+  // Connects to each peer and sends its requests (fetch_batch ids each); a peer not reached fails.
+  void StartRequests(Fetch& f, const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer);
+  // Fails the peers with requests open that the current view drops or gives a new endpoint.
+  void FailPeersOutOfView(Fetch& f);
+  // Takes the replies queued on `peer`'s socket (records, "no grant yet", errors).
+  void ReadReplies(Fetch& f, int32_t peer);
 
   zmq::context_t* ctx_;
   Clock* clock_;

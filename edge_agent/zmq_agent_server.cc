@@ -157,6 +157,23 @@ struct ZmqAgentServer::Impl {
     return shutdown;
   }
 
+  // Create's phases, in the order it runs them:
+  // Opens the cache and fills `summary` from its scan (which also warms the block cache).
+  StatusOr<cache::CacheStats> OpenCache();
+  // The insecure-endpoint check, or the CURVE keys and the ZAP handler; the scheduler's public key.
+  StatusOr<std::string> SetUpSecurity();
+  // Binds the peer ROUTER (sets `advertised`) and connects the scheduler DEALER.
+  Status OpenSockets(const std::string& scheduler_public);
+  // The node's up and down link buckets and the ring's link emulation.
+  RingLinkEmulation SetUpLinkEmulation(const ClusterSpec& spec, int idx);
+  // The agent service's options: its limits, the manifest, Byzantine serving, the view callbacks.
+  StatusOr<AgentServiceOptions> ServiceOptions(const ClusterSpec& spec, int idx, ModelTrainer* model_trainer,
+                                               ExternalRing* external_ring);
+  // The peer fetcher and the partition runner, with their link and disk emulation.
+  void MakeFetcherAndRunner(const ClusterSpec& spec, int idx);
+  // The trainer of compute_mode external (the consumer's ROUTER), if the config asks for it.
+  Status MakeExternalTrainer(std::unique_ptr<ExternalRing> external_ring);
+
   void FlushReports() {
     for (const auto& r : pipeline->TakeReports()) {
       SendToScheduler(r);
@@ -168,41 +185,29 @@ struct ZmqAgentServer::Impl {
 ZmqAgentServer::ZmqAgentServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ZmqAgentServer::~ZmqAgentServer() = default;
 
-StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConfig& cfg, Clock* clock,
-                                                                 metrics::Registry* registry) {
-  LOFT_RETURN_IF_ERROR(cfg.Validate());
-  auto impl = std::make_unique<Impl>();
-  Impl& m = *impl;
-  m.cfg = cfg;
-  m.clock = clock;
-  LOFT_ASSIGN_OR_RETURN(m.metrics, AgentMetrics::Create(registry));
-
-  LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(cfg.cluster_spec));
-  int idx = spec.FindNode(cfg.node_name);
-  if (idx < 0) return NotFound("node '" + cfg.node_name + "' is not in cluster spec " + cfg.cluster_spec);
-  m.compute = spec.nodes[idx].compute;
-  m.link = spec.nodes[idx].link;
-
+StatusOr<cache::CacheStats> ZmqAgentServer::Impl::OpenCache() {
   cache::CacheOptions copts;
   copts.create_if_missing = false;
   LOFT_ASSIGN_OR_RETURN(copts.block_cache_kind, cache::ParseBlockCacheKind(cfg.block_cache));
-  LOFT_ASSIGN_OR_RETURN(m.cache, cache::SampleCache::Open(cfg.cache_dir, copts));
+  LOFT_ASSIGN_OR_RETURN(cache, cache::SampleCache::Open(cfg.cache_dir, copts));
   // The scan also warms the block cache: no first-epoch read pays a block's
   // load and decompression (under a testbed CPU quota, several ms).
-  LOFT_ASSIGN_OR_RETURN(cache::CacheStats stats, m.cache->Stats(/*warm=*/true));
-  m.summary.set_samples(stats.samples);
-  m.summary.set_bytes(stats.bytes);
+  LOFT_ASSIGN_OR_RETURN(cache::CacheStats stats, cache->Stats(/*warm=*/true));
+  summary.set_samples(stats.samples);
+  summary.set_bytes(stats.bytes);
   if (!stats.label_counts.empty()) {
     for (int l = 0; l <= stats.label_counts.rbegin()->first; ++l) {
       auto it = stats.label_counts.find(l);
-      m.summary.add_label_counts(it == stats.label_counts.end() ? 0 : it->second);
+      summary.add_label_counts(it == stats.label_counts.end() ? 0 : it->second);
     }
   }
   if (stats.corrupt > 0)
     spdlog::warn("cache {} holds {} corrupt records; they will never be served", cfg.cache_dir,
                  stats.corrupt);
+  return stats;
+}
 
-  // Security.
+StatusOr<std::string> ZmqAgentServer::Impl::SetUpSecurity() {
   std::string scheduler_public;
   if (cfg.insecure) {
     std::vector<std::string> eps{cfg.peer_bind};
@@ -211,37 +216,34 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     LOFT_RETURN_IF_ERROR(CheckInsecureAllowed(eps));
   } else {
     LOFT_ASSIGN_OR_RETURN(auto allowed, ReadCurveAllowList(cfg.keys_dir));
-    LOFT_ASSIGN_OR_RETURN(CurveKeyPair own,
+    LOFT_ASSIGN_OR_RETURN(CurveKeyPair own_pair,
                           ReadCurveKeyPair((fs::path(cfg.keys_dir) / (cfg.node_name + ".key")).string()));
-    m.own = own;
+    own = own_pair;
     if (!cfg.scheduler_endpoint.empty()) {
       LOFT_ASSIGN_OR_RETURN(scheduler_public,
                             ReadCurvePublicKey((fs::path(cfg.keys_dir) / "scheduler.pub").string()));
     }
-    LOFT_ASSIGN_OR_RETURN(m.zap, ZapAuthenticator::Start(m.ctx, std::move(allowed)));
+    LOFT_ASSIGN_OR_RETURN(zap, ZapAuthenticator::Start(ctx, std::move(allowed)));
   }
+  return scheduler_public;
+}
 
-  // The cache must hold what the placement gives this node (cache_check.h).
-  if (cfg.check_cache) {
-    LOFT_RETURN_IF_ERROR(CheckCacheMatchesPlacement(spec, idx, cfg.cluster_spec, cfg.cache_dir, *m.cache,
-                                                    stats.samples + stats.corrupt));
-  }
-
+Status ZmqAgentServer::Impl::OpenSockets(const std::string& scheduler_public) {
   // Peer ROUTER.
   SocketOptions po;
   // It accepts only FetchRequests of at most 4,096 ids (~40 KB encoded):
   // a peer may send at most 128 KiB per message and queue 256 of them.
   po.max_message_bytes = std::min<size_t>(static_cast<size_t>(cfg.max_message_bytes), 128u << 10);
   po.recv_hwm = 256;
-  if (m.own) {
-    po.curve_own = m.own;
+  if (own) {
+    po.curve_own = own;
     po.curve_server = true;
   }
-  LOFT_ASSIGN_OR_RETURN(m.peer_sock, MakeSocket(m.ctx, zmq::socket_type::router, po));
-  LOFT_RETURN_IF_ERROR(Bind(m.peer_sock, cfg.peer_bind));
-  LOFT_ASSIGN_OR_RETURN(std::string bound, LastEndpoint(m.peer_sock));
-  m.advertised = cfg.peer_advertise.empty() ? bound : cfg.peer_advertise;
-  if (m.advertised.find("0.0.0.0") != std::string::npos || m.advertised.find("*") != std::string::npos) {
+  LOFT_ASSIGN_OR_RETURN(peer_sock, MakeSocket(ctx, zmq::socket_type::router, po));
+  LOFT_RETURN_IF_ERROR(Bind(peer_sock, cfg.peer_bind));
+  LOFT_ASSIGN_OR_RETURN(std::string bound, LastEndpoint(peer_sock));
+  advertised = cfg.peer_advertise.empty() ? bound : cfg.peer_advertise;
+  if (advertised.find("0.0.0.0") != std::string::npos || advertised.find("*") != std::string::npos) {
     return InvalidArgument("peer_bind " + cfg.peer_bind +
                            " is a wildcard; set peer_advertise to an address peers can reach");
   }
@@ -255,47 +257,49 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     // agent's connection (and its assignments) at the scheduler.
     so.routing_id = UniqueRoutingId(cfg.node_name);
     so.tos = cfg.request_tos;  // control traffic: ahead of bulk records where queues honour it
-    if (m.own) {
-      so.curve_own = m.own;
+    if (own) {
+      so.curve_own = own;
       so.curve_server_public = scheduler_public;
     }
-    LOFT_ASSIGN_OR_RETURN(m.sched_sock, MakeSocket(m.ctx, zmq::socket_type::dealer, so));
-    LOFT_RETURN_IF_ERROR(Connect(m.sched_sock, cfg.scheduler_endpoint));
-    m.has_scheduler = true;
+    LOFT_ASSIGN_OR_RETURN(sched_sock, MakeSocket(ctx, zmq::socket_type::dealer, so));
+    LOFT_RETURN_IF_ERROR(Connect(sched_sock, cfg.scheduler_endpoint));
+    has_scheduler = true;
   }
+  return OkStatus();
+}
 
+RingLinkEmulation ZmqAgentServer::Impl::SetUpLinkEmulation(const ClusterSpec& spec, int idx) {
   // The node's link emulation: one up and one down bucket for everything
   // the node sends and receives (peer records, ring messages).
   RingLinkEmulation ring_link;
   if (cfg.link_emulation) {
     if (cfg.link_rate_emulation) {
-      m.down = MakeLinkBucket(clock, spec.network, m.link.down_mbps);
-      m.up = MakeLinkBucket(clock, spec.network, m.link.up_mbps);
+      down = MakeLinkBucket(clock, spec.network, link.down_mbps);
+      up = MakeLinkBucket(clock, spec.network, link.up_mbps);
     }
     ring_link.clock = clock;
-    ring_link.up = m.up.get();
-    ring_link.down = m.down.get();
+    ring_link.up = up.get();
+    ring_link.down = down.get();
     ring_link.self = idx;
     for (const NodeSpec& n : spec.nodes) {
       ring_link.up_mbps.push_back(n.link.up_mbps);
       ring_link.latency_ms.push_back(n.link.latency_ms);
     }
   }
-  // Real training when the spec names a model (README "Training").
-  LOFT_ASSIGN_OR_RETURN(RingMember member,
-                        MakeRingMember(spec, idx, cfg, &m.ctx, m.own, ring_link, &m.trainer_stop));
-  ModelTrainer* model_trainer = member.model.get();
-  std::unique_ptr<ExternalRing> external_ring = std::move(member.external);  // the consumer's model
-  if (member.model) m.trainer = std::move(member.model);
+  return ring_link;
+}
 
+StatusOr<AgentServiceOptions> ZmqAgentServer::Impl::ServiceOptions(const ClusterSpec& spec, int idx,
+                                                                   ModelTrainer* model_trainer,
+                                                                   ExternalRing* external_ring) {
   AgentServiceOptions so;
   so.node_name = cfg.node_name;
-  so.peer_endpoint = m.advertised;
+  so.peer_endpoint = advertised;
   so.credits = cfg.credits;
   so.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
   so.max_grants = static_cast<size_t>(cfg.max_grants);
-  so.authenticated = m.own.has_value();
-  so.guard = &m.guard;
+  so.authenticated = own.has_value();
+  so.guard = &guard;
   if (!cfg.manifest.empty()) {
     LOFT_ASSIGN_OR_RETURN(cache::Manifest local, cache::ReadManifestFile(cfg.manifest));
     if (local.size() != spec.dataset.samples) {
@@ -315,7 +319,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     so.on_view = [model_trainer](const v1::MembershipView& v) { model_trainer->OnView(v); };
   }
   if (external_ring != nullptr) {
-    ExternalRing* ring = external_ring.get();
+    ExternalRing* ring = external_ring;
     so.ring_endpoint = cfg.ring_advertise.empty() ? ring->ring_endpoint() : cfg.ring_advertise;
     so.on_view = [ring](const v1::MembershipView& v) { ring->OnView(v); };
   }
@@ -324,7 +328,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   // first fetch needs them).
   {
     auto trainer_on_view = std::move(so.on_view);
-    Impl* mp = &m;
+    Impl* mp = this;
     const auto self = static_cast<int32_t>(idx);
     so.on_view = [trainer_on_view = std::move(trainer_on_view), mp, self](const v1::MembershipView& v) {
       if (trainer_on_view) trainer_on_view(v);
@@ -332,13 +336,15 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     };
   }
   {
-    Impl* mp = &m;
+    Impl* mp = this;
     so.peers_ready = [mp](const std::vector<int32_t>& nodes) {
       return mp->fetcher ? mp->fetcher->HandshakenAmong(nodes) : 0;
     };
   }
-  m.service = std::make_unique<AgentService>(so, m.cache.get(), &m.metrics);
+  return so;
+}
 
+void ZmqAgentServer::Impl::MakeFetcherAndRunner(const ClusterSpec& spec, int idx) {
   PeerFetcherOptions fo;
   fo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
   fo.fetch_batch = cfg.fetch_batch;
@@ -347,38 +353,35 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
       std::max<size_t>(fo.max_frame_bytes, static_cast<size_t>(spec.dataset.sample_bytes) +
                                                cache::kRecordHeaderBytes + cache::kRecordTrailerBytes);
   fo.timeout_ms = cfg.fetch_timeout_ms;
-  fo.own_keys = m.own;
+  fo.own_keys = own;
   fo.keys_dir = cfg.keys_dir;
   if (cfg.link_emulation && cfg.link_rate_emulation) {
-    fo.down = m.down.get();
-    fo.latency_ms = m.link.latency_ms;
+    fo.down = down.get();
+    fo.latency_ms = link.latency_ms;
     spdlog::info(
         "link EMULATION on: down {} Mbit/s, up {} Mbit/s, latency {} ms (token buckets on peer fetches and "
         "the ring all-reduce)",
-        m.link.down_mbps, m.link.up_mbps, m.link.latency_ms);
+        link.down_mbps, link.up_mbps, link.latency_ms);
   } else if (cfg.link_emulation) {
-    fo.latency_ms = m.link.latency_ms;
+    fo.latency_ms = link.latency_ms;
     spdlog::info(
         "link EMULATION of latency only: {} ms per remote phase and ring message (rates are not emulated "
         "here)",
-        m.link.latency_ms);
+        link.latency_ms);
   }
-  AgentService* svc = m.service.get();
-  m.fetcher = std::make_unique<PeerFetcher>(&m.ctx, clock, fo, [svc](int32_t n) { return svc->PeerFor(n); });
-  m.runner = std::make_unique<PartitionRunner>(clock, m.cache.get(), m.fetcher.get(), &m.metrics, &m.guard);
+  AgentService* svc = service.get();
+  fetcher = std::make_unique<PeerFetcher>(&ctx, clock, fo, [svc](int32_t n) { return svc->PeerFor(n); });
+  runner = std::make_unique<PartitionRunner>(clock, cache.get(), fetcher.get(), &metrics, &guard);
   if (cfg.disk_emulation) {
     const double read_mbps = spec.nodes[idx].disk.read_mbps;
     const double ms_per_sample = static_cast<double>(spec.dataset.sample_bytes) * 8.0 / (read_mbps * 1000.0);
-    m.runner->EmulateDisk(ms_per_sample);
+    runner->EmulateDisk(ms_per_sample);
     spdlog::info("disk EMULATION on: {} Mbit/s, {:.4f} ms per {}-byte sample read locally", read_mbps,
                  ms_per_sample, spec.dataset.sample_bytes);
   }
-  if (!m.trainer) m.trainer = std::make_unique<SyntheticTrainer>(clock, m.compute, cfg.seed);
+}
 
-  if (cfg.metrics_port > 0) {  // 0 (and legacy -1) = off, as for loft-scheduler
-    LOFT_ASSIGN_OR_RETURN(m.http, MetricsHttpServer::Start(registry, cfg.metrics_address,
-                                                           static_cast<uint16_t>(cfg.metrics_port)));
-  }
+Status ZmqAgentServer::Impl::MakeExternalTrainer(std::unique_ptr<ExternalRing> external_ring) {
   if (cfg.compute_mode == "external") {
     // The consumer ROUTER has no CURVE: ipc:// or loopback tcp:// only.
     if (cfg.consumer_endpoint.rfind("ipc://", 0) != 0) {
@@ -388,14 +391,65 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
     eo.endpoint = cfg.consumer_endpoint;
     eo.timeout_ms = cfg.consumer_timeout_ms;
     eo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
-    eo.stop = &m.stop;
+    eo.stop = &stop;
     eo.token = cfg.consumer_token;
     eo.ring = std::move(external_ring);
-    eo.log_suppressed = m.metrics.log_suppressed;
-    LOFT_ASSIGN_OR_RETURN(m.trainer, ExternalTrainer::Create(clock, std::move(eo)));
+    eo.log_suppressed = metrics.log_suppressed;
+    LOFT_ASSIGN_OR_RETURN(trainer, ExternalTrainer::Create(clock, std::move(eo)));
   } else if (!cfg.consumer_endpoint.empty()) {
     spdlog::warn("consumer_endpoint {} is only served with compute_mode external", cfg.consumer_endpoint);
   }
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConfig& cfg, Clock* clock,
+                                                                 metrics::Registry* registry) {
+  LOFT_RETURN_IF_ERROR(cfg.Validate());
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.cfg = cfg;
+  m.clock = clock;
+  LOFT_ASSIGN_OR_RETURN(m.metrics, AgentMetrics::Create(registry));
+
+  LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(cfg.cluster_spec));
+  int idx = spec.FindNode(cfg.node_name);
+  if (idx < 0) return NotFound("node '" + cfg.node_name + "' is not in cluster spec " + cfg.cluster_spec);
+  m.compute = spec.nodes[idx].compute;
+  m.link = spec.nodes[idx].link;
+
+  LOFT_ASSIGN_OR_RETURN(cache::CacheStats stats, m.OpenCache());
+
+  // Security.
+  LOFT_ASSIGN_OR_RETURN(std::string scheduler_public, m.SetUpSecurity());
+
+  // The cache must hold what the placement gives this node (cache_check.h).
+  if (cfg.check_cache) {
+    LOFT_RETURN_IF_ERROR(CheckCacheMatchesPlacement(spec, idx, cfg.cluster_spec, cfg.cache_dir, *m.cache,
+                                                    stats.samples + stats.corrupt));
+  }
+
+  LOFT_RETURN_IF_ERROR(m.OpenSockets(scheduler_public));
+
+  RingLinkEmulation ring_link = m.SetUpLinkEmulation(spec, idx);
+  // Real training when the spec names a model (README "Training").
+  LOFT_ASSIGN_OR_RETURN(RingMember member,
+                        MakeRingMember(spec, idx, cfg, &m.ctx, m.own, ring_link, &m.trainer_stop));
+  ModelTrainer* model_trainer = member.model.get();
+  std::unique_ptr<ExternalRing> external_ring = std::move(member.external);  // the consumer's model
+  if (member.model) m.trainer = std::move(member.model);
+
+  LOFT_ASSIGN_OR_RETURN(AgentServiceOptions so,
+                        m.ServiceOptions(spec, idx, model_trainer, external_ring.get()));
+  m.service = std::make_unique<AgentService>(so, m.cache.get(), &m.metrics);
+
+  m.MakeFetcherAndRunner(spec, idx);
+  if (!m.trainer) m.trainer = std::make_unique<SyntheticTrainer>(clock, m.compute, cfg.seed);
+
+  if (cfg.metrics_port > 0) {  // 0 (and legacy -1) = off, as for loft-scheduler
+    LOFT_ASSIGN_OR_RETURN(m.http, MetricsHttpServer::Start(registry, cfg.metrics_address,
+                                                           static_cast<uint16_t>(cfg.metrics_port)));
+  }
+  LOFT_RETURN_IF_ERROR(m.MakeExternalTrainer(std::move(external_ring)));
   LOFT_ASSIGN_OR_RETURN(
       m.pipeline, PartitionPipeline::Create(&m.ctx, m.runner.get(), m.trainer.get(), m.service.get(),
                                             &m.metrics, spec.training.overlap, ReadyDepth(spec.training)));

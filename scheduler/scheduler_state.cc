@@ -697,102 +697,45 @@ void SchedulerState::FillExclusiveAvailable(PlanRequest& req) const {
   }
 }
 
-StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
-  IterationProposal out;
-  StatusOr<PlanRequest> req = BuildPlanRequest();
-  if (!req.ok()) {
-    if (req.status().code() == StatusCode::kUnavailable ||
-        req.status().code() == StatusCode::kFailedPrecondition) {
-      out.blocked_reason = req.status().message();
-      // The epoch's last samples are in flight (a scheduler planning
-      // ahead asks now): get the next epoch's order ready meanwhile.
-      if (prev_ == nullptr && sampler_.pooled() == 0 && !sampler_.EpochDone()) {
-        sampler_.PrepareEpoch(sampler_.epoch() + 1);
-      }
-      return out;
-    }
-    return req.status();
-  }
-  // The epoch this iteration is planned from (BuildPlanRequest's).
-  EpochSampler& sampler = planning_sampler_mut();
+Plan SchedulerState::PlanOrEvenSplit(const PlanRequest& req, std::string* policy_error) {
   const std::string pname(policy_->name());
-  StatusOr<Plan> plan = policy_->PlanIteration(*req);
-  std::string policy_error;
+  StatusOr<Plan> plan = policy_->PlanIteration(req);
   if (plan.ok()) {
     int64_t sum = 0;
-    bool parallel = plan->workers.size() == req->workers.size();
+    bool parallel = plan->workers.size() == req.workers.size();
     for (size_t i = 0; i < plan->workers.size(); ++i) {
       sum += plan->workers[i].batch;
-      parallel = parallel && plan->workers[i].node == req->workers[i].node;
+      parallel = parallel && plan->workers[i].node == req.workers[i].node;
     }
-    if (sum != req->global_batch || !parallel) {
+    if (sum != req.global_batch || !parallel) {
       plan = Internal("policy " + pname + " planned " + std::to_string(sum) + " samples for " +
                       std::to_string(plan->workers.size()) + " workers, asked for " +
-                      std::to_string(req->global_batch) + " over " + std::to_string(req->workers.size()));
+                      std::to_string(req.global_batch) + " over " + std::to_string(req.workers.size()));
     }
   }
-  if (!plan.ok()) {
-    policy_error = plan.status().ToString();
-    // Visible, but not flooding: the 1st, 2nd, 4th, 8th … fallback of this
-    // state is logged (the count is policy_failures() + 1 once applied and
-    // is in ToJson as "policy_failures").
-    const int64_t nth = policy_failures_ + 1;
-    if ((nth & (nth - 1)) == 0) {
-      int64_t local_sum = 0;
-      for (const WorkerInput& w : req->workers) local_sum += w.local_available;
-      spdlog::warn(
-          "scheduler: policy {} failed for epoch {} iteration {} (B={}, {} live workers, min_batch={}, "
-          "sum local_available={}, unconsumed={}); planned by an even split instead (fallback #{}, "
-          "logged at #1, 2, 4, 8 ...): {}",
-          pname, req->epoch, req->iteration, req->global_batch, req->workers.size(),
-          req->workers.empty() ? 0 : req->workers[0].min_batch, local_sum, req->unconsumed_in_epoch, nth,
-          policy_error);
-    }
-    plan = EvenPlan(*req);
+  if (plan.ok()) return std::move(plan).value();
+  *policy_error = plan.status().ToString();
+  // Visible, but not flooding: the 1st, 2nd, 4th, 8th … fallback of this
+  // state is logged (the count is policy_failures() + 1 once applied and
+  // is in ToJson as "policy_failures").
+  const int64_t nth = policy_failures_ + 1;
+  if ((nth & (nth - 1)) == 0) {
+    int64_t local_sum = 0;
+    for (const WorkerInput& w : req.workers) local_sum += w.local_available;
+    spdlog::warn(
+        "scheduler: policy {} failed for epoch {} iteration {} (B={}, {} live workers, min_batch={}, "
+        "sum local_available={}, unconsumed={}); planned by an even split instead (fallback #{}, "
+        "logged at #1, 2, 4, 8 ...): {}",
+        pname, req.epoch, req.iteration, req.global_batch, req.workers.size(),
+        req.workers.empty() ? 0 : req.workers[0].min_batch, local_sum, req.unconsumed_in_epoch, nth,
+        *policy_error);
   }
-  const bool locality = policy_error.empty() && policy_->locality_aware();
-  // Dry run: the assigner takes from the sampler inside a trial that is
-  // rolled back (O(B)) on every exit path; Apply re-takes the same ids.
-  struct TrialGuard {
-    EpochSampler& s;
-    ~TrialGuard() { s.RollbackTrial(); }
-  } guard{sampler};
-  sampler.BeginTrial();
-  LOFT_ASSIGN_OR_RETURN(Assignment a, Assigner::Assign(*plan, *req, locality, placement_, alive_, sampler,
-                                                       distrusted_, &quarantine_));
-  if (a.assigned == 0 && !distrusted_.empty()) {
-    // What is left is held only by distrusted nodes (nobody else may read
-    // it) and the policy gave them nothing (e.g. uniform's remainder went
-    // to other workers): let each read its own, or the epoch never ends.
-    Plan own;
-    own.policy = plan->policy;
-    int64_t left = req->global_batch;
-    for (const WorkerInput& w : req->workers) {
-      WorkerPlan wp;
-      wp.node = w.node;
-      if (distrusted(w.node)) wp.batch = std::min({left, w.max_batch, sampler.available(w.node)});
-      left -= wp.batch;
-      own.workers.push_back(std::move(wp));
-    }
-    LOFT_ASSIGN_OR_RETURN(
-        a, Assigner::Assign(own, *req, false, placement_, alive_, sampler, distrusted_, &quarantine_));
-  }
+  return EvenPlan(req);
+}
 
-  loft::v1::StateUpdate update;
-  auto* ip = update.mutable_iteration_planned();
-  ip->set_iteration(next_iteration_);
-  ip->set_epoch(sampler.epoch());
-  ip->set_plan_id(static_cast<uint64_t>(next_iteration_) + 1);
-  ip->set_now_ms(now_ms);
-  ip->set_global_batch(a.assigned);
-  ip->set_makespan_ms(a.makespan_ms);
-  ip->set_policy(pname);
-  ip->set_policy_error(policy_error);
-  const ExchangeDecision xd = exchange_.Decide(next_iteration_, a.makespan_ms);
-  if (!spec_.training.exchange.is_default()) {  // else unset: old journals and digests stay as they were
-    ip->set_round_period(xd.period);
-    ip->set_ends_round(xd.ends_round);
-  }
+void SchedulerState::AddPlannedPartitions(const Assignment& a, const PlanRequest& req,
+                                          const EpochSampler& sampler, const ExchangeDecision& xd,
+                                          double now_ms, loft::v1::IterationPlanned* ip) const {
   uint64_t next_id = ledger_.last_id() + 1;
   // Partitions per worker: one per origin (0 = fresh samples, else the
   // failed parent partition), ascending origin, samples in assignment
@@ -846,17 +789,84 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
           ++count;
         }
       }
-      p->set_predicted_ms(PredictMs(wcost, local, count - local, req->overlap));
+      p->set_predicted_ms(PredictMs(wcost, local, count - local, req.overlap));
       pp->set_deadline_ms(timeout > 0 ? now_ms + timeout : 0.0);
     }
   }
+}
+
+StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
+  IterationProposal out;
+  StatusOr<PlanRequest> req = BuildPlanRequest();
+  if (!req.ok()) {
+    if (req.status().code() == StatusCode::kUnavailable ||
+        req.status().code() == StatusCode::kFailedPrecondition) {
+      out.blocked_reason = req.status().message();
+      // The epoch's last samples are in flight (a scheduler planning
+      // ahead asks now): get the next epoch's order ready meanwhile.
+      if (prev_ == nullptr && sampler_.pooled() == 0 && !sampler_.EpochDone()) {
+        sampler_.PrepareEpoch(sampler_.epoch() + 1);
+      }
+      return out;
+    }
+    return req.status();
+  }
+  // The epoch this iteration is planned from (BuildPlanRequest's).
+  EpochSampler& sampler = planning_sampler_mut();
+  const std::string pname(policy_->name());
+  std::string policy_error;
+  Plan plan = PlanOrEvenSplit(*req, &policy_error);
+  const bool locality = policy_error.empty() && policy_->locality_aware();
+  // Dry run: the assigner takes from the sampler inside a trial that is
+  // rolled back (O(B)) on every exit path; Apply re-takes the same ids.
+  struct TrialGuard {
+    EpochSampler& s;
+    ~TrialGuard() { s.RollbackTrial(); }
+  } guard{sampler};
+  sampler.BeginTrial();
+  LOFT_ASSIGN_OR_RETURN(Assignment a, Assigner::Assign(plan, *req, locality, placement_, alive_, sampler,
+                                                       distrusted_, &quarantine_));
+  if (a.assigned == 0 && !distrusted_.empty()) {
+    // What is left is held only by distrusted nodes (nobody else may read
+    // it) and the policy gave them nothing (e.g. uniform's remainder went
+    // to other workers): let each read its own, or the epoch never ends.
+    Plan own;
+    own.policy = plan.policy;
+    int64_t left = req->global_batch;
+    for (const WorkerInput& w : req->workers) {
+      WorkerPlan wp;
+      wp.node = w.node;
+      if (distrusted(w.node)) wp.batch = std::min({left, w.max_batch, sampler.available(w.node)});
+      left -= wp.batch;
+      own.workers.push_back(std::move(wp));
+    }
+    LOFT_ASSIGN_OR_RETURN(
+        a, Assigner::Assign(own, *req, false, placement_, alive_, sampler, distrusted_, &quarantine_));
+  }
+
+  loft::v1::StateUpdate update;
+  auto* ip = update.mutable_iteration_planned();
+  ip->set_iteration(next_iteration_);
+  ip->set_epoch(sampler.epoch());
+  ip->set_plan_id(static_cast<uint64_t>(next_iteration_) + 1);
+  ip->set_now_ms(now_ms);
+  ip->set_global_batch(a.assigned);
+  ip->set_makespan_ms(a.makespan_ms);
+  ip->set_policy(pname);
+  ip->set_policy_error(policy_error);
+  const ExchangeDecision xd = exchange_.Decide(next_iteration_, a.makespan_ms);
+  if (!spec_.training.exchange.is_default()) {  // else unset: old journals and digests stay as they were
+    ip->set_round_period(xd.period);
+    ip->set_ends_round(xd.ends_round);
+  }
+  AddPlannedPartitions(a, *req, sampler, xd, now_ms, ip);
   sampler.RollbackTrial();
   if (a.assigned == 0) {
     out.blocked_reason = "policy " + pname + " planned no assignable samples";
   } else {
     out.update = std::move(update);
   }
-  out.plan = std::move(plan).value();
+  out.plan = std::move(plan);
   out.assignment = std::move(a);
   return out;
 }

@@ -274,6 +274,20 @@ class SchedulerState {
   Status ApplyEpochAdvanced(const loft::v1::EpochAdvanced& u);
   Status ApplySourceDistrusted(const loft::v1::SourceDistrusted& u);
   void MaybeDeliverObservations(int64_t iteration);
+  // ProposeIteration's phases:
+  // The policy's plan of `req`, or (its error in *policy_error, logged at
+  // the 1st, 2nd, 4th ... failure) an even split.
+  Plan PlanOrEvenSplit(const PlanRequest& req, std::string* policy_error);
+  // The partitions of assignment `a` (one per worker and origin) into *ip.
+  void AddPlannedPartitions(const Assignment& a, const PlanRequest& req, const EpochSampler& sampler,
+                            const ExchangeDecision& xd, double now_ms, loft::v1::IterationPlanned* ip) const;
+  // RestoreSnapshot's phases (state_snapshot.cc):
+  // OkStatus when `s` was taken by a state created alike and its node entries fit this spec.
+  Status CheckSnapshotFits(const loft::v1::StateSnapshot& s) const;
+  // Every node's membership, distrust, eviction and cost model.
+  Status RestoreNodes(const loft::v1::StateSnapshot& s);
+  // The observations of the iterations not finished yet.
+  Status RestorePendingObservations(const loft::v1::StateSnapshot& s);
   bool Assignable(uint64_t id) const;
 
   ClusterSpec spec_;

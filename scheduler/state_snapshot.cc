@@ -82,6 +82,58 @@ Status Mismatch(const std::string& field, const std::string& snapshot, const std
                             here);
 }
 
+// A part of a snapshot that does not restore. Each part validates before it
+// changes; errors are DataLoss (the bytes passed their CRC, so the contents
+// are what was written).
+Status SnapshotLoss(const std::string& part, const Status& st) {
+  return DataLoss("snapshot " + part + ": " + st.message());
+}
+
+// The ledger's records of a snapshot; DataLoss on a state out of range.
+StatusOr<std::vector<PartitionRecord>> LedgerRecordsFromProto(const loft::v1::LedgerSnapshot& lp) {
+  std::vector<PartitionRecord> records;
+  records.reserve(static_cast<size_t>(lp.records_size()));
+  for (const auto& rp : lp.records()) {
+    if (rp.state() < 0 || rp.state() > static_cast<int32_t>(PartitionState::kTimedOut)) {
+      return DataLoss("snapshot ledger: record " + std::to_string(rp.partition().id()) + " has state " +
+                      std::to_string(rp.state()));
+    }
+    PartitionRecord& r = records.emplace_back();
+    r.partition = rp.partition();
+    r.state = static_cast<PartitionState>(rp.state());
+    r.planned_ms = rp.planned_ms();
+    r.sent_ms = rp.sent_ms();
+    r.finished_ms = rp.finished_ms();
+    r.deadline_ms = rp.deadline_ms();
+  }
+  return records;
+}
+
+LedgerCounters LedgerCountersFromProto(const loft::v1::LedgerCountersSnapshot& cp) {
+  LedgerCounters c;
+  c.partitions = cp.partitions();
+  c.retries = cp.retries();
+  c.samples_committed = cp.samples_committed();
+  c.duplicates = cp.duplicates();
+  c.lost = cp.lost();
+  c.failed = cp.failed();
+  c.timed_out = cp.timed_out();
+  c.acks_ignored = cp.acks_ignored();
+  c.epochs_completed = cp.epochs_completed();
+  return c;
+}
+
+CostModelState CostModelFromProto(const loft::v1::CostModelSnapshot& p) {
+  CostModelState cs;
+  cs.compute = RlsFromProto(p.compute());
+  cs.local = RlsFromProto(p.local());
+  cs.remote = RlsFromProto(p.remote());
+  cs.uplink_per_sample_ms = p.uplink_per_sample_ms();
+  cs.uplink_rejections = p.uplink_rejections();
+  cs.observations = p.observations();
+  return cs;
+}
+
 }  // namespace
 
 loft::v1::StateSnapshot SchedulerState::ToSnapshot() const {
@@ -177,7 +229,7 @@ loft::v1::StateSnapshot SchedulerState::ToSnapshot() const {
   return out;
 }
 
-Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
+Status SchedulerState::CheckSnapshotFits(const loft::v1::StateSnapshot& s) const {
   if (view_ != 0 || next_iteration_ != 0 || ledger_.last_id() != 0 || sampler_.committed() != 0 ||
       sampler_.taken() != 0) {
     return FailedPrecondition("snapshot: restore into a state that already applied updates");
@@ -199,11 +251,7 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
   if (s.global_batch() != global_batch_) {
     return Mismatch("global batch", std::to_string(s.global_batch()), std::to_string(global_batch_));
   }
-  // Consistent? Each part validates before it changes; errors are DataLoss
-  // (the bytes passed their CRC, so the contents are what was written).
-  auto loss = [](const std::string& part, const Status& st) {
-    return DataLoss("snapshot " + part + ": " + st.message());
-  };
+  // Consistent?
   const int num_nodes = spec_.num_nodes();
   if (s.nodes_size() != num_nodes) {
     return DataLoss("snapshot nodes: " + std::to_string(s.nodes_size()) + " entries for " +
@@ -216,74 +264,11 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
                       std::to_string(s.nodes(i).node()));
     }
   }
+  return OkStatus();
+}
 
-  // Sampler.
-  if (Status st = SamplerFromProto(s.sampler(), sampler_); !st.ok()) return loss("sampler", st);
-  if (s.has_previous_sampler()) {
-    auto prev = std::make_unique<EpochSampler>(&placement_, sampler_.seed());
-    if (Status st = SamplerFromProto(s.previous_sampler(), *prev); !st.ok())
-      return loss("previous sampler", st);
-    if (prev->epoch() + 1 != sampler_.epoch() || prev->EpochDone()) {
-      return DataLoss("snapshot previous sampler: epoch " + std::to_string(prev->epoch()) + " with " +
-                      std::to_string(prev->num_samples() - prev->committed()) +
-                      " uncommitted samples next to current epoch " + std::to_string(sampler_.epoch()) +
-                      " (an open previous epoch is the one before, with samples uncommitted)");
-    }
-    prev_ = std::move(prev);
-  }
-
-  // Ledger.
-  std::vector<PartitionRecord> records;
-  records.reserve(static_cast<size_t>(s.ledger().records_size()));
-  for (const auto& rp : s.ledger().records()) {
-    if (rp.state() < 0 || rp.state() > static_cast<int32_t>(PartitionState::kTimedOut)) {
-      return DataLoss("snapshot ledger: record " + std::to_string(rp.partition().id()) + " has state " +
-                      std::to_string(rp.state()));
-    }
-    PartitionRecord& r = records.emplace_back();
-    r.partition = rp.partition();
-    r.state = static_cast<PartitionState>(rp.state());
-    r.planned_ms = rp.planned_ms();
-    r.sent_ms = rp.sent_ms();
-    r.finished_ms = rp.finished_ms();
-    r.deadline_ms = rp.deadline_ms();
-  }
-  const auto& cp = s.ledger().counters();
-  LedgerCounters c;
-  c.partitions = cp.partitions();
-  c.retries = cp.retries();
-  c.samples_committed = cp.samples_committed();
-  c.duplicates = cp.duplicates();
-  c.lost = cp.lost();
-  c.failed = cp.failed();
-  c.timed_out = cp.timed_out();
-  c.acks_ignored = cp.acks_ignored();
-  c.epochs_completed = cp.epochs_completed();
-  if (Status st = ledger_.Restore(std::move(records), c, s.ledger().last_id()); !st.ok()) {
-    return loss("ledger", st);
-  }
-
-  if (s.has_exchange()) {
-    if (Status st = exchange_.Restore(s.exchange()); !st.ok()) return loss("exchange", st);
-  }
-
-  // Quarantine.
-  std::map<uint64_t, SampleQuarantine::Pending> reports;
-  for (const auto& r : s.quarantine().reports()) {
-    if (r.reporters_size() == 0 && r.holders_size() == 0) continue;  // written before reporters were kept
-    SampleQuarantine::Pending& p = reports[r.sample()];
-    p.reports = r.reports();
-    p.reporters.assign(r.reporters().begin(), r.reporters().end());
-    p.holders.assign(r.holders().begin(), r.holders().end());
-  }
-  std::set<uint64_t> quarantined(s.quarantine().samples().begin(), s.quarantine().samples().end());
-  if (Status st =
-          quarantine_.Restore(std::move(reports), std::move(quarantined), s.quarantine().unavailable());
-      !st.ok()) {
-    return loss("quarantine", st);
-  }
-
-  // Nodes: membership, distrust, cost models.
+Status SchedulerState::RestoreNodes(const loft::v1::StateSnapshot& s) {
+  const int num_nodes = spec_.num_nodes();
   bool any_distrusted = false, any_evicted = false;
   for (int i = 0; i < num_nodes; ++i) {
     const auto& n = s.nodes(i);
@@ -293,15 +278,8 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
     any_evicted = any_evicted || n.evicted();
     observations_[i] = n.observations();
     any_distrusted = any_distrusted || n.distrusted();
-    CostModelState cs;
-    cs.compute = RlsFromProto(n.cost().compute());
-    cs.local = RlsFromProto(n.cost().local());
-    cs.remote = RlsFromProto(n.cost().remote());
-    cs.uplink_per_sample_ms = n.cost().uplink_per_sample_ms();
-    cs.uplink_rejections = n.cost().uplink_rejections();
-    cs.observations = n.cost().observations();
-    if (Status st = cost_model(i).Restore(cs); !st.ok()) {
-      return loss("cost model of node " + std::to_string(i), st);
+    if (Status st = cost_model(i).Restore(CostModelFromProto(n.cost())); !st.ok()) {
+      return SnapshotLoss("cost model of node " + std::to_string(i), st);
     }
   }
   distrusted_.clear();
@@ -314,14 +292,11 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
     evicted_.assign(static_cast<size_t>(num_nodes), false);
     for (int i = 0; i < num_nodes; ++i) evicted_[i] = s.nodes(i).evicted();
   }
-  if (s.lost_to_eviction() < 0 || s.held_out() < 0 || s.abandoned_at_iteration_plus_one() < 0) {
-    return DataLoss("snapshot: negative lost_to_eviction, held_out or abandoned_at_iteration");
-  }
-  lost_to_eviction_ = s.lost_to_eviction();
-  held_out_ = s.held_out();
-  abandoned_at_iteration_ = s.abandoned_at_iteration_plus_one() - 1;
+  return OkStatus();
+}
 
-  // Pending observations.
+Status SchedulerState::RestorePendingObservations(const loft::v1::StateSnapshot& s) {
+  const int num_nodes = spec_.num_nodes();
   pending_observations_.clear();
   for (const auto& pp : s.pending_observations()) {
     PendingObservations& pending = pending_observations_[pp.iteration()];
@@ -345,6 +320,65 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
       pending.nodes.push_back(op.node());
     }
   }
+  return OkStatus();
+}
+
+Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
+  LOFT_RETURN_IF_ERROR(CheckSnapshotFits(s));
+
+  // Sampler.
+  if (Status st = SamplerFromProto(s.sampler(), sampler_); !st.ok()) return SnapshotLoss("sampler", st);
+  if (s.has_previous_sampler()) {
+    auto prev = std::make_unique<EpochSampler>(&placement_, sampler_.seed());
+    if (Status st = SamplerFromProto(s.previous_sampler(), *prev); !st.ok())
+      return SnapshotLoss("previous sampler", st);
+    if (prev->epoch() + 1 != sampler_.epoch() || prev->EpochDone()) {
+      return DataLoss("snapshot previous sampler: epoch " + std::to_string(prev->epoch()) + " with " +
+                      std::to_string(prev->num_samples() - prev->committed()) +
+                      " uncommitted samples next to current epoch " + std::to_string(sampler_.epoch()) +
+                      " (an open previous epoch is the one before, with samples uncommitted)");
+    }
+    prev_ = std::move(prev);
+  }
+
+  // Ledger.
+  LOFT_ASSIGN_OR_RETURN(std::vector<PartitionRecord> records, LedgerRecordsFromProto(s.ledger()));
+  const LedgerCounters c = LedgerCountersFromProto(s.ledger().counters());
+  if (Status st = ledger_.Restore(std::move(records), c, s.ledger().last_id()); !st.ok()) {
+    return SnapshotLoss("ledger", st);
+  }
+
+  if (s.has_exchange()) {
+    if (Status st = exchange_.Restore(s.exchange()); !st.ok()) return SnapshotLoss("exchange", st);
+  }
+
+  // Quarantine.
+  std::map<uint64_t, SampleQuarantine::Pending> reports;
+  for (const auto& r : s.quarantine().reports()) {
+    if (r.reporters_size() == 0 && r.holders_size() == 0) continue;  // written before reporters were kept
+    SampleQuarantine::Pending& p = reports[r.sample()];
+    p.reports = r.reports();
+    p.reporters.assign(r.reporters().begin(), r.reporters().end());
+    p.holders.assign(r.holders().begin(), r.holders().end());
+  }
+  std::set<uint64_t> quarantined(s.quarantine().samples().begin(), s.quarantine().samples().end());
+  if (Status st =
+          quarantine_.Restore(std::move(reports), std::move(quarantined), s.quarantine().unavailable());
+      !st.ok()) {
+    return SnapshotLoss("quarantine", st);
+  }
+
+  // Nodes: membership, distrust, cost models.
+  LOFT_RETURN_IF_ERROR(RestoreNodes(s));
+  if (s.lost_to_eviction() < 0 || s.held_out() < 0 || s.abandoned_at_iteration_plus_one() < 0) {
+    return DataLoss("snapshot: negative lost_to_eviction, held_out or abandoned_at_iteration");
+  }
+  lost_to_eviction_ = s.lost_to_eviction();
+  held_out_ = s.held_out();
+  abandoned_at_iteration_ = s.abandoned_at_iteration_plus_one() - 1;
+
+  // Pending observations.
+  LOFT_RETURN_IF_ERROR(RestorePendingObservations(s));
 
   // The policy's memory.
   PolicyMemory memory;
@@ -352,7 +386,7 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
     auto& table = memory[t.name()];
     for (const auto& nv : t.values()) table[nv.node()] = nv.value();
   }
-  if (Status st = policy_->RestoreMemory(memory); !st.ok()) return loss("policy memory", st);
+  if (Status st = policy_->RestoreMemory(memory); !st.ok()) return SnapshotLoss("policy memory", st);
 
   view_ = s.view();
   next_iteration_ = s.next_iteration();

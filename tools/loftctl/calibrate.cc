@@ -412,34 +412,48 @@ void CalibrateHandoff(std::vector<double> acks, const std::string& policy, Clust
                   spec->scheduler.handoff_ms, n, policy));
 }
 
-Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
-                              std::vector<std::string>* notes, const std::vector<bool>* refit_fixed,
-                              RingMeasure* measured) {
+namespace {
+
+// The fields of an iterations.csv line, split at commas.
+std::vector<std::string> SplitCsvLine(const std::string& l) {
+  std::vector<std::string> f;
+  std::stringstream ss(l);
+  std::string x;
+  while (std::getline(ss, x, ',')) f.push_back(x);
+  if (!l.empty() && l.back() == ',') f.emplace_back();  // an empty last field is a field
+  return f;
+}
+
+// One iteration of iterations.csv, merged over its rows.
+struct It {
+  double makespan = 0, work = 0, ring = -1, sched = 0;
+  // With own_ms: the latest member's ring end and the latest ring start
+  // (own − allreduce), relative to the iteration's start.
+  double ring_end = -1, ring_start = -1;
+  std::vector<int32_t> members;
+  bool failed = false;
+};
+
+// The rows of iterations.csv of one policy (the first row's).
+struct IterationTable {
+  std::map<int64_t, It> its;
+  std::map<int32_t, std::vector<std::pair<double, double>>> computes;  // node -> (batch, compute_ms)
+  std::vector<double> handoffs;  // ack_ms of rows sent after their iteration started
+  std::string policy;
+};
+
+// Reads iterations.csv (`source` in errors, with the line) into a table.
+StatusOr<IterationTable> ReadIterations(const std::string& csv_text, const std::string& source,
+                                        const ClusterSpec& spec) {
   std::istringstream in(csv_text);
   std::string line;
   if (!std::getline(in, line)) return InvalidArgument(source + " is empty");
-  auto split = [](const std::string& l) {
-    std::vector<std::string> f;
-    std::stringstream ss(l);
-    std::string x;
-    while (std::getline(ss, x, ',')) f.push_back(x);
-    if (!l.empty() && l.back() == ',') f.emplace_back();  // an empty last field is a field
-    return f;
-  };
-  const std::vector<std::string> head = split(line);
+  const std::vector<std::string> head = SplitCsvLine(line);
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < head.size(); ++i) col[head[i]] = i;
   for (const char* c : {"policy", "iteration", "worker", "batch", "fetch_local_ms", "fetch_remote_ms",
                         "compute_ms", "makespan_ms", "allreduce_ms", "failed"})
     if (!col.count(c)) return InvalidArgument(fmt::format("{}: no column '{}'", source, c));
-  struct It {
-    double makespan = 0, work = 0, ring = -1, sched = 0;
-    // With own_ms: the latest member's ring end and the latest ring start
-    // (own − allreduce), relative to the iteration's start.
-    double ring_end = -1, ring_start = -1;
-    std::vector<int32_t> members;
-    bool failed = false;
-  };
   std::map<int64_t, It> its;
   std::map<int32_t, std::vector<std::pair<double, double>>> computes;  // node -> (batch, compute_ms)
   std::vector<double> handoffs;  // ack_ms of rows sent after their iteration started
@@ -448,7 +462,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty()) continue;
-    const auto f = split(line);
+    const auto f = SplitCsvLine(line);
     if (f.size() < head.size())
       return InvalidArgument(
           fmt::format("{}:{}: {} fields, the header has {}", source, lineno, f.size(), head.size()));
@@ -488,10 +502,10 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
     // plan-ahead; with it, one sent after its iteration started) spends
     // ack_ms = own − read − compute − all-reduce in the control path (its
     // delivery and wake-ups, the report's way back).
-    if (stream && ack && f[col["failed"]] != "1" && iteration > 0 && (*stream > 0 || !spec->training.overlap))
+    if (stream && ack && f[col["failed"]] != "1" && iteration > 0 && (*stream > 0 || !spec.training.overlap))
       handoffs.push_back(*ack);
     it.work = std::max(it.work, std::max(v[0], v[1]) + v[2]);
-    const int node = spec->FindNode(f[col["worker"]]);
+    const int node = spec.FindNode(f[col["worker"]]);
     if (node < 0)
       return InvalidArgument(
           fmt::format("{}:{}: worker '{}' is not a node of the spec", source, lineno, f[col["worker"]]));
@@ -505,69 +519,34 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
       }
     }
   }
-  // The ring as loft-sim runs it: it starts when the last member has
-  // computed and ends for all at once. Real members finish at different
-  // times, and the iteration ends with the last: the span from the last
-  // start to the last end (edge-bandwidth with training: 3,694 ms mean
-  // where the smallest member's allreduce_ms, used before, averaged 3,092
-  // and the iterations 3,727). Without own_ms: that smallest allreduce_ms.
-  for (auto& [i, it] : its) {
-    if (it.ring > 0 && it.ring_end >= 0 && it.ring_end - it.ring_start > 0)
-      it.ring = it.ring_end - it.ring_start;
+  return IterationTable{std::move(its), std::move(computes), std::move(handoffs), std::move(policy)};
+}
+
+// compute.fixed_ms of each node `refit_fixed` marks: its mean compute_ms
+// less the spec's per-sample part.
+void RefitFixedCompute(const std::map<int32_t, std::vector<std::pair<double, double>>>& computes,
+                       const std::vector<bool>& refit_fixed, const std::string& policy, ClusterSpec* spec,
+                       std::vector<std::string>* notes) {
+  for (const auto& [node, xs] : computes) {
+    if (static_cast<size_t>(node) >= refit_fixed.size() || !refit_fixed[node] || xs.empty()) continue;
+    ComputeSpec& c = spec->nodes[static_cast<size_t>(node)].compute;
+    double sum = 0;
+    for (const auto& [batch, ms] : xs) sum += ms - c.per_sample_ms * batch;
+    const double before = c.fixed_ms;
+    c.fixed_ms = std::max(0.0, sum / static_cast<double>(xs.size()));
+    notes->push_back(fmt::format(
+        "{}: compute.fixed_ms {:.4g} -> {:.4g} (mean compute_ms - {:.4g}·batch over {} rows of {}: the fit "
+        "gave the per-sample part 0, the spec's is kept)",
+        spec->nodes[static_cast<size_t>(node)].name, before, c.fixed_ms, c.per_sample_ms, xs.size(), policy));
   }
-  if (refit_fixed != nullptr) {
-    for (const auto& [node, xs] : computes) {
-      if (static_cast<size_t>(node) >= refit_fixed->size() || !(*refit_fixed)[node] || xs.empty()) continue;
-      ComputeSpec& c = spec->nodes[static_cast<size_t>(node)].compute;
-      double sum = 0;
-      for (const auto& [batch, ms] : xs) sum += ms - c.per_sample_ms * batch;
-      const double before = c.fixed_ms;
-      c.fixed_ms = std::max(0.0, sum / static_cast<double>(xs.size()));
-      notes->push_back(fmt::format(
-          "{}: compute.fixed_ms {:.4g} -> {:.4g} (mean compute_ms - {:.4g}·batch over {} rows of {}: the fit "
-          "gave the per-sample part 0, the spec's is kept)",
-          spec->nodes[static_cast<size_t>(node)].name, before, c.fixed_ms, c.per_sample_ms, xs.size(),
-          policy));
-    }
-  }
-  CalibrateComputeJitter(computes, policy, spec, notes);
-  CalibrateHandoff(handoffs, policy, spec, notes);
-  double ring_sum = 0, over_sum = 0, members_sum = 0;
-  int64_t n_ring = 0, n_over = 0;
-  // Each iteration's ring members: the nodes with a batch, once each (a
-  // node with two partitions of one iteration, e.g. a retried child, is
-  // one member), in node order.
-  std::vector<std::vector<int32_t>> rings;
-  std::vector<double> spans;  // each iteration's ring
-  for (auto& [i, it] : its) {
-    if (it.failed || it.members.empty()) continue;
-    over_sum += it.sched;
-    ++n_over;
-    if (it.ring > 0) {
-      std::sort(it.members.begin(), it.members.end());
-      it.members.erase(std::unique(it.members.begin(), it.members.end()), it.members.end());
-      ring_sum += it.ring;
-      spans.push_back(it.ring);
-      members_sum += static_cast<double>(it.members.size());
-      ++n_ring;
-      rings.push_back(it.members);
-    }
-  }
-  if (n_over == 0) {
-    notes->push_back(source +
-                     ": no iteration without a failure; scheduler overhead and all-reduce not fitted");
-    return OkStatus();
-  }
-  spec->scheduler.overhead_ms = over_sum / static_cast<double>(n_over);
-  notes->push_back(
-      fmt::format("scheduler.overhead_ms {:.4g} (mean plan_ms + journal_ms over {} iterations of {})",
-                  spec->scheduler.overhead_ms, n_over, policy));
+}
+
+// training.allreduce fitted to the mean ring span m over `rings` (each
+// iteration's members): the links, the step latency and the per-element
+// rest. Returns the mean transfer + latency the spec's links charge.
+double FitAllreduce(const std::vector<std::vector<int32_t>>& rings, double m, ClusterSpec* spec,
+                    std::vector<std::string>* notes) {
   auto& ar = spec->training.allreduce;
-  if (spec->training.model == "none" || n_ring == 0) {
-    notes->push_back("no all-reduce in the run (training.model none or no allreduce_ms); not fitted");
-    return OkStatus();
-  }
-  const double m = ring_sum / static_cast<double>(n_ring);
   if (ar.parameters <= 0)
     ar.parameters = sim::ModelParameterCount(spec->training.model, spec->dataset.sample_bytes);
   ar.fixed_ms = 0;
@@ -607,6 +586,67 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
                     m, latency));
   }
   ar.reduce_ns_per_element = elements > 0 ? std::max(0.0, rest) / elements * 1e6 : 0.0;
+  return moved;
+}
+
+}  // namespace
+
+Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
+                              std::vector<std::string>* notes, const std::vector<bool>* refit_fixed,
+                              RingMeasure* measured) {
+  LOFT_ASSIGN_OR_RETURN(IterationTable table, ReadIterations(csv_text, source, *spec));
+  std::map<int64_t, It>& its = table.its;
+  const std::string& policy = table.policy;
+  // The ring as loft-sim runs it: it starts when the last member has
+  // computed and ends for all at once. Real members finish at different
+  // times, and the iteration ends with the last: the span from the last
+  // start to the last end (edge-bandwidth with training: 3,694 ms mean
+  // where the smallest member's allreduce_ms, used before, averaged 3,092
+  // and the iterations 3,727). Without own_ms: that smallest allreduce_ms.
+  for (auto& [i, it] : its) {
+    if (it.ring > 0 && it.ring_end >= 0 && it.ring_end - it.ring_start > 0)
+      it.ring = it.ring_end - it.ring_start;
+  }
+  if (refit_fixed != nullptr) RefitFixedCompute(table.computes, *refit_fixed, policy, spec, notes);
+  CalibrateComputeJitter(table.computes, policy, spec, notes);
+  CalibrateHandoff(table.handoffs, policy, spec, notes);
+  double ring_sum = 0, over_sum = 0, members_sum = 0;
+  int64_t n_ring = 0, n_over = 0;
+  // Each iteration's ring members: the nodes with a batch, once each (a
+  // node with two partitions of one iteration, e.g. a retried child, is
+  // one member), in node order.
+  std::vector<std::vector<int32_t>> rings;
+  std::vector<double> spans;  // each iteration's ring
+  for (auto& [i, it] : its) {
+    if (it.failed || it.members.empty()) continue;
+    over_sum += it.sched;
+    ++n_over;
+    if (it.ring > 0) {
+      std::sort(it.members.begin(), it.members.end());
+      it.members.erase(std::unique(it.members.begin(), it.members.end()), it.members.end());
+      ring_sum += it.ring;
+      spans.push_back(it.ring);
+      members_sum += static_cast<double>(it.members.size());
+      ++n_ring;
+      rings.push_back(it.members);
+    }
+  }
+  if (n_over == 0) {
+    notes->push_back(source +
+                     ": no iteration without a failure; scheduler overhead and all-reduce not fitted");
+    return OkStatus();
+  }
+  spec->scheduler.overhead_ms = over_sum / static_cast<double>(n_over);
+  notes->push_back(
+      fmt::format("scheduler.overhead_ms {:.4g} (mean plan_ms + journal_ms over {} iterations of {})",
+                  spec->scheduler.overhead_ms, n_over, policy));
+  auto& ar = spec->training.allreduce;
+  if (spec->training.model == "none" || n_ring == 0) {
+    notes->push_back("no all-reduce in the run (training.model none or no allreduce_ms); not fitted");
+    return OkStatus();
+  }
+  const double m = ring_sum / static_cast<double>(n_ring);
+  const double moved = FitAllreduce(rings, m, spec, notes);
   if (measured != nullptr) {
     measured->policy = policy;
     measured->iterations = its.empty() ? 0 : its.rbegin()->first + 1;
