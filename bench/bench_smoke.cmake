@@ -46,7 +46,6 @@ set(LOFT_BENCH_SMOKE_EXCLUDED
     "fidelity_spec_test.py: a test of fidelity.py's spec edits (ctest bench:fidelity_spec), not a benchmark"
     "fidelity_repeat.py: reads fidelity.py's results of earlier runs; its test is bench:fidelity_repeat"
     "fidelity_repeat_test.py: the test of fidelity_repeat.py (ctest bench:fidelity_repeat), not a benchmark"
-    "chunk_garbage_run.py: two six-member training runs of the full dataset (tens of minutes)"
     "smoke_check.py: this checker")
 
 file(GLOB _cc RELATIVE ${CMAKE_CURRENT_LIST_DIR} ${CMAKE_CURRENT_LIST_DIR}/*_bench.cc)
