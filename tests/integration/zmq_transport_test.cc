@@ -503,6 +503,35 @@ TEST_CASE("a jamming member fills only its own inbox quota: another member's mes
   CHECK(c->ts[0]->buffered_from(2) == 0);
 }
 
+// The ring socket took up to 100,000 messages of up to 16 MiB per
+// connection before anything judged the sender. Now a sender's messages
+// leave ZeroMQ's queue (at most 1,000 per connection) into its own quota,
+// bytes as well as messages: 150 messages of 1 MiB from one member hold at
+// most 64 MiB here (ZmqTransportOptions::max_buffered_bytes_per_sender),
+// the rest are dropped and counted, and another member's message of the
+// round still arrives.
+TEST_CASE("a member's large messages fill only its byte quota: the rest are dropped and another's survives") {
+  using loft::models::MakeTag;
+  auto c = MakeCurveRing(3, 1u << 20);
+  const uint64_t now = MakeTag(3, 40, 1);
+  zmq::socket_t jam = Jammer(c.get(), 1, "1/big");
+  const std::string mib(1u << 20, 'x');
+  const int kBig = 150;
+  for (int i = 0; i < kBig; ++i) SendTagged(jam, MakeTag(3, 41 + static_cast<uint32_t>(i), 1), mib);
+  const std::vector<std::byte> honest{std::byte{7}, std::byte{7}};
+  REQUIRE(c->ts[2]->Send(0, now, honest).ok());
+  const auto& stats = c->ts[0]->stats();
+  for (int i = 0; i < 300 && c->ts[0]->buffered_from(1) + stats.over_quota < static_cast<uint64_t>(kBig); ++i)
+    REQUIRE(c->ts[0]->Poll(100).ok());
+  INFO("buffered from rank 1: " << c->ts[0]->buffered_from(1) << ", over quota: " << stats.over_quota);
+  CHECK(c->ts[0]->buffered_from(1) <= 64);  // 64 MiB of 1 MiB messages
+  CHECK(c->ts[0]->buffered_from(1) >= 60);
+  CHECK(c->ts[0]->buffered_from(1) + stats.over_quota == static_cast<uint64_t>(kBig));
+  auto got = c->ts[0]->Recv(2, now, 5000);
+  REQUIRE(got.ok());
+  CHECK(*got == honest);
+}
+
 TEST_CASE("state requests: a rate per requester, and the sender check refuses a rank (an evicted node)") {
   using loft::models::MakeTag;
   zmq::context_t ctx(1);
