@@ -190,15 +190,17 @@ std::vector<std::byte> ModelTrainer::ServeState(int from, uint64_t tag) {
     (void)sgd_->Restore(local_step, local_velocity);
   }
   if (!enc.ok()) {
-    spdlog::warn("cannot serve state to node {}: {}", from, enc.status().ToString());
+    serve_log_.Log(spdlog::level::warn, "serve_state", std::to_string(from), std::chrono::steady_clock::now(),
+                   "cannot serve state to node {}: {}", from, enc.status().ToString());
     return out;  // an empty answer: the requester tries another holder
   }
   AppendLe(&out, last_round_);
   AppendLe(&out, AgreedHash());
   const auto* p = reinterpret_cast<const std::byte*>(enc->data());
   out.insert(out.end(), p, p + enc->size());
-  spdlog::info("served state (round {}, {} bytes) to node {} for round {}", last_round_, out.size(), from,
-               models::TagRound(tag));
+  serve_log_.Log(spdlog::level::info, "serve_state", std::to_string(from), std::chrono::steady_clock::now(),
+                 "served state (round {}, {} bytes) to node {} for round {}", last_round_, out.size(), from,
+                 models::TagRound(tag));
   return out;
 }
 

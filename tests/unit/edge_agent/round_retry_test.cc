@@ -1,6 +1,7 @@
 // RunWithViewRetry (edge_agent/round_retry.h): a failed attempt restarts
 // among the live members of the newest view, the same set on every member
-// whichever views it saw in between. No sockets.
+// whichever views it saw in between; and ViewBook::MayRing, the ring's
+// sender check, which follows the newest view. No sockets.
 #include "edge_agent/round_retry.h"
 
 #include <catch2/catch.hpp>
@@ -105,4 +106,28 @@ TEST_CASE("a round whose node left the newer view, or that gets no newer view, f
   auto b = RunWithViewRetry(&alone, 0, 4, 9, connect, bad);
   REQUIRE_FALSE(b.ok());
   CHECK(b.status().code() == StatusCode::kInvalidArgument);
+}
+
+// The ring's sender check (ZmqTransport::SetSenderCheck): an evicted
+// node's messages and state requests are refused even on a connection it
+// opened while it was listed, because the check reads the newest view on
+// every message, not the allow-list of the connection's handshake.
+TEST_CASE(
+    "ViewBook::MayRing follows the newest view: an evicted node is refused, a newer view's sender is not") {
+  ViewBook book(ViewBookOptions{});
+  // Before any view: messages yes (a member may get its view first), requests no.
+  CHECK(book.MayRing(3, 4, /*request=*/false));
+  CHECK_FALSE(book.MayRing(3, 4, /*request=*/true));
+  book.OnView(kV4);
+  CHECK(book.MayRing(3, 4, false));
+  CHECK(book.MayRing(3, 4, true));
+  book.OnView(kV5);                        // node 3 evicted
+  CHECK_FALSE(book.MayRing(3, 4, false));  // its messages of the old view
+  CHECK_FALSE(book.MayRing(3, 5, false));
+  CHECK_FALSE(book.MayRing(3, 5, true));  // and its state requests
+  CHECK(book.MayRing(2, 5, true));        // a member's are answered
+  // A message of a view newer than every view received: its sender got
+  // that view first, so it is kept (and judged again when it is read).
+  CHECK(book.MayRing(3, 6, false));
+  CHECK_FALSE(book.MayRing(3, 6, true));
 }
