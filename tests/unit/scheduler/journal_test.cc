@@ -1189,7 +1189,7 @@ TEST_CASE(
 
 TEST_CASE("Journal snapshots: one over 2 GiB is written in parts and reads back", "[.][large][journal]") {
   // Hidden (about 5 GB of memory and 5 GB of disk): run with
-  // journal_test '[large]'. 40 policy tables of 56 MiB names: 2.3 GB.
+  // build/tests/scheduler_test '[large]'. 40 policy tables of 56 MiB names: 2.3 GB.
   loft::v1::StateSnapshot snap;
   snap.set_view(9);
   for (int i = 0; i < 40; ++i) {
