@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace loft::preprocess {
 
@@ -61,12 +62,12 @@ CropFlip DrawCropFlip(uint64_t seed, int64_t epoch, uint64_t id, int padding) {
 
 Preprocessor::Preprocessor(const PreprocessOptions& options) : options_(options) {}
 
-void Preprocessor::BuildAxis(int src, int dst, int shift, bool flip, float scale, Axis* axis) const {
+void Preprocessor::BuildAxis(int src, int dst, int shift, bool flip, float scale, Axis* axis) {
   const double s = static_cast<double>(src) / dst;
   axis->stride = static_cast<int>(std::ceil(s)) + 1;
   axis->start.assign(dst, 0);
-  axis->count.assign(dst, 0);
   axis->weights.assign(static_cast<size_t>(dst) * axis->stride, 0.0f);
+  axis->empty = true;
   for (int i = 0; i < dst; ++i) {
     const int u = flip ? dst - 1 - i : i;
     const double a = (u + shift) * s;
@@ -79,9 +80,87 @@ void Preprocessor::BuildAxis(int src, int dst, int shift, bool flip, float scale
       const double overlap = std::min(b, k + 1.0) - std::max(a, static_cast<double>(k));
       axis->weights[static_cast<size_t>(i) * axis->stride + n] = static_cast<float>(overlap / s) * scale;
     }
-    axis->count[i] = n;
+    if (n > 0) axis->empty = false;
   }
 }
+
+const Preprocessor::Axis& Preprocessor::AxisFor(std::vector<Axis>& cache, int src, int dst, int shift,
+                                                bool flip, float scale) {
+  // One slot per (shift, flip): a crop_flip epoch reuses 9 x 2 of them.
+  const int pad = options_.crop_padding;
+  const size_t slot = static_cast<size_t>((std::clamp(shift, -pad, pad) + pad) * 2 + (flip ? 1 : 0));
+  if (cache.size() <= slot) cache.resize(static_cast<size_t>(2 * pad + 1) * 2);
+  Axis& axis = cache[slot];
+  if (axis.src != src || axis.shift != shift || axis.flip != flip) {
+    BuildAxis(src, dst, shift, flip, scale, &axis);
+    axis.src = src;
+    axis.shift = shift;
+    axis.flip = flip;
+  }
+  return axis;
+}
+
+namespace {
+
+// Loops of fixed-size blocks over restrict pointers (a uint8_t may alias
+// anything): GCC vectorises them at -O2, whose cost model refuses loops
+// of unknown length.
+// acc[0, n) = w * row[0, n) (add = false) or += (add = true).
+void WeightedRow(float* __restrict acc, const uint8_t* __restrict row, float w, int n, bool add) {
+  int x = 0;
+  if (add) {
+    for (; x + 16 <= n; x += 16) {
+      for (int k = 0; k < 16; ++k) acc[x + k] += w * static_cast<float>(row[x + k]);
+    }
+    for (; x < n; ++x) acc[x] += w * static_cast<float>(row[x]);
+  } else {
+    for (; x + 16 <= n; x += 16) {
+      for (int k = 0; k < 16; ++k) acc[x + k] = w * static_cast<float>(row[x + k]);
+    }
+    for (; x < n; ++x) acc[x] = w * static_cast<float>(row[x]);
+  }
+}
+
+// out[x] = sum over t < stride of weights[x * stride + t] * row[start[x] + t],
+// x < n. kStride > 0: the tap count fixed at compile time (the loop
+// unrolled; 96 -> 28 has 5 taps); 0: `stride` at run time.
+template <int kStride>
+void TapRow(const float* __restrict row, const int* __restrict start, const float* __restrict weights,
+            int stride, int n, float* __restrict out) {
+  const int taps = kStride > 0 ? kStride : stride;
+  for (int x = 0; x < n; ++x) {
+    const float* w = weights + static_cast<size_t>(x) * taps;
+    const float* p = row + start[x];
+    float acc = 0;
+    if constexpr (kStride > 0) {
+      // Unrolled (GCC's -O2 does not peel it): the same sum, in tap order.
+      [&]<size_t... kT>(std::index_sequence<kT...>) {
+        ((acc += w[kT] * p[kT]), ...);
+      }
+      (std::make_index_sequence<kStride>{});
+    } else {
+      for (int t = 0; t < taps; ++t) acc += w[t] * p[t];
+    }
+    out[x] = acc;
+  }
+}
+
+using TapRowFn = void (*)(const float*, const int*, const float*, int, int, float*);
+
+TapRowFn TapRowFor(int stride) {
+  switch (stride) {
+    case 2: return TapRow<2>;
+    case 3: return TapRow<3>;
+    case 4: return TapRow<4>;
+    case 5: return TapRow<5>;
+    case 6: return TapRow<6>;
+    case 7: return TapRow<7>;
+    case 8: return TapRow<8>;
+    default: return TapRow<0>;
+  }
+}
+
+}  // namespace
 
 void Preprocessor::Resample(const uint8_t* src, int w, int h, const CropFlip& cf, float* out) {
   constexpr float kInv = 1.0f / 255.0f;
@@ -91,38 +170,27 @@ void Preprocessor::Resample(const uint8_t* src, int w, int h, const CropFlip& cf
     for (int64_t i = 0; i < int64_t{ow} * oh; ++i) out[i] = static_cast<float>(src[i]) * kInv;
     return;
   }
-  BuildAxis(w, ow, cf.dx, cf.flip, 1.0f, &xs_);
-  BuildAxis(h, oh, cf.dy, false, kInv, &ys_);
-  int r0 = h, r1 = 0;
-  for (int y = 0; y < oh; ++y) {
-    if (ys_.count[y] == 0) continue;
-    r0 = std::min(r0, ys_.start[y]);
-    r1 = std::max(r1, ys_.start[y] + ys_.count[y]);
-  }
+  const Axis& xs = AxisFor(x_axes_, w, ow, cf.dx, cf.flip, 1.0f);
+  const Axis& ys = AxisFor(y_axes_, h, oh, cf.dy, false, kInv);
   std::fill(out, out + int64_t{ow} * oh, 0.0f);
-  if (r0 >= r1) return;  // the window lies wholly in the padding
-  // Horizontal pass over the source rows the window uses.
-  rows_.resize(static_cast<size_t>(r1 - r0) * ow);
-  for (int r = r0; r < r1; ++r) {
-    const uint8_t* row = src + static_cast<size_t>(r) * w;
-    float* dst = rows_.data() + static_cast<size_t>(r - r0) * ow;
-    for (int x = 0; x < ow; ++x) {
-      const float* wt = xs_.weights.data() + static_cast<size_t>(x) * xs_.stride;
-      const uint8_t* p = row + xs_.start[x];
-      float acc = 0;
-      for (int t = 0; t < xs_.count[x]; ++t) acc += wt[t] * static_cast<float>(p[t]);
-      dst[x] = acc;
-    }
-  }
-  // Vertical pass (its weights carry the 1/255).
+  if (xs.empty || ys.empty) return;  // the window lies wholly in the padding
+  // One output row's vertical sums over the source width, then zeros, so
+  // that each output's xs.stride taps can be read (unused ones weigh 0).
+  rows_.assign(static_cast<size_t>(w) + static_cast<size_t>(xs.stride), 0.0f);
+  float* __restrict tmp = rows_.data();
+  const auto ys_stride = static_cast<size_t>(ys.stride);
+  const TapRowFn tap_row = TapRowFor(xs.stride);
   for (int y = 0; y < oh; ++y) {
-    float* o = out + static_cast<size_t>(y) * ow;
-    const float* wt = ys_.weights.data() + static_cast<size_t>(y) * ys_.stride;
-    for (int t = 0; t < ys_.count[y]; ++t) {
-      const float* row = rows_.data() + static_cast<size_t>(ys_.start[y] + t - r0) * ow;
-      const float wy = wt[t];
-      for (int x = 0; x < ow; ++x) o[x] += wy * row[x];
+    const float* wy = ys.weights.data() + static_cast<size_t>(y) * ys_stride;
+    if (wy[0] == 0.0f) continue;  // wholly in the padding (taps start at the first overlap)
+    // Vertical: the output row's source rows, weighted (1/255 included).
+    const uint8_t* r = src + static_cast<size_t>(ys.start[y]) * w;
+    WeightedRow(tmp, r, wy[0], w, false);
+    for (size_t t = 1; t < ys_stride && ys.start[y] + static_cast<int>(t) < h; ++t) {
+      if (wy[t] != 0.0f) WeightedRow(tmp, r + t * w, wy[t], w, true);
     }
+    // Horizontal: each output's taps.
+    tap_row(tmp, xs.start.data(), xs.weights.data(), xs.stride, ow, out + static_cast<size_t>(y) * ow);
   }
 }
 

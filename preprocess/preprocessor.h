@@ -73,22 +73,27 @@ class Preprocessor {
   const PreprocessOptions& options() const { return options_; }
 
  private:
-  // One axis of the fused crop + flip + area resize: for output index i,
-  // the source indices [start[i], start[i] + count[i]) with their weights
-  // (weights[i * stride ...]).
+  // One axis of the fused crop + flip + area resize: output index i reads
+  // the source indices [start[i], start[i] + stride) with the weights
+  // weights[i * stride + t] (0 past the area it covers).
   struct Axis {
-    std::vector<int> start, count;
+    std::vector<int> start;
     std::vector<float> weights;
     int stride = 0;
+    bool empty = true;  // every output lies in the padding
+    int src = -1, shift = 0;
+    bool flip = false;  // what it was built for
   };
-  void BuildAxis(int src, int dst, int shift, bool flip, float scale, Axis* axis) const;
+  static void BuildAxis(int src, int dst, int shift, bool flip, float scale, Axis* axis);
+  // The axis for (src, shift, flip), built once and kept.
+  const Axis& AxisFor(std::vector<Axis>& cache, int src, int dst, int shift, bool flip, float scale);
   void Resample(const uint8_t* src, int w, int h, const CropFlip& cf, float* out);
 
   PreprocessOptions options_;
   JpegDecoder decoder_;
   GreyImage image_;
-  Axis xs_, ys_;
-  std::vector<float> rows_;  // horizontal pass: source rows x output width
+  std::vector<Axis> x_axes_, y_axes_;
+  std::vector<float> rows_;  // one output row's vertical sums, source width
 };
 
 }  // namespace loft::preprocess
