@@ -29,8 +29,7 @@ StatusOr<PreprocessOptions> PreprocessOptions::FromSpec(const ClusterSpec& spec)
     return InvalidArgument(
         spec.source + ": dataset.sample_bytes (" + std::to_string(spec.dataset.sample_bytes) +
         ") is not the pixel count of a square image of at most " + std::to_string(kMaxDecodedSide) +
-        " pixels a side: preprocessing cannot size the model "
-        "input");
+        " pixels a side: preprocessing cannot size the model input");
   o.input_width = o.input_height = static_cast<int>(side);
   LOFT_RETURN_IF_ERROR(o.Validate());
   return o;
