@@ -22,6 +22,7 @@ set(LOFT_BENCH_SMOKE_learning_per_step_bench --spec ${CMAKE_SOURCE_DIR}/examples
     --csv ${CMAKE_CURRENT_LIST_DIR}/learning_per_step_smoke.csv --policies loft,lbbsp --steps 2 --eval-every 1 --seeds 1
     --test-samples 100 --period 2 --local-scale batch)
 set(LOFT_BENCH_SMOKE_planner_bench --instances 1 --reps 1 --max-workers 16)
+set(LOFT_BENCH_SMOKE_preprocess_bench --images 16 --rounds 1 --threads 1)
 set(LOFT_BENCH_SMOKE_ring_compress_bench --members 3 --rounds 1 --block 1 --batch 1)
 set(LOFT_BENCH_SMOKE_ring_verify_bench --members 3 --tolerance 1 --batch 1 --rounds 1 --block 1)
 set(LOFT_BENCH_SMOKE_sched_overhead_bench --iterations 2 --nosync)

@@ -25,7 +25,10 @@ Status CheckSpecAgainstDataset(const ClusterSpec& spec, const IdxDataset& ds, st
     return InvalidArgument(spec.source + ": dataset.sample_bytes is " +
                            std::to_string(spec.dataset.sample_bytes) + " but Fashion-MNIST samples are " +
                            std::to_string(ds.rows) + "x" + std::to_string(ds.cols) + " = " +
-                           std::to_string(sample_bytes) + " bytes");
+                           std::to_string(sample_bytes) + " bytes" +
+                           (spec.dataset.encoding == DatasetEncoding::kJpeg
+                                ? " (with encoding jpeg, sample_bytes is the decoded model input's size)"
+                                : ""));
   }
   if (spec.dataset.samples > ds.count) {
     return InvalidArgument(spec.source + ": dataset.samples is " + std::to_string(spec.dataset.samples) +
@@ -45,8 +48,14 @@ StatusOr<IngestResult> IngestSamples(SampleCache& cache, const IdxDataset& ds, s
   }
   const auto start = std::chrono::steady_clock::now();
   IngestResult result;
+  PayloadEncoder encoder(options.encoding);
+  const bool copy = options.encoding.encoding != DatasetEncoding::kRaw;
   std::vector<SampleRef> batch;
   batch.reserve(options.batch_samples);
+  // Encoded payloads of the batch, back to back (raw payloads are views
+  // into ds instead); spans into it are taken once the batch is complete.
+  std::vector<uint8_t> arena;
+  std::vector<size_t> ends;
   const auto total = static_cast<int64_t>(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     const uint64_t id = ids[i];
@@ -54,12 +63,25 @@ StatusOr<IngestResult> IngestSamples(SampleCache& cache, const IdxDataset& ds, s
       return OutOfRange("ingest: sample id " + std::to_string(id) + " is beyond the dataset's " +
                         std::to_string(ds.count) + " samples");
     }
-    batch.push_back(SampleRef{id, ds.labels[id],
-                              std::span<const uint8_t>(ds.images.data() + id * sample_bytes, sample_bytes)});
-    result.payload_bytes += static_cast<int64_t>(sample_bytes);
+    auto payload = encoder.Encode(ds, id);
+    if (!payload.ok()) return payload.status().WithContext("ingest");
+    if (copy) {
+      arena.insert(arena.end(), payload->begin(), payload->end());
+      ends.push_back(arena.size());
+    }
+    batch.push_back(SampleRef{id, ds.labels[id], *payload});
+    result.payload_bytes += static_cast<int64_t>(payload->size());
     if (batch.size() == options.batch_samples || i + 1 == ids.size()) {
+      if (copy) {
+        for (size_t k = 0; k < batch.size(); ++k) {
+          const size_t begin = k == 0 ? 0 : ends[k - 1];
+          batch[k].payload = std::span<const uint8_t>(arena.data() + begin, ends[k] - begin);
+        }
+      }
       LOFT_RETURN_IF_ERROR(cache.PutBatch(batch, options.skip_wal));
       batch.clear();
+      arena.clear();
+      ends.clear();
       if (options.progress) options.progress(static_cast<int64_t>(i + 1), total);
     }
   }

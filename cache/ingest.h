@@ -16,6 +16,7 @@
 
 #include "cache/idx_reader.h"
 #include "cache/sample_cache.h"
+#include "cache/sample_encoding.h"
 #include "core/cluster_spec.h"
 #include "core/status.h"
 
@@ -30,17 +31,20 @@ struct IngestOptions {
   // Bypass the WAL (the final Flush makes the data durable before
   // IngestSamples returns OK; on error the cache may hold part of the ids).
   bool skip_wal = true;
+  // What each record's payload holds (dataset.encoding; PayloadEncoding::
+  // FromSpec). Default raw: the dataset's pixel bytes.
+  PayloadEncoding encoding;
   // Called after each batch with (done, total); may be empty.
   std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct IngestResult {
   int64_t samples = 0;
-  int64_t payload_bytes = 0;
-  double seconds = 0;  // wall time of the writes + flush (excludes open)
+  int64_t payload_bytes = 0;  // sum of the payloads written (jpeg: the encoded sizes)
+  double seconds = 0;         // wall time of the writes + flush (excludes open)
 };
 
-// Writes ds samples `ids` into `cache` in WriteBatches, then Flush()es so
+// Writes ds samples `ids` (encoded per options.encoding) into `cache` in WriteBatches, then Flush()es so
 // the data is durable before returning OK. Every id must be < ds.count.
 // Ids already in the cache are overwritten; other records are kept.
 StatusOr<IngestResult> IngestSamples(SampleCache& cache, const IdxDataset& ds, std::span<const uint64_t> ids,

@@ -64,7 +64,7 @@ StatusOr<Manifest> Manifest::FromDigests(std::string digests) {
   return m;
 }
 
-StatusOr<Manifest> Manifest::Build(const IdxDataset& ds, int64_t samples) {
+StatusOr<Manifest> Manifest::Build(const IdxDataset& ds, int64_t samples, const PayloadEncoding& encoding) {
   const size_t dim = static_cast<size_t>(ds.rows) * static_cast<size_t>(ds.cols);
   if (samples < 0 || samples > ds.count || ds.images.size() < static_cast<size_t>(ds.count) * dim ||
       ds.labels.size() < static_cast<size_t>(ds.count)) {
@@ -73,9 +73,11 @@ StatusOr<Manifest> Manifest::Build(const IdxDataset& ds, int64_t samples) {
   }
   Manifest m;
   m.digests_.reserve(static_cast<size_t>(samples) * kSampleDigestBytes);
+  PayloadEncoder encoder(encoding);
   for (int64_t i = 0; i < samples; ++i) {
     const auto id = static_cast<uint64_t>(i);
-    m.digests_ += SampleDigest(id, ds.labels[id], std::span<const uint8_t>(ds.images.data() + id * dim, dim));
+    LOFT_ASSIGN_OR_RETURN(std::span<const uint8_t> payload, encoder.Encode(ds, id));
+    m.digests_ += SampleDigest(id, ds.labels[id], payload);
   }
   return m;
 }

@@ -33,6 +33,7 @@
 #include <string_view>
 
 #include "cache/idx_reader.h"
+#include "cache/sample_encoding.h"
 #include "core/status.h"
 
 namespace loft::cache {
@@ -51,8 +52,10 @@ class Manifest {
   // From the wire form (16*N digest bytes); InvalidArgument when the size is
   // not a multiple of 16.
   static StatusOr<Manifest> FromDigests(std::string digests);
-  // Digests of samples 0..samples-1 of `ds` (samples <= ds.count).
-  static StatusOr<Manifest> Build(const IdxDataset& ds, int64_t samples);
+  // Digests of samples 0..samples-1 of `ds` (samples <= ds.count), of the
+  // payloads an ingest with the same `encoding` writes.
+  static StatusOr<Manifest> Build(const IdxDataset& ds, int64_t samples,
+                                  const PayloadEncoding& encoding = {});
 
   int64_t size() const { return static_cast<int64_t>(digests_.size() / kSampleDigestBytes); }
   bool empty() const { return digests_.empty(); }

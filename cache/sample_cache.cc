@@ -446,8 +446,27 @@ Status SampleCache::ForEach(
       [&](uint64_t id, std::string_view record) { return fn(id, DecodeRecord(id, record)); });
 }
 
+SizeDistribution SummarizeSizes(std::vector<int64_t> sizes) {
+  SizeDistribution d;
+  if (sizes.empty()) return d;
+  std::sort(sizes.begin(), sizes.end());
+  const auto n = static_cast<int64_t>(sizes.size());
+  const auto rank = [&](int64_t pct) {  // nearest rank: ceil(pct/100 * n), 1-based
+    return sizes[static_cast<size_t>(std::max<int64_t>(1, (pct * n + 99) / 100) - 1)];
+  };
+  d.count = n;
+  d.min = sizes.front();
+  d.max = sizes.back();
+  for (int64_t s : sizes) d.total += s;
+  d.mean = static_cast<double>(d.total) / static_cast<double>(n);
+  d.p50 = rank(50);
+  d.p95 = rank(95);
+  return d;
+}
+
 StatusOr<CacheStats> SampleCache::Stats(bool warm) const {
   CacheStats stats;
+  std::vector<int64_t> sizes;
   LOFT_RETURN_IF_ERROR(ForEachRecord(
       [&](uint64_t id, std::string_view record) {
         stats.stored_bytes += static_cast<int64_t>(record.size());
@@ -459,10 +478,12 @@ StatusOr<CacheStats> SampleCache::Stats(bool warm) const {
           ++stats.samples;
           stats.bytes += static_cast<int64_t>(payload->size());
           ++stats.label_counts[label];
+          sizes.push_back(static_cast<int64_t>(record.size()));
         }
         return true;
       },
       warm));
+  stats.record_bytes = SummarizeSizes(std::move(sizes));
   return stats;
 }
 

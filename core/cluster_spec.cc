@@ -145,23 +145,58 @@ Status ParseExchange(const SpecReader& r, const YAML::Node& ex, TrainingSpec::Ex
   return OkStatus();
 }
 
-// dataset: {name, samples, sample_bytes}.
+// dataset: {name, samples, sample_bytes, encoding, image_size, jpeg_quality, augment}.
 Status ParseDataset(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node d = root["dataset"]; d.IsDefined()) {
-    RET(r.CheckKeys(d, "dataset", {"name", "samples", "sample_bytes"}));
-    RET(r.Get(d, "name", "dataset", &spec.dataset.name));
-    RET(r.Get(d, "samples", "dataset", &spec.dataset.samples));
-    RET(r.Get(d, "sample_bytes", "dataset", &spec.dataset.sample_bytes));
-    if (spec.dataset.samples <= 0) return r.Error(d["samples"], "dataset.samples", "must be > 0");
+    RET(r.CheckKeys(
+        d, "dataset",
+        {"name", "samples", "sample_bytes", "encoding", "image_size", "jpeg_quality", "augment"}));
+    auto& ds = spec.dataset;
+    RET(r.Get(d, "name", "dataset", &ds.name));
+    RET(r.Get(d, "samples", "dataset", &ds.samples));
+    RET(r.Get(d, "sample_bytes", "dataset", &ds.sample_bytes));
+    if (ds.samples <= 0) return r.Error(d["samples"], "dataset.samples", "must be > 0");
     // Placement, sampler and ledger keep per-sample tables in memory
     // (~20 bytes a sample): a typo must not become an uncaught bad_alloc.
-    if (spec.dataset.samples > kMaxDatasetSamples)
+    if (ds.samples > kMaxDatasetSamples)
       return r.Error(d["samples"], "dataset.samples",
                      "must be <= " + std::to_string(kMaxDatasetSamples) +
-                         " (loft keeps per-sample tables in memory; got " +
-                         std::to_string(spec.dataset.samples) + ")");
-    if (spec.dataset.sample_bytes <= 0)
-      return r.Error(d["sample_bytes"], "dataset.sample_bytes", "must be > 0");
+                         " (loft keeps per-sample tables in memory; got " + std::to_string(ds.samples) + ")");
+    if (ds.sample_bytes <= 0) return r.Error(d["sample_bytes"], "dataset.sample_bytes", "must be > 0");
+
+    std::string encoding(DatasetEncodingName(ds.encoding));
+    RET(r.Get(d, "encoding", "dataset", &encoding));
+    if (encoding == "raw") {
+      ds.encoding = DatasetEncoding::kRaw;
+    } else if (encoding == "jpeg") {
+      ds.encoding = DatasetEncoding::kJpeg;
+    } else {
+      return r.Error(d["encoding"], "dataset.encoding", "must be one of raw, jpeg (got '" + encoding + "')");
+    }
+    for (const char* key : {"image_size", "jpeg_quality"}) {
+      if (ds.encoding == DatasetEncoding::kRaw && d[key].IsDefined() && !d[key].IsNull())
+        return r.Error(d[key], std::string("dataset.") + key, "applies only with encoding: jpeg");
+    }
+    RET(r.Get(d, "image_size", "dataset", &ds.image_size));
+    if (ds.image_size < kMinImageSize || ds.image_size > kMaxImageSize)
+      return r.Error(d["image_size"], "dataset.image_size",
+                     "must be in [" + std::to_string(kMinImageSize) + ", " + std::to_string(kMaxImageSize) +
+                         "] (got " + std::to_string(ds.image_size) + ")");
+    RET(r.Get(d, "jpeg_quality", "dataset", &ds.jpeg_quality));
+    if (ds.jpeg_quality < 1 || ds.jpeg_quality > 100)
+      return r.Error(d["jpeg_quality"], "dataset.jpeg_quality",
+                     "must be in [1, 100] (got " + std::to_string(ds.jpeg_quality) + ")");
+
+    std::string augment(AugmentKindName(ds.augment));
+    RET(r.Get(d, "augment", "dataset", &augment));
+    if (augment == "none") {
+      ds.augment = AugmentKind::kNone;
+    } else if (augment == "crop_flip") {
+      ds.augment = AugmentKind::kCropFlip;
+    } else {
+      return r.Error(d["augment"], "dataset.augment",
+                     "must be one of none, crop_flip (got '" + augment + "')");
+    }
   }
   return OkStatus();
 }
@@ -670,6 +705,14 @@ StatusOr<ClusterSpec> LoadClusterSpecFile(const std::string& path) {
   std::string base = path;
   if (auto pos = base.find_last_of('/'); pos != std::string::npos) base = base.substr(pos + 1);
   return ParseClusterSpec(ss.str(), base);
+}
+
+std::string_view DatasetEncodingName(DatasetEncoding e) {
+  return e == DatasetEncoding::kJpeg ? "jpeg" : "raw";
+}
+
+std::string_view AugmentKindName(AugmentKind a) {
+  return a == AugmentKind::kCropFlip ? "crop_flip" : "none";
 }
 
 std::string_view PlacementKindName(PlacementKind k) {

@@ -26,11 +26,42 @@ inline constexpr int64_t kMaxDatasetSamples = 1'000'000'000;
 // (models/ring_allreduce.h AllReduceOptions::tolerance).
 inline constexpr int kMaxByzantineTolerance = 31;
 
+// dataset.encoding: how a cache record stores a sample's image.
+//   raw   the image's pixel bytes as the dataset holds them (784 for
+//         Fashion-MNIST); every record's payload is sample_bytes long.
+//   jpeg  the image resized to image_size x image_size and JPEG-encoded
+//         (libjpeg-turbo, greyscale, jpeg_quality): payload sizes vary per
+//         image; preprocess/ decodes it back to the model's input.
+enum class DatasetEncoding { kRaw, kJpeg };
+// dataset.augment: what the preprocessing stage does to a decoded image
+// before it reaches the model, seeded by (job seed, epoch, sample id).
+//   none       nothing
+//   crop_flip  a random crop of the image padded by 4 pixels (at 28x28
+//              scale) and a horizontal flip with probability 1/2
+enum class AugmentKind { kNone, kCropFlip };
+
 struct DatasetSpec {
   std::string name = "fashion-mnist";
   int64_t samples = 60000;
+  // raw: the bytes of one stored image (a record's payload).
+  // jpeg: the bytes of one decoded model input (rows x cols, 784 for
+  // Fashion-MNIST), not a stored record's size (records vary per image;
+  // `loftctl cache stat` reports their distribution). The planner's and
+  // loft-sim's priors still use it as the bytes a sample moves.
   int64_t sample_bytes = 784;
+  DatasetEncoding encoding = DatasetEncoding::kRaw;
+  // jpeg only (a raw spec must not set them): the stored image's side in
+  // pixels, in [28, 1024], and libjpeg-turbo's quality, in [1, 100].
+  int image_size = 96;
+  int jpeg_quality = 90;
+  AugmentKind augment = AugmentKind::kNone;
 };
+
+std::string_view DatasetEncodingName(DatasetEncoding e);
+std::string_view AugmentKindName(AugmentKind a);
+// Bounds of dataset.image_size and dataset.jpeg_quality.
+inline constexpr int kMinImageSize = 28;
+inline constexpr int kMaxImageSize = 1024;
 
 enum class PlacementKind { kShards, kZipf, kExplicit };
 

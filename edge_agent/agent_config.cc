@@ -45,6 +45,8 @@ Status AgentConfig::Validate() const {
   }
   if (fetch_timeout_ms < 1) return InvalidArgument("fetch_timeout_ms must be >= 1");
   if (fetch_batch < 1 || fetch_batch > 4096) return InvalidArgument("fetch_batch must be 1 … 4096");
+  if (preprocess_threads < 1 || preprocess_threads > 256)
+    return InvalidArgument(fmt::format("preprocess_threads must be 1 … 256 (got {})", preprocess_threads));
   if (max_message_bytes < 1024) return InvalidArgument("max_message_bytes must be >= 1024");
   if (max_grants < 1) return InvalidArgument("max_grants must be >= 1");
   if (std::string p = TosProblem(request_tos); !p.empty()) return InvalidArgument("request_tos " + p);
@@ -94,6 +96,7 @@ const std::vector<Field>& Fields() {
       {"scheduler_timeout_ms", &AgentConfig::scheduler_timeout_ms},
       {"fetch_timeout_ms", &AgentConfig::fetch_timeout_ms},
       {"fetch_batch", &AgentConfig::fetch_batch},
+      {"preprocess_threads", &AgentConfig::preprocess_threads},
       {"max_message_bytes", &AgentConfig::max_message_bytes},
       {"max_grants", &AgentConfig::max_grants},
       {"request_tos", &AgentConfig::request_tos},

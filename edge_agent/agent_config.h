@@ -60,6 +60,9 @@ struct AgentConfig {
   int scheduler_timeout_ms = 5000;  // re-register after this long without a scheduler message
   int fetch_timeout_ms = 10000;     // give up a partition's peer fetch after this long
   int fetch_batch = 64;             // sample ids per FetchRequest
+  // Threads of the preprocessing stage (preprocess/preprocess_pool.h:
+  // decode, augment, resize, normalise) for dataset.encoding jpeg. 1..256.
+  int preprocess_threads = 2;
   int64_t max_message_bytes = static_cast<int64_t>(kDefaultMaxMessageBytes);
   int max_grants = 4096;  // ServeGrant table bound (oldest evicted)
   // IP type of service (ZMQ_TOS) of the agent's request connections: to

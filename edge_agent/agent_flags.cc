@@ -35,6 +35,8 @@ AgentFlags::AgentFlags(CLI::App& app) {
   num("--scheduler-timeout-ms", &AgentConfig::scheduler_timeout_ms, "re-register after");
   num("--fetch-timeout-ms", &AgentConfig::fetch_timeout_ms, "peer fetch deadline");
   num("--fetch-batch", &AgentConfig::fetch_batch, "ids per fetch request");
+  num("--preprocess-threads", &AgentConfig::preprocess_threads,
+      "preprocessing threads (decode, augment, resize; dataset.encoding jpeg)");
   num("--request-tos", &AgentConfig::request_tos,
       "IP type of service of requests (16 = low delay, 0 = unmarked)");
   num("--ring-timeout-ms", &AgentConfig::ring_timeout_ms, "one all-reduce attempt's deadline (training)");

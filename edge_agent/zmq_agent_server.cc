@@ -414,6 +414,12 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(cfg.cluster_spec));
   int idx = spec.FindNode(cfg.node_name);
   if (idx < 0) return NotFound("node '" + cfg.node_name + "' is not in cluster spec " + cfg.cluster_spec);
+  // JPEG records vary in size and need the preprocessing stage (preprocess/),
+  // which the agent's fetch limits and trainers do not use yet.
+  if (spec.dataset.encoding != DatasetEncoding::kRaw)
+    return Unimplemented(
+        cfg.cluster_spec + ": dataset.encoding " + std::string(DatasetEncodingName(spec.dataset.encoding)) +
+        ": loft-agent reads only raw caches so far (loftctl ingest and cache stat handle jpeg)");
   m.compute = spec.nodes[idx].compute;
   m.link = spec.nodes[idx].link;
 

@@ -10,7 +10,7 @@ PACKAGES="
   clang libclang-rt-14-dev
   libprotobuf-dev protobuf-compiler
   libzmq3-dev cppzmq-dev libsodium-dev
-  librocksdb-dev zlib1g-dev
+  librocksdb-dev zlib1g-dev libturbojpeg0-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libboost-dev libboost-system-dev
   libopenblas-dev

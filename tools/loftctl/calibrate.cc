@@ -80,8 +80,11 @@ bool Same(double a, double b) {
 std::string ClusterSpecToYaml(const ClusterSpec& spec) {
   std::string y;
   const auto& d = spec.dataset;
-  y += fmt::format("dataset: {{name: {}, samples: {}, sample_bytes: {}}}\n", d.name, d.samples,
-                   d.sample_bytes);
+  y += fmt::format("dataset: {{name: {}, samples: {}, sample_bytes: {}", d.name, d.samples, d.sample_bytes);
+  if (d.encoding == DatasetEncoding::kJpeg)
+    y += fmt::format(", encoding: jpeg, image_size: {}, jpeg_quality: {}", d.image_size, d.jpeg_quality);
+  if (d.augment != AugmentKind::kNone) y += fmt::format(", augment: {}", AugmentKindName(d.augment));
+  y += "}\n";
   const auto& p = spec.placement;
   y += fmt::format("placement: {{kind: {}, replication: {}, skew: {}, seed: {}", PlacementKindName(p.kind),
                    p.replication, Num(p.skew), p.seed);

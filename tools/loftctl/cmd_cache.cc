@@ -61,6 +61,7 @@ Status IngestOne(const ClusterSpec& spec, const Placement& placement, const cach
   LOFT_ASSIGN_OR_RETURN(auto db, cache::SampleCache::Open(dir, cache::CacheOptions{}));
   const auto& ids = placement.SamplesOf(node);
   cache::IngestOptions opts;
+  opts.encoding = cache::PayloadEncoding::FromSpec(spec.dataset);
   const bool tty = isatty(fileno(stderr)) != 0;
   if (tty) {
     opts.progress = [&](int64_t done, int64_t total) {
@@ -122,7 +123,8 @@ int RunIngest(const IngestArgs& a) {
     mpath = a.all ? a.root + "/" + cache::kManifestFile
                   : (std::filesystem::path(a.db).parent_path() / cache::kManifestFile).string();
   }
-  auto manifest = cache::Manifest::Build(*ds, spec->dataset.samples);
+  auto manifest =
+      cache::Manifest::Build(*ds, spec->dataset.samples, cache::PayloadEncoding::FromSpec(spec->dataset));
   if (!manifest.ok()) return Fail(manifest.status());
   if (Status s = cache::WriteManifestFile(mpath, *manifest); !s.ok()) return Fail(s);
   std::printf("dataset manifest: %lld samples, root %s, in %s\n", static_cast<long long>(manifest->size()),
@@ -175,6 +177,9 @@ int RunStat(const std::string& dir, bool json) {
                         {"corrupt", stats->corrupt},
                         {"label_counts", labels},
                         {"ingest_complete", ingest->complete}};
+    const cache::SizeDistribution& rb = stats->record_bytes;
+    j["record_bytes"] = {{"count", rb.count}, {"min", rb.min}, {"mean", rb.mean},  {"p50", rb.p50},
+                         {"p95", rb.p95},     {"max", rb.max}, {"total", rb.total}};
     if (!ingest->complete) j["ingest_incomplete_reason"] = ingest->why;
     if (ingest->marker) {
       j["ingest"] = {{"node", ingest->marker->node},
@@ -189,6 +194,11 @@ int RunStat(const std::string& dir, bool json) {
     std::printf("cache %s\n  samples:      %lld\n  bytes:        %lld (payload)\n  stored bytes: %lld\n",
                 dir.c_str(), static_cast<long long>(stats->samples), static_cast<long long>(stats->bytes),
                 static_cast<long long>(stats->stored_bytes));
+    const cache::SizeDistribution& rb = stats->record_bytes;
+    std::printf("  record bytes: count %lld, min %lld, mean %.1f, p50 %lld, p95 %lld, max %lld, total %lld\n",
+                static_cast<long long>(rb.count), static_cast<long long>(rb.min), rb.mean,
+                static_cast<long long>(rb.p50), static_cast<long long>(rb.p95),
+                static_cast<long long>(rb.max), static_cast<long long>(rb.total));
     if (stats->corrupt > 0) {
       std::printf("  corrupt:      %lld (run `loftctl cache verify`)\n",
                   static_cast<long long>(stats->corrupt));
@@ -275,7 +285,8 @@ void RegisterCacheCommands(CLI::App& app, int* exit_code) {
 
   auto db = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  CLI::App* stat = cache_cmd->add_subcommand("stat", "Sample count, bytes and label counts");
+  CLI::App* stat =
+      cache_cmd->add_subcommand("stat", "Sample count, bytes, record size distribution and label counts");
   stat->add_option("--db", *db, "cache directory")->required();
   stat->add_flag("--json", *json, "print JSON");
   stat->callback([db, json, exit_code] { *exit_code = RunStat(*db, *json); });

@@ -308,7 +308,9 @@ Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const s
     std::error_code ec;
     fs::create_directories(cache_root, ec);
     if (ec) return IOError("cannot create " + cache_root.string() + ": " + ec.message());
-    LOFT_ASSIGN_OR_RETURN(cache::Manifest m, cache::Manifest::Build(ds, spec.dataset.samples));
+    LOFT_ASSIGN_OR_RETURN(
+        cache::Manifest m,
+        cache::Manifest::Build(ds, spec.dataset.samples, cache::PayloadEncoding::FromSpec(spec.dataset)));
     LOFT_RETURN_IF_ERROR(cache::WriteManifestFile(manifest_path.string(), m));
   }
   LOFT_ASSIGN_OR_RETURN(Placement placement, Placement::FromSpec(spec));
@@ -319,7 +321,9 @@ Status EnsureCaches(const ClusterSpec& spec, const fs::path& cache_root, const s
     fs::create_directories(dir, ec);
     if (ec) return IOError("cannot create " + dir.string() + ": " + ec.message());
     LOFT_ASSIGN_OR_RETURN(auto c, cache::SampleCache::Open(dir.string()));
-    LOFT_ASSIGN_OR_RETURN(auto r, cache::IngestSamples(*c, ds, placement.SamplesOf(i)));
+    cache::IngestOptions opts;
+    opts.encoding = cache::PayloadEncoding::FromSpec(spec.dataset);
+    LOFT_ASSIGN_OR_RETURN(auto r, cache::IngestSamples(*c, ds, placement.SamplesOf(i), opts));
     c.reset();
     LOFT_RETURN_IF_ERROR(cache::WriteIngestMarker(
         dir.string(),

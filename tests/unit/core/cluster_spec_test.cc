@@ -325,3 +325,70 @@ TEST_CASE("training.exchange: defaults, period N, auto, compression, overlap, an
   CHECK_THAT(refused.status().message(),
              Catch::Contains("training.exchange.overlap") && Catch::Contains("needs training.overlap true"));
 }
+
+TEST_CASE("dataset.encoding and augment: raw and none by default, jpeg keys parsed, bad values named") {
+  SECTION("defaults: raw, no augmentation") {
+    auto spec = ParseClusterSpec(kGood, "c.yaml");
+    REQUIRE(spec.ok());
+    CHECK(spec->dataset.encoding == DatasetEncoding::kRaw);
+    CHECK(spec->dataset.augment == AugmentKind::kNone);
+    CHECK(spec->dataset.image_size == 96);
+    CHECK(spec->dataset.jpeg_quality == 90);
+    CHECK(DatasetEncodingName(spec->dataset.encoding) == "raw");
+    CHECK(AugmentKindName(spec->dataset.augment) == "none");
+  }
+  const std::string from = "dataset: {name: fashion-mnist, samples: 60000, sample_bytes: 784}";
+  auto with = [&](const std::string& extra) {
+    return ParseClusterSpec(
+        Replace(kGood, from,
+                "dataset: {name: fashion-mnist, samples: 60000, sample_bytes: 784, " + extra + "}"),
+        "c.yaml");
+  };
+  SECTION("the contract's jpeg spec") {
+    auto spec = with("encoding: jpeg, image_size: 128, jpeg_quality: 75, augment: crop_flip");
+    REQUIRE(spec.ok());
+    CHECK(spec->dataset.encoding == DatasetEncoding::kJpeg);
+    CHECK(spec->dataset.image_size == 128);
+    CHECK(spec->dataset.jpeg_quality == 75);
+    CHECK(spec->dataset.augment == AugmentKind::kCropFlip);
+    CHECK(spec->dataset.sample_bytes == 784);
+    CHECK(DatasetEncodingName(spec->dataset.encoding) == "jpeg");
+    CHECK(AugmentKindName(spec->dataset.augment) == "crop_flip");
+  }
+  SECTION("jpeg keeps the size and quality defaults; augment works with raw") {
+    auto jpeg = with("encoding: jpeg");
+    REQUIRE(jpeg.ok());
+    CHECK(jpeg->dataset.image_size == 96);
+    CHECK(jpeg->dataset.jpeg_quality == 90);
+    auto raw = with("encoding: raw, augment: crop_flip");
+    REQUIRE(raw.ok());
+    CHECK(raw->dataset.encoding == DatasetEncoding::kRaw);
+    CHECK(raw->dataset.augment == AugmentKind::kCropFlip);
+  }
+  SECTION("bounds are inclusive") {
+    CHECK(with("encoding: jpeg, image_size: 28, jpeg_quality: 1").ok());
+    CHECK(with("encoding: jpeg, image_size: 1024, jpeg_quality: 100").ok());
+  }
+  SECTION("bad values name file, line and field") {
+    auto check = [&](const std::string& extra, const std::string& message) {
+      auto spec = with(extra);
+      REQUIRE_FALSE(spec.ok());
+      CHECK(spec.status().message() == message);
+    };
+    check("encoding: png", "c.yaml:1: dataset.encoding must be one of raw, jpeg (got 'png')");
+    check("augment: rotate", "c.yaml:1: dataset.augment must be one of none, crop_flip (got 'rotate')");
+    check("encoding: jpeg, image_size: 27", "c.yaml:1: dataset.image_size must be in [28, 1024] (got 27)");
+    check("encoding: jpeg, image_size: 1025",
+          "c.yaml:1: dataset.image_size must be in [28, 1024] (got 1025)");
+    check("encoding: jpeg, jpeg_quality: 0", "c.yaml:1: dataset.jpeg_quality must be in [1, 100] (got 0)");
+    check("encoding: jpeg, jpeg_quality: 101",
+          "c.yaml:1: dataset.jpeg_quality must be in [1, 100] (got 101)");
+    check("encoding: jpeg, image_size: big", "c.yaml:1: dataset.image_size has an invalid value 'big'");
+    check("image_size: 96", "c.yaml:1: dataset.image_size applies only with encoding: jpeg");
+    check("encoding: raw, jpeg_quality: 90",
+          "c.yaml:1: dataset.jpeg_quality applies only with encoding: jpeg");
+    check("quality: 90",
+          "c.yaml:1: dataset.quality is not a known field (expected one of: name, samples, sample_bytes, "
+          "encoding, image_size, jpeg_quality, augment)");
+  }
+}

@@ -99,6 +99,7 @@ TEST_CASE("AgentConfigToYaml writes every key and ParseAgentConfig reads it back
   c.scheduler_timeout_ms = 4000;
   c.fetch_timeout_ms = 7000;
   c.fetch_batch = 16;
+  c.preprocess_threads = 5;
   c.max_message_bytes = 1 << 22;
   c.max_grants = 77;
   c.request_tos = 0;
@@ -128,6 +129,7 @@ TEST_CASE("AgentConfigToYaml writes every key and ParseAgentConfig reads it back
   CHECK(back->ring_advertise == c.ring_advertise);
   CHECK(back->last_iteration == 299);
   CHECK(back->ring_timeout_ms == 1234);
+  CHECK(back->preprocess_threads == 5);
   CHECK(back->request_tos == 0);
   // Defaults round-trip too (a fresh struct writes and reads back unchanged).
   auto defaults = ParseAgentConfig(AgentConfigToYaml(AgentConfig{}), "defaults");
@@ -164,4 +166,20 @@ TEST_CASE("a consumer endpoint other local users can reach needs a token") {
   const loft::Status abstract = CheckConsumerAccess("ipc://@loft-agent", "");
   CHECK(abstract.code() == loft::StatusCode::kInvalidArgument);
   CHECK(abstract.message().find("no file permissions") != std::string::npos);
+}
+
+TEST_CASE("preprocess_threads: 2 by default, from the file or the flag, 1 … 256") {
+  auto d = ParseAgentConfig("node_name: a\n");
+  REQUIRE(d.ok());
+  CHECK(d->preprocess_threads == 2);
+  auto c = ParseAgentConfig(
+      "node_name: a\ncache_dir: /tmp/x\ninsecure: true\ncluster_spec: s.yaml\n"
+      "preprocess_threads: 4\n");
+  REQUIRE(c.ok());
+  CHECK(c->preprocess_threads == 4);
+  CHECK(c->Validate().ok());
+  c->preprocess_threads = 0;
+  CHECK(c->Validate().message() == "preprocess_threads must be 1 … 256 (got 0)");
+  c->preprocess_threads = 257;
+  CHECK_FALSE(c->Validate().ok());
 }

@@ -32,6 +32,9 @@ TEST_CASE("Flag consumer-timeout-ms overrides the config file, absent flags keep
   CHECK(e.insecure);
   CHECK(e.ring_timeout_ms == 1234);
   CHECK(e.consumer_timeout_ms == 3000);
+  CHECK(e.preprocess_threads == 2);
+  AgentConfig f = Apply(*file, {"--preprocess-threads", "3"});
+  CHECK(f.preprocess_threads == 3);
 }
 
 TEST_CASE("Flag help: consumer-endpoint no longer says reserved") {

@@ -78,6 +78,22 @@ TEST_CASE("ClusterSpecToYaml keeps training.exchange") {
   }
 }
 
+TEST_CASE("ClusterSpecToYaml keeps dataset.encoding and augment, and writes nothing new for raw") {
+  const std::string key = "sample_bytes: 784}";
+  std::string text = kSpec;
+  text.replace(text.find(key), key.size(),
+               "sample_bytes: 784, encoding: jpeg, image_size: 64, jpeg_quality: 80, augment: crop_flip}");
+  const ClusterSpec a = Spec(text);
+  auto b = ParseClusterSpec(ClusterSpecToYaml(a), "back.yaml");
+  REQUIRE(b.ok());
+  CHECK(b->dataset.encoding == DatasetEncoding::kJpeg);
+  CHECK(b->dataset.image_size == 64);
+  CHECK(b->dataset.jpeg_quality == 80);
+  CHECK(b->dataset.augment == AugmentKind::kCropFlip);
+  CHECK(ClusterSpecToYaml(Spec()).find(
+            "dataset: {name: fashion-mnist, samples: 6000, sample_bytes: 784}\n") == 0);
+}
+
 TEST_CASE("ClusterSpecToYaml reads back to the same spec, nodes expanded") {
   ClusterSpec a = Spec();
   auto b = ParseClusterSpec(ClusterSpecToYaml(a), "back.yaml");
