@@ -108,6 +108,7 @@
 #include "core/proto/loft.pb.h"
 #include "edge_agent/gradient_carry.h"
 #include "edge_agent/ring_guard.h"
+#include "edge_agent/ring_round.h"
 #include "edge_agent/round_decision.h"
 #include "edge_agent/trainer.h"
 #include "edge_agent/trainer_state.h"
@@ -118,168 +119,163 @@
 #include "models/ring_allreduce.h"
 #include "models/sgd.h"
 
-    namespace loft::agent {
+namespace loft::agent {
 
-  struct ModelTrainerOptions {
-    int node = 0;       // this agent's index in the spec (its ring rank)
-    int num_nodes = 1;  // ranks in the spec
-    std::string ring_bind = "tcp://127.0.0.1:0";
-    std::string test_data_dir = "/usr/share/datasets/fashion-mnist";
-    int64_t eval_every = 50;      // 0 = only at last_iteration
-    int64_t last_iteration = -1;  // evaluate after this iteration too; -1 = none
-    int64_t ring_timeout_ms = 20000;
-    int64_t view_wait_ms = 8000;      // how long to wait for a (newer) membership view
-    int64_t state_timeout_ms = 5000;  // per state-transfer request
-    int64_t idle_join_grace_ms = 50;  // a newer round's message waits this long before a weight-0 join
-    // A member's later round's hello waits this long before it counts as past
-    // the round being exchanged (see step 1 above).
-    int64_t past_grace_ms = 200;
-    size_t max_message_bytes = 16u << 20;
-    // The ZeroMQ context to use (with its ZapAuthenticator when CURVE is on);
-    // null = the trainer makes its own (plain TCP only).
-    zmq::context_t* context = nullptr;
-    // CURVE on the ring (see ZmqTransportOptions); unset = plain TCP.
-    std::optional<CurveKeyPair> curve_own;
-    std::vector<std::string> public_keys;  // per rank
-    std::vector<std::string> rank_names;   // per rank
-    // When set and true, every wait of the trainer ends early with Aborted (shutdown).
-    const std::atomic<bool>* stop =
-        nullptr;  // Link emulation of the ring's messages (the agent's token buckets; default off).
-    RingLinkEmulation link;
+struct ModelTrainerOptions {
+  int node = 0;       // this agent's index in the spec (its ring rank)
+  int num_nodes = 1;  // ranks in the spec
+  std::string ring_bind = "tcp://127.0.0.1:0";
+  std::string test_data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t eval_every = 50;      // 0 = only at last_iteration
+  int64_t last_iteration = -1;  // evaluate after this iteration too; -1 = none
+  int64_t ring_timeout_ms = 20000;
+  int64_t view_wait_ms = 8000;      // how long to wait for a (newer) membership view
+  int64_t state_timeout_ms = 5000;  // per state-transfer request
+  int64_t idle_join_grace_ms = 50;  // a newer round's message waits this long before a weight-0 join
+  // A member's later round's hello waits this long before it counts as past
+  // the round being exchanged (see step 1 above).
+  int64_t past_grace_ms = 200;
+  size_t max_message_bytes = 16u << 20;
+  // The ZeroMQ context to use (with its ZapAuthenticator when CURVE is on);
+  // null = the trainer makes its own (plain TCP only).
+  zmq::context_t* context = nullptr;
+  // CURVE on the ring (see ZmqTransportOptions); unset = plain TCP.
+  std::optional<CurveKeyPair> curve_own;
+  std::vector<std::string> public_keys;  // per rank
+  std::vector<std::string> rank_names;   // per rank
+  // When set and true, every wait of the trainer ends early with Aborted (shutdown).
+  const std::atomic<bool>* stop =
+      nullptr;  // Link emulation of the ring's messages (the agent's token buckets; default off).
+  RingLinkEmulation link;
+};
+
+class ModelTrainer final : public Trainer {
+ public:
+  // spec: training.model (softmax|mlp), aggregation, learning_rate,
+  // momentum, seed; nodes[node].byzantine / byzantine_scale.
+  static StatusOr<std::unique_ptr<ModelTrainer>> Create(const ClusterSpec& spec, ModelTrainerOptions options);
+  ~ModelTrainer() override;
+
+  const std::string& ring_endpoint() const { return transport_->endpoint(); }
+  // Records a membership view from the scheduler (thread-safe).
+  void OnView(const v1::MembershipView& view);
+
+  StatusOr<double> Compute(const Batch& batch) override;
+  std::optional<v1::TrainingReport> TakeReport() override;
+  // Serves state requests and joins, with weight 0, a newer round that
+  // peers have started (the caller has no partition pending).
+  void Idle() override;
+  // Joins round `iteration` with weight 0 unless this node is past it.
+  void Skip(int64_t view, int64_t iteration, bool local_step) override;
+  std::vector<RingOffence> TakeOffences() override;
+
+  std::span<const float> params() const { return model_->params(); }
+  int64_t last_round() const { return last_round_; }
+
+ private:
+  ModelTrainer() = default;
+  // Sends this member's hello to the others of m and receives theirs (a
+  // malformed one gives that member no weight and a state nobody holds).
+  StatusOr<RoundHellos> ExchangeHellos(const RingMembers& m, uint32_t round, const MemberHello& mine);
+  // Fetches the state (last_round, hash) from a member holding it.
+  Status SyncState(const RingMembers& m, uint32_t round, int64_t want_round, uint64_t want_hash,
+                   const std::vector<int>& holders);
+  std::vector<std::byte> ServeState(int from, uint64_t tag);
+  // The gradient of the current batch (images_/labels_, n samples) into
+  // grad_, corrupted if Byzantine (gradient exchange only: a delta
+  // exchange corrupts the delta).
+  double ComputeGradient(size_t n);
+  // Delta exchange: one local SGD step on the current batch (n samples,
+  // planned in view `view`; its gradient scaled as above); returns its loss.
+  double LocalStep(size_t n, int64_t view);
+  // Delta exchange: this member's contribution (parameters - anchor,
+  // corrupted if Byzantine) into *data.
+  void FillDelta(std::vector<float>* data);
+  // Delta exchange: applies the round's aggregate delta (see above).
+  void ApplyDelta(uint32_t round, const std::vector<float>& delta);
+  // Delta exchange: the current parameters and velocity start a new round
+  // (keep_samples: the open round's sample count stays, for its weight).
+  void StartRound(bool keep_samples = false);
+  // The hash members agree on: the parameters, or with a delta exchange
+  // the round's start (the last exchange's result).
+  uint64_t AgreedHash() const;
+  // The samples this member weighs with in the round's exchange.
+  double ContributionSamples(size_t n) const;
+  struct RoundResult {
+    int members = 0, attempts = 0;  // members: of the all-reduce (members past the round left out)
+    double allreduce_ms = 0;
+    bool evaluator = false;
+    bool carried = false;  // the round was already done (state fetched past it)
+    // Members past the round finished it with this node's contribution: their state was taken.
+    bool adopted = false;
+    // (partition, member that named it) whose samples the applied update holds.
+    std::vector<std::pair<uint64_t, int32_t>> applied;
   };
+  // Runs round `round` starting in view `view` with this node's n samples
+  // (grad_ holds their mean gradient when n > 0), retrying in newer views
+  // (edge_agent/round_retry.h). On OK the update is applied, or the
+  // samples are carried (res.carried). `partition_id`: this member's
+  // partition of the round (0 = none, a weight-0 join); exchanged so every
+  // member can report which partitions the update holds.
+  StatusOr<RoundResult> RunRound(int64_t view, uint32_t round, size_t n, uint64_t partition_id, bool reports,
+                                 double* loss);
+  // One attempt among m: hellos, state sync, the round decision
+  // (edge_agent/round_decision.h) and the all-reduce into *data.
+  Status Attempt(const RingMembers& m, uint32_t round, size_t n, uint64_t partition_id, bool reports,
+                 double* loss, RoundResult* res, std::vector<float>* data);
+  // Copies a partition's samples into images_/labels_ (checked).
+  Status DecodeBatch(const Batch& batch);
+  // Whether the round ending at `iteration` evaluates (eval_every,
+  // last_iteration); `prev_round`: the last round before it.
+  bool EvaluateNow(int64_t iteration, int64_t prev_round) const;
+  void Corrupt(std::span<float> g);
+  // byzantine: chunk_garbage (uniform in +-byzantine_scale) / chunk_scale
+  // (times byzantine_scale): this member's reduced chunk before it is sent.
+  void CorruptChunk(std::span<float> c);
+  // byzantine: phantom_round: announces two rounds nobody planned (one near,
+  // one 2^31 ahead) with only its own weight.
+  void AnnouncePhantoms(int64_t view);
+  // Records an offence by ring member `from` (edge_agent/ring_guard.h).
+  void Offend(int from, const char* reason);
 
-  class ModelTrainer final : public Trainer {
-   public:
-    // spec: training.model (softmax|mlp), aggregation, learning_rate,
-    // momentum, seed; nodes[node].byzantine / byzantine_scale.
-    static StatusOr<std::unique_ptr<ModelTrainer>> Create(const ClusterSpec& spec,
-                                                          ModelTrainerOptions options);
-    ~ModelTrainer() override;
+  ModelTrainerOptions options_;
+  std::unique_ptr<models::Model> model_;
+  std::optional<models::Sgd> sgd_;
+  models::ReducerOptions reducer_;
+  ByzantineKind byzantine_ = ByzantineKind::kNone;
+  double byzantine_scale_ = 1.0;
+  std::mt19937_64 rng_;
+  std::vector<float> grad_;
+  std::vector<uint8_t> images_, labels_;
+  std::vector<uint8_t> test_images_, test_labels_;
 
-    const std::string& ring_endpoint() const { return transport_->endpoint(); }
-    // Records a membership view from the scheduler (thread-safe).
-    void OnView(const v1::MembershipView& view);
+  std::unique_ptr<zmq::context_t> ctx_;  // only when options_.context is null
+  std::unique_ptr<ZmqTransport> transport_;
 
-    StatusOr<double> Compute(const Batch& batch) override;
-    std::optional<v1::TrainingReport> TakeReport() override;
-    // Serves state requests and joins, with weight 0, a newer round that
-    // peers have started (the caller has no partition pending).
-    void Idle() override;
-    // Joins round `iteration` with weight 0 unless this node is past it.
-    void Skip(int64_t view, int64_t iteration, bool local_step) override;
-    std::vector<RingOffence> TakeOffences() override;
+  int64_t last_round_ = -1;  // the last round whose update this node applied
+  GradientCarry carry_;      // samples of partitions of rounds already done
+  int tolerance_ = 0;        // training.byzantine_tolerance: verified chunks when > 0
+  // The plan of this round's latest attempt that got past its exchange
+  // (RunRound resets it): what a member that finished that attempt applied.
+  std::optional<RoundPlan> last_plan_;
+  int last_plan_members_ = 0;
+  RingOffenceLog offences_;  // the guard and the offences since the last TakeOffences
+  IdleJoinState idle_;       // hellos seen while idle, rounds not to join
 
-    std::span<const float> params() const { return model_->params(); }
-    int64_t last_round() const { return last_round_; }
+  std::unique_ptr<ViewBook> views_;
 
-   private:
-    ModelTrainer() = default;
-    // Sends this member's hello to the others of m and receives theirs (a
-    // malformed one gives that member no weight and a state nobody holds).
-    StatusOr<RoundHellos> ExchangeHellos(const RingMembers& m, uint32_t round, const MemberHello& mine);
-    // Fetches the state (last_round, hash) from a member holding it.
-    Status SyncState(const RingMembers& m, uint32_t round, int64_t want_round, uint64_t want_hash,
-                     const std::vector<int>& holders);
-    std::vector<std::byte> ServeState(int from, uint64_t tag);
-    // The gradient of the current batch (images_/labels_, n samples) into
-    // grad_, corrupted if Byzantine (gradient exchange only: a delta
-    // exchange corrupts the delta).
-    double ComputeGradient(size_t n);
-    // Delta exchange: one local SGD step on the current batch (n samples,
-    // planned in view `view`; its gradient scaled as above); returns its loss.
-    double LocalStep(size_t n, int64_t view);
-    // Delta exchange: this member's contribution (parameters - anchor,
-    // corrupted if Byzantine) into *data.
-    void FillDelta(std::vector<float>* data);
-    // Delta exchange: applies the round's aggregate delta (see above).
-    void ApplyDelta(uint32_t round, const std::vector<float>& delta);
-    // Delta exchange: the current parameters and velocity start a new round
-    // (keep_samples: the open round's sample count stays, for its weight).
-    void StartRound(bool keep_samples = false);
-    // The hash members agree on: the parameters, or with a delta exchange
-    // the round's start (the last exchange's result).
-    uint64_t AgreedHash() const;
-    // The samples this member weighs with in the round's exchange.
-    double ContributionSamples(size_t n) const;
-    struct RoundResult {
-      int members = 0, attempts = 0;  // members: of the all-reduce (members past the round left out)
-      double allreduce_ms = 0;
-      bool evaluator = false;
-      bool carried = false;  // the round was already done (state fetched past it)
-      // Members past the round finished it with this node's contribution: their state was taken.
-      bool adopted = false;
-      // (partition, member that named it) whose samples the applied update holds.
-      std::vector<std::pair<uint64_t, int32_t>> applied;
-    };
-    // Runs round `round` starting in view `view` with this node's n samples
-    // (grad_ holds their mean gradient when n > 0), retrying in newer views
-    // (edge_agent/round_retry.h). On OK the update is applied, or the
-    // samples are carried (res.carried). `partition_id`: this member's
-    // partition of the round (0 = none, a weight-0 join); exchanged so every
-    // member can report which partitions the update holds.
-    StatusOr<RoundResult> RunRound(int64_t view, uint32_t round, size_t n, uint64_t partition_id,
-                                   bool reports, double* loss);
-    // One attempt among m: hellos, state sync, the round decision
-    // (edge_agent/round_decision.h) and the all-reduce into *data.
-    Status Attempt(const RingMembers& m, uint32_t round, size_t n, uint64_t partition_id, bool reports,
-                   double* loss, RoundResult* res, std::vector<float>* data);
-    // Copies a partition's samples into images_/labels_ (checked).
-    Status DecodeBatch(const Batch& batch);
-    // Whether the round ending at `iteration` evaluates (eval_every,
-    // last_iteration); `prev_round`: the last round before it.
-    bool EvaluateNow(int64_t iteration, int64_t prev_round) const;
-    void Corrupt(std::span<float> g);
-    // byzantine: chunk_garbage (uniform in +-byzantine_scale) / chunk_scale
-    // (times byzantine_scale): this member's reduced chunk before it is sent.
-    void CorruptChunk(std::span<float> c);
-    // byzantine: phantom_round: announces two rounds nobody planned (one near,
-    // one 2^31 ahead) with only its own weight.
-    void AnnouncePhantoms(int64_t view);
-    // Records an offence by ring member `from` (edge_agent/ring_guard.h).
-    void Offend(int from, const char* reason);
-    // Ring member `from` sent no hello of `round` in time (ring_guard.h, silence).
-    void Silent(int from, uint32_t round);
+  // training.exchange (see "Exchange modes" above).
+  bool delta_ = false;                  // period > 1 or auto: deltas, not gradients
+  std::vector<float> anchor_;           // parameters at the round's start
+  std::vector<float> anchor_velocity_;  // the optimizer's velocity at the round's start
+  double round_samples_ = 0;            // samples of this member's steps in the open round
+  models::Compression compression_ = models::Compression::kNone;  // training.exchange.compression
+  // int8 error feedback: this member's rounding, carried to its next exchange.
+  std::vector<float> residual_;
+  double global_batch_ = 0;  // training.global_batch (trimmed_mean's weight cap, local-step scale)
+  int num_nodes_ = 1;        // the spec's nodes (the local-step scale before a view arrived)
 
-    ModelTrainerOptions options_;
-    std::unique_ptr<models::Model> model_;
-    std::optional<models::Sgd> sgd_;
-    models::ReducerOptions reducer_;
-    ByzantineKind byzantine_ = ByzantineKind::kNone;
-    double byzantine_scale_ = 1.0;
-    std::mt19937_64 rng_;
-    std::vector<float> grad_;
-    std::vector<uint8_t> images_, labels_;
-    std::vector<uint8_t> test_images_, test_labels_;
-
-    std::unique_ptr<zmq::context_t> ctx_;  // only when options_.context is null
-    std::unique_ptr<ZmqTransport> transport_;
-
-    int64_t last_round_ = -1;  // the last round whose update this node applied
-    GradientCarry carry_;      // samples of partitions of rounds already done
-    RingGuard guard_;
-    int tolerance_ = 0;  // training.byzantine_tolerance: verified chunks when > 0
-    // The plan of this round's latest attempt that got past its exchange
-    // (RunRound resets it): what a member that finished that attempt applied.
-    std::optional<RoundPlan> last_plan_;
-    int last_plan_members_ = 0;
-    std::vector<RingOffence> offences_;                         // since the last TakeOffences
-    std::map<std::pair<int, uint64_t>, int64_t> idle_seen_us_;  // weights messages first seen idle
-    std::set<uint64_t> idle_refused_;                           // (view, round) tags not to join
-
-    std::unique_ptr<ViewBook> views_;
-
-    // training.exchange (see "Exchange modes" above).
-    bool delta_ = false;                  // period > 1 or auto: deltas, not gradients
-    std::vector<float> anchor_;           // parameters at the round's start
-    std::vector<float> anchor_velocity_;  // the optimizer's velocity at the round's start
-    double round_samples_ = 0;            // samples of this member's steps in the open round
-    models::Compression compression_ = models::Compression::kNone;  // training.exchange.compression
-    // int8 error feedback: this member's rounding, carried to its next exchange.
-    std::vector<float> residual_;
-    double global_batch_ = 0;  // training.global_batch (trimmed_mean's weight cap, local-step scale)
-    int num_nodes_ = 1;        // the spec's nodes (the local-step scale before a view arrived)
-
-    std::optional<v1::TrainingReport> report_;
-  };
+  std::optional<v1::TrainingReport> report_;
+};
 
 }  // namespace loft::agent
