@@ -5,6 +5,8 @@
 // quorum, the verified ring and its offences.
 #include "edge_agent/external_ring.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -15,7 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/cluster_spec.h"
+#include "edge_agent/external_trainer.h"
 #include "edge_agent/ring_hello.h"
 #include "edge_agent/zmq_transport.h"
 #include "models/reducers.h"
@@ -275,4 +279,28 @@ TEST_CASE("external ring attack: a garbage reduced chunk is detected (chunk_mism
     mismatch |= o.reason == "chunk_mismatch";
   }
   CHECK(mismatch);
+}
+
+TEST_CASE("external trainer: the ring's offences go to the scheduler through TakeOffences") {
+  Ring r(/*tolerance=*/0);
+  ExternalTrainerOptions to;
+  to.endpoint = "ipc:///tmp/loft-external-ring-test-" + std::to_string(::getpid());
+  to.timeout_ms = 200;
+  to.ring = std::move(r.ring);
+  ExternalRing* ring = to.ring.get();
+  auto t = ExternalTrainer::Create(SystemClock::Default(), std::move(to));
+  REQUIRE(t.ok());
+  ring->Planned(3);
+  const uint32_t far = 3u + (1u << 31);
+  r.Send(far, Hello(5, -1, 99, 3));
+  std::vector<RingOffence> offences;
+  for (int i = 0; i < 100 && offences.empty(); ++i) {
+    (*t)->Idle();
+    offences = (*t)->TakeOffences();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(offences.size() == 1);
+  CHECK(offences[0].node == 1);
+  CHECK(offences[0].reason == "out_of_window");
+  CHECK(ring->round_done() == -1);
 }
