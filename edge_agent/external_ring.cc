@@ -10,16 +10,16 @@
 
 #include "edge_agent/model_trainer.h"
 #include "edge_agent/ring_bytes.h"
+#include "edge_agent/ring_round.h"
 #include "edge_agent/round_retry.h"
 #include "models/ring_allreduce.h"
+#include "models/state_hash.h"
 #include "models/transport.h"
 
 namespace loft::agent {
 namespace {
 
-constexpr uint8_t kWeightsPhase = 0xFE;  // [f64 b][i64 state_round][u64 hash][u64 partition][u64 d]
-constexpr uint8_t kStatePhase = 0xFD;    // request: [] ; answer: [i64 round][u64 hash][blob]
-constexpr size_t kExchangeBytes = 5 * 8;
+constexpr uint8_t kStatePhase = 0xFD;  // request: [] ; answer: [i64 round][u64 hash][blob]
 
 std::string Hex(uint64_t h) {
   char buf[17];
@@ -30,13 +30,7 @@ std::string Hex(uint64_t h) {
 }  // namespace
 
 uint64_t StateHash(std::span<const std::byte> blob) {
-  if (blob.empty()) return 0;
-  uint64_t h = 1469598103934665603ull;
-  for (std::byte b : blob) {
-    h ^= static_cast<uint64_t>(b);
-    h *= 1099511628211ull;
-  }
-  return h == 0 ? 1 : h;
+  return models::BlobStateHash(blob);
 }
 
 ExternalRing::~ExternalRing() = default;
@@ -52,11 +46,16 @@ StatusOr<std::unique_ptr<ExternalRing>> ExternalRing::Create(const ClusterSpec& 
   auto red = ReducerFor(spec.training.aggregation);
   if (!red.ok()) return red.status().WithContext("training.aggregation");
   r->reducer_ = *red;
+  r->tolerance_ = spec.training.byzantine_tolerance;
+  r->offences_ = RingOffenceLog(RingGuardOptions{spec.training.byzantine_tolerance});
   LOFT_ASSIGN_OR_RETURN(
       r->transport_, ZmqTransport::Create(options.context, RingTransportOptions(options, spec.num_nodes())));
   ExternalRing* self = r.get();
   r->transport_->SetRequestHandler(
       kStatePhase, [self](int, uint64_t, std::span<const std::byte>) { return self->ServeState(); });
+  // The ring follows the membership view: an evicted node is not heard.
+  r->transport_->SetSenderCheck(
+      [self](int from, uint32_t view, bool request) { return self->views_->MayRing(from, view, request); });
   spdlog::info("training external (the consumer's model), aggregation {}; ring endpoint {} ({})",
                spec.training.aggregation, r->ring_endpoint(), options.curve_own ? "CURVE" : "plain TCP");
   return r;
@@ -198,14 +197,6 @@ struct ExternalRing::RoundState {
   int data_loss_members = 0;
 };
 
-// One attempt's exchange, one entry per member of the view (in m.nodes order).
-struct ExternalRing::Exchange {
-  std::vector<double> bs;
-  std::vector<int64_t> rounds;
-  std::vector<uint64_t> hashes, parts, ds;
-  std::vector<int> past;  // members whose later round's exchange came instead: past this round
-};
-
 ExternalRing::Outcome ExternalRing::CarryLate(uint32_t round, size_t n, uint64_t partition,
                                               std::span<const float> grad) {
   Outcome out;
@@ -226,77 +217,43 @@ ExternalRing::Outcome ExternalRing::CarryLate(uint32_t round, size_t n, uint64_t
   return out;
 }
 
-StatusOr<ExternalRing::Exchange> ExternalRing::ExchangeWith(const Members& m, const RoundState& rs) {
-  const uint32_t round = rs.round;
-  const double b = rs.b;
-  const uint64_t tag = models::MakeTag(m.view, round, kWeightsPhase);
-  std::vector<std::byte> buf;
-  AppendLe(&buf, b);
-  AppendLe(&buf, rs.my_round);
-  AppendLe(&buf, rs.my_hash);
-  AppendLe(&buf, rs.n > 0 ? rs.partition : uint64_t{0});
-  AppendLe(&buf, rs.d_mine);
-  for (int node : m.nodes) {
-    if (node != options_.node) LOFT_RETURN_IF_ERROR(transport_->Send(node, tag, buf));
-  }
-  Exchange ex;
-  for (int node : m.nodes) {
-    if (node == options_.node) {
-      ex.bs.push_back(b);
-      ex.rounds.push_back(rs.my_round);
-      ex.hashes.push_back(rs.my_hash);
-      ex.parts.push_back(rs.n > 0 ? rs.partition : 0);
-      ex.ds.push_back(rs.d_mine);
-      continue;
-    }
-    LOFT_ASSIGN_OR_RETURN(
-        auto got, transport_->RecvOrLater(node, tag, options_.ring_timeout_ms, options_.past_grace_ms,
-                                          [round](uint64_t, std::span<const std::byte> b) {
-                                            // Only a member that skipped this round: one
-                                            // holding it is waited for as before.
-                                            return b.size() == kExchangeBytes &&
-                                                   LoadLe<int64_t>(b, 8) < static_cast<int64_t>(round);
-                                          }));
-    const std::vector<std::byte>& bytes = got.body;
-    if (got.tag != tag) {
-      // It skipped this round and waits in a later one: its state
-      // votes, it gets no weight and no place in the all-reduce.
-      ex.past.push_back(node);
-      ex.bs.push_back(0);
-      ex.rounds.push_back(LoadLe<int64_t>(bytes, 8));
-      ex.hashes.push_back(LoadLe<uint64_t>(bytes, 16));
-      ex.parts.push_back(0);
-      ex.ds.push_back(0);
-      spdlog::info(
-          "round {}: node {} is past it (its exchange of round {} came instead): it takes no part "
-          "in this round's all-reduce",
-          round, node, models::TagRound(got.tag));
-      continue;
-    }
-    if (bytes.size() != kExchangeBytes) {  // malformed: no weight, a state nobody holds
-      ex.bs.push_back(0);
-      ex.rounds.push_back(std::numeric_limits<int64_t>::min());
-      ex.hashes.push_back(0);
-      ex.parts.push_back(0);
-      ex.ds.push_back(0);
-      continue;
-    }
-    double x = LoadLe<double>(bytes, 0);
-    ex.bs.push_back(std::isfinite(x) && x >= 0 ? x : 0);
-    ex.rounds.push_back(LoadLe<int64_t>(bytes, 8));
-    ex.hashes.push_back(LoadLe<uint64_t>(bytes, 16));
-    ex.parts.push_back(LoadLe<uint64_t>(bytes, 24));
-    ex.ds.push_back(LoadLe<uint64_t>(bytes, 32));
-  }
-  return ex;
+StatusOr<RoundHellos> ExternalRing::ExchangeWith(const Members& m, const RoundState& rs) {
+  MemberHello mine;
+  mine.b = rs.b;
+  // No consumer (rs.my_round -2): no state to vote with; the hello says
+  // (-1, 0) and VoteOf below reads it as such.
+  mine.last_round = std::max<int64_t>(rs.my_round, -1);
+  mine.hash = rs.my_round < -1 ? 0 : rs.my_hash;
+  mine.partition = rs.n > 0 && rs.b > 0 ? rs.partition : 0;
+  mine.length = rs.b > 0 ? rs.d_mine : 0;
+  HelloExchangeOptions o;
+  o.self = options_.node;
+  o.last_round = round_done_;
+  o.ring_timeout_ms = options_.ring_timeout_ms;
+  o.past_grace_ms = options_.past_grace_ms;
+  // Only a member that skipped this round is past it: one holding it is
+  // waited for (this ring does not take another member's result over).
+  o.past_only_behind = true;
+  return ExchangeHellos(transport_.get(), &offences_, o, m, rs.round, mine);
 }
 
-void ExternalRing::FetchMajorityState(const Members& m, const Exchange& ex, RoundState& rs) {
+namespace {
+
+// The state a hello votes with: (-1, 0) is a member without a consumer
+// (or one that published nothing and holds no round), which loses a tie
+// to a published state (AgreedState: ties go to the later round).
+std::pair<int64_t, uint64_t> VoteOf(const MemberHello& h) {
+  if (h.last_round == -1 && h.hash == 0) return {-2, 0};
+  return {h.last_round, h.hash};
+}
+
+}  // namespace
+
+void ExternalRing::FetchMajorityState(const Members& m, const RoundHellos& x, RoundState& rs) {
   const auto& target = rs.target;
   std::vector<int> holders;
-  for (size_t i = 0; i < m.nodes.size(); ++i) {
-    if (m.nodes[i] != options_.node && std::pair{ex.rounds[i], ex.hashes[i]} == target)
-      holders.push_back(m.nodes[i]);
+  for (size_t i = 0; i < m.nodes.size() && i < x.hellos.size(); ++i) {
+    if (m.nodes[i] != options_.node && VoteOf(x.hellos[i]) == target) holders.push_back(m.nodes[i]);
   }
   if (target.second != 0) {
     auto blob = FetchFrom(m, rs.round, target.first, target.second, holders);
@@ -309,51 +266,36 @@ void ExternalRing::FetchMajorityState(const Members& m, const Exchange& ex, Roun
   }
 }
 
-Status ExternalRing::AllReduce(const Members& m, const Exchange& ex, const std::vector<double>& w,
-                               int present, bool mine_in, RoundState& rs) {
+Status ExternalRing::AllReduce(const Members& m, const RoundHellos& px, RoundPlan& plan, bool mine_in,
+                               RoundState& rs) {
   models::AllReduceOptions ao;
-  ao.reducer = reducer_;
-  if (ao.reducer.kind == models::ReducerKind::kTrimmedMean) {
-    int k = std::max(1, static_cast<int>(std::floor(0.2 * present)));
-    while (k > 0 && present <= 2 * k) --k;
-    ao.reducer.trim_count = k;
-  }
-  if (ao.reducer.kind == models::ReducerKind::kMultiKrum && present < ao.reducer.krum_f + 3)
-    ao.reducer.krum_f = 0;
+  ao.reducer = plan.reducer;
   ao.timeout_ms = options_.ring_timeout_ms;
-  models::RingAllReduce ring(transport_.get(), ao);
-  std::vector<int> ring_nodes;
-  std::vector<double> ring_w;
-  for (size_t i = 0; i < m.nodes.size(); ++i) {
-    if (std::find(ex.past.begin(), ex.past.end(), m.nodes[i]) != ex.past.end()) continue;
-    ring_nodes.push_back(m.nodes[i]);
-    ring_w.push_back(w[i]);
-  }
-  LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, ring_nodes}, rs.round, rs.data, ring_w));
-  rs.ring_members = static_cast<int>(ring_nodes.size());
-  Outcome& out = rs.out;
-  out.applied.clear();
-  out.included = mine_in;
-  for (size_t i = 0; i < m.nodes.size(); ++i) {
-    if (w[i] > 0 && ex.parts[i] != 0) out.applied.emplace_back(ex.parts[i], m.nodes[i]);
-  }
-  std::sort(out.applied.begin(), out.applied.end());
+  ao.tolerance = tolerance_;
+  LOFT_RETURN_IF_ERROR(VerifiedAllReduce(transport_.get(), ao, models::RingView{m.view, px.members}, rs.round,
+                                         rs.data, plan.weights, &offences_));
+  rs.ring_members = static_cast<int>(px.members.size());
+  rs.out.included = mine_in;
+  rs.out.applied = std::move(plan.applied);
   return OkStatus();
 }
 
 Status ExternalRing::Attempt(const Members& m, RoundState& rs) {
-  LOFT_ASSIGN_OR_RETURN(Exchange ex, ExchangeWith(m, rs));
+  LOFT_ASSIGN_OR_RETURN(RoundHellos x, ExchangeWith(m, rs));
   const uint32_t round = rs.round;
   const size_t n = rs.n;
   const double b = rs.b;
-  const std::vector<double>& bs = ex.bs;
-  const std::vector<uint64_t>& ds = ex.ds;
-  // The state most members' consumers hold, and the gradient length most members with samples sent.
-  rs.target = AgreedState(ex.rounds, ex.hashes);
+  // The state most members' consumers hold (round_decision.h AgreedState),
+  // and the gradient length most members with samples sent (ties: the smaller).
+  std::vector<int64_t> rounds;
+  std::vector<uint64_t> hashes;
   std::map<uint64_t, int> dcount;
-  for (size_t i = 0; i < m.nodes.size(); ++i) {
-    if (bs[i] > 0 && ds[i] > 0) ++dcount[ds[i]];
+  for (const MemberHello& h : x.hellos) {
+    rounds.push_back(VoteOf(h).first);
+    hashes.push_back(VoteOf(h).second);
+    if (h.b > 0 && h.length > 0) ++dcount[h.length];
   }
+  rs.target = AgreedState(rounds, hashes);
   uint64_t& D = rs.D;
   D = 0;
   int best = 0;
@@ -363,17 +305,23 @@ Status ExternalRing::Attempt(const Members& m, RoundState& rs) {
       D = d;
     }
   }
-  std::vector<double> eff(m.nodes.size(), 0.0);
-  for (size_t i = 0; i < m.nodes.size(); ++i) {
-    const bool in_step = ex.rounds[i] == rs.target.first && ex.hashes[i] == rs.target.second;
-    if (bs[i] > 0 && in_step && ds[i] == D) eff[i] = bs[i];
-  }
-  rs.stale = rs.consumer && std::pair{rs.my_round, rs.my_hash} != rs.target;
+  MemberHello me;
+  me.last_round = rs.my_round < -1 ? -1 : rs.my_round;
+  me.hash = rs.my_round < -1 ? 0 : rs.my_hash;
+  rs.stale = rs.consumer && VoteOf(me) != rs.target;
   rs.bad_len = b > 0 && rs.d_mine != D;
   if (D == 0) return DataLoss("round " + std::to_string(round) + ": no member has samples");
-  std::vector<double> w = models::AggregationWeights(reducer_.kind, eff);
-  const int present = static_cast<int>(std::count_if(w.begin(), w.end(), [](double x) { return x > 0; }));
-  if (present == 0)
+  // Weight only for members holding the agreed state with the agreed
+  // length: a gradient of other parameters (or another model) is not mixed in.
+  RoundHellos px = Participants(x);
+  for (MemberHello& h : px.hellos) {
+    if (VoteOf(h) != rs.target || h.length != D) {
+      h.b = 0;
+      h.partition = 0;
+    }
+  }
+  auto plan = PlanRound(options_.node, round, px, reducer_);
+  if (!plan.ok())
     return DataLoss("round " + std::to_string(round) + ": no member with samples holds the agreed state");
   rs.data.assign(D, 0.0f);
   const bool mine_in = b > 0 && !rs.stale && !rs.bad_len;
@@ -385,8 +333,8 @@ Status ExternalRing::Attempt(const Members& m, RoundState& rs) {
     }
   }
   // Fetch the majority's state now, while its holders are in this round.
-  if (rs.stale && rs.consumer) FetchMajorityState(m, ex, rs);
-  return AllReduce(m, ex, w, present, mine_in, rs);
+  if (rs.stale && rs.consumer) FetchMajorityState(m, x, rs);
+  return AllReduce(m, px, *plan, mine_in, rs);
 }
 
 ExternalRing::Outcome ExternalRing::Conclude(RoundState& rs) {
@@ -495,38 +443,22 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
 }
 
 std::optional<std::pair<int64_t, uint32_t>> ExternalRing::PendingJoin() {
-  Status st = transport_->Poll(0);
-  if (!st.ok()) {
-    spdlog::warn("ring poll: {}", st.ToString());
-    return std::nullopt;
-  }
-  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  std::optional<std::pair<int64_t, uint32_t>> join;
-  std::set<std::pair<int, uint64_t>> present;
-  for (const auto& [from, tag] : transport_->Buffered()) {
-    if ((tag & 0xFF) != kWeightsPhase) continue;
-    if (static_cast<int64_t>(models::TagRound(tag)) <= round_done_) {
-      transport_->Discard(from, tag);
-      continue;
-    }
-    if (idle_refused_.count(tag & ~uint64_t{0xFF})) continue;
-    present.insert({from, tag});
-    auto [it, fresh] = idle_seen_us_.emplace(std::pair{from, tag}, now);
-    if (!fresh && now - it->second >= options_.idle_join_grace_ms * 1000 && !join)
-      join = std::pair<int64_t, uint32_t>{models::TagView(tag), models::TagRound(tag)};
-  }
-  for (auto it = idle_seen_us_.begin(); it != idle_seen_us_.end();) {
-    it = present.count(it->first) ? std::next(it) : idle_seen_us_.erase(it);
-  }
-  if (join) idle_seen_us_.clear();
-  return join;
+  auto join = ScanIdleJoin(transport_.get(), views_.get(), &offences_, round_done_,
+                           options_.idle_join_grace_ms, &idle_);
+  if (!join) return std::nullopt;
+  return std::pair<int64_t, uint32_t>{join->view, join->round};
 }
 
 void ExternalRing::RefuseIdle(int64_t view, uint32_t round) {
-  idle_refused_.insert(models::MakeTag(static_cast<uint32_t>(view), round, 0));
-  if (idle_refused_.size() > 256) idle_refused_.erase(idle_refused_.begin());
+  idle_.Refuse(models::MakeTag(static_cast<uint32_t>(view), round, 0));
+}
+
+void ExternalRing::Planned(int64_t iteration) {
+  offences_.guard().Planned(iteration);
+}
+
+std::vector<RingOffence> ExternalRing::TakeOffences() {
+  return offences_.Take();
 }
 
 }  // namespace loft::agent

@@ -8,17 +8,22 @@
 // only stores (the consumer publishes it before each all-reduce) and
 // serves to restarted members.
 //
-// One round (round = iteration), like ModelTrainer's:
-//  1. exchange: every member sends [f64 b][i64 state_round][u64 state_hash]
-//     [u64 partition][u64 d] (b = samples incl. carried ones, 0 = weight-0
-//     join; state = the (round, hash of the published blob) its consumer
-//     holds; d = gradient length, 0 when b = 0);
-//  2. the job's state is AgreedState(rounds, hashes) (the majority; ties
-//     to the later round) and the gradient length D the one most members
-//     with samples sent (ties: the smaller). A member whose state is not
-//     the majority's or whose d != D gets weight 0;
-//  3. RingAllReduce with models::AggregationWeights (b_i/B for the means,
-//     1 per member with samples for the robust reducers), on D floats;
+// One round (round = iteration), ModelTrainer's ring protocol (the shared
+// pieces and what differs: edge_agent/ring_round.h):
+//  1. hellos (ring_hello.h, ring_round.h ExchangeHellos): b (samples incl.
+//     carried ones, 0 = weight-0 join), state = (round, BLAKE2b hash of
+//     the published blob, models::BlobStateHash) its consumer holds,
+//     partition, length = gradient floats (0 when b = 0); the guard
+//     window, malformed/out-of-window offences and silence as ModelTrainer;
+//  2. the job's state is AgreedState (the majority; ties to the later
+//     round; a round beyond 2^32 never votes) and the gradient length D
+//     the one most members with samples sent (ties: the smaller). A member
+//     whose state is not the majority's or whose length != D gets weight 0;
+//     PlanRound gives the weights (models::AggregationWeights: b_i/B for
+//     the means, 1 per member with samples for the robust reducers);
+//  3. the verified RingAllReduce (f = training.byzantine_tolerance) on D
+//     floats; chunk_mismatch / malformed_chunk senders are offences
+//     (TakeOffences, reported to the scheduler by ExternalTrainer);
 //  4. outcome for this member's consumer: APPLIED (the aggregate); STALE
 //     when its state is not the majority's: the majority's blob fetched
 //     from a holder (phase kStatePhase, hash checked) + the aggregate, so
@@ -28,12 +33,14 @@
 //     names both lengths) or a non-finite aggregate (the plain means pass
 //     a member's NaN/Inf on; every in-step member refuses it alike, so
 //     parameters stay identical).
-// A member whose exchange of a later round (same view) came instead of
+// A member whose hello of a later round (same view) came instead of
 // this one's, holding a state before this round, skipped it: its state
 // votes in 2., but it gets no weight and no place in 3. (A member holding
 // this round finished it in an attempt whose end this member missed;
 // unlike ModelTrainer, this ring does not take such a result over, and
 // waits for that member until the ring timeout as before.)
+// An idle member joins a round with weight 0 only when f+1 live members
+// announce it with a partition, in the guard window (PendingJoin).
 // A partition of a round already done here (a retried child) is carried:
 // its b·g joins this member's next contribution (CARRIED).
 // A failed attempt (a member silent or gone) waits for a newer view and
@@ -43,8 +50,8 @@
 // attempt, state_timeout_ms per state request, view_wait_ms per view).
 //
 // Not responsible for: talking to the consumer (ExternalTrainer), deciding
-// membership, Byzantine state (a fetched blob is checked against the
-// majority's hash only).
+// membership. A fetched blob comes from one holder of the majority's
+// (round, hash) and is checked against that hash (BLAKE2b).
 // Thread-safety: OnView from any thread; everything else from one thread.
 #pragma once
 
@@ -65,6 +72,7 @@
 #include "core/curve.h"
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
+#include "edge_agent/ring_round.h"
 #include "edge_agent/view_book.h"
 #include "edge_agent/zmq_transport.h"
 #include "models/reducers.h"
@@ -88,7 +96,7 @@ struct ExternalRingOptions {
   RingLinkEmulation link;  // link emulation of the ring's messages (default off)
 };
 
-// 64-bit FNV-1a of a state blob (0 for an empty blob: "not published").
+// models::BlobStateHash (BLAKE2b) of a state blob (0 for an empty blob: "not published").
 uint64_t StateHash(std::span<const std::byte> blob);
 
 class ExternalRing {
@@ -126,6 +134,10 @@ class ExternalRing {
   std::optional<std::pair<int64_t, uint32_t>> PendingJoin();
   // Marks a round that could not be joined as not to be retried idle.
   void RefuseIdle(int64_t view, uint32_t round);
+  // The scheduler gave this agent a partition of `iteration` (the guard window).
+  void Planned(int64_t iteration);
+  // The offences seen since the last call (edge_agent/ring_guard.h).
+  std::vector<RingOffence> TakeOffences();
   // Serves state requests (between rounds).
   void Serve();
 
@@ -156,18 +168,16 @@ class ExternalRing {
                                   const std::vector<int>& holders);
   // Round's phases (external_ring.cc).
   struct RoundState;  // one round's inputs and what its successful attempt found
-  struct Exchange;    // one attempt's exchange: every member's weight, state, partition, gradient length
   // A partition of a round already done here: its samples join the next round (kCarried).
   Outcome CarryLate(uint32_t round, size_t n, uint64_t partition, std::span<const float> grad);
   // One attempt among m's members: exchange, agreement, the majority's state if stale, all-reduce.
   Status Attempt(const Members& m, RoundState& rs);
-  // Sends this member's exchange to m's members and receives theirs (step 1).
-  StatusOr<Exchange> ExchangeWith(const Members& m, const RoundState& rs);
+  // Sends this member's hello to m's members and receives theirs (step 1).
+  StatusOr<RoundHellos> ExchangeWith(const Members& m, const RoundState& rs);
   // Fetches the majority's state into rs.out from a member of m that holds it.
-  void FetchMajorityState(const Members& m, const Exchange& ex, RoundState& rs);
-  // The all-reduce of rs.data among m's members not past the round, with weights w (step 3).
-  Status AllReduce(const Members& m, const Exchange& ex, const std::vector<double>& w, int present,
-                   bool mine_in, RoundState& rs);
+  void FetchMajorityState(const Members& m, const RoundHellos& x, RoundState& rs);
+  // The verified all-reduce of rs.data among px (the members not past the round) as `plan` says (step 3).
+  Status AllReduce(const Members& m, const RoundHellos& px, RoundPlan& plan, bool mine_in, RoundState& rs);
   // The outcome for this member's consumer of a round that ran (step 4).
   Outcome Conclude(RoundState& rs);
 
@@ -184,8 +194,9 @@ class ExternalRing {
   std::vector<float> carry_;  // sum of b·g of partitions of rounds already done
   double carry_b_ = 0;
 
-  std::map<std::pair<int, uint64_t>, int64_t> idle_seen_us_;
-  std::set<uint64_t> idle_refused_;
+  int tolerance_ = 0;        // training.byzantine_tolerance: verified chunks when > 0
+  RingOffenceLog offences_;  // the guard (window, join quorum) and the offences since TakeOffences
+  IdleJoinState idle_;       // hellos seen while idle, rounds not to join
 
   std::unique_ptr<ViewBook> views_;  // membership views from the scheduler (set by Create)
 };

@@ -475,10 +475,12 @@ StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int
 }
 
 StatusOr<double> ExternalTrainer::Compute(const Batch& batch) {
+  if (opts_.ring) opts_.ring->Planned(batch.iteration);
   return RunBatch(&batch, batch.view, batch.iteration, batch.partition_id);
 }
 
 void ExternalTrainer::Skip(int64_t view, int64_t iteration, bool /*local_step*/) {
+  if (opts_.ring) opts_.ring->Planned(iteration);
   if (!opts_.ring || iteration <= opts_.ring->round_done()) return;
   spdlog::info("partition of round {} failed before compute: joining the round with weight 0", iteration);
   auto r = RunBatch(nullptr, view, iteration, 0);
@@ -501,6 +503,11 @@ void ExternalTrainer::Idle() {
     if (opts_.ring->round_done() < static_cast<int64_t>(join->second))
       opts_.ring->RefuseIdle(join->first, join->second);
   }
+}
+
+std::vector<RingOffence> ExternalTrainer::TakeOffences() {
+  if (!opts_.ring) return {};
+  return opts_.ring->TakeOffences();
 }
 
 std::optional<double> ExternalTrainer::ReportedComputeMs() {

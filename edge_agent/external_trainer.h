@@ -87,6 +87,8 @@ class ExternalTrainer final : public Trainer {
   std::optional<v1::TrainingReport> TakeReport() override;
   void Idle() override;
   void Skip(int64_t view, int64_t iteration, bool local_step) override;
+  // The ring's offences (ExternalRing::TakeOffences), reported like ModelTrainer's.
+  std::vector<RingOffence> TakeOffences() override;
 
   // The bound endpoint (tcp port resolved).
   const std::string& endpoint() const { return endpoint_; }

@@ -10,6 +10,7 @@
 
 #include "cache/idx_reader.h"
 #include "edge_agent/ring_bytes.h"
+#include "edge_agent/ring_round.h"
 #include "edge_agent/round_retry.h"
 #include "models/checkpoint.h"
 #include "models/ring_allreduce.h"
@@ -22,7 +23,6 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace loft::agent {
 namespace {
 
-constexpr uint8_t kWeightsPhase = kHelloPhase;
 constexpr uint8_t kStatePhase =
     0xFD;  // request: [i64 want_round]; answer: [i64 last_round][u64 hash][checkpoint]
 
@@ -57,7 +57,7 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   t->rng_.seed(spec.training.seed * 1000003u + static_cast<uint64_t>(options.node));
   t->grad_.assign(static_cast<size_t>(t->model_->num_params()), 0.0f);
   t->views_ = std::make_unique<ViewBook>(ViewBookOptions{options.node, options.view_wait_ms, options.stop});
-  t->guard_ = RingGuard(RingGuardOptions{spec.training.byzantine_tolerance});
+  t->offences_ = RingOffenceLog(RingGuardOptions{spec.training.byzantine_tolerance});
   t->tolerance_ = spec.training.byzantine_tolerance;
   t->global_batch_ = static_cast<double>(spec.training.global_batch);
   t->num_nodes_ = spec.num_nodes();
@@ -105,69 +105,12 @@ void ModelTrainer::OnView(const v1::MembershipView& view) {
 
 StatusOr<RoundHellos> ModelTrainer::ExchangeHellos(const RingMembers& m, uint32_t round,
                                                    const MemberHello& mine) {
-  const uint64_t tag = models::MakeTag(m.view, round, kWeightsPhase);
-  const std::vector<std::byte> buf = EncodeHello(mine);
-  for (int n : m.nodes) {
-    if (n != options_.node) LOFT_RETURN_IF_ERROR(transport_->Send(n, tag, buf));
-  }
-  RoundHellos x;
-  x.members = m.nodes;
-  // A member whose hello does not come within the ring timeout fails the
-  // attempt; the others are still looked at (without waiting again) so
-  // that every silent member is known (ring_guard.h, silence).
-  Status silent;
-  for (int n : m.nodes) {
-    if (n == options_.node) {
-      x.hellos.push_back(mine);
-      continue;
-    }
-    // A member that sent a later round's hello of this view instead is past
-    // this round (e.g. it finished it while this member's attempt failed,
-    // and this member restarts it among the survivors): waiting for it
-    // would deadlock, each waiting for the other's round.
-    auto usable = [this](uint64_t later, std::span<const std::byte> body) {
-      if (guard_.OutOfWindow(last_round_, models::TagRound(later))) return false;
-      auto h = DecodeHello(body);
-      return h.ok() && !guard_.OutOfWindow(last_round_, h->last_round);
-    };
-    auto got = transport_->RecvOrLater(n, tag, silent.ok() ? options_.ring_timeout_ms : 0,
-                                       options_.past_grace_ms, usable);
-    if (!got.ok()) {
-      if (got.status().code() != StatusCode::kDeadlineExceeded) return got.status();
-      Silent(n, round);
-      if (silent.ok()) silent = got.status();
-      continue;
-    }
-    guard_.Heard(n);
-    if (!silent.ok()) continue;  // the attempt failed already
-    auto h = DecodeHello(got->body);
-    if (h.ok() && got->tag != tag) {
-      spdlog::info(
-          "round {}: node {} is past it (its hello of round {} came instead; it holds round {}): it takes "
-          "no part in this round's all-reduce",
-          round, n, models::TagRound(got->tag), h->last_round);
-      MemberHello past;  // its state votes; no weight
-      past.last_round = h->last_round;
-      past.hash = h->hash;
-      x.hellos.push_back(past);
-      x.past.push_back(n);
-      continue;
-    }
-    if (h.ok()) {
-      if (guard_.OutOfWindow(last_round_, h->last_round))
-        Offend(n, "out_of_window");  // a minority: never agreed
-      x.hellos.push_back(*h);
-      continue;
-    }
-    // Malformed: no weight, and a state nobody else holds.
-    spdlog::warn("round {}: node {}: {}", round, n, h.status().ToString());
-    Offend(n, "malformed_hello");
-    MemberHello bad;
-    bad.last_round = std::numeric_limits<int64_t>::min();
-    x.hellos.push_back(bad);
-  }
-  if (!silent.ok()) return silent;
-  return x;
+  HelloExchangeOptions o;
+  o.self = options_.node;
+  o.last_round = last_round_;
+  o.ring_timeout_ms = options_.ring_timeout_ms;
+  o.past_grace_ms = options_.past_grace_ms;
+  return agent::ExchangeHellos(transport_.get(), &offences_, o, m, round, mine);
 }
 
 std::vector<std::byte> ModelTrainer::ServeState(int from, uint64_t tag) {
@@ -392,17 +335,9 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
     for (size_t i = 0; i < data->size(); ++i) (*data)[i] += residual_[i];
   }
   std::vector<float> residual;
-  models::RingAllReduce ring(transport_.get(), ao);
-  models::AllReduceReport report;
-  LOFT_RETURN_IF_ERROR(ring.Run(models::RingView{m.view, px.members}, round, *data, plan.weights, &report,
-                                feedback ? &residual : nullptr));
+  LOFT_RETURN_IF_ERROR(VerifiedAllReduce(transport_.get(), ao, models::RingView{m.view, px.members}, round,
+                                         *data, plan.weights, &offences_, feedback ? &residual : nullptr));
   if (feedback) residual_ = std::move(residual);
-  for (int from : report.malformed_from) Offend(from, "malformed_chunk");
-  for (int from : report.chunk_mismatch_from) {
-    spdlog::warn("round {}: node {} sent a reduced chunk its replicas do not agree with: not taken", round,
-                 from);
-    Offend(from, "chunk_mismatch");
-  }
   res->members = static_cast<int>(px.members.size());
   res->applied = std::move(plan.applied);
   res->evaluator = plan.evaluator;
@@ -500,7 +435,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
     return decoded;
   }
   const uint32_t round = static_cast<uint32_t>(batch.iteration);
-  guard_.Planned(batch.iteration);
+  offences_.guard().Planned(batch.iteration);
   const int64_t prev_round = last_round_;
   double loss = delta_ ? LocalStep(n, batch.view) : ComputeGradient(n);
   v1::TrainingReport rep;
@@ -550,7 +485,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
 }
 
 void ModelTrainer::Skip(int64_t view, int64_t iteration, bool local_step) {
-  guard_.Planned(iteration);
+  offences_.guard().Planned(iteration);
   if (delta_ && local_step) return;  // no exchange after a local step
   if (iteration <= last_round_ || iteration > std::numeric_limits<uint32_t>::max() || view < 0) return;
   const auto round = static_cast<uint32_t>(iteration);
@@ -562,96 +497,27 @@ void ModelTrainer::Skip(int64_t view, int64_t iteration, bool local_step) {
 }
 
 void ModelTrainer::Offend(int from, const char* reason) {
-  RingOffence o;
-  o.node = from;
-  o.reason = reason;
-  o.report = guard_.Offence(from);
-  o.count = guard_.offences(from);
-  offences_.push_back(std::move(o));
-}
-
-void ModelTrainer::Silent(int from, uint32_t round) {
-  RingOffence o;
-  o.node = from;
-  o.reason = "silent";
-  o.report = guard_.Silent(from);
-  o.count = guard_.silent_rounds(from);
-  spdlog::warn("round {}: no hello from node {} within {} ms{}", round, from, options_.ring_timeout_ms,
-               o.report ? " again: reporting it" : "");
-  offences_.push_back(std::move(o));
+  offences_.Offend(from, reason);
 }
 
 std::vector<RingOffence> ModelTrainer::TakeOffences() {
-  std::vector<RingOffence> out;
-  out.swap(offences_);
-  return out;
+  return offences_.Take();
 }
 
 void ModelTrainer::Idle() {
-  Status st = transport_->Poll(0);  // serves state requests too
-  if (!st.ok()) {
-    spdlog::warn("ring poll: {}", st.ToString());
-    return;
-  }
-  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  // Per (view, round): the live members announcing it with a partition,
-  // and whether one of its hellos has waited the grace period.
-  std::map<uint64_t, std::set<int>> announcers;
-  std::set<uint64_t> ripe;
-  std::set<std::pair<int, uint64_t>> present;
-  for (const auto& [from, tag] : transport_->Buffered()) {
-    if ((tag & 0xFF) != kWeightsPhase) continue;
-    const int64_t round = models::TagRound(tag);
-    if (round <= last_round_) {
-      transport_->Discard(from, tag);  // a round this node has done
-      continue;
-    }
-    if (guard_.OutOfWindow(last_round_, round)) {
-      transport_->Discard(from, tag);
-      Offend(from, "out_of_window");
-      continue;
-    }
-    const std::optional<std::span<const std::byte>> bytes = transport_->Peek(from, tag);
-    auto hello = bytes ? DecodeHello(*bytes) : StatusOr<MemberHello>(DataLoss("no payload"));
-    if (!hello.ok()) {
-      transport_->Discard(from, tag);
-      Offend(from, "malformed_hello");
-      continue;
-    }
-    const uint64_t key = tag & ~uint64_t{0xFF};
-    // Only live members of a view that has arrived (a view this agent has
-    // not seen yet is judged once it arrives).
-    if (idle_refused_.count(key) || !views_->IsLive(models::TagView(tag), from)) continue;
-    present.insert({from, tag});
-    if (hello->partition != 0) announcers[key].insert(from);
-    auto [it, fresh] = idle_seen_us_.emplace(std::pair{from, tag}, now);
-    if (!fresh && now - it->second >= options_.idle_join_grace_ms * 1000) ripe.insert(key);
-  }
-  for (auto it = idle_seen_us_.begin(); it != idle_seen_us_.end();) {
-    it = present.count(it->first) ? std::next(it) : idle_seen_us_.erase(it);
-  }
-  std::optional<uint64_t> join;  // the lowest ripe round with a quorum of announcers
-  for (uint64_t key : ripe) {
-    if (static_cast<int>(announcers[key].size()) >= guard_.JoinQuorum()) {
-      join = key;
-      break;
-    }
-  }
+  const std::optional<IdleJoin> join = ScanIdleJoin(transport_.get(), views_.get(), &offences_, last_round_,
+                                                    options_.idle_join_grace_ms, &idle_);
   if (!join) return;
-  const uint32_t view = models::TagView(*join), round = models::TagRound(*join);
   spdlog::info(
       "{} member(s) started round {} (view {}) and this node has no partition: joining with weight 0",
-      announcers[*join].size(), round, view);
+      join->announcers, join->round, join->view);
   double loss = 0;
-  auto r = RunRound(view, round, 0, /*partition_id=*/0, /*reports=*/false, &loss);
+  auto r = RunRound(join->view, join->round, 0, /*partition_id=*/0, /*reports=*/false, &loss);
   if (!r.ok()) {
-    spdlog::warn("weight-0 join of round {} (view {}) failed: {}", round, view, r.status().ToString());
-    idle_refused_.insert(*join);
-    if (idle_refused_.size() > 256) idle_refused_.erase(idle_refused_.begin());
+    spdlog::warn("weight-0 join of round {} (view {}) failed: {}", join->round, join->view,
+                 r.status().ToString());
+    idle_.Refuse(join->key);
   }
-  idle_seen_us_.clear();
 }
 
 std::optional<v1::TrainingReport> ModelTrainer::TakeReport() {

@@ -109,6 +109,7 @@
 #include "core/proto/loft.pb.h"
 #include "edge_agent/gradient_carry.h"
 #include "edge_agent/ring_guard.h"
+#include "edge_agent/ring_round.h"
 #include "edge_agent/round_decision.h"
 #include "edge_agent/trainer.h"
 #include "edge_agent/trainer_state.h"
@@ -237,8 +238,6 @@ class ModelTrainer final : public Trainer {
   void AnnouncePhantoms(int64_t view);
   // Records an offence by ring member `from` (edge_agent/ring_guard.h).
   void Offend(int from, const char* reason);
-  // Ring member `from` sent no hello of `round` in time (ring_guard.h, silence).
-  void Silent(int from, uint32_t round);
 
   ModelTrainerOptions options_;
   std::unique_ptr<models::Model> model_;
@@ -256,15 +255,13 @@ class ModelTrainer final : public Trainer {
 
   int64_t last_round_ = -1;  // the last round whose update this node applied
   GradientCarry carry_;      // samples of partitions of rounds already done
-  RingGuard guard_;
-  int tolerance_ = 0;  // training.byzantine_tolerance: verified chunks when > 0
+  int tolerance_ = 0;        // training.byzantine_tolerance: verified chunks when > 0
   // The plan of this round's latest attempt that got past its exchange
   // (RunRound resets it): what a member that finished that attempt applied.
   std::optional<RoundPlan> last_plan_;
   int last_plan_members_ = 0;
-  std::vector<RingOffence> offences_;                         // since the last TakeOffences
-  std::map<std::pair<int, uint64_t>, int64_t> idle_seen_us_;  // weights messages first seen idle
-  std::set<uint64_t> idle_refused_;                           // (view, round) tags not to join
+  RingOffenceLog offences_;  // the guard and the offences since the last TakeOffences
+  IdleJoinState idle_;       // hellos seen while idle, rounds not to join
 
   std::unique_ptr<ViewBook> views_;
 

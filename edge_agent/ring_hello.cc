@@ -1,5 +1,7 @@
 #include "edge_agent/ring_hello.h"
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -8,6 +10,9 @@
 #include "core/proto/loft.pb.h"
 
 namespace loft::agent {
+namespace {
+constexpr int kLengthField = 7;  // RingHello field 7: uint64 length
+}  // namespace
 
 std::vector<std::byte> EncodeHello(const MemberHello& h) {
   v1::RingHello m;
@@ -17,6 +22,9 @@ std::vector<std::byte> EncodeHello(const MemberHello& h) {
   m.set_param_hash(h.hash);
   m.set_reports(h.reports);
   m.set_partition(h.partition);
+  // Field 7 (length): see loft.proto's RingHello. Only external members
+  // say it, so the built-in trainer's hello bytes are as before.
+  if (h.length != 0) m.GetReflection()->MutableUnknownFields(&m)->AddVarint(kLengthField, h.length);
   const std::string s = m.SerializeAsString();
   const auto* p = reinterpret_cast<const std::byte*>(s.data());
   return {p, p + s.size()};
@@ -43,6 +51,14 @@ StatusOr<MemberHello> DecodeHello(std::span<const std::byte> bytes) {
   h.hash = m.param_hash();
   h.reports = m.reports();
   h.partition = m.partition();
+  const google::protobuf::UnknownFieldSet& unknown = m.GetReflection()->GetUnknownFields(m);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField& f = unknown.field(i);
+    if (f.number() != kLengthField) continue;
+    if (f.type() != google::protobuf::UnknownField::TYPE_VARINT)
+      return InvalidArgument("ring hello: length is not a varint");
+    h.length = f.varint();
+  }
   return h;
 }
 

@@ -31,6 +31,7 @@ struct MemberHello {
   uint64_t hash = 0;        // models::TrainingStateHash of the state it holds
   bool reports = false;     // it reports the round to the scheduler
   uint64_t partition = 0;   // its partition of the round; 0 = none
+  uint64_t length = 0;      // floats it all-reduces; 0 = not said (the built-in trainer)
 };
 
 std::vector<std::byte> EncodeHello(const MemberHello& h);

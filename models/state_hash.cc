@@ -62,4 +62,19 @@ uint64_t ParameterHash(std::span<const float> params) {
   return DigestWord(d);
 }
 
+uint64_t BlobStateHash(std::span<const std::byte> blob) {
+  if (blob.empty()) return 0;
+  static const bool sodium_ready = sodium_init() >= 0;
+  (void)sodium_ready;
+  static constexpr std::string_view kDomain("loft.external-state.v1\0\0", 24);
+  crypto_generichash_state st;
+  StateDigest d;
+  crypto_generichash_init(&st, nullptr, 0, d.size());
+  crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(kDomain.data()), kDomain.size());
+  crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(blob.data()), blob.size());
+  crypto_generichash_final(&st, d.data(), d.size());
+  const uint64_t w = DigestWord(d);
+  return w == 0 ? 1 : w;
+}
+
 }  // namespace loft::models

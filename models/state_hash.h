@@ -40,5 +40,11 @@ uint64_t TrainingStateHash(const Model& model, const Sgd& sgd);
 // equal for two models iff their parameters are bitwise identical (tests,
 // tools). Not what the ring votes on (that covers the optimizer too).
 uint64_t ParameterHash(std::span<const float> params);
+// An opaque state blob (training.model external: the consumer's
+// parameters and optimizer state, serialized by the consumer): the first 8
+// bytes (LE) of BLAKE2b-256 over "loft.external-state.v1" plus two zero
+// bytes and the blob. 0 for an empty blob ("not published"); a non-empty
+// blob whose word is 0 gets 1.
+uint64_t BlobStateHash(std::span<const std::byte> blob);
 
 }  // namespace loft::models

@@ -1,16 +1,29 @@
-// ExternalRing (training.model external) against a ring peer that is past
-// the round, over real tcp loopback: rank 0 is the ring, rank 1 a raw
-// ZmqTransport that sends what it likes.
+// ExternalRing (training.model external) against ring peers that send what
+// they like, over real tcp loopback: rank 0 is the ring, ranks 1 (and 2) raw
+// ZmqTransports. The external ring speaks the built-in trainer's protocol
+// (edge_agent/ring_round.h): RingHello, the guard window, the f+1 join
+// quorum, the verified ring and its offences.
 #include "edge_agent/external_ring.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/cluster_spec.h"
-#include "core/le_bytes.h"
+#include "edge_agent/external_trainer.h"
+#include "edge_agent/ring_hello.h"
 #include "edge_agent/zmq_transport.h"
+#include "models/reducers.h"
+#include "models/ring_allreduce.h"
 #include "models/transport.h"
 #include "tests/integration/raw_ring_peer.h"
 
@@ -19,52 +32,84 @@ using namespace loft::agent;
 
 namespace {
 
-constexpr uint8_t kExchangePhase = 0xFE;
+ClusterSpec Spec(int tolerance, int nodes) {
+  auto spec = ParseClusterSpec(
+      "dataset: {name: fashion-mnist, samples: 60000, sample_bytes: 784}\n"
+      "training: {global_batch: 30, min_batch: 1, model: external, aggregation: mean, "
+      "byzantine_tolerance: " +
+          std::to_string(tolerance) +
+          "}\n"
+          "nodes:\n"
+          "  - name: edge\n"
+          "    count: " +
+          std::to_string(nodes) + "\n",
+      "ring.yaml");
+  REQUIRE(spec.ok());
+  return *spec;
+}
+
+std::unique_ptr<ExternalRing> MakeRing(const ClusterSpec& spec, zmq::context_t* ctx) {
+  ExternalRingOptions o;
+  o.node = 0;
+  o.context = ctx;
+  o.ring_timeout_ms = 400;
+  o.view_wait_ms = 200;
+  o.state_timeout_ms = 200;
+  o.idle_join_grace_ms = 10;
+  auto r = ExternalRing::Create(spec, o);
+  REQUIRE(r.ok());
+  return std::move(*r);
+}
+
+MemberHello Hello(double b, int64_t last_round, uint64_t partition, uint64_t length, uint64_t hash = 0) {
+  MemberHello h;
+  h.b = b;
+  h.last_round = last_round;
+  h.partition = partition;
+  h.length = length;
+  h.hash = hash;
+  return h;
+}
 
 struct Ring {
   zmq::context_t ctx{1};
   std::unique_ptr<ExternalRing> ring;
   std::unique_ptr<ZmqTransport> peer;
 
-  Ring() {
-    auto spec = ParseClusterSpec(
-        "dataset: {name: fashion-mnist, samples: 60000, sample_bytes: 784}\n"
-        "training: {global_batch: 30, min_batch: 1, model: external}\n"
-        "nodes:\n"
-        "  - name: edge\n"
-        "    count: 2\n",
-        "ring.yaml");
-    REQUIRE(spec.ok());
-    ExternalRingOptions o;
-    o.node = 0;
-    o.context = &ctx;
-    o.ring_timeout_ms = 400;
-    o.view_wait_ms = 200;
-    o.state_timeout_ms = 200;
-    auto r = ExternalRing::Create(*spec, o);
-    REQUIRE(r.ok());
-    ring = std::move(*r);
-    peer = testing::RawPeer(&ctx, 2, ring->ring_endpoint());
+  explicit Ring(int tolerance = 0, int nodes = 2) {
+    ring = MakeRing(Spec(tolerance, nodes), &ctx);
+    peer = testing::RawPeer(&ctx, nodes, ring->ring_endpoint());
     ring->OnView(testing::TwoMembers(1, ring->ring_endpoint(), peer->endpoint()));
   }
 
-  // Rank 1's exchange of `round`: [f64 b][i64 state_round][u64 hash][u64 partition][u64 d].
-  void Exchange(uint32_t round, int64_t state_round, double b = 4.0) {
-    std::vector<std::byte> buf;
-    AppendLe(&buf, b);
-    AppendLe(&buf, state_round);
-    AppendLe(&buf, uint64_t{0});
-    AppendLe(&buf, uint64_t{88});
-    AppendLe(&buf, uint64_t{3});
-    REQUIRE(peer->Send(0, models::MakeTag(1, round, kExchangePhase), buf).ok());
+  // Rank 1's hello of `round` of view 1.
+  void Send(uint32_t round, const MemberHello& h) {
+    REQUIRE(peer->Send(0, models::MakeTag(1, round, kHelloPhase), EncodeHello(h)).ok());
+  }
+
+  // What ExternalTrainer::Idle does for `ms`: joins (with weight 0, no
+  // consumer) every round PendingJoin gives. Returns the rounds joined.
+  std::vector<uint32_t> IdleFor(int ms) {
+    std::vector<uint32_t> joined;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      if (auto j = ring->PendingJoin()) {
+        joined.push_back(j->second);
+        auto r = ring->Round(j->first, j->second, 0, 0, {}, /*consumer=*/false);
+        if (!r.ok() && ring->round_done() < static_cast<int64_t>(j->second))
+          ring->RefuseIdle(j->first, j->second);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return joined;
   }
 };
 
 }  // namespace
 
-TEST_CASE("external ring: a member that skipped the round (its later exchange came) is not waited for") {
+TEST_CASE("external ring: a member that skipped the round (its later hello came) is not waited for") {
   Ring r;
-  r.Exchange(6, -1);  // rank 1 holds no round: it skipped round 5 and is in round 6
+  r.Send(6, Hello(4, -1, 88, 3));  // rank 1 holds no round: it skipped round 5 and is in round 6
   const std::vector<float> grad{1.0f, 2.0f, 3.0f};
   auto out = r.ring->Round(1, 5, 4, 77, grad, /*consumer=*/true);
   REQUIRE(out.ok());
@@ -76,9 +121,9 @@ TEST_CASE("external ring: a member that skipped the round (its later exchange ca
   CHECK(out->applied[0].first == 77);
 }
 
-TEST_CASE("external ring: a member holding the round in its later exchange is still waited for") {
+TEST_CASE("external ring: a member holding the round in its later hello is still waited for") {
   Ring r;
-  r.Exchange(6, 5);  // rank 1 holds round 5: this ring does not take such a result over
+  r.Send(6, Hello(4, 5, 88, 3));  // rank 1 holds round 5: this ring does not take such a result over
   const std::vector<float> grad{1.0f, 2.0f, 3.0f};
   auto out = r.ring->Round(1, 5, 4, 77, grad, /*consumer=*/true);
   REQUIRE_FALSE(out.ok());  // the ring timeout, and no newer view to restart in
@@ -87,7 +132,7 @@ TEST_CASE("external ring: a member holding the round in its later exchange is st
 
 TEST_CASE("external ring: a round in which no member has samples is an error outcome, not retried") {
   Ring r;
-  r.Exchange(5, -1, /*b=*/0.0);  // rank 1 has no samples either
+  r.Send(5, Hello(0, -1, 0, 0));  // rank 1 has no samples either
   auto out = r.ring->Round(1, 5, 0, 0, {}, /*consumer=*/false);
   REQUIRE(out.ok());
   CHECK(out->kind == ExternalRing::Kind::kError);
@@ -99,4 +144,163 @@ TEST_CASE("external ring: a round in which no member has samples is an error out
   auto late = r.ring->Round(1, 5, 4, 78, grad, /*consumer=*/true);
   REQUIRE(late.ok());
   CHECK(late->kind == ExternalRing::Kind::kCarried);
+}
+
+TEST_CASE("external ring attack: a phantom round one member announces is never joined (f = 1)") {
+  Ring r(/*tolerance=*/1, /*nodes=*/3);
+  r.Send(1000, Hello(5, -1, 99, 3));  // nobody planned round 1000
+  CHECK(r.IdleFor(600).empty());
+  CHECK(r.ring->round_done() == -1);
+}
+
+TEST_CASE("external ring attack: a weight-0 hello cannot create a round, even in a trusted ring") {
+  Ring r(/*tolerance=*/0);
+  r.Send(7, Hello(0, -1, 0, 0));
+  CHECK(r.IdleFor(600).empty());
+  CHECK(r.ring->round_done() == -1);
+}
+
+TEST_CASE("external ring attack: rounds 2^31 ahead are dropped, counted and the sender reported") {
+  Ring r(/*tolerance=*/0);
+  r.ring->Planned(3);  // the scheduler gave this agent iteration 3
+  const uint32_t far = 3u + (1u << 31);
+  for (uint32_t k = 0; k < 8; ++k) r.Send(far + k, Hello(5, -1, 99, 3));
+  CHECK(r.IdleFor(400).empty());
+  CHECK(r.ring->round_done() == -1);  // later partitions are not "carried"
+  auto offences = r.ring->TakeOffences();
+  REQUIRE(offences.size() == 8);
+  for (const auto& o : offences) {
+    CHECK(o.node == 1);
+    CHECK(o.reason == "out_of_window");
+  }
+  CHECK_FALSE(offences[6].report);
+  CHECK(offences[7].report);  // the 8th offence is reported
+  // Round 4 is not carried: it runs (rank 1 skipped it and is in round 5).
+  r.Send(5, Hello(4, -1, 88, 3));
+  const std::vector<float> grad{1.0f, 2.0f, 3.0f};
+  auto out = r.ring->Round(1, 4, 4, 77, grad, /*consumer=*/true);
+  REQUIRE(out.ok());
+  CHECK(out->kind == ExternalRing::Kind::kApplied);
+}
+
+TEST_CASE("external ring attack: a lone member with weight cannot set the whole result (f = 1)") {
+  Ring r(/*tolerance=*/1, /*nodes=*/3);
+  // Rank 1 starts round 3 alone with a gradient and all-reduces it with
+  // anyone who joins: with rank 0 at weight 0 its gradient would be the
+  // whole update.
+  std::atomic<bool> done{false};
+  std::atomic<bool> reduced{false};
+  std::thread attacker([&] {
+    r.Send(3, Hello(5, -1, 99, 3));
+    while (!done) {
+      auto hello = r.peer->Recv(0, models::MakeTag(1, 3, kHelloPhase), 20);
+      if (!hello.ok()) continue;
+      std::vector<float> g{100.0f, 100.0f, 100.0f};
+      models::AllReduceOptions ao;
+      ao.timeout_ms = 400;
+      ao.tolerance = 1;
+      models::RingAllReduce ring(r.peer.get(), ao);
+      const std::vector<double> w{0.0, 1.0};
+      if (ring.Run(models::RingView{1, {0, 1}}, 3, g, w).ok()) reduced = true;
+      return;
+    }
+  });
+  const auto joined = r.IdleFor(800);
+  done = true;
+  attacker.join();
+  CHECK(joined.empty());
+  CHECK_FALSE(reduced);
+  CHECK(r.ring->round_done() == -1);
+}
+
+TEST_CASE("external ring attack: a garbage reduced chunk is detected (chunk_mismatch) and reported") {
+  zmq::context_t ctx{1};
+  auto ring = MakeRing(Spec(/*tolerance=*/1, /*nodes=*/3), &ctx);
+  std::unique_ptr<ZmqTransport> peers[3];
+  for (int rank : {1, 2}) {
+    ZmqTransportOptions to;
+    to.rank = rank;
+    to.world_size = 3;
+    auto p = ZmqTransport::Create(&ctx, to);
+    REQUIRE(p.ok());
+    peers[rank] = std::move(*p);
+  }
+  const std::map<int, std::string> eps{
+      {0, ring->ring_endpoint()}, {1, peers[1]->endpoint()}, {2, peers[2]->endpoint()}};
+  for (int rank : {1, 2}) {
+    std::map<int, std::string> others = eps;
+    others.erase(rank);
+    REQUIRE(peers[rank]->SetPeers(others).ok());
+  }
+  v1::MembershipView v;
+  v.set_view(1);
+  for (const auto& [node, ep] : eps) {
+    v1::Member* m = v.add_members();
+    m->set_node(node);
+    m->set_ring_endpoint(ep);
+  }
+  ring->OnView(v);
+  const std::string blob = "the consumer's initial state";
+  ring->PublishState(blob);
+  const uint64_t hash = StateHash(std::as_bytes(std::span(blob.data(), blob.size())));
+  const std::vector<float> grad{1.0f, 2.0f, 3.0f};
+  std::vector<std::thread> threads;
+  std::atomic<int> peers_ok{0};
+  for (int rank : {1, 2}) {
+    threads.emplace_back([&, rank] {
+      ZmqTransport* t = peers[rank].get();
+      if (!t->Send(0, models::MakeTag(1, 5, kHelloPhase), EncodeHello(Hello(4, -1, 80 + rank, 3, hash))).ok())
+        return;
+      if (!t->Recv(0, models::MakeTag(1, 5, kHelloPhase), 2000).ok()) return;
+      models::AllReduceOptions ao;
+      ao.timeout_ms = 2000;
+      ao.tolerance = 1;
+      if (rank == 2)
+        ao.corrupt_owned_chunk = [](std::span<float> c) {
+          for (float& x : c) x = 1e6f;  // garbage in place of its reduced chunk
+        };
+      std::vector<float> g = grad;
+      const std::vector<double> b{4.0, 4.0, 4.0};
+      const std::vector<double> w = models::AggregationWeights(models::ReducerKind::kMean, b);
+      models::RingAllReduce rr(t, ao);
+      if (rr.Run(models::RingView{1, {0, 1, 2}}, 5, g, w).ok()) ++peers_ok;
+    });
+  }
+  auto out = ring->Round(1, 5, 4, 77, grad, /*consumer=*/true);
+  for (auto& th : threads) th.join();
+  REQUIRE(out.ok());
+  CHECK(out->kind == ExternalRing::Kind::kApplied);
+  REQUIRE(out->aggregate.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(std::fabs(out->aggregate[i] - grad[i]) < 1e-5);  // garbage not taken
+  CHECK(peers_ok == 2);
+  bool mismatch = false;
+  for (const auto& o : ring->TakeOffences()) {
+    CHECK(o.node == 2);
+    mismatch |= o.reason == "chunk_mismatch";
+  }
+  CHECK(mismatch);
+}
+
+TEST_CASE("external trainer: the ring's offences go to the scheduler through TakeOffences") {
+  Ring r(/*tolerance=*/0);
+  ExternalTrainerOptions to;
+  to.endpoint = "ipc:///tmp/loft-external-ring-test-" + std::to_string(::getpid());
+  to.timeout_ms = 200;
+  to.ring = std::move(r.ring);
+  ExternalRing* ring = to.ring.get();
+  auto t = ExternalTrainer::Create(SystemClock::Default(), std::move(to));
+  REQUIRE(t.ok());
+  ring->Planned(3);
+  const uint32_t far = 3u + (1u << 31);
+  r.Send(far, Hello(5, -1, 99, 3));
+  std::vector<RingOffence> offences;
+  for (int i = 0; i < 100 && offences.empty(); ++i) {
+    (*t)->Idle();
+    offences = (*t)->TakeOffences();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(offences.size() == 1);
+  CHECK(offences[0].node == 1);
+  CHECK(offences[0].reason == "out_of_window");
+  CHECK(ring->round_done() == -1);
 }

@@ -166,6 +166,26 @@ TEST_CASE("RingHello round-trips and stamps this build's protocol version") {
   CHECK(r->last_round == -1);
 }
 
+TEST_CASE(
+    "RingHello carries an external member's vector length as field 7, the built-in hello is unchanged") {
+  MemberHello h = H(4, 2, 9, 5);
+  const auto plain = EncodeHello(h);
+  h.length = 123456789;
+  const auto with_length = EncodeHello(h);
+  CHECK(with_length.size() > plain.size());
+  auto d = DecodeHello(with_length);
+  REQUIRE(d.ok());
+  CHECK(d->length == 123456789);
+  CHECK(d->partition == 5);
+  auto p = DecodeHello(plain);
+  REQUIRE(p.ok());
+  CHECK(p->length == 0);
+  // Field 7 as anything but a varint is refused.
+  std::string bytes(reinterpret_cast<const char*>(plain.data()), plain.size());
+  bytes += std::string("\x3d\x01\x02\x03\x04", 5);  // field 7, fixed32
+  CHECK_FALSE(DecodeHello(Bytes(bytes)).ok());
+}
+
 TEST_CASE("RingHello: other versions, garbage and impossible values are refused, naming what was wrong") {
   v1::RingHello m;
   m.set_protocol_version(2);

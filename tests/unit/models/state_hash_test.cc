@@ -55,3 +55,18 @@ TEST_CASE("the training-state hash changes with any parameter, the step or any v
   CHECK(TrainingStateHash(p2, 12, v2) != base);
   CHECK(ParameterHash(params) != base);
 }
+
+TEST_CASE("an opaque state blob's hash is BLAKE2b-256 of the domain and the blob, 0 only when empty") {
+  const std::string blob = "a consumer's parameters and optimizer state";
+  std::string bytes("loft.external-state.v1\0\0", 24);
+  bytes += blob;
+  const ChunkDigest want = DigestOf(std::as_bytes(std::span(bytes.data(), bytes.size())));
+  uint64_t word = 0;
+  for (int i = 7; i >= 0; --i) word = (word << 8) | want[static_cast<size_t>(i)];
+  const auto b = std::as_bytes(std::span(blob.data(), blob.size()));
+  CHECK(BlobStateHash(b) == word);
+  CHECK(BlobStateHash({}) == 0);
+  std::string other = blob;
+  other.back() ^= 1;
+  CHECK(BlobStateHash(std::as_bytes(std::span(other.data(), other.size()))) != word);
+}
