@@ -1,7 +1,5 @@
 #include "edge_agent/ring_hello.h"
 
-#include <google/protobuf/unknown_field_set.h>
-
 #include <cmath>
 #include <limits>
 #include <string>
@@ -10,9 +8,6 @@
 #include "core/proto/loft.pb.h"
 
 namespace loft::agent {
-namespace {
-constexpr int kLengthField = 7;  // RingHello field 7: uint64 length
-}  // namespace
 
 std::vector<std::byte> EncodeHello(const MemberHello& h) {
   v1::RingHello m;
@@ -22,9 +17,7 @@ std::vector<std::byte> EncodeHello(const MemberHello& h) {
   m.set_param_hash(h.hash);
   m.set_reports(h.reports);
   m.set_partition(h.partition);
-  // Field 7 (length): see loft.proto's RingHello. Only external members
-  // say it, so the built-in trainer's hello bytes are as before.
-  if (h.length != 0) m.GetReflection()->MutableUnknownFields(&m)->AddVarint(kLengthField, h.length);
+  m.set_length(h.length);  // 0 (the built-in trainer's) is not on the wire
   const std::string s = m.SerializeAsString();
   const auto* p = reinterpret_cast<const std::byte*>(s.data());
   return {p, p + s.size()};
@@ -51,14 +44,7 @@ StatusOr<MemberHello> DecodeHello(std::span<const std::byte> bytes) {
   h.hash = m.param_hash();
   h.reports = m.reports();
   h.partition = m.partition();
-  const google::protobuf::UnknownFieldSet& unknown = m.GetReflection()->GetUnknownFields(m);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const google::protobuf::UnknownField& f = unknown.field(i);
-    if (f.number() != kLengthField) continue;
-    if (f.type() != google::protobuf::UnknownField::TYPE_VARINT)
-      return InvalidArgument("ring hello: length is not a varint");
-    h.length = f.varint();
-  }
+  h.length = m.length();
   return h;
 }
 
