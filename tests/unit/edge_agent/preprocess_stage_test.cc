@@ -3,9 +3,12 @@
 // models' float inputs against their own byte scaling.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <fstream>
 
 #include "cache/sample_cache.h"
+#include "edge_agent/agent_config.h"
 #include "edge_agent/agent_service.h"
+#include "edge_agent/zmq_agent_server.h"
 #include "models/model.h"
 #include "preprocess/jpeg_codec.h"
 #include "preprocess/preprocess_pool.h"
@@ -174,4 +177,40 @@ TEST_CASE("A model given raw+none preprocessed floats computes what it computes 
                   ->LossAndGradient(models::BatchView{{}, labels, std::span<const float>(inputs).first(783)},
                                     g_floats)
                   .ok());
+}
+
+TEST_CASE("loft-agent starts on a jpeg spec, and refuses it with compute_mode external") {
+  TempDir dir;
+  MakeCache(dir.Sub("db"), Range(0, 10));
+  const std::string spec = dir.Sub("jpeg.yaml");
+  {
+    std::ofstream out(spec);
+    out << "dataset: {name: test, samples: 1000, sample_bytes: 784, encoding: jpeg, image_size: 64}\n"
+           "placement: {kind: shards, replication: 1}\n"
+           "training: {global_batch: 64, min_batch: 1, iterations: 10, seed: 7}\n"
+           "nodes:\n"
+           "  - name: a\n"
+           "    compute: {fixed_ms: 1.0, per_sample_ms: 0.01, jitter: 0.0}\n"
+           "    link: {up_mbps: 1000, down_mbps: 1000, latency_ms: 1}\n";
+  }
+  AgentConfig c;
+  c.node_name = "a";
+  c.cluster_spec = spec;
+  c.cache_dir = dir.Sub("db");
+  c.peer_bind = "tcp://127.0.0.1:*";
+  c.insecure = true;
+  c.check_cache = false;
+  c.log_level = "warn";
+  {
+    metrics::Registry r;
+    auto server = ZmqAgentServer::Create(c, SystemClock::Default(), &r);
+    CHECK(server.ok());
+  }
+  c.compute_mode = "external";
+  c.consumer_endpoint = "ipc://" + dir.Sub("consumer.ipc");
+  metrics::Registry r;
+  auto server = ZmqAgentServer::Create(c, SystemClock::Default(), &r);
+  REQUIRE_FALSE(server.ok());
+  CHECK(server.status().code() == StatusCode::kUnimplemented);
+  CHECK(server.status().message().find("compute_mode external") != std::string::npos);
 }
