@@ -512,15 +512,15 @@ Status ModelTrainer::DecodeBatch(const Batch& batch) {
   labels_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const cache::Sample& s = batch.samples[i];
-    if (s.label >= model_->num_classes())
-      return DataLoss("sample " + std::to_string(s.id) + " has label " + std::to_string(s.label));
-    labels_[i] = static_cast<uint8_t>(s.label);
-    if (floats) continue;
-    if (s.payload.size() != static_cast<size_t>(dim)) {
+    if (!floats && s.payload.size() != static_cast<size_t>(dim)) {
       return DataLoss("sample " + std::to_string(s.id) + " has " + std::to_string(s.payload.size()) +
                       " bytes, the model expects " + std::to_string(dim));
     }
-    std::memcpy(images_.data() + i * static_cast<size_t>(dim), s.payload.data(), static_cast<size_t>(dim));
+    if (s.label >= model_->num_classes())
+      return DataLoss("sample " + std::to_string(s.id) + " has label " + std::to_string(s.label));
+    if (!floats)
+      std::memcpy(images_.data() + i * static_cast<size_t>(dim), s.payload.data(), static_cast<size_t>(dim));
+    labels_[i] = static_cast<uint8_t>(s.label);
   }
   if (batch.iteration < 0 || batch.iteration > std::numeric_limits<uint32_t>::max())
     return OutOfRange("iteration " + std::to_string(batch.iteration) +

@@ -214,3 +214,21 @@ TEST_CASE("loft-agent starts on a jpeg spec, and refuses it with compute_mode ex
   CHECK(server.status().code() == StatusCode::kUnimplemented);
   CHECK(server.status().message().find("compute_mode external") != std::string::npos);
 }
+
+TEST_CASE("MaxJpegBytes bounds the largest JPEG of an image, the peer fetch's frame limit for jpeg") {
+  // Noise at quality 100: about the largest JPEG an image of this size gives.
+  std::vector<uint8_t> noise(28 * 28);
+  uint64_t x = 88172645463325252ull;
+  for (auto& p : noise) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    p = static_cast<uint8_t>(x);
+  }
+  preprocess::JpegEncoder enc;
+  for (int size : {28, 96, 200}) {
+    auto jpeg = enc.EncodeGrey(noise, 28, 28, size, 100);
+    REQUIRE(jpeg.ok());
+    CHECK(jpeg->size() <= preprocess::MaxJpegBytes(size));
+    CHECK(jpeg->size() > static_cast<size_t>(size) * size / 4);  // a real bound, not a tiny one
+  }
+  CHECK(preprocess::MaxJpegBytes(96) < (64u << 10));  // the default 64 KiB frame already holds one
+}
