@@ -13,6 +13,7 @@
 
 #include "core/codec.h"
 #include "core/membership.h"
+#include "preprocess/preprocess_pool.h"
 
 namespace loft::agent {
 
@@ -453,6 +454,11 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
   if (disk_ms_per_sample_ > 0 && !local.empty()) {
     const int64_t until = t0 + std::llround(static_cast<double>(local.size()) * disk_ms_per_sample_ * 1000.0);
     if (const int64_t now = clock_->NowMicros(); until > now) disk_sleep_.Sleep(until - now);
+  } else if (disk_ms_per_byte_ > 0 && !local.empty()) {
+    int64_t payload_bytes = 0;
+    for (const auto& [id, s] : got) payload_bytes += static_cast<int64_t>(s.payload.size());
+    const int64_t until = t0 + std::llround(static_cast<double>(payload_bytes) * disk_ms_per_byte_ * 1000.0);
+    if (const int64_t now = clock_->NowMicros(); until > now) disk_sleep_.Sleep(until - now);
   }
   double local_ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
   auto* t = &out.timings;
@@ -525,7 +531,36 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
   // Distinct ids (the usual case): each sample is moved, not copied.
   const bool distinct = got.size() == static_cast<size_t>(p.sample_ids_size());
   for (uint64_t id : p.sample_ids()) out.batch.samples.push_back(distinct ? std::move(got[id]) : got[id]);
+  if (preprocess_ != nullptr) Preprocess(out);
   return out;
+}
+
+void PartitionRunner::Preprocess(ReadPartition& out) {
+  const int64_t t0 = clock_->NowMicros();
+  std::vector<cache::Sample>& samples = out.batch.samples;
+  const auto dim = static_cast<size_t>(preprocess_->options().input_size());
+  out.batch.inputs.resize(samples.size() * dim);
+  std::vector<Status> statuses(samples.size());
+  std::vector<preprocess::PreprocessItem> items(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    items[i] =
+        preprocess::PreprocessItem{samples[i].id, out.partition.epoch(), samples[i].payload,
+                                   std::span<float>(out.batch.inputs).subspan(i * dim, dim), &statuses[i]};
+  }
+  Status st = preprocess_->Run(items);
+  const double ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
+  metrics_->partition_ms->WithLabels({"preprocess"}).Observe(ms);
+  if (st.ok()) return;
+  // A record that passed its CRC but does not decode: the sample is bad,
+  // as a corrupt record is (PartitionFailed.bad_samples), and the
+  // partition fails; the scheduler re-plans its other samples.
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (statuses[i].code() == StatusCode::kDataLoss &&
+        std::find(out.bad_samples.begin(), out.bad_samples.end(), samples[i].id) == out.bad_samples.end())
+      out.bad_samples.push_back(samples[i].id);
+  }
+  out.status = st.WithContext("preprocess");
+  out.batch.inputs.clear();
 }
 
 v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32_t me) {

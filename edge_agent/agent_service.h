@@ -50,6 +50,10 @@ namespace boost::asio {
 class thread_pool;
 }  // namespace boost::asio
 
+namespace loft::preprocess {
+class PreprocessPool;
+}  // namespace loft::preprocess
+
 namespace loft::agent {
 
 // The metrics loft-agent exports (all prefixed loft_agent_).
@@ -214,7 +218,8 @@ class PartitionRunner {
   // The clock its reads and emulated delays use (the pipeline times with it too).
   Clock* clock() const { return clock_; }
   // Local reads and peer fetches (concurrently); verifies every record
-  // (CRC, sample id) and every peer sample against the manifest.
+  // (CRC, sample id) and every peer sample against the manifest; then,
+  // with a preprocessing pool, runs the stage (below) on the batch.
   ReadPartition Read(const v1::Partition& p, int32_t me);
   // Computes (if the read succeeded) and returns PartitionDone or
   // PartitionFailed.
@@ -225,6 +230,22 @@ class PartitionRunner {
   // cost model's Tl): the read's own time counts, the rest is slept, and a
   // read slower than that is not shortened. 0 = off (a real disk).
   void EmulateDisk(double ms_per_sample) { disk_ms_per_sample_ = ms_per_sample; }
+  // The same with records of varying size (dataset.encoding jpeg): the read
+  // lasts at least the local payload bytes read x ms_per_byte (the records'
+  // real sizes, not dataset.sample_bytes, which is the decoded input's).
+  void EmulateDiskPerByte(double ms_per_byte) { disk_ms_per_byte_ = ms_per_byte; }
+
+  // The preprocessing stage (dataset.encoding jpeg, or an augment; null =
+  // none, the payloads are the model's input bytes). Borrowed, must outlive
+  // the runner. Read then ends by decoding every sample of a read batch
+  // through the pool into Batch::inputs, seeded by the partition's epoch
+  // and the sample id. It runs on the reader thread (PartitionPipeline),
+  // after the fetch and before the batch is queued for compute, so one
+  // partition's decode overlaps the previous one's compute, and a payload
+  // that does not decode fails the partition while reading, like a corrupt
+  // record: its id in bad_samples, the status DataLoss naming it, the
+  // trainer skipping the round (Finish). The other samples are unaffected.
+  void SetPreprocess(preprocess::PreprocessPool* pool) { preprocess_ = pool; }
 
  private:
   Clock* clock_;
@@ -232,7 +253,12 @@ class PartitionRunner {
   PeerClient* peers_;
   AgentMetrics* metrics_;
   const SampleGuard* guard_;
+  // Runs the preprocessing stage on a read batch (see SetPreprocess).
+  void Preprocess(ReadPartition& out);
+
   double disk_ms_per_sample_ = 0;
+  double disk_ms_per_byte_ = 0;
+  preprocess::PreprocessPool* preprocess_ = nullptr;
   ExactSleep disk_sleep_{clock_};  // the reader thread's (Read runs on one thread)
   // One thread that runs a Read's peer fetches while the reader reads the
   // local samples. A thread started per partition (std::async) cost a

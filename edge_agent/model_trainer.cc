@@ -15,6 +15,8 @@
 #include "models/checkpoint.h"
 #include "models/ring_allreduce.h"
 #include "models/state_hash.h"
+#include "preprocess/jpeg_codec.h"
+#include "preprocess/preprocessor.h"
 
 // OpenBLAS (the build requires BLA_VENDOR OpenBLAS): agents share the
 // machine's cores, so each uses one BLAS thread.
@@ -75,6 +77,7 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ClusterSpec& 
   }
   t->test_images_ = std::move(test->images);
   t->test_labels_ = std::move(test->labels);
+  if (spec.dataset.encoding == DatasetEncoding::kJpeg) LOFT_RETURN_IF_ERROR(t->EncodeTestSet(spec));
 
   zmq::context_t* ctx = options.context;
   if (ctx == nullptr) {
@@ -173,10 +176,42 @@ Status ModelTrainer::SyncState(const RingMembers& m, uint32_t round, int64_t wan
   return last;
 }
 
+// Evaluation sees what training sees: with encoding jpeg every test image
+// goes through ingest's encoder (same image_size and quality) and the
+// agents' decode path (Preprocessor, augment none: evaluation does not
+// augment), so the accuracy measures the model on JPEG-degraded inputs of
+// the same kind rather than on pixels no agent ever trains on.
+Status ModelTrainer::EncodeTestSet(const ClusterSpec& spec) {
+  LOFT_ASSIGN_OR_RETURN(preprocess::PreprocessOptions po, preprocess::PreprocessOptions::FromSpec(spec));
+  po.augment = AugmentKind::kNone;
+  const auto dim = static_cast<size_t>(model_->input_dim());
+  if (static_cast<size_t>(po.input_size()) != dim)
+    return InvalidArgument("model trainer: preprocessed inputs have " + std::to_string(po.input_size()) +
+                           " floats, the model expects " + std::to_string(dim));
+  const size_t n = test_labels_.size();
+  const int side = po.input_width;
+  preprocess::JpegEncoder encoder;
+  preprocess::Preprocessor pre(po);
+  test_inputs_.resize(n * dim);
+  for (size_t i = 0; i < n; ++i) {
+    LOFT_ASSIGN_OR_RETURN(std::span<const uint8_t> jpeg,
+                          encoder.EncodeGrey(std::span<const uint8_t>(test_images_).subspan(i * dim, dim),
+                                             side, side, spec.dataset.image_size, spec.dataset.jpeg_quality));
+    LOFT_RETURN_IF_ERROR(pre.Run(i, /*epoch=*/0, jpeg, std::span<float>(test_inputs_).subspan(i * dim, dim))
+                             .WithContext("model trainer: test set"));
+  }
+  test_images_.clear();
+  test_images_.shrink_to_fit();
+  spdlog::info("test set: {} images JPEG-encoded ({}x{}, quality {}) and decoded like the training records",
+               n, spec.dataset.image_size, spec.dataset.image_size, spec.dataset.jpeg_quality);
+  return OkStatus();
+}
+
 double ModelTrainer::ComputeGradient(size_t n) {
   const size_t dim = static_cast<size_t>(model_->input_dim());
-  models::BatchView bv{std::span<const uint8_t>(images_.data(), n * dim),
-                       std::span<const uint8_t>(labels_.data(), n)};
+  models::BatchView bv{std::span<const uint8_t>(images_.data(), inputs_.empty() ? n * dim : 0),
+                       std::span<const uint8_t>(labels_.data(), n),
+                       std::span<const float>(inputs_.data(), inputs_.empty() ? 0 : n * dim)};
   double loss = std::numeric_limits<double>::quiet_NaN();
   auto l = model_->LossAndGradient(bv, grad_);
   if (l.ok()) {
@@ -397,17 +432,29 @@ Status ModelTrainer::DecodeBatch(const Batch& batch) {
   const int dim = model_->input_dim();
   const size_t n = batch.samples.size();
   if (n == 0) return InvalidArgument("partition " + std::to_string(batch.partition_id) + " has no samples");
-  images_.resize(n * static_cast<size_t>(dim));
+  const bool floats = !batch.inputs.empty();
+  if (floats) {
+    if (batch.inputs.size() != n * static_cast<size_t>(dim))
+      return InvalidArgument("partition " + std::to_string(batch.partition_id) + " has " +
+                             std::to_string(batch.inputs.size()) + " preprocessed floats for " +
+                             std::to_string(n) + " samples of " + std::to_string(dim));
+    inputs_.assign(batch.inputs.begin(), batch.inputs.end());
+    images_.clear();
+  } else {
+    inputs_.clear();
+    images_.resize(n * static_cast<size_t>(dim));
+  }
   labels_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const cache::Sample& s = batch.samples[i];
-    if (s.payload.size() != static_cast<size_t>(dim)) {
+    if (!floats && s.payload.size() != static_cast<size_t>(dim)) {
       return DataLoss("sample " + std::to_string(s.id) + " has " + std::to_string(s.payload.size()) +
                       " bytes, the model expects " + std::to_string(dim));
     }
     if (s.label >= model_->num_classes())
       return DataLoss("sample " + std::to_string(s.id) + " has label " + std::to_string(s.label));
-    std::memcpy(images_.data() + i * static_cast<size_t>(dim), s.payload.data(), static_cast<size_t>(dim));
+    if (!floats)
+      std::memcpy(images_.data() + i * static_cast<size_t>(dim), s.payload.data(), static_cast<size_t>(dim));
     labels_[i] = static_cast<uint8_t>(s.label);
   }
   if (batch.iteration < 0 || batch.iteration > std::numeric_limits<uint32_t>::max())
@@ -468,7 +515,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
   // The agreed parameters: after a local step, the round's start.
   rep.set_param_hash(AgreedHash());
   if (exchanged && evaluator && EvaluateNow(batch.iteration, prev_round)) {
-    auto acc = model_->Evaluate(models::BatchView{test_images_, test_labels_});
+    auto acc = model_->Evaluate(models::BatchView{test_images_, test_labels_, test_inputs_});
     if (acc.ok()) {
       rep.set_evaluated(true);
       rep.set_test_accuracy(*acc);

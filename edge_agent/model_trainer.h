@@ -224,8 +224,13 @@ class ModelTrainer final : public Trainer {
   // (edge_agent/round_decision.h) and the all-reduce into *data.
   Status Attempt(const RingMembers& m, uint32_t round, size_t n, uint64_t partition_id, bool reports,
                  double* loss, RoundResult* res, std::vector<float>* data);
-  // Copies a partition's samples into images_/labels_ (checked).
+  // Copies a partition's samples into images_/labels_ (checked), or, for a
+  // preprocessed batch (Batch::inputs), its floats into inputs_.
   Status DecodeBatch(const Batch& batch);
+  // dataset.encoding jpeg: the test set as the agents' records hold it,
+  // each image JPEG-encoded as ingest does and decoded by the same
+  // Preprocessor (no augmentation) into test_inputs_.
+  Status EncodeTestSet(const ClusterSpec& spec);
   // Whether the round ending at `iteration` evaluates (eval_every,
   // last_iteration); `prev_round`: the last round before it.
   bool EvaluateNow(int64_t iteration, int64_t prev_round) const;
@@ -248,7 +253,9 @@ class ModelTrainer final : public Trainer {
   std::mt19937_64 rng_;
   std::vector<float> grad_;
   std::vector<uint8_t> images_, labels_;
+  std::vector<float> inputs_;  // a preprocessed batch's floats (empty: images_)
   std::vector<uint8_t> test_images_, test_labels_;
+  std::vector<float> test_inputs_;  // encoding jpeg: the decoded test set (empty: test_images_)
 
   std::unique_ptr<zmq::context_t> ctx_;  // only when options_.context is null
   std::unique_ptr<ZmqTransport> transport_;

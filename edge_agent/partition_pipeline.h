@@ -9,6 +9,16 @@
 //     partitions are read while an exchange runs). While
 //     nothing is pending it lets the trainer serve its ring
 //     (Trainer::Idle).
+//   Preprocessing (dataset.encoding jpeg, or an augment) is the last step
+//     of the reader's PartitionRunner::Read (SetPreprocess): each sample's
+//     payload is decoded, augmented for the partition's epoch and resized
+//     into Batch::inputs by the agent's PreprocessPool before the batch
+//     enters `ready_`. So a partition's decode overlaps the previous one's
+//     compute (as its fetch does), the compute thread only sees finished
+//     floats, a payload that does not decode fails its partition like a
+//     corrupt record (before the trainer would have joined the round), and
+//     the ready_depth bound on read batches also bounds decoded ones. The
+//     pool's own threads do the decoding; the reader waits for them.
 //   With the spec's training.overlap false (`overlap` = false) the reader
 //     starts a partition only while the compute thread is idle (nothing
 //     read and waiting, nothing computing or in its ring), so the node's

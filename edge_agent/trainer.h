@@ -50,6 +50,11 @@ struct Batch {
   bool local_step = false;
   bool delta_exchange = false;
   std::vector<cache::Sample> samples;
+  // The preprocessing stage's output (PartitionRunner with a
+  // PreprocessPool: dataset.encoding jpeg, or an augment): samples.size()
+  // x the model's input floats, in samples' order. Empty: the payloads are
+  // the model's input bytes (encoding raw, augment none).
+  std::vector<float> inputs;
 };
 
 // A ring member this agent caught misbehaving (training only): it dropped

@@ -22,6 +22,8 @@
 #include "edge_agent/peer_fetcher.h"
 #include "edge_agent/ring_member.h"
 #include "edge_agent/trainer.h"
+#include "preprocess/jpeg_codec.h"
+#include "preprocess/preprocess_pool.h"
 
 namespace loft::agent {
 namespace fs = std::filesystem;
@@ -48,6 +50,9 @@ struct ZmqAgentServer::Impl {
   std::unique_ptr<AgentService> service;
   std::unique_ptr<TokenBucket> up, down;
   std::unique_ptr<PeerFetcher> fetcher;
+  // The preprocessing stage (dataset.encoding jpeg, or an augment); the
+  // runner borrows it, so it is declared (and outlives it) before.
+  std::unique_ptr<preprocess::PreprocessPool> preprocess;
   std::unique_ptr<PartitionRunner> runner;
   SampleGuard guard;  // the dataset manifest from the scheduler
   std::unique_ptr<Trainer> trainer;
@@ -169,8 +174,10 @@ struct ZmqAgentServer::Impl {
   // The agent service's options: its limits, the manifest, Byzantine serving, the view callbacks.
   StatusOr<AgentServiceOptions> ServiceOptions(const ClusterSpec& spec, int idx, ModelTrainer* model_trainer,
                                                ExternalRing* external_ring);
-  // The peer fetcher and the partition runner, with their link and disk emulation.
-  void MakeFetcherAndRunner(const ClusterSpec& spec, int idx);
+  // The peer fetcher and the partition runner, with their link and disk
+  // emulation and the preprocessing stage; `largest_record`: the largest
+  // record this node's cache holds.
+  Status MakeFetcherAndRunner(const ClusterSpec& spec, int idx, int64_t largest_record);
   // The trainer of compute_mode external (the consumer's ROUTER), if the config asks for it.
   Status MakeExternalTrainer(std::unique_ptr<ExternalRing> external_ring);
 
@@ -344,7 +351,7 @@ StatusOr<AgentServiceOptions> ZmqAgentServer::Impl::ServiceOptions(const Cluster
   return so;
 }
 
-void ZmqAgentServer::Impl::MakeFetcherAndRunner(const ClusterSpec& spec, int idx) {
+Status ZmqAgentServer::Impl::MakeFetcherAndRunner(const ClusterSpec& spec, int idx, int64_t largest_record) {
   PeerFetcherOptions fo;
   fo.max_message_bytes = static_cast<size_t>(cfg.max_message_bytes);
   fo.fetch_batch = cfg.fetch_batch;
@@ -352,6 +359,15 @@ void ZmqAgentServer::Impl::MakeFetcherAndRunner(const ClusterSpec& spec, int idx
   fo.max_frame_bytes =
       std::max<size_t>(fo.max_frame_bytes, static_cast<size_t>(spec.dataset.sample_bytes) +
                                                cache::kRecordHeaderBytes + cache::kRecordTrailerBytes);
+  if (spec.dataset.encoding == DatasetEncoding::kJpeg) {
+    // JPEG records vary in size and sample_bytes is the decoded input's:
+    // a frame may hold the largest JPEG of an image_size² image (any
+    // quality), or the largest record this node stores, whichever is more.
+    const size_t bound = std::max<size_t>(preprocess::MaxJpegBytes(spec.dataset.image_size) +
+                                              cache::kRecordHeaderBytes + cache::kRecordTrailerBytes,
+                                          static_cast<size_t>(std::max<int64_t>(0, largest_record)));
+    fo.max_frame_bytes = std::max(fo.max_frame_bytes, bound);
+  }
   fo.timeout_ms = cfg.fetch_timeout_ms;
   fo.own_keys = own;
   fo.keys_dir = cfg.keys_dir;
@@ -372,13 +388,34 @@ void ZmqAgentServer::Impl::MakeFetcherAndRunner(const ClusterSpec& spec, int idx
   AgentService* svc = service.get();
   fetcher = std::make_unique<PeerFetcher>(&ctx, clock, fo, [svc](int32_t n) { return svc->PeerFor(n); });
   runner = std::make_unique<PartitionRunner>(clock, cache.get(), fetcher.get(), &metrics, &guard);
-  if (cfg.disk_emulation) {
+  if (cfg.disk_emulation && spec.dataset.encoding == DatasetEncoding::kJpeg) {
+    // Records of varying size: the read lasts what its real bytes take.
+    const double read_mbps = spec.nodes[idx].disk.read_mbps;
+    const double ms_per_byte = 8.0 / (read_mbps * 1000.0);
+    runner->EmulateDiskPerByte(ms_per_byte);
+    spdlog::info("disk EMULATION on: {} Mbit/s, by the JPEG records' real sizes", read_mbps);
+  } else if (cfg.disk_emulation) {
     const double read_mbps = spec.nodes[idx].disk.read_mbps;
     const double ms_per_sample = static_cast<double>(spec.dataset.sample_bytes) * 8.0 / (read_mbps * 1000.0);
     runner->EmulateDisk(ms_per_sample);
     spdlog::info("disk EMULATION on: {} Mbit/s, {:.4f} ms per {}-byte sample read locally", read_mbps,
                  ms_per_sample, spec.dataset.sample_bytes);
   }
+  // The preprocessing stage: JPEG records must be decoded; raw ones only
+  // when they are augmented (raw + none keeps the models' own scaling). An
+  // external consumer takes the payloads themselves (Create refuses jpeg).
+  if ((spec.dataset.encoding != DatasetEncoding::kRaw || spec.dataset.augment != AugmentKind::kNone) &&
+      cfg.compute_mode != "external") {
+    LOFT_ASSIGN_OR_RETURN(preprocess::PreprocessOptions po, preprocess::PreprocessOptions::FromSpec(spec));
+    preprocess::PoolOptions pool;
+    pool.threads = cfg.preprocess_threads;
+    LOFT_ASSIGN_OR_RETURN(preprocess, preprocess::PreprocessPool::Create(po, pool));
+    runner->SetPreprocess(preprocess.get());
+    spdlog::info("preprocessing: dataset.encoding {}, augment {}, {} threads, into {}x{} model inputs",
+                 DatasetEncodingName(spec.dataset.encoding), AugmentKindName(spec.dataset.augment),
+                 pool.threads, po.input_width, po.input_height);
+  }
+  return OkStatus();
 }
 
 Status ZmqAgentServer::Impl::MakeExternalTrainer(std::unique_ptr<ExternalRing> external_ring) {
@@ -414,12 +451,15 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
   LOFT_ASSIGN_OR_RETURN(ClusterSpec spec, LoadClusterSpecFile(cfg.cluster_spec));
   int idx = spec.FindNode(cfg.node_name);
   if (idx < 0) return NotFound("node '" + cfg.node_name + "' is not in cluster spec " + cfg.cluster_spec);
-  // JPEG records vary in size and need the preprocessing stage (preprocess/),
-  // which the agent's fetch limits and trainers do not use yet.
-  if (spec.dataset.encoding != DatasetEncoding::kRaw)
+  // The preprocessing stage feeds the built-in trainers (and the synthetic
+  // one); an external consumer still receives raw payloads.
+  if (spec.dataset.encoding != DatasetEncoding::kRaw &&
+      (cfg.compute_mode == "external" || spec.training.model == "external"))
     return Unimplemented(
         cfg.cluster_spec + ": dataset.encoding " + std::string(DatasetEncodingName(spec.dataset.encoding)) +
-        ": loft-agent reads only raw caches so far (loftctl ingest and cache stat handle jpeg)");
+        " with compute_mode external / training.model external: the consumer (e.g. loft.torch) receives "
+        "the stored payloads and does not decode JPEG yet; use encoding raw, or a built-in model (mlp, "
+        "softmax)");
   m.compute = spec.nodes[idx].compute;
   m.link = spec.nodes[idx].link;
 
@@ -448,7 +488,7 @@ StatusOr<std::unique_ptr<ZmqAgentServer>> ZmqAgentServer::Create(const AgentConf
                         m.ServiceOptions(spec, idx, model_trainer, external_ring.get()));
   m.service = std::make_unique<AgentService>(so, m.cache.get(), &m.metrics);
 
-  m.MakeFetcherAndRunner(spec, idx);
+  LOFT_RETURN_IF_ERROR(m.MakeFetcherAndRunner(spec, idx, stats.record_bytes.max));
   if (!m.trainer) m.trainer = std::make_unique<SyntheticTrainer>(clock, m.compute, cfg.seed);
 
   if (cfg.metrics_port > 0) {  // 0 (and legacy -1) = off, as for loft-scheduler

@@ -52,7 +52,13 @@ std::vector<int> ModelOptions::LayerSizes() const {
 Status Model::CheckBatch(const BatchView& batch) const {
   const int64_t n = batch.size();
   if (n <= 0) return InvalidArgument(name() + ": empty batch");
-  if (static_cast<int64_t>(batch.images.size()) != n * input_dim()) {
+  if (!batch.inputs.empty()) {
+    if (static_cast<int64_t>(batch.inputs.size()) != n * input_dim()) {
+      return InvalidArgument(name() + ": batch has " + std::to_string(n) + " labels but " +
+                             std::to_string(batch.inputs.size()) + " input floats (expected " +
+                             std::to_string(n * input_dim()) + ")");
+    }
+  } else if (static_cast<int64_t>(batch.images.size()) != n * input_dim()) {
     return InvalidArgument(name() + ": batch has " + std::to_string(n) + " labels but " +
                            std::to_string(batch.images.size()) + " image bytes (expected " +
                            std::to_string(n * input_dim()) + ")");
@@ -76,7 +82,11 @@ StatusOr<double> Model::Evaluate(const BatchView& data) {
   std::vector<float> logits;
   for (int64_t s = 0; s < n; s += kChunk) {
     const int64_t m = std::min(kChunk, n - s);
-    BatchView chunk{data.images.subspan(s * input_dim(), m * input_dim()), data.labels.subspan(s, m)};
+    BatchView chunk{data.inputs.empty() ? data.images.subspan(s * input_dim(), m * input_dim())
+                                        : std::span<const uint8_t>(),
+                    data.labels.subspan(s, m),
+                    data.inputs.empty() ? std::span<const float>()
+                                        : data.inputs.subspan(s * input_dim(), m * input_dim())};
     LOFT_RETURN_IF_ERROR(Forward(chunk, &logits));
     for (int64_t i = 0; i < m; ++i) {
       const float* z = logits.data() + i * classes;
@@ -110,15 +120,14 @@ class CpuModel final : public Model {
 
   Status Forward(const BatchView& batch, std::vector<float>* logits) override {
     LOFT_RETURN_IF_ERROR(CheckBatch(batch));
-    Scale(batch);
+    const float* x = Input(batch);
     logits->resize(static_cast<size_t>(batch.size()) * num_classes());
-    net_.Logits(params_, x_.data(), batch.size(), logits->data());
+    net_.Logits(params_, x, batch.size(), logits->data());
     return OkStatus();
   }
   StatusOr<double> Loss(const BatchView& batch) override {
     LOFT_RETURN_IF_ERROR(CheckBatch(batch));
-    Scale(batch);
-    return net_.LossAndGradient(params_, x_.data(), batch.labels.data(), batch.size(), {});
+    return net_.LossAndGradient(params_, Input(batch), batch.labels.data(), batch.size(), {});
   }
   StatusOr<double> LossAndGradient(const BatchView& batch, std::span<float> grad) override {
     LOFT_RETURN_IF_ERROR(CheckBatch(batch));
@@ -126,15 +135,17 @@ class CpuModel final : public Model {
       return InvalidArgument(name_ + ": gradient buffer has " + std::to_string(grad.size()) +
                              " floats, expected " + std::to_string(num_params()));
     }
-    Scale(batch);
-    return net_.LossAndGradient(params_, x_.data(), batch.labels.data(), batch.size(), grad);
+    return net_.LossAndGradient(params_, Input(batch), batch.labels.data(), batch.size(), grad);
   }
 
  private:
-  void Scale(const BatchView& batch) {
+  // The batch's floats: its `inputs` as they are, or its bytes / 255.
+  const float* Input(const BatchView& batch) {
+    if (!batch.inputs.empty()) return batch.inputs.data();
     x_.resize(batch.images.size());
     constexpr float kInv = 1.0f / 255.0f;
     for (size_t i = 0; i < x_.size(); ++i) x_[i] = static_cast<float>(batch.images[i]) * kInv;
+    return x_.data();
   }
 
   std::string name_;

@@ -29,10 +29,14 @@
 
 namespace loft::models {
 
-// A view of n samples: images n * input_dim bytes, labels n bytes.
+// A view of n samples: images n * input_dim bytes (scaled by 1/255 by the
+// model), labels n bytes. Or, when `inputs` is set, n * input_dim floats
+// that are the model's input as they are (preprocess/: decoded, augmented,
+// already in [0, 1]); `images` is then ignored.
 struct BatchView {
   std::span<const uint8_t> images;
   std::span<const uint8_t> labels;
+  std::span<const float> inputs = {};
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
 };
 

@@ -89,4 +89,9 @@ Status JpegDecoder::DecodeGrey(uint64_t id, std::span<const uint8_t> jpeg, GreyI
   return OkStatus();
 }
 
+size_t MaxJpegBytes(int size) {
+  const int side = std::clamp(size, 1, kMaxDecodedSide);
+  return static_cast<size_t>(tjBufSize(side, side, TJSAMP_GRAY));
+}
+
 }  // namespace loft::preprocess

@@ -12,6 +12,7 @@
 // scratch buffers: one per thread. Distinct objects are independent.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -73,5 +74,10 @@ class JpegDecoder {
 // Largest width or height a decoded payload may have (dataset.image_size's
 // bound): a record cannot make a decoder allocate more than 1 MiB.
 inline constexpr int kMaxDecodedSide = 1024;
+
+// The most bytes JpegEncoder::EncodeGrey can produce for a size x size
+// image at any quality (TurboJPEG's tjBufSize for greyscale): a bound on
+// a dataset.encoding jpeg payload, e.g. for a peer fetch's frame limit.
+size_t MaxJpegBytes(int size);
 
 }  // namespace loft::preprocess

@@ -54,6 +54,7 @@ void PreprocessPool::Work() {
     for (size_t i = task->begin; i < task->end; ++i) {
       const PreprocessItem& it = b.items[i];
       Status s = pre.Run(it.id, it.epoch, it.payload, it.out);
+      if (it.status != nullptr) *it.status = s;
       if (!s.ok() && i < bad) {
         bad = i;
         error = std::move(s);

@@ -38,6 +38,9 @@ struct PreprocessItem {
   int64_t epoch = 0;
   std::span<const uint8_t> payload;
   std::span<float> out;
+  // When set, receives this item's own result (the caller learns every
+  // failed item, not only the lowest-indexed one Run returns).
+  Status* status = nullptr;
 };
 
 class PreprocessPool {

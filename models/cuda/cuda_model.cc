@@ -26,6 +26,7 @@ class CudaModel final : public Model {
 
   Status Forward(const BatchView& batch, std::vector<float>* logits) override {
     LOFT_RETURN_IF_ERROR(CheckBatch(batch));
+    LOFT_RETURN_IF_ERROR(BytesOnly(batch));
     logits->resize(static_cast<size_t>(batch.size()) * num_classes());
     std::string err;
     if (!net_->Logits(params_.data(), batch.images.data(), batch.size(), logits->data(), &err)) {
@@ -47,7 +48,13 @@ class CudaModel final : public Model {
   }
 
  private:
+  // The device kernels scale bytes; preprocessed float inputs are not supported here yet.
+  Status BytesOnly(const BatchView& batch) const {
+    if (!batch.inputs.empty()) return Unimplemented(name_ + " (cuda): float inputs (preprocessed batches)");
+    return OkStatus();
+  }
   StatusOr<double> Run(const BatchView& batch, float* grad) {
+    LOFT_RETURN_IF_ERROR(BytesOnly(batch));
     std::string err;
     double loss = 0;
     if (!net_->LossAndGradient(params_.data(), batch.images.data(), batch.labels.data(), batch.size(), grad,

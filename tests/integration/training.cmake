@@ -11,6 +11,16 @@ if(Python3_Interpreter_FOUND AND TARGET loft-agent AND TARGET loft-scheduler)
   endforeach()
   # poison_serve: uniform policy + replication 2 make every run read from the
   # poisoner in iteration 0; it is distrusted after the first reports.
+  # jpeg_training: JPEG records through the agents' preprocessing stage;
+  # its second run cuts one record with cache_corrupt_record (defined in
+  # CMakeLists.txt after this file is included: a generator expression).
+  if(TARGET loftctl AND TARGET loft_cache)
+    add_test(NAME integration:jpeg_training
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/jpeg_training_test.py)
+    set_tests_properties(integration:jpeg_training PROPERTIES
+      LABELS integration TIMEOUT 900 RUN_SERIAL ON
+      ENVIRONMENT "LOFT_BIN_DIR=${CMAKE_BINARY_DIR}/bin;PYTHONDONTWRITEBYTECODE=1;LOFT_CORRUPT_RECORD=$<TARGET_FILE:cache_corrupt_record>")
+  endif()
 endif()
 if(TARGET loft_agent_lib)
   add_executable(zmq_transport_test ${CMAKE_CURRENT_SOURCE_DIR}/zmq_transport_test.cc)

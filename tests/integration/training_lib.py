@@ -45,7 +45,11 @@ FLAKY = """  - name: flaky
 def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, model="mlp", byzantine=None,
         scale=10, eval_every=50, cache_root=None, timeout_s=600, extra_nodes="", insecure=True,
         min_batch=8, placement="{kind: shards, replication: 1}", training_extra="", policy="uniform",
-        byz_per_sample_ms=0.01, samples=60000, spec_extra=""):
+        byz_per_sample_ms=0.01, samples=60000, spec_extra="", dataset_extra="", before_run=None):
+    """dataset_extra: text added inside the spec's dataset map (e.g.
+    ", encoding: jpeg"); before_run(spec_path, tmp_dir): called once the
+    spec is written, returns extra `cluster run` arguments (e.g. a
+    --cache-root it prepared)."""
     tmp = tempfile.mkdtemp(prefix=f"loft-it-{name}-")
     spec = os.path.join(tmp, "spec.yaml")
     byz = BYZ.format(kind=byzantine, scale=scale, per_sample_ms=byz_per_sample_ms) if byzantine else ""
@@ -53,7 +57,8 @@ def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, mode
                        honest=honest, byzantine=byz + extra_nodes)
     for old, new in (("min_batch: 8,", f"min_batch: {min_batch},{training_extra}"),
                      ("placement: {kind: shards, replication: 1}", f"placement: {placement}"),
-                     ("samples: 60000,", f"samples: {samples},")):
+                     ("samples: 60000,", f"samples: {samples},"),
+                     ("sample_bytes: 784}", f"sample_bytes: 784{dataset_extra}}}")):
         assert old in text, f"training_lib.SPEC no longer contains {old!r}: the option would be ignored"
         text = text.replace(old, new)
     with open(spec, "w") as f:
@@ -65,6 +70,8 @@ def run(name, *, honest, iterations, aggregation="mean", batch=512, lr=0.1, mode
         cmd.append("--insecure")
     if cache_root:
         cmd += ["--cache-root", cache_root]
+    if before_run:
+        cmd += before_run(spec, tmp)
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 60)
     loft_it.log(f"{name}: cluster run took {time.time() - t0:.1f} s")
