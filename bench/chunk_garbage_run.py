@@ -11,6 +11,7 @@ Prints one JSON object: per run the final test accuracy, the last
 iteration, the ledger (samples lost to the eviction) and summary.json's
 ring_detection. Usage: bench/chunk_garbage_run.py --bin build/bin"""
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -28,10 +29,11 @@ def main():
 
     result = {"iterations": a.iterations, "runs": {}}
     for name, extra in (("as_written", ""), ("byzantine_tolerance_1", " byzantine_tolerance: 1,")):
-        s, _, out = training_lib.run("chunk-garbage-" + name, honest=5, byzantine="chunk_garbage", scale=10,
-                                     iterations=a.iterations, lr=0.05, aggregation="trimmed_mean",
-                                     eval_every=60, batch=512, samples=60000, training_extra=extra,
-                                     timeout_s=1800)
+        with contextlib.redirect_stdout(sys.stderr):  # loftctl's tables: stdout is the JSON
+            s, _, out = training_lib.run("chunk-garbage-" + name, honest=5, byzantine="chunk_garbage", scale=10,
+                                         iterations=a.iterations, lr=0.05, aggregation="trimmed_mean",
+                                         eval_every=60, batch=512, samples=60000, training_extra=extra,
+                                         timeout_s=1800)
         st = training_lib.status(out)
         result["runs"][name] = {"final_accuracy": s["final_accuracy"], "last_iteration": st["iteration"],
                                 "ledger": st["ledger"], "evicted_nodes": st.get("evicted_nodes"),
