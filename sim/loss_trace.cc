@@ -8,19 +8,12 @@
 #include <limits>
 #include <sstream>
 
+#include "core/csv.h"
+
 namespace loft::sim {
 namespace {
 
 constexpr int64_t kMaxIteration = 100'000'000;
-
-std::vector<std::string> SplitCsv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string field;
-  std::istringstream in(line);
-  while (std::getline(in, field, ',')) out.push_back(field);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
-}
 
 }  // namespace
 
@@ -30,7 +23,7 @@ StatusOr<std::vector<double>> ParseLossTrace(const std::string& csv_text, const 
   if (!std::getline(in, line))
     return InvalidArgument(fmt::format("{}: empty loss trace (no header)", source));
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  const auto header = SplitCsv(line);
+  const auto header = SplitCsvLine(line);
   int it_col = -1, loss_col = -1;
   for (size_t i = 0; i < header.size(); ++i) {
     if (header[i] == "iteration") it_col = static_cast<int>(i);
@@ -47,7 +40,7 @@ StatusOr<std::vector<double>> ParseLossTrace(const std::string& csv_text, const 
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    const auto f = SplitCsv(line);
+    const auto f = SplitCsvLine(line);
     const size_t need = static_cast<size_t>(std::max(it_col, loss_col));
     if (f.size() <= need)
       return InvalidArgument(

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/csv.h"
 #include "scheduler/cost_profile.h"
 #include "sim/allreduce_model.h"
 #include "sim/simulator.h"
@@ -416,16 +417,6 @@ void CalibrateHandoff(std::vector<double> acks, const std::string& policy, Clust
 }
 
 namespace {
-
-// The fields of an iterations.csv line, split at commas.
-std::vector<std::string> SplitCsvLine(const std::string& l) {
-  std::vector<std::string> f;
-  std::stringstream ss(l);
-  std::string x;
-  while (std::getline(ss, x, ',')) f.push_back(x);
-  if (!l.empty() && l.back() == ',') f.emplace_back();  // an empty last field is a field
-  return f;
-}
 
 // One iteration of iterations.csv, merged over its rows.
 struct It {
