@@ -57,8 +57,8 @@ Status ReducerOptions::Validate() const {
   if (trim_count < -1) return InvalidArgument("reducer trim_count must be >= 0 (or -1 to use trim_fraction)");
   if (krum_f < 0) return InvalidArgument("reducer krum_f must be >= 0");
   if (krum_m < 0) return InvalidArgument("reducer krum_m must be >= 0 (0 = N - f)");
-  if (!(clip_tau > 0) || !std::isfinite(clip_tau))
-    return InvalidArgument("reducer clip_tau must be finite and > 0");
+  if (!(clip_tau >= 0) || !std::isfinite(clip_tau))
+    return InvalidArgument("reducer clip_tau must be finite and >= 0 (0 = adaptive radius)");
   if (clip_iterations < 1) return InvalidArgument("reducer clip_iterations must be >= 1");
   return OkStatus();
 }
@@ -306,6 +306,14 @@ Status MultiKrum(const ReducerOptions& o, Inputs in, std::span<const double> w, 
   return OkStatus();
 }
 
+// The element at index (n - 1) / 2 of the sorted values: with more than
+// half of them honest, it is no larger than some honest value.
+double LowerMedian(std::vector<double> x) {
+  const auto mid = x.begin() + static_cast<std::ptrdiff_t>((x.size() - 1) / 2);
+  std::nth_element(x.begin(), mid, x.end());
+  return *mid;
+}
+
 Status CenteredClipping(const ReducerOptions& o, Inputs in, std::span<const double> w, std::span<float> out) {
   const std::vector<size_t> e = Eligible(in, w);
   if (e.empty()) return DataLoss("centered_clipping: every input has a non-finite value or zero weight");
@@ -320,16 +328,20 @@ Status CenteredClipping(const ReducerOptions& o, Inputs in, std::span<const doub
   LOFT_RETURN_IF_ERROR(CoordinateWise(med, sub, sw, out));
   const double ws = std::accumulate(sw.begin(), sw.end(), 0.0);
   std::vector<double> v(out.begin(), out.end()), step(out.size());
+  std::vector<double> norm(sub.size());
   for (int it = 0; it < o.clip_iterations; ++it) {
-    std::fill(step.begin(), step.end(), 0.0);
     for (size_t i = 0; i < sub.size(); ++i) {
       double norm2 = 0;
       for (size_t j = 0; j < v.size(); ++j) {
         const double d = sub[i][j] - v[j];
         norm2 += d * d;
       }
-      const double norm = std::sqrt(norm2);
-      const double scale = (norm > o.clip_tau ? o.clip_tau / norm : 1.0) * sw[i] / ws;
+      norm[i] = std::sqrt(norm2);
+    }
+    const double tau = o.clip_tau > 0 ? o.clip_tau : LowerMedian(norm);
+    std::fill(step.begin(), step.end(), 0.0);
+    for (size_t i = 0; i < sub.size(); ++i) {
+      const double scale = (norm[i] > tau ? tau / norm[i] : 1.0) * sw[i] / ws;
       for (size_t j = 0; j < v.size(); ++j) step[j] += scale * (sub[i][j] - v[j]);
     }
     for (size_t j = 0; j < v.size(); ++j) v[j] += step[j];

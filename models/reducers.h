@@ -16,7 +16,16 @@
 //   centered_clipping  start at the coordinate-wise median, then
 //                      `clip_iterations` times v <- v + sum w_i clip_tau(x_i - v)
 //                      / sum w_i, clip_tau(z) = z * min(1, tau/||z||)
-//                      (Karimireddy et al. 2021).
+//                      (Karimireddy et al. 2021). tau = clip_tau when it is
+//                      > 0; with clip_tau = 0 (the default) tau is, in each
+//                      iteration, the lower median of the distances
+//                      ||x_i - v||. A fixed radius is only robust at the
+//                      scale it was set for: a model delta of several local
+//                      steps (or a small gradient) lies well inside a radius
+//                      of 1, nothing is clipped, and the rule is the plain
+//                      mean. The median distance follows the honest inputs'
+//                      spread at any scale, and with more than half the
+//                      inputs honest it is no larger than an honest one.
 //
 // Weights: an input with weight 0 is absent for EVERY reducer (it is
 // dropped before reducing, so it neither shifts ranks nor counts towards
@@ -58,7 +67,7 @@ struct ReducerOptions {
   int trim_count = -1;         // trimmed_mean: >= 0 overrides trim_fraction; needs N > 2 * trim_count
   int krum_f = 1;              // multi_krum: tolerated Byzantine inputs; needs N >= f + 3
   int krum_m = 0;              // multi_krum: vectors averaged; 0 means N - f
-  double clip_tau = 1.0;       // centered_clipping radius (L2), > 0
+  double clip_tau = 0.0;       // centered_clipping radius (L2), >= 0; 0 = adaptive (see above)
   int clip_iterations = 3;     // centered_clipping, >= 1
   Status Validate() const;
 };

@@ -294,6 +294,41 @@ TEST_CASE("robust reducers stay near the honest mean with one Byzantine input", 
   }
 }
 
+TEST_CASE("centered clipping's default radius holds a scaled sign flip at any scale", "[reducers]") {
+  // Five honest inputs near m (a model delta of several local steps is
+  // small, a sum of gradients may be large) and one that sends -10 m.
+  const int d = 40;
+  for (double scale : {1e-3, 1.0, 1e3}) {
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> noise(0, 0.05);
+    std::vector<double> m(d);
+    for (int j = 0; j < d; ++j) m[j] = scale * std::cos(j);
+    std::vector<std::vector<float>> in;
+    for (int i = 0; i < 5; ++i) {
+      std::vector<float> v(d);
+      for (int j = 0; j < d; ++j) v[j] = static_cast<float>(m[j] * (1 + noise(rng)));
+      in.push_back(v);
+    }
+    std::vector<float> flip(d);
+    for (int j = 0; j < d; ++j) flip[j] = static_cast<float>(-10 * m[j]);
+    in.insert(in.begin() + 2, flip);
+    auto rel_err = [&](const std::vector<float>& r) {
+      double e = 0;
+      for (int j = 0; j < d; ++j) e = std::max(e, std::abs(r[j] - m[j]) / scale);
+      return e;
+    };
+    INFO("scale " << scale);
+    CHECK(rel_err(Run(Opt(ReducerKind::kCenteredClipping), in)) < 0.2);
+    if (scale < 1) {
+      // A radius of 1 clips nothing at this scale: the plain mean, pulled
+      // to about -5/6 m.
+      ReducerOptions fixed = Opt(ReducerKind::kCenteredClipping);
+      fixed.clip_tau = 1.0;
+      CHECK(rel_err(Run(fixed, in)) > 1.0);
+    }
+  }
+}
+
 TEST_CASE("reducer input validation", "[reducers]") {
   std::vector<float> out;
   CHECK(Reduce(Opt(ReducerKind::kMedian), {}, {}, &out).code() == StatusCode::kInvalidArgument);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "scheduler/driver.h"
 #include "state_fakes.h"
@@ -558,8 +559,16 @@ TEST_CASE("Journal snapshots: snapshot + replay equals full replay across random
     int replication;
     uint64_t seed;
   };
-  for (const Case& k : {Case{"lbbsp", 1, 1}, Case{"pid", 2, 2}, Case{"loft", 1, 3}, Case{"loft", 2, 4},
-                        Case{"uniform", 1, 5}}) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan this test ran 270 s, the whole sanitizer stage's length:
+  // there it takes the two replicated cases (both code paths of the
+  // ledger); the plain build runs all five.
+  const std::vector<Case> cases = {Case{"pid", 2, 2}, Case{"loft", 2, 4}};
+#else
+  const std::vector<Case> cases = {Case{"lbbsp", 1, 1}, Case{"pid", 2, 2}, Case{"loft", 1, 3},
+                                   Case{"loft", 2, 4}, Case{"uniform", 1, 5}};
+#endif
+  for (const Case& k : cases) {
     INFO("policy " << k.policy << " replication " << k.replication);
     const auto spec = SmallSpec(600, k.replication, 64);
     const StateOptions opt = SnapshotTestOptions();
