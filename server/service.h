@@ -48,6 +48,7 @@
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
 #include "scheduler/journal.h"
+#include "scheduler/open_iterations.h"
 #include "scheduler/poison_reports.h"
 #include "scheduler/ring_committer.h"
 #include "scheduler/ring_detection.h"
@@ -134,20 +135,6 @@ class SchedulerService {
     double last_seen_ms = 0;
     std::deque<uint64_t> queue;  // planned partition ids waiting for a credit
   };
-  struct IterationStats {
-    double planned_ms = 0;
-    int64_t epoch = 0;
-    double plan_ms = 0;       // wall time spent planning it
-    double journal_ms = 0;    // wall time of the journal append that followed its plan
-    double predicted_ms = 0;  // the plan's makespan
-    // One row per partition acked by its worker, with its (sent, done)
-    // times; the worker's time counts from when it could start:
-    // max(sent, the previous iteration's last ack).
-    std::vector<sched::WorkerIteration> rows;
-    std::vector<std::pair<double, double>> sent_done;
-    double last_done_ms = 0;
-  };
-
   SchedulerService(const SchedulerOptions& opts, ClusterSpec spec, std::string spec_yaml,
                    SchedulerTransport* transport, metrics::Registry* registry);
   Status Init(double now_ms);
@@ -247,12 +234,11 @@ class SchedulerService {
   std::unique_ptr<sched::JobDriver> driver_;
   sched::Updates unflushed_;
   std::vector<NodeSession> nodes_;
-  std::map<int64_t, IterationStats> open_iterations_;
+  sched::OpenIterations open_iterations_;       // planned, not closed: rows and the close rule
   std::unique_ptr<sched::IterationGate> gate_;  // start gate, plan-ahead, finish test
   sched::RingCommitter ring_;                   // the ring's votes and commit rule
   sched::RestartHold hold_;                     // partitions sent before a restart, unconfirmed
   int64_t planned_ahead_ = 0;                   // iterations planned while the previous one ran
-  double prev_done_ms_ = -1;                    // last ack of the last closed iteration
   // Closed iterations: rows and figures (the simulator's recorder too).
   sched::RunRecorder recorder_;
   mutable v1::RunSummary figures_;           // Figures()' cache ...

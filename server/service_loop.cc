@@ -67,41 +67,20 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
     n.flow.OnFinished(rec->state == sched::PartitionState::kTimedOut);
     sent_.erase(it);
     hold_.Release(id);
+    const int64_t iteration = rec->partition.iteration();
     if (rec->state != sched::PartitionState::kDone) {
-      // A failed or timed-out partition is a row too (failed = 1), as in
-      // the simulator: its worker's time ends when it failed.
-      auto& it_stats = open_iterations_[rec->partition.iteration()];
-      sched::WorkerIteration row;
-      row.node = rec->partition.worker();
-      row.batch = rec->partition.sample_ids_size();
-      row.local = std::count(rec->partition.sources().begin(), rec->partition.sources().end(), row.node);
-      row.remote = row.batch - row.local;
-      row.failed = true;
-      it_stats.rows.push_back(row);
-      it_stats.sent_done.emplace_back(rec->sent_ms, rec->finished_ms);
-      it_stats.last_done_ms = std::max(it_stats.last_done_ms, now_ms);
+      // A failed or timed-out partition is a row too (open_iterations.h).
+      open_iterations_.AddRow(iteration, sched::FailedRow(rec->partition), rec->sent_ms, rec->finished_ms);
     }
     if (rec->state == sched::PartitionState::kDone) {
       ++n.partitions_done;
-      auto& it_stats = open_iterations_[rec->partition.iteration()];
       if (!by_ring && u.has_partition_done()) {
         // The worker's row of iterations.csv, from its own timings.
-        const v1::PartitionTimings& t = u.partition_done().done().timings();
-        sched::WorkerIteration row;
-        row.node = rec->partition.worker();
-        row.local = t.local_samples();
-        row.remote = t.remote_samples();
-        row.batch = row.local + row.remote;
-        row.local_read_ms = t.local_read_ms();
-        row.remote_read_ms = t.remote_read_ms();
-        row.read_ms = std::max(row.local_read_ms, row.remote_read_ms);
-        row.compute_ms = t.compute_ms();
-        row.allreduce_ms = t.has_training() ? t.training().allreduce_ms() : 0.0;
-        row.local_bytes = t.local_bytes();
-        row.remote_bytes = t.remote_bytes();
-        it_stats.rows.push_back(row);
-        it_stats.sent_done.emplace_back(rec->sent_ms, rec->finished_ms);
-        it_stats.last_done_ms = std::max(it_stats.last_done_ms, now_ms);
+        open_iterations_.AddRow(
+            iteration, sched::RowFromTimings(rec->partition.worker(), u.partition_done().done().timings()),
+            rec->sent_ms, rec->finished_ms);
+      } else {
+        open_iterations_.Open(iteration);
       }
       if (u.has_partition_done()) {
         // The journal keeps no training report: take it from the ack.
@@ -124,43 +103,17 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
       }
     }
   }
-  // Close finished iterations (every partition of it is terminal), in
-  // order: with planning ahead iteration t+1 runs after t on every worker,
-  // so its time counts from t's last ack (or from its plan, if later).
-  for (auto it = open_iterations_.begin(); it != open_iterations_.end();) {
-    if (ledger.OpenInIteration(it->first) > 0) break;
-    IterationStats& s = it->second;
-    if (!s.rows.empty()) {
-      const double start = std::max(s.planned_ms, prev_done_ms_);
-      sched::IterationRecord rec;
-      rec.iteration = it->first;
-      rec.epoch = s.epoch;
-      rec.start_ms = start;
-      rec.makespan_ms = s.last_done_ms - start;
-      rec.predicted_ms = s.predicted_ms;
-      for (size_t k = 0; k < s.rows.size(); ++k) {
-        sched::WorkerIteration& w = s.rows[k];
-        const auto [sent, done] = s.sent_done[k];
-        // >= 0: without a ring barrier a worker can ack t+1 before t's last ack.
-        w.own_ms = std::max(0.0, done - std::max(sent, start));
-        w.plan_ms = s.plan_ms;
-        w.journal_ms = s.journal_ms;
-        w.stream_ms = std::max(0.0, sent - start);
-        w.ack_ms = std::max(0.0, w.own_ms - w.read_ms - w.compute_ms - w.allreduce_ms);
-      }
-      rec.workers = std::move(s.rows);
-      h_iteration_->Get().Observe(rec.makespan_ms);
-      prev_done_ms_ = s.last_done_ms;
-      recorder_.Add(std::move(rec));  // wait = makespan - own, one definition for both engines
-    }
-    // The ring's votes are only needed while the iteration is open.
-    if (auto ts = training_.find(it->first); ts != training_.end()) {
-      const int applied = ring_.AppliedCount(it->first);
-      if (applied >= 0) ts->second.applied = applied;
-    }
-    ring_.Close(it->first);
-    it = open_iterations_.erase(it);
-  }
+  // Close finished iterations in order (scheduler/open_iterations.h).
+  open_iterations_.Close(ledger, &recorder_,
+                         [this](int64_t iteration, const sched::OpenIteration&, sched::IterationRecord* rec) {
+                           if (rec != nullptr) h_iteration_->Get().Observe(rec->makespan_ms);
+                           // The ring's votes are only needed while the iteration is open.
+                           if (auto ts = training_.find(iteration); ts != training_.end()) {
+                             const int applied = ring_.AppliedCount(iteration);
+                             if (applied >= 0) ts->second.applied = applied;
+                           }
+                           ring_.Close(iteration);
+                         });
 }
 
 Status SchedulerService::SendQueued(double now_ms) {
@@ -308,7 +261,7 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
     if (!up.has_iteration_planned()) continue;
     planned = up.iteration_planned().iteration();
     predicted_ms = up.iteration_planned().makespan_ms();
-    IterationStats& stats = open_iterations_[planned];
+    sched::OpenIteration& stats = open_iterations_.Open(planned);
     stats.planned_ms = now_ms;
     stats.epoch = up.iteration_planned().epoch();
     stats.plan_ms = plan_ms;
@@ -316,6 +269,7 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
     for (const auto& pp : up.iteration_planned().partitions()) {
       const int32_t w = pp.partition().worker();
       nodes_[w].queue.push_back(pp.partition().id());
+      stats.partitions.push_back(pp.partition().id());
       if (pp.partition().sample_ids_size() > 0) workers[static_cast<size_t>(w)] = 1;
     }
   }
@@ -323,8 +277,8 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
   Record(std::move(u));
   const auto journal_t0 = std::chrono::steady_clock::now();
   LOFT_RETURN_IF_ERROR(Flush());  // journal before streaming
-  if (auto o = open_iterations_.find(planned); o != open_iterations_.end())
-    o->second.journal_ms =
+  if (sched::OpenIteration* o = open_iterations_.Find(planned); o != nullptr)
+    o->journal_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - journal_t0).count();
   return true;
 }
@@ -409,7 +363,7 @@ Status SchedulerService::Tick(double now_ms) {
         // Its assignment may have died with the old process (flow_control.h).
         hold_.Hold(id, rec->partition.worker(), rec->partition.iteration());
       }
-      IterationStats& stats = open_iterations_[rec->partition.iteration()];
+      sched::OpenIteration& stats = open_iterations_.Open(rec->partition.iteration());
       stats.planned_ms = rec->planned_ms;
       stats.epoch = rec->partition.epoch();
     }

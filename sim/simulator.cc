@@ -198,7 +198,7 @@ bool Simulator::PlanIfReady() {
   if (!complete) ++result_.planned_ahead;
   const auto& ip = planned_it->iteration_planned();
   const int64_t iteration = ip.iteration();
-  OpenIteration& oi = open_[iteration];
+  sched::OpenIteration& oi = open_.Open(iteration);
   oi.planned_ms = queue_.now_ms();
   oi.epoch = ip.epoch();
   oi.predicted_ms = ip.makespan_ms();
@@ -239,14 +239,13 @@ bool Simulator::PlanIfReady() {
     }
     if (p.sample_ids_size() > 0) workers[static_cast<size_t>(part->node)] = 1;
     agents_[static_cast<size_t>(part->node)].queue.push_back(p.id());
-    part->open = &oi;
     if (Agent& ag = agents_[static_cast<size_t>(part->node)]; !ag.listed) {
       ag.listed = true;
       if (!queued_nodes_.empty() && queued_nodes_.back() > part->node) queued_nodes_sorted_ = false;
       queued_nodes_.push_back(part->node);
     }
     ++queued_;
-    oi.parts.push_back(p.id());
+    oi.partitions.push_back(p.id());
     AddPart(std::move(part));
   }
   gate_.OnPlanned(iteration, st.view(), workers, ip.makespan_ms());
@@ -355,28 +354,11 @@ void Simulator::Acked(Part& p) {
   Background(node, SchedulerNode(), spec_.network.report_bytes);
   auto u = driver_->OnPartitionDone(done, clock_.NowMillis());
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} done", p.id)));
-  // The daemon's row (server/service_loop.cc Observe), from the timings.
-  {
-    OpenIteration& oi = *p.open;
-    WorkerIteration row;
-    row.node = node;
-    row.local = p.local;
-    row.remote = p.remote;
-    row.batch = p.local + p.remote;
-    row.local_read_ms = local_ms;
-    row.remote_read_ms = remote_ms;
-    row.read_ms = std::max(local_ms, remote_ms);
-    row.compute_ms = p.compute_ms;
-    row.allreduce_ms = p.allreduce_ms;
-    row.local_bytes = t->local_bytes();
-    row.remote_bytes = t->remote_bytes();
-    oi.rows.push_back(row);
-    oi.sent_done.emplace_back(p.sent_ms, now);
-    oi.last_done_ms = std::max(oi.last_done_ms, now);
-  }
+  // The worker's row from its timings, as the daemon's (scheduler/open_iterations.h).
+  open_.AddRow(p.iteration, sched::RowFromTimings(node, *t), p.sent_ms, now);
   const int64_t iteration = p.iteration;
-  ErasePart(p.id);                                           // p is gone
-  if (iteration == open_.begin()->first) CloseIterations();  // only the oldest can close first
+  ErasePart(p.id);                                     // p is gone
+  if (iteration == open_.oldest()) CloseIterations();  // only the oldest can close first
   ag.flow.OnFinished(false);
   ag.flow.Grant(1);  // the agent's CreditGrant after its report
   Log(SchedulerInput::kCredit, node);
@@ -388,53 +370,26 @@ void Simulator::Acked(Part& p) {
 // A failed partition that was sent: the daemon's failed row.
 void Simulator::ClosedRow(const Part& p, bool failed) {
   if (p.sent_ms < 0) return;  // never sent: no row (as in the daemon)
-  OpenIteration& oi = *p.open;
-  WorkerIteration row;
-  row.node = p.node;
-  row.batch = p.batch;
-  row.local = p.local;
-  row.remote = row.batch - row.local;
+  sched::WorkerIteration row = sched::FailedRow(p.node, p.batch, p.local);
   row.failed = failed;
-  oi.rows.push_back(row);
-  oi.sent_done.emplace_back(p.sent_ms, queue_.now_ms());
-  oi.last_done_ms = std::max(oi.last_done_ms, queue_.now_ms());
+  open_.AddRow(p.iteration, std::move(row), p.sent_ms, queue_.now_ms());
 }
 
-// Closes finished iterations in order, as the daemon does: an iteration
-// starts at max(its plan, the previous one's last ack) and ends at its own
-// last ack; a worker's own time runs from max(its send, that start).
+// Closes finished iterations in order, with the daemon's rule
+// (scheduler/open_iterations.h); traced iterations get their wait spans.
 void Simulator::CloseIterations() {
-  const auto& ledger = driver_->state().ledger();
-  for (auto it = open_.begin(); it != open_.end();) {
-    if (ledger.OpenInIteration(it->first) > 0) break;
-    OpenIteration& s = it->second;
-    if (!s.rows.empty()) {
-      const double start = std::max(s.planned_ms, prev_done_ms_);
-      IterationRecord rec;
-      rec.iteration = it->first;
-      rec.epoch = s.epoch;
-      rec.start_ms = start;
-      rec.makespan_ms = s.last_done_ms - start;
-      rec.predicted_ms = s.predicted_ms;
-      rec.bound_ms = s.bound_ms;
-      const bool trace = it->first < options_.trace_iterations;
-      for (size_t k = 0; k < s.rows.size(); ++k) {
-        WorkerIteration& w = s.rows[k];
-        const auto [sent, done] = s.sent_done[k];
-        w.own_ms = std::max(0.0, done - std::max(sent, start));
-        w.stream_ms = std::max(0.0, sent - start);
-        w.ack_ms = std::max(0.0, w.own_ms - w.read_ms - w.compute_ms - w.allreduce_ms);
-        if (trace && s.last_done_ms > done)
-          result_.spans.push_back({w.node, "wait", done, s.last_done_ms - done, it->first});
-      }
-      rec.workers = std::move(s.rows);
-      prev_done_ms_ = s.last_done_ms;
-      recorder_.Add(std::move(rec));  // fills each row's wait_ms
-      if (options_.progress) options_.progress(recorder_.iterations_added(), target_iterations_);
-    }
-    rings_.erase(it->first);
-    it = open_.erase(it);
-  }
+  const int added = open_.Close(
+      driver_->state().ledger(), &recorder_,
+      [this](int64_t iteration, const sched::OpenIteration& s, sched::IterationRecord* rec) {
+        rings_.erase(iteration);
+        if (rec == nullptr || iteration >= options_.trace_iterations) return;
+        for (size_t k = 0; k < rec->workers.size(); ++k) {
+          const double done = s.sent_done[k].second;
+          if (s.last_done_ms > done)
+            result_.spans.push_back({rec->workers[k].node, "wait", done, s.last_done_ms - done, iteration});
+        }
+      });
+  if (added > 0 && options_.progress) options_.progress(recorder_.iterations_added(), target_iterations_);
 }
 
 // The node crashes: its agent's process is gone (what it held is lost, its

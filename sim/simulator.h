@@ -95,6 +95,7 @@
 #include "scheduler/driver.h"
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
+#include "scheduler/open_iterations.h"
 #include "scheduler/run_recorder.h"
 #include "sim/allreduce_model.h"
 #include "sim/cluster_model.h"
@@ -212,7 +213,6 @@ class Simulator {
 
  private:
   static constexpr uint64_t kNone = ~uint64_t{0};
-  struct OpenIteration;
   // One partition, from its plan to its ack or failure.
   struct Part {
     uint64_t id = 0;
@@ -240,7 +240,6 @@ class Simulator {
     double compute_ms = 0;
     double compute_end_ms = -1;  // >= 0: computed (waiting for or in its ring)
     double allreduce_ms = 0;
-    OpenIteration* open = nullptr;  // its iteration's stats (std::map nodes are stable)
   };
   // One worker: the daemon's send queue and credit window for it, and the
   // agent's reader and compute stages (prefetch depth ReadyDepth).
@@ -266,17 +265,6 @@ class Simulator {
     double start_ms = 0;
     int flows_pending = 0;
     std::vector<uint64_t> flows;
-  };
-  // The daemon's IterationStats (server/service.h).
-  struct OpenIteration {
-    double planned_ms = 0;
-    int64_t epoch = 0;
-    double predicted_ms = 0;
-    double bound_ms = -1;
-    std::vector<WorkerIteration> rows;
-    std::vector<std::pair<double, double>> sent_done;
-    double last_done_ms = 0;
-    std::vector<uint64_t> parts;  // every partition planned in it
   };
   Simulator(const ClusterSpec& spec, SimOptions options, std::unique_ptr<sched::JobDriver> driver);
 
@@ -371,9 +359,8 @@ class Simulator {
   std::vector<int32_t> queued_nodes_;  // agents with partitions waiting to be sent
   bool queued_nodes_sorted_ = true;    // ascending and unique (the daemon sends in node order)
   int64_t queued_ = 0;                 // partitions waiting to be sent, all agents
-  std::map<int64_t, OpenIteration> open_;
+  sched::OpenIterations open_;         // planned, not closed: rows and the close rule (the daemon's)
   std::map<int64_t, Ring> rings_;
-  double prev_done_ms_ = 0;   // the last closed iteration's last ack
   double send_wake_ms_ = -1;  // a PlanLoop is scheduled then (scheduler overhead)
   bool done_ = false;
   Status error_;

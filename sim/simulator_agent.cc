@@ -184,13 +184,13 @@ void Simulator::Computed(Part& p) {
 // partition of it has computed one; its members are those nodes.
 void Simulator::MaybeStartRing(int64_t iteration) {
   if (done_ || !allreduce_.enabled()) return;
-  auto oi = open_.find(iteration);
-  if (oi == open_.end()) return;
+  const sched::OpenIteration* oi = open_.Find(iteration);
+  if (oi == nullptr) return;
   Ring& ring = rings_[iteration];
   if (ring.running) return;
   std::vector<int32_t> need, have;
   std::vector<uint64_t> waiting;
-  for (uint64_t id : oi->second.parts) {
+  for (uint64_t id : oi->partitions) {
     const Part* x = FindPart(id);
     if (x == nullptr || x->batch == 0 || x->local_step) continue;
     need.push_back(x->node);
