@@ -113,7 +113,7 @@ int Run(const std::string& spec_path, const std::vector<std::string>& policy_arg
     std::cerr << "loft-sim: " << s.ToString() << "\n";
     return 1;
   }
-  const auto summary = loft::sim::MakeRunSummary(results);
+  const auto summary = loft::sim::MakeSummaryFile(results);
   fmt::print("{}: {} nodes, global batch {}, {} iterations per policy\n", spec_path, spec->num_nodes(),
              spec->training.global_batch, base.iterations > 0 ? base.iterations : spec->training.iterations);
   fmt::print("{}", loft::sim::SummaryTable(summary));

@@ -73,8 +73,8 @@ void WriteTraceJson(std::span<const SimResult> results, const ClusterSpec& spec,
   out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
 }
 
-RunSummary MakeRunSummary(std::span<const SimResult> results) {
-  RunSummary s;
+SummaryFile MakeSummaryFile(std::span<const SimResult> results) {
+  SummaryFile s;
   for (const SimResult& r : results) {
     s.policies[r.policy] = r.summary;
     if (!s.bound_mean_iteration_ms && r.bound_mean_iteration_ms >= 0) {
@@ -91,7 +91,7 @@ Status WriteOutputDir(std::span<const SimResult> results, const ClusterSpec& spe
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IOError("cannot create output directory " + dir + ": " + ec.message());
-  LOFT_RETURN_IF_ERROR(WriteSummaryJson(MakeRunSummary(results), dir + "/summary.json"));
+  LOFT_RETURN_IF_ERROR(WriteSummaryJson(MakeSummaryFile(results), dir + "/summary.json"));
   {
     const std::string path = dir + "/iterations.csv";
     std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -2,7 +2,7 @@
 // worker per iteration), trace.json (Chrome trace event format: one
 // process per policy, one thread/track per worker with "local read",
 // "remote read", "compute", "wait" and "down" spans; loads in Perfetto and
-// chrome://tracing) and the RunSummary behind summary.json.
+// chrome://tracing) and the SummaryFile behind summary.json.
 // Output is a pure function of the results: fixed column order, fixed
 // number formatting, policies in the order given.
 //
@@ -29,7 +29,7 @@ void WriteTraceJson(std::span<const SimResult> results, const ClusterSpec& spec,
 
 // Per-policy summaries; the bound comes from the first result that
 // computed one.
-RunSummary MakeRunSummary(std::span<const SimResult> results);
+SummaryFile MakeSummaryFile(std::span<const SimResult> results);
 
 // Creates `dir` if needed and writes summary.json, iterations.csv and
 // trace.json into it.

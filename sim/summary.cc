@@ -11,30 +11,7 @@
 
 namespace loft::sim {
 
-void SetFigures(const sched::RunFigures& f, PolicySummary* out) {
-  out->iterations = f.iterations;
-  out->mean_iteration_ms = f.mean_iteration_ms;
-  out->p95_iteration_ms = f.p95_iteration_ms;
-  out->last_decile_iteration_ms = f.last_decile_iteration_ms;
-  out->total_s = f.total_s;
-  out->straggler_wait_ms = f.straggler_wait_ms;
-  out->local_bytes = f.local_bytes;
-  out->remote_bytes = f.remote_bytes;
-}
-
-void SetIterationStats(std::span<const double> iteration_ms, PolicySummary* out) {
-  out->iterations = static_cast<int64_t>(iteration_ms.size());
-  if (iteration_ms.empty()) {
-    out->mean_iteration_ms = 0;
-    out->p95_iteration_ms = 0;
-    return;
-  }
-  out->mean_iteration_ms = std::accumulate(iteration_ms.begin(), iteration_ms.end(), 0.0) /
-                           static_cast<double>(iteration_ms.size());
-  out->p95_iteration_ms = Percentile(iteration_ms, 95.0);
-}
-
-std::string SummaryToJson(const RunSummary& summary) {
+std::string SummaryToJson(const SummaryFile& summary) {
   nlohmann::ordered_json root;
   nlohmann::ordered_json policies = nlohmann::ordered_json::object();
   for (const auto& [name, p] : summary.policies) {
@@ -64,7 +41,7 @@ std::string SummaryToJson(const RunSummary& summary) {
   return root.dump(2) + "\n";
 }
 
-Status WriteSummaryJson(const RunSummary& summary, const std::string& path) {
+Status WriteSummaryJson(const SummaryFile& summary, const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return IOError("cannot open " + path + " for writing");
   out << SummaryToJson(summary);
@@ -73,13 +50,13 @@ Status WriteSummaryJson(const RunSummary& summary, const std::string& path) {
   return OkStatus();
 }
 
-StatusOr<RunSummary> ParseSummaryJson(const std::string& text) {
+StatusOr<SummaryFile> ParseSummaryJson(const std::string& text) {
   nlohmann::json root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) return InvalidArgument("summary.json: not a JSON object");
   if (!root.contains("policies") || !root["policies"].is_object()) {
     return InvalidArgument("summary.json: missing object \"policies\"");
   }
-  RunSummary s;
+  SummaryFile s;
   for (const auto& item : root["policies"].items()) {
     // Not a structured binding: clang 14 (the fuzz build) cannot capture one in `num`.
     const std::string& name = item.key();
@@ -126,7 +103,7 @@ StatusOr<RunSummary> ParseSummaryJson(const std::string& text) {
   return s;
 }
 
-std::string SummaryTable(const RunSummary& summary) {
+std::string SummaryTable(const SummaryFile& summary) {
   std::string out =
       fmt::format("{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "policy", "mean_ms", "p95_ms",
                   "last10%_ms", "total_s", "wait_ms", "local_MB", "remote_MB");

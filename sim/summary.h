@@ -26,7 +26,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <span>
 #include <string>
 
 #include "core/status.h"
@@ -34,43 +33,38 @@
 
 namespace loft::sim {
 
-struct PolicySummary {
-  double mean_iteration_ms = 0;
-  double p95_iteration_ms = 0;
-  double total_s = 0;
-  double straggler_wait_ms = 0;
-  int64_t local_bytes = 0;
-  int64_t remote_bytes = 0;
+// One policy's results: the run's figures (sched::RunFigures, one
+// definition for both engines: every figure comes from sched::RunRecorder)
+// and what the engine knows besides.
+struct PolicySummary : sched::RunFigures {
   std::optional<double> final_accuracy;
-  int64_t iterations = 0;
   int64_t epochs_completed = 0;
   // Iterations the scheduler planned by its fallback because the policy
   // failed (unset when the engine does not know).
   std::optional<int64_t> policy_failures;
-  std::optional<double> last_decile_iteration_ms;
 };
 
-struct RunSummary {
+// The summary.json document: every policy's results and the plans' bounds.
+struct SummaryFile {
   std::map<std::string, PolicySummary> policies;  // by policy name
   std::optional<double> bound_mean_iteration_ms;
   std::optional<double> bound_epoch_mean_iteration_ms;
 };
 
-// The recorder's figures (iterations, mean, p95, last decile, total,
-// straggler wait, bytes) into `out`; other fields are left as they are.
-void SetFigures(const sched::RunFigures& f, PolicySummary* out);
-// Fills mean/p95 of `iteration_ms` (and iterations). Empty → zeros.
-void SetIterationStats(std::span<const double> iteration_ms, PolicySummary* out);
+// The recorder's figures into `out` (its other fields are left as they are).
+inline void SetFigures(const sched::RunFigures& f, PolicySummary* out) {
+  static_cast<sched::RunFigures&>(*out) = f;
+}
 using sched::LastDecileMs;
 using sched::Percentile;
 
-std::string SummaryToJson(const RunSummary& summary);
-Status WriteSummaryJson(const RunSummary& summary, const std::string& path);
+std::string SummaryToJson(const SummaryFile& summary);
+Status WriteSummaryJson(const SummaryFile& summary, const std::string& path);
 // Parses a summary.json written by SummaryToJson (or by hand); errors name
 // the missing or mistyped field.
-StatusOr<RunSummary> ParseSummaryJson(const std::string& text);
+StatusOr<SummaryFile> ParseSummaryJson(const std::string& text);
 
 // A one-screen table of the policies (for stdout).
-std::string SummaryTable(const RunSummary& summary);
+std::string SummaryTable(const SummaryFile& summary);
 
 }  // namespace loft::sim

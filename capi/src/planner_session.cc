@@ -199,7 +199,7 @@ StatusOr<std::string> RunSimulationSummary(const std::string& spec_yaml, const s
     auto r = sim::RunPolicy(spec, o);
     if (r.ok()) results.front().bound_mean_iteration_ms = r->bound_mean_iteration_ms;
   }
-  return sim::SummaryToJson(sim::MakeRunSummary(results));
+  return sim::SummaryToJson(sim::MakeSummaryFile(results));
 }
 
 }  // namespace loft::capi

@@ -888,7 +888,7 @@ void PrintTrainerResults(const RunProcesses& p) {
 // runs add "training" and "final_accuracy". Fills *train_by_it with the
 // training entries per iteration (training.csv).
 nlohmann::json SummaryJson(const RunOptions& ro, const nlohmann::json& last, const v1::RunSummary& run,
-                           sim::RunSummary* summary, std::map<int64_t, nlohmann::json>* train_by_it) {
+                           sim::SummaryFile* summary, std::map<int64_t, nlohmann::json>* train_by_it) {
   const nlohmann::json& l = last.contains("ledger") ? last["ledger"] : nlohmann::json::object();
   sim::PolicySummary& ps = summary->policies[ro.policy];
   sim::SetFigures(sched::FiguresFromProto(run), &ps);
@@ -951,7 +951,7 @@ std::string TrainingCsv(const std::map<int64_t, nlohmann::json>& train_by_it) {
 Status WriteRunFiles(const RunOptions& ro, const RunSetup& s, nlohmann::json last, const v1::RunSummary& run,
                      const std::optional<RunStop>& stop, const std::string& rows_error) {
   if (last.is_null()) last = nlohmann::json::object();
-  sim::RunSummary summary;
+  sim::SummaryFile summary;
   std::map<int64_t, nlohmann::json> train_by_it;
   nlohmann::json sj = SummaryJson(ro, last, run, &summary, &train_by_it);
   if (stop) {

@@ -164,10 +164,18 @@ TEST_CASE("flows started at one instant share one recomputation", "[sim][network
 }
 
 TEST_CASE("summary.json round-trips and has the documented fields", "[sim][summary]") {
-  RunSummary s;
+  SummaryFile s;
   PolicySummary p;
-  std::vector<double> its = {10, 20, 30, 40};
-  SetIterationStats(its, &p);
+  sched::RunRecorder recorder;
+  for (int64_t i = 0; i < 4; ++i) {
+    sched::IterationRecord rec;
+    rec.iteration = i;
+    rec.start_ms = 100.0 * static_cast<double>(i);
+    rec.makespan_ms = 10.0 * static_cast<double>(i + 1);
+    recorder.Add(rec);
+  }
+  SetFigures(recorder.Figures(0), &p);
+  CHECK(p.iterations == 4);
   CHECK(p.mean_iteration_ms == 25);
   CHECK(p.p95_iteration_ms == 40);
   p.local_bytes = 123;

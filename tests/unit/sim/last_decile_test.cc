@@ -31,7 +31,7 @@ TEST_CASE("LastDecileMs averages each completed epoch's last tenth", "[sim][summ
 }
 
 TEST_CASE("summary.json carries the epoch fields", "[sim][summary]") {
-  RunSummary s;
+  SummaryFile s;
   s.policies["loft"].mean_iteration_ms = 5;
   s.policies["loft"].last_decile_iteration_ms = 9.5;
   s.bound_epoch_mean_iteration_ms = 4.25;

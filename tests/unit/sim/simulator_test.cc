@@ -740,7 +740,7 @@ nodes:
     std::ostringstream csv, trace;
     WriteIterationsCsv(results, spec, csv);
     WriteTraceJson(results, spec, trace);
-    return SummaryToJson(MakeRunSummary(results)) + csv.str() + trace.str();
+    return SummaryToJson(MakeSummaryFile(results)) + csv.str() + trace.str();
   };
   const std::string a = render(0), b = render(0), c = render(12345);
   CHECK(a == b);
