@@ -41,6 +41,7 @@ SchedulerService::SchedulerService(const SchedulerOptions& opts, ClusterSpec spe
           .max_records = std::max<int64_t>(1, kMaxRecordedRows / std::max(1, spec_.num_nodes())),
           .max_makespans = static_cast<int64_t>(kMaxIterationSamples)}) {
   nodes_.resize(spec_.nodes.size());
+  sends_ = sched::SendQueues(spec_.num_nodes());
   (void)registry;
 }
 
@@ -332,7 +333,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       n.last_seen_ms = now_ms;
       n.confirmed = true;
       n.peers_ready = hb.peers_ready();
-      n.flow.Grant(hb.credits());
+      sends_.window(node).Grant(hb.credits());
       if (!driver_->state().alive(node)) {
         LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerAlive(node, now_ms));
         Record(u);
@@ -357,7 +358,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       *sender_node = node;
       n.last_seen_ms = now_ms;
       n.confirmed = true;
-      n.flow.Grant(cg.credits());
+      sends_.window(node).Grant(cg.credits());
       return OkStatus();
     }
     case v1::Envelope::kPartitionDone: {
@@ -528,8 +529,8 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender
     n.peer_endpoint = req.peer_endpoint();
     n.ring_endpoint = req.ring_endpoint();
     n.cache = req.cache();
-    n.flow.Open(req.credits());
-    n.queue.clear();
+    sends_.window(node).Open(req.credits());
+    sends_.Clear(node);
     n.incarnation = req.incarnation();
   }
   n.last_seen_ms = now_ms;

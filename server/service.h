@@ -53,6 +53,7 @@
 #include "scheduler/ring_committer.h"
 #include "scheduler/ring_detection.h"
 #include "scheduler/run_recorder.h"
+#include "scheduler/send_queues.h"
 #include "server/options.h"
 #include "server/register_backoff.h"
 #include "server/status_reply.h"
@@ -115,7 +116,7 @@ class SchedulerService {
   // The job's id (RegisterReply.job, Partition.job).
   uint64_t job_id() const { return job_id_; }
   // Largest number of partitions ever in flight (sent, not finished) to `node`.
-  int64_t max_in_flight(int32_t node) const { return nodes_[node].flow.max_in_flight; }
+  int64_t max_in_flight(int32_t node) const { return sends_.window(node).max_in_flight; }
 
  private:
   struct NodeSession {
@@ -130,10 +131,8 @@ class SchedulerService {
     std::string ring_endpoint;
     uint64_t incarnation = 0;  // RegisterRequest.incarnation (0 = unknown; not in sessions.json)
     v1::CacheSummary cache;
-    sched::CreditWindow flow;
     int64_t partitions_done = 0;
     double last_seen_ms = 0;
-    std::deque<uint64_t> queue;  // planned partition ids waiting for a credit
   };
   SchedulerService(const SchedulerOptions& opts, ClusterSpec spec, std::string spec_yaml,
                    SchedulerTransport* transport, metrics::Registry* registry);
@@ -234,7 +233,8 @@ class SchedulerService {
   std::unique_ptr<sched::JobDriver> driver_;
   sched::Updates unflushed_;
   std::vector<NodeSession> nodes_;
-  sched::OpenIterations open_iterations_;       // planned, not closed: rows and the close rule
+  sched::SendQueues sends_{0};             // per node: partitions waiting for a credit, its credit window
+  sched::OpenIterations open_iterations_;  // planned, not closed: rows and the close rule
   std::unique_ptr<sched::IterationGate> gate_;  // start gate, plan-ahead, finish test
   sched::RingCommitter ring_;                   // the ring's votes and commit rule
   sched::RestartHold hold_;                     // partitions sent before a restart, unconfirmed

@@ -64,7 +64,7 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
     if (it == sent_.end()) continue;  // a replayed or never-sent partition
     NodeSession& n = nodes_[it->second];
     // A timed-out partition's credit comes back (flow_control.h).
-    n.flow.OnFinished(rec->state == sched::PartitionState::kTimedOut);
+    sends_.window(it->second).OnFinished(rec->state == sched::PartitionState::kTimedOut);
     sent_.erase(it);
     hold_.Release(id);
     const int64_t iteration = rec->partition.iteration();
@@ -118,36 +118,32 @@ void SchedulerService::Observe(const sched::Updates& updates, double now_ms, con
 
 Status SchedulerService::SendQueued(double now_ms) {
   const auto& ledger = driver_->state().ledger();
-  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
-    NodeSession& n = nodes_[node];
-    while (!n.queue.empty() && n.flow.CanSend()) {
-      uint64_t id = n.queue.front();
-      const auto* rec = ledger.Find(id);
-      if (rec == nullptr || rec->state != sched::PartitionState::kPlanned) {
-        n.queue.pop_front();
-        continue;
-      }
-      if (hold_.Holds(node, rec->partition.iteration())) break;  // after a restart: its earlier one first
-      v1::Envelope env;
-      *env.mutable_assignment()->mutable_partition() = WireOf(rec->partition);
-      const v1::Partition& p = env.assignment().partition();
-      // Serving peers learn what they may serve before the worker asks.
-      for (auto& [src, grant] : sched::GrantsFor(p)) {
-        v1::Envelope g;
-        *g.mutable_serve_grant() = std::move(grant);
-        Status s = transport_->Send(src, g);
-        if (!s.ok()) spdlog::debug("grant for partition {} to node {}: {}", id, src, s.ToString());
-      }
-      Status s = transport_->Send(node, env);
-      if (!s.ok()) break;  // no route or backpressure: retry next tick
-      n.queue.pop_front();
-      n.flow.OnSent();
-      sent_[id] = node;
-      LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionSent(id, p.attempt(), now_ms));
-      Record(std::move(u));
-    }
-  }
-  return OkStatus();
+  using Offer = sched::SendQueues::Offer;
+  return sends_.Stream(
+      [&](int32_t node, uint64_t id) {
+        const auto* rec = ledger.Find(id);
+        if (rec == nullptr || rec->state != sched::PartitionState::kPlanned) return Offer::kDrop;
+        if (hold_.Holds(node, rec->partition.iteration()))
+          return Offer::kWait;  // after a restart: its earlier one first
+        v1::Envelope env;
+        *env.mutable_assignment()->mutable_partition() = WireOf(rec->partition);
+        // Serving peers learn what they may serve before the worker asks.
+        for (auto& [src, grant] : sched::GrantsFor(env.assignment().partition())) {
+          v1::Envelope g;
+          *g.mutable_serve_grant() = std::move(grant);
+          Status s = transport_->Send(src, g);
+          if (!s.ok()) spdlog::debug("grant for partition {} to node {}: {}", id, src, s.ToString());
+        }
+        // No route or backpressure: retry next tick.
+        return transport_->Send(node, env).ok() ? Offer::kSend : Offer::kWait;
+      },
+      [&](int32_t node, uint64_t id) -> Status {
+        sent_[id] = node;
+        LOFT_ASSIGN_OR_RETURN(auto u,
+                              driver_->OnPartitionSent(id, ledger.Find(id)->partition.attempt(), now_ms));
+        Record(std::move(u));
+        return OkStatus();
+      });
 }
 
 StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double now_ms, bool timed_out) {
@@ -171,7 +167,7 @@ StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double n
   Record(std::move(u));
   if (timed_out) {
     // As for a timeout: the assignment or its ack was probably lost.
-    nodes_[worker].flow.Grant(1);
+    sends_.window(worker).Grant(1);
   }
   ++committed_by_ring_;
   c_committed_by_ring_->Get().Increment();
@@ -196,9 +192,7 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
         planned_ahead_);
     return false;
   }
-  const bool queues_empty =
-      std::all_of(nodes_.begin(), nodes_.end(), [](const NodeSession& n) { return n.queue.empty(); });
-  if (!gate_->ReadyToPlan(st, queues_empty)) return false;
+  if (!gate_->ReadyToPlan(st, sends_.empty())) return false;
   if (!started_) {
     int live = 0;
     for (int32_t node : st.LiveNodes())
@@ -268,7 +262,7 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
     stats.predicted_ms = up.iteration_planned().makespan_ms();
     for (const auto& pp : up.iteration_planned().partitions()) {
       const int32_t w = pp.partition().worker();
-      nodes_[w].queue.push_back(pp.partition().id());
+      sends_.Push(w, pp.partition().id());
       stats.partitions.push_back(pp.partition().id());
       if (pp.partition().sample_ids_size() > 0) workers[static_cast<size_t>(w)] = 1;
     }
@@ -334,8 +328,8 @@ Status SchedulerService::Tick(double now_ms) {
     }
     hold_.ReleaseNode(node);
     n.connected = false;
-    n.queue.clear();
-    n.flow.Close();
+    sends_.Clear(node);
+    sends_.window(node).Close();
     view_dirty_ = true;
   }
   {
@@ -356,10 +350,10 @@ Status SchedulerService::Tick(double now_ms) {
     for (uint64_t id : st.ledger().InFlight()) {
       const auto* rec = st.ledger().Find(id);
       if (rec->state == sched::PartitionState::kPlanned)
-        nodes_[rec->partition.worker()].queue.push_back(id);
+        sends_.Push(rec->partition.worker(), id);
       else if (rec->state == sched::PartitionState::kSent) {
         sent_[id] = rec->partition.worker();
-        ++nodes_[rec->partition.worker()].flow.in_flight;
+        ++sends_.window(rec->partition.worker()).in_flight;
         // Its assignment may have died with the old process (flow_control.h).
         hold_.Hold(id, rec->partition.worker(), rec->partition.iteration());
       }
@@ -367,7 +361,7 @@ Status SchedulerService::Tick(double now_ms) {
       stats.planned_ms = rec->planned_ms;
       stats.epoch = rec->partition.epoch();
     }
-    for (auto& n : nodes_) n.flow.HoldInFlight();
+    for (int32_t node = 0; node < sends_.nodes(); ++node) sends_.window(node).HoldInFlight();
   }
   if (view_dirty_) {
     LOFT_RETURN_IF_ERROR(Flush());
@@ -407,7 +401,7 @@ Status SchedulerService::Tick(double now_ms) {
     }
   }
   for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
-    const sched::CreditWindow& f = nodes_[node].flow;
+    const sched::CreditWindow& f = sends_.window(node);
     node_gauges_[node].in_flight->Set(static_cast<double>(f.in_flight));
     node_gauges_[node].max_in_flight->Set(static_cast<double>(f.max_in_flight));
     node_gauges_[node].credits->Set(static_cast<double>(f.credits));

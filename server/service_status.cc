@@ -39,7 +39,8 @@ Status SchedulerService::SaveSessions() const {
   for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
     const NodeSession& n = nodes_[node];
     if (!n.connected) continue;
-    entries.push_back({node, n.peer_endpoint, n.ring_endpoint, n.flow.window, n.cache.samples()});
+    entries.push_back(
+        {node, n.peer_endpoint, n.ring_endpoint, sends_.window(node).window, n.cache.samples()});
   }
   return WriteFileDurably((fs::path(opts_.journal_dir) / "sessions.json").string(), SessionsToJson(entries));
 }
@@ -61,7 +62,7 @@ void SchedulerService::LoadSessions(double now_ms) {
     n.connected = true;
     n.peer_endpoint = e.peer_endpoint;
     n.ring_endpoint = e.ring_endpoint;
-    n.flow.Open(std::clamp<int64_t>(e.credits, 1, sched::kMaxCredits));
+    sends_.window(e.node).Open(std::clamp<int64_t>(e.credits, 1, sched::kMaxCredits));
     n.cache.set_samples(e.cache_samples);
     n.last_seen_ms = now_ms;
   }
@@ -113,10 +114,10 @@ std::string SchedulerService::StatusJson(double now_ms, size_t training_entries)
                        {"registered", st.registered(node)},
                        {"live", st.alive(node)},
                        {"connected", n.connected},
-                       {"credits", n.flow.credits},
-                       {"in_flight", n.flow.in_flight},
-                       {"max_in_flight", n.flow.max_in_flight},
-                       {"queued", n.queue.size()},
+                       {"credits", sends_.window(node).credits},
+                       {"in_flight", sends_.window(node).in_flight},
+                       {"max_in_flight", sends_.window(node).max_in_flight},
+                       {"queued", sends_.queued(node)},
                        {"partitions_done", n.partitions_done},
                        {"cache_samples", n.cache.samples()},
                        {"last_seen_ms_ago", now_ms - n.last_seen_ms},

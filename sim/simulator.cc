@@ -45,6 +45,7 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
             spec.num_nodes()),
       allreduce_(spec),
       agents_(spec.nodes.size()),
+      sends_(spec.num_nodes()),
       ready_depth_(ReadyDepth(spec.training)),
       down_(spec.nodes.size(), false),
       crashed_(spec.nodes.size(), false),
@@ -166,7 +167,7 @@ bool Simulator::PlanIfReady() {
     return false;
   }
   const bool complete = st.ledger().in_flight() == 0;
-  if (!gate_.ReadyToPlan(st, /*send_queues_empty=*/queued_ == 0)) return false;
+  if (!gate_.ReadyToPlan(st, sends_.empty())) return false;
   const double bound = options_.compute_bound ? BoundForRequest() : -1;
   auto updates = driver_->PlanNextIteration(clock_.NowMillis());
   if (!updates.ok()) {
@@ -238,13 +239,7 @@ bool Simulator::PlanIfReady() {
       ++part->from_peer.back().second;
     }
     if (p.sample_ids_size() > 0) workers[static_cast<size_t>(part->node)] = 1;
-    agents_[static_cast<size_t>(part->node)].queue.push_back(p.id());
-    if (Agent& ag = agents_[static_cast<size_t>(part->node)]; !ag.listed) {
-      ag.listed = true;
-      if (!queued_nodes_.empty() && queued_nodes_.back() > part->node) queued_nodes_sorted_ = false;
-      queued_nodes_.push_back(part->node);
-    }
-    ++queued_;
+    sends_.Push(part->node, p.id());
     oi.partitions.push_back(p.id());
     AddPart(std::move(part));
   }
@@ -253,61 +248,49 @@ bool Simulator::PlanIfReady() {
   return true;
 }
 
-// The daemon's SendQueued: per agent in node order, while it has credit.
+// The daemon's streaming rule (sched::SendQueues): per agent in node
+// order, while it has credit; a partition waits until the scheduler has
+// planned and journaled it (scheduler.overhead_ms).
 void Simulator::SendQueued() {
   const double now = queue_.now_ms();
-  if (!queued_nodes_sorted_) {
-    std::sort(queued_nodes_.begin(), queued_nodes_.end());
-    queued_nodes_.erase(std::unique(queued_nodes_.begin(), queued_nodes_.end()), queued_nodes_.end());
-    queued_nodes_sorted_ = true;
-  }
-  size_t keep = 0;
-  for (size_t k = 0; k < queued_nodes_.size(); ++k) {
-    const int32_t node = queued_nodes_[k];
-    Agent& ag = agents_[static_cast<size_t>(node)];
-    while (!ag.queue.empty() && ag.flow.CanSend()) {
-      Part* p = FindPart(ag.queue.front());
-      if (p == nullptr) {  // failed before it was sent
-        ag.queue.erase(ag.queue.begin());
-        --queued_;
-        continue;
-      }
-      if (p->sendable_ms > now) {
-        // The scheduler is still planning/journaling it: come back then.
-        if (send_wake_ms_ < now || p->sendable_ms < send_wake_ms_) {
-          send_wake_ms_ = p->sendable_ms;
-          // Then the daemon's tick goes on: stream, then plan ahead.
-          queue_.At(p->sendable_ms, [this, at = p->sendable_ms] {
-            if (send_wake_ms_ == at) send_wake_ms_ = -1;
-            if (done_) return;
-            Sync();
-            SendQueued();
-            PlanLoop();
-          });
+  using Offer = sched::SendQueues::Offer;
+  const Status s = sends_.Stream(
+      [&](int32_t, uint64_t id) {
+        Part* p = FindPart(id);
+        if (p == nullptr) return Offer::kDrop;  // failed before it was sent
+        if (p->sendable_ms > now) {
+          // The scheduler is still planning/journaling it: come back then.
+          if (send_wake_ms_ < now || p->sendable_ms < send_wake_ms_) {
+            send_wake_ms_ = p->sendable_ms;
+            // Then the daemon's tick goes on: stream, then plan ahead.
+            queue_.At(p->sendable_ms, [this, at = p->sendable_ms] {
+              if (send_wake_ms_ == at) send_wake_ms_ = -1;
+              if (done_) return;
+              Sync();
+              SendQueued();
+              PlanLoop();
+            });
+          }
+          return Offer::kWait;
         }
-        break;
-      }
-      ag.queue.erase(ag.queue.begin());
-      --queued_;
-      ag.flow.OnSent();
-      p->sent_ms = now;
-      auto sent = driver_->OnPartitionSent(p->id, p->attempt, clock_.NowMillis());
-      if (!sent.ok()) return Fail(sent.status().WithContext("partition sent"));
-      // The control path to the agent's reader (scheduler.handoff_ms).
-      if (const double handoff = spec_.scheduler.handoff_ms; handoff > 0) {
-        queue_.After(handoff, [this, id = p->id] {
-          if (Part* x = FindPart(id); x != nullptr && !done_) Deliver(*x);
-        });
-      } else {
-        Deliver(*p);
-      }
-    }
-    if (!ag.queue.empty())
-      queued_nodes_[keep++] = node;
-    else
-      ag.listed = false;
-  }
-  queued_nodes_.resize(keep);
+        return Offer::kSend;
+      },
+      [&](int32_t, uint64_t id) -> Status {
+        Part* p = FindPart(id);
+        p->sent_ms = now;
+        auto sent = driver_->OnPartitionSent(p->id, p->attempt, clock_.NowMillis());
+        if (!sent.ok()) return sent.status().WithContext("partition sent");
+        // The control path to the agent's reader (scheduler.handoff_ms).
+        if (const double handoff = spec_.scheduler.handoff_ms; handoff > 0) {
+          queue_.After(handoff, [this, id] {
+            if (Part* x = FindPart(id); x != nullptr && !done_) Deliver(*x);
+          });
+        } else {
+          Deliver(*p);
+        }
+        return OkStatus();
+      });
+  if (!s.ok()) Fail(s);
 }
 
 // The agent's PartitionDone, then its CreditGrant, then the daemon's tick.
@@ -359,8 +342,8 @@ void Simulator::Acked(Part& p) {
   const int64_t iteration = p.iteration;
   ErasePart(p.id);                                     // p is gone
   if (iteration == open_.oldest()) CloseIterations();  // only the oldest can close first
-  ag.flow.OnFinished(false);
-  ag.flow.Grant(1);  // the agent's CreditGrant after its report
+  sends_.window(node).OnFinished(false);
+  sends_.window(node).Grant(1);  // the agent's CreditGrant after its report
   Log(SchedulerInput::kCredit, node);
   PlanLoop();
   ComputeNext(node);
@@ -447,9 +430,9 @@ void Simulator::DeclareDead(int node) {
     ErasePart(x.partition_failed().failed().partition_id());
   }
   Agent& ag = agents_[static_cast<size_t>(node)];
-  queued_ -= static_cast<int64_t>(ag.queue.size());
   ag = Agent{};
-  queued_nodes_sorted_ = false;  // `node` may be listed again (unique on the next send)
+  sends_.Clear(node);
+  sends_.window(node).Close();
   // Rings with the dead node restart with the survivors; flows it served
   // or read are cut (their partitions already failed above).
   for (auto& [it, ring] : rings_) {
@@ -468,7 +451,7 @@ void Simulator::DeclareDead(int node) {
   for (int32_t n : credit_back) {
     if (done_) return;
     Seen(n);
-    agents_[static_cast<size_t>(n)].flow.Grant(1);
+    sends_.window(n).Grant(1);
     Log(SchedulerInput::kCredit, n);
     PlanLoop();
   }
@@ -506,7 +489,7 @@ void Simulator::NodeUp(int node) {
   Log(SchedulerInput::kAlive, node);
   auto u = driver_->OnWorkerAlive(node, clock_.NowMillis());
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("node {} up", node)));
-  agents_[static_cast<size_t>(node)].flow.Open(options_.credits);
+  sends_.window(node).Open(options_.credits);
   PlanLoop();
 }
 
@@ -514,7 +497,7 @@ StatusOr<SimResult> Simulator::Run() {
   for (int n = 0; n < spec_.num_nodes(); ++n) {
     auto u = driver_->RegisterWorker(n, 0.0);
     if (!u.ok()) return u.status().WithContext(fmt::format("registering node {}", n));
-    agents_[static_cast<size_t>(n)].flow.Open(options_.credits);
+    sends_.window(n).Open(options_.credits);
   }
   for (int n = 0; n < spec_.num_nodes(); ++n) {
     if (options_.record_inputs) Heartbeat(n, 0, 1);

@@ -97,6 +97,7 @@
 #include "scheduler/iteration_gate.h"
 #include "scheduler/open_iterations.h"
 #include "scheduler/run_recorder.h"
+#include "scheduler/send_queues.h"
 #include "sim/allreduce_model.h"
 #include "sim/cluster_model.h"
 #include "sim/cpu_quota.h"
@@ -241,18 +242,16 @@ class Simulator {
     double compute_end_ms = -1;  // >= 0: computed (waiting for or in its ring)
     double allreduce_ms = 0;
   };
-  // One worker: the daemon's send queue and credit window for it, and the
-  // agent's reader and compute stages (prefetch depth ReadyDepth).
+  // One worker's agent: its reader and compute stages (prefetch depth
+  // ReadyDepth). The scheduler's side of it (send queue, credit window) is
+  // sends_, as in the daemon.
   struct Agent {
-    // Short FIFOs (a credit window of partitions): vectors, front erased.
-    std::vector<uint64_t> queue;     // planned, not yet sent
-    sched::CreditWindow flow;        // the daemon's view of the agent's window
+    // Short FIFO (a credit window of partitions): a vector, front erased.
     std::vector<uint64_t> assigned;  // sent, not yet taken by the reader
     uint64_t reading = kNone;        // in the reader (reading, or holding its read)
     bool holding = false;            // the read is done, the ready queue is full
     std::deque<uint64_t> ready;      // read, waiting for the compute stage (ReadyDepth)
     uint64_t computing = kNone;      // in the compute stage (computing or in its ring)
-    bool listed = false;             // in queued_nodes_
   };
   // One iteration's all-reduce.
   struct Ring {
@@ -351,15 +350,13 @@ class Simulator {
   std::deque<std::unique_ptr<Part>> parts_;
   uint64_t parts_base_ = 0;
   std::vector<Agent> agents_;
-  int ready_depth_ = 1;  // ReadyDepth(spec_.training): partitions an agent holds read ahead
+  sched::SendQueues sends_;  // the daemon's send queues and credit windows, per agent
+  int ready_depth_ = 1;      // ReadyDepth(spec_.training): partitions an agent holds read ahead
   // Each node's CPU quota (compute.cpu_cores; disabled without one) and
   // what the agent's own work costs on it (the spec's `agent`).
   std::vector<CpuQuota> cpu_;
   AgentSpec agent_cpu_;
-  std::vector<int32_t> queued_nodes_;  // agents with partitions waiting to be sent
-  bool queued_nodes_sorted_ = true;    // ascending and unique (the daemon sends in node order)
-  int64_t queued_ = 0;                 // partitions waiting to be sent, all agents
-  sched::OpenIterations open_;         // planned, not closed: rows and the close rule (the daemon's)
+  sched::OpenIterations open_;  // planned, not closed: rows and the close rule (the daemon's)
   std::map<int64_t, Ring> rings_;
   double send_wake_ms_ = -1;  // a PlanLoop is scheduled then (scheduler overhead)
   bool done_ = false;
