@@ -18,8 +18,16 @@
 
 namespace loft::sched {
 
+// A node is dead once it has been silent for more than the heartbeat
+// timeout (strictly: a message exactly `timeout_ms` ago still counts).
 inline bool HeartbeatExpired(double last_seen_ms, double now_ms, int64_t timeout_ms) {
   return now_ms - last_seen_ms > static_cast<double>(timeout_ms);
+}
+// The first time, on a clock of `resolution_ms` ticks, at which
+// HeartbeatExpired holds for a node last heard from at `last_seen_ms`:
+// what the daemon's Tick finds, and when loft-sim declares the death.
+inline double HeartbeatExpiresAt(double last_seen_ms, double timeout_ms, double resolution_ms) {
+  return last_seen_ms + timeout_ms + resolution_ms;
 }
 
 // Whether `node`'s death fails `p`: its worker, or one of its sources.

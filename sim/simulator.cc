@@ -9,6 +9,7 @@
 
 #include "scheduler/bound.h"
 #include "scheduler/holder_wait.h"
+#include "scheduler/liveness.h"
 
 namespace loft::sim {
 
@@ -393,13 +394,14 @@ void Simulator::Crash(int node) {
   network_.CancelNode(node);  // reads from it, by it and ring flows stall (simulator_agent.cc)
   // Its last message: a heartbeat (registration + k·interval, strictly
   // before now) or its last ack/grant; dead once silent for more than the
-  // timeout (sched::HeartbeatExpired is strict: 1 µs later, the clock's unit).
+  // timeout: the daemon's rule (sched::HeartbeatExpired), at the first
+  // microsecond (the clock's unit) it holds.
   const double now = queue_.now_ms();
   const double iv = spec_.scheduler.heartbeat_interval_ms;
   const double reg = registered_ms_[static_cast<size_t>(node)];
   const double k = std::max(0.0, std::ceil((now - reg) / iv) - 1);
   const double last = std::max(reg + k * iv, last_msg_ms_[static_cast<size_t>(node)]);
-  const double at = std::max(now, last + timeout + 1e-3);
+  const double at = std::max(now, sched::HeartbeatExpiresAt(last, timeout, 1e-3));
   queue_.At(at, [this, node, epoch = registrations_[static_cast<size_t>(node)]] {
     if (registrations_[static_cast<size_t>(node)] == epoch) DeclareDead(node);
   });

@@ -194,6 +194,10 @@ TEST_CASE("liveness: a death fails the node's partitions and those reading from 
   CHECK_FALSE(loft::sched::AffectedByDeath(p, 1));
   CHECK(loft::sched::HeartbeatExpired(0, 1001, 1000));
   CHECK_FALSE(loft::sched::HeartbeatExpired(0, 1000, 1000));
+  // The simulator's detection time is the first clock tick the rule holds at.
+  const double at = loft::sched::HeartbeatExpiresAt(250, 1000, 1e-3);
+  CHECK(loft::sched::HeartbeatExpired(250, at, 1000));
+  CHECK_FALSE(loft::sched::HeartbeatExpired(250, at - 1e-3, 1000));
 
   auto d = Driver(3);
   auto parts = PlanAndSend(*d, 1);
