@@ -289,4 +289,13 @@ std::string Ledger::ToJson() const {
   return j.dump();
 }
 
+bool WouldApply(const Ledger& ledger, uint64_t partition_id, int32_t attempt, int32_t node) {
+  return WouldApply(ledger.Find(partition_id), attempt, node);
+}
+
+bool WouldApply(const PartitionRecord* r, int32_t attempt, int32_t node) {
+  return r != nullptr && r->partition.attempt() == attempt && r->partition.worker() == node &&
+         !IsTerminal(r->state);
+}
+
 }  // namespace loft::sched

@@ -62,6 +62,15 @@ struct LedgerCounters {
 enum class AckOutcome : uint8_t { kAccepted, kDuplicate, kUnknown, kTerminal, kWrongAttempt, kWrongNode };
 std::string_view AckOutcomeName(AckOutcome o);
 
+class Ledger;
+// Whether a PartitionDone / PartitionFailed of `node` for (id, attempt)
+// changes scheduler state: the partition is known, open, that attempt,
+// that worker. Reports that would not are counted and dropped by the
+// daemon instead of being journaled (a JobDriver call would ignore them).
+bool WouldApply(const Ledger& ledger, uint64_t partition_id, int32_t attempt, int32_t node);
+// The same for a record the caller already looked up (null = unknown).
+bool WouldApply(const PartitionRecord* record, int32_t attempt, int32_t node);
+
 class Ledger {
  public:
   // Records a new partition in state planned. Errors: id 0, id not

@@ -71,13 +71,4 @@ size_t InboundMessageLimit(const ClusterSpec& spec, size_t max_message_bytes) {
   return std::min(max_message_bytes, need);
 }
 
-bool WouldApply(const sched::Ledger& ledger, uint64_t partition_id, int32_t attempt, int32_t node) {
-  return WouldApply(ledger.Find(partition_id), attempt, node);
-}
-
-bool WouldApply(const sched::PartitionRecord* r, int32_t attempt, int32_t node) {
-  return r != nullptr && r->partition.attempt() == attempt && r->partition.worker() == node &&
-         !sched::IsTerminal(r->state);
-}
-
 }  // namespace loft::server

@@ -13,11 +13,6 @@
 // by max_message_bytes. Messages the scheduler SENDS (RegisterReply with
 // the dataset manifest) are not limited by it.
 //
-// WouldApply: whether a PartitionDone / PartitionFailed of `node` for
-// (id, attempt) changes scheduler state (the partition is known, open,
-// that attempt, that worker). Reports that would not are counted and
-// dropped by the service instead of being journaled.
-//
 // Not responsible for: endpoint syntax (registration), codec checks.
 #pragma once
 
@@ -43,8 +38,5 @@ inline constexpr int kRecvHwm = 100;
 
 Status CheckFieldSizes(const v1::Envelope& env, const ClusterSpec& spec);
 size_t InboundMessageLimit(const ClusterSpec& spec, size_t max_message_bytes);
-bool WouldApply(const sched::Ledger& ledger, uint64_t partition_id, int32_t attempt, int32_t node);
-// The same for a record the caller already looked up (null = unknown).
-bool WouldApply(const sched::PartitionRecord* record, int32_t attempt, int32_t node);
 
 }  // namespace loft::server

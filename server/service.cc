@@ -371,7 +371,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       }
       // Looked up once; valid until the ack is applied below.
       const sched::PartitionRecord* r = driver_->state().ledger().Find(d.partition_id());
-      if (!WouldApply(r, d.attempt(), node)) {
+      if (!sched::WouldApply(r, d.attempt(), node)) {
         // Changes no state: counted, not journaled. Its training report
         // still votes (the partition may have been committed by the ring).
         if (r != nullptr && r->partition.worker() == node && d.timings().has_training()) {
@@ -415,7 +415,7 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       *sender_node = node;
       nodes_[node].last_seen_ms = now_ms;
       LOFT_RETURN_IF_ERROR(OnPoisonReport(node, f, now_ms));
-      if (!WouldApply(driver_->state().ledger(), f.partition_id(), f.attempt(), node)) {
+      if (!sched::WouldApply(driver_->state().ledger(), f.partition_id(), f.attempt(), node)) {
         CountIgnored("partition_failed");  // changes no state: not journaled
         peer_log_.Log(spdlog::level::debug, "report_ignored", spec_.nodes[node].name, LogTime(now_ms),
                       "ignored failure report of partition {} attempt {} from {}", f.partition_id(),

@@ -50,12 +50,12 @@
 #include "scheduler/journal.h"
 #include "scheduler/open_iterations.h"
 #include "scheduler/poison_reports.h"
+#include "scheduler/register_backoff.h"
 #include "scheduler/ring_committer.h"
 #include "scheduler/ring_detection.h"
 #include "scheduler/run_recorder.h"
 #include "scheduler/send_queues.h"
 #include "server/options.h"
-#include "server/register_backoff.h"
 #include "server/status_reply.h"
 #include "server/transport.h"
 
@@ -276,8 +276,8 @@ class SchedulerService {
   // journal, read back from journal_dir/job_id after a restart.
   uint64_t job_id_ = 1;
   bool resent_after_recovery_ = false;
-  RegisterBackoff register_backoff_;   // view-changing (re-)registrations per node
-  sched::AccusationBook accusations_;  // ring members reported by agents (PeerReport)
+  sched::RegisterBackoff register_backoff_;  // view-changing (re-)registrations per node
+  sched::AccusationBook accusations_;        // ring members reported by agents (PeerReport)
   bool view_dirty_ = false;
   // Every log line a peer's message can cause (core/log_limiter.h):
   // loft_scheduler_log_suppressed_total{kind} counts what it held back.
@@ -313,7 +313,7 @@ class SchedulerService {
   metrics::CounterFamily* c_journal_syncs_ = nullptr;
   double unsynced_since_ms_ = -1;  // Tick time of the oldest record written without an fsync; -1: none
   metrics::CounterFamily* c_committed_by_ring_ = nullptr;
-  // Reports that change no state (server/message_limits.h WouldApply).
+  // Reports that change no state (scheduler/ledger.h WouldApply).
   void CountIgnored(const char* type);
   int64_t reports_ignored_ = 0;
   metrics::CounterFamily* c_reports_ignored_ = nullptr;

@@ -79,3 +79,20 @@ TEST_CASE("Ledger: timeouts, ids and pruning", "[ledger]") {
   const std::string j = l.ToJson();
   CHECK(j.find("\"timed_out\":1") != std::string::npos);
 }
+
+TEST_CASE("WouldApply: only an open partition's own attempt from its worker", "[ledger]") {
+  loft::sched::Ledger l;
+  loft::v1::Partition p;
+  p.set_id(5);
+  p.set_worker(1);
+  p.set_attempt(0);
+  p.add_sample_ids(3);
+  p.add_sources(1);
+  REQUIRE(l.AddPlanned(p, 0, 0).ok());
+  CHECK(loft::sched::WouldApply(l, 5, 0, 1));
+  CHECK_FALSE(loft::sched::WouldApply(l, 6, 0, 1));  // unknown
+  CHECK_FALSE(loft::sched::WouldApply(l, 5, 1, 1));  // other attempt
+  CHECK_FALSE(loft::sched::WouldApply(l, 5, 0, 2));  // not its worker
+  l.MarkDone(5, 0, 1, 1);
+  CHECK_FALSE(loft::sched::WouldApply(l, 5, 0, 1));  // finished
+}

@@ -9,6 +9,7 @@
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
 #include "scheduler/liveness.h"
+#include "scheduler/register_backoff.h"
 #include "scheduler/ring_committer.h"
 #include "state_fakes.h"
 
@@ -312,4 +313,22 @@ TEST_CASE("restart hold: a node gets no later iteration before its unconfirmed e
   h.Hold(11, 1, 2);
   h.ReleaseNode(1);
   CHECK_FALSE(h.Holds(1, 3));
+}
+
+TEST_CASE("re-registration backoff doubles until the node is stable", "[register_backoff][rules]") {
+  loft::sched::RegisterBackoff b({.min_ms = 1000, .max_ms = 8000, .stable_ms = 60000});
+  CHECK(b.Admit(1, 0) == 0);
+  CHECK(b.Admit(2, 10) == 0);  // per node
+  CHECK(b.Admit(1, 5) == 0);   // one re-registration (a restart) is free
+  CHECK(b.Admit(1, 405) == 600);
+  CHECK(b.Admit(1, 1005) == 0);  // waited min_ms; the next wait doubles
+  CHECK(b.Admit(1, 2505) == 500);
+  CHECK(b.Admit(1, 3005) == 0);
+  CHECK(b.Admit(1, 7004) > 0);
+  CHECK(b.Admit(1, 7005) == 0);
+  CHECK(b.Admit(1, 15005) == 0);  // capped at max_ms
+  CHECK(b.Admit(1, 23004) > 0);
+  CHECK(b.Admit(1, 200000) == 0);  // stable for stable_ms: back to min_ms
+  CHECK(b.Admit(1, 200500) > 0);
+  CHECK(b.Admit(1, 201000) == 0);
 }

@@ -55,23 +55,6 @@ TEST_CASE("the scheduler's inbound limit is far below 16 MiB and capped by max_m
   CHECK(loft::server::InboundMessageLimit(spec, 4096) == 4096);
 }
 
-TEST_CASE("WouldApply: only an open partition's own attempt from its worker") {
-  loft::sched::Ledger l;
-  loft::v1::Partition p;
-  p.set_id(5);
-  p.set_worker(1);
-  p.set_attempt(0);
-  p.add_sample_ids(3);
-  p.add_sources(1);
-  REQUIRE(l.AddPlanned(p, 0, 0).ok());
-  CHECK(loft::server::WouldApply(l, 5, 0, 1));
-  CHECK_FALSE(loft::server::WouldApply(l, 6, 0, 1));  // unknown
-  CHECK_FALSE(loft::server::WouldApply(l, 5, 1, 1));  // other attempt
-  CHECK_FALSE(loft::server::WouldApply(l, 5, 0, 2));  // not its worker
-  l.MarkDone(5, 0, 1, 1);
-  CHECK_FALSE(loft::server::WouldApply(l, 5, 0, 1));  // finished
-}
-
 TEST_CASE("sessions.json round-trips, a mistyped one is an error naming the file and field") {
   using loft::server::ParseSessions;
   std::vector<loft::server::SessionEntry> in = {{2, "tcp://a:1", "tcp://a:2", 3, 99}};

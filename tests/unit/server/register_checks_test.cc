@@ -1,15 +1,13 @@
 // Registration checks of loft-scheduler: advertised endpoints
-// (server/endpoint_check.h) and the re-registration backoff
-// (server/register_backoff.h).
+// (server/endpoint_check.h).
+
 #include <catch2/catch.hpp>
 #include <string>
 
 #include "server/endpoint_check.h"
-#include "server/register_backoff.h"
 
 using loft::StatusCode;
 using loft::server::CheckAdvertisedEndpoint;
-using loft::server::RegisterBackoff;
 
 TEST_CASE("advertised endpoints: usable ones pass") {
   for (const char* ep :
@@ -31,22 +29,4 @@ TEST_CASE("advertised endpoints: bad ones are refused naming the field") {
     CHECK(st.message().find("peer_endpoint") != std::string::npos);
     CHECK(st.message().size() < 400);  // a megabyte value is not echoed
   }
-}
-
-TEST_CASE("re-registration backoff doubles until the node is stable") {
-  RegisterBackoff b({.min_ms = 1000, .max_ms = 8000, .stable_ms = 60000});
-  CHECK(b.Admit(1, 0) == 0);
-  CHECK(b.Admit(2, 10) == 0);  // per node
-  CHECK(b.Admit(1, 5) == 0);   // one re-registration (a restart) is free
-  CHECK(b.Admit(1, 405) == 600);
-  CHECK(b.Admit(1, 1005) == 0);  // waited min_ms; the next wait doubles
-  CHECK(b.Admit(1, 2505) == 500);
-  CHECK(b.Admit(1, 3005) == 0);
-  CHECK(b.Admit(1, 7004) > 0);
-  CHECK(b.Admit(1, 7005) == 0);
-  CHECK(b.Admit(1, 15005) == 0);  // capped at max_ms
-  CHECK(b.Admit(1, 23004) > 0);
-  CHECK(b.Admit(1, 200000) == 0);  // stable for stable_ms: back to min_ms
-  CHECK(b.Admit(1, 200500) > 0);
-  CHECK(b.Admit(1, 201000) == 0);
 }

@@ -17,7 +17,7 @@
 
 #include <map>
 
-namespace loft::server {
+namespace loft::sched {
 
 struct RegisterBackoffOptions {
   double min_ms = 1000;
@@ -42,4 +42,4 @@ class RegisterBackoff {
   std::map<int, Node> nodes_;
 };
 
-}  // namespace loft::server
+}  // namespace loft::sched

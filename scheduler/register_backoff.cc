@@ -1,8 +1,8 @@
-#include "server/register_backoff.h"
+#include "scheduler/register_backoff.h"
 
 #include <algorithm>
 
-namespace loft::server {
+namespace loft::sched {
 
 double RegisterBackoff::Admit(int node, double now_ms) {
   auto it = nodes_.find(node);
@@ -19,4 +19,4 @@ double RegisterBackoff::Admit(int node, double now_ms) {
   return 0;
 }
 
-}  // namespace loft::server
+}  // namespace loft::sched
