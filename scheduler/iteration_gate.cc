@@ -61,4 +61,21 @@ int IterationGate::OnPlanned(int64_t iteration, int64_t view, const std::vector<
   return static_cast<int>(std::count(last_planned_workers_.begin(), last_planned_workers_.end(), char{1}));
 }
 
+IterationGate::StartCheck IterationGate::CheckStart(const std::vector<WorkerReadiness>& live, bool when_ready,
+                                                    double peers_wait_ms, double now_ms) {
+  StartCheck c;
+  for (const WorkerReadiness& w : live) c.live += w.connected && (w.confirmed || !when_ready) ? 1 : 0;
+  if (!MayStart(c.live)) return c;
+  if (when_ready && peers_wait_ms > 0) {
+    for (const WorkerReadiness& w : live) {
+      if (w.peers_ready < static_cast<int32_t>(live.size()) - 1) c.without_peers.push_back(w.node);
+    }
+    if (peers_wait_since_ms_ < 0) peers_wait_since_ms_ = now_ms;
+    c.peers_waited_ms = now_ms - peers_wait_since_ms_;
+    if (!c.without_peers.empty() && c.peers_waited_ms < peers_wait_ms) return c;
+  }
+  c.start = true;
+  return c;
+}
+
 }  // namespace loft::sched

@@ -4,6 +4,10 @@
 //
 //  - Start gate: the first iteration waits until `min_workers` live,
 //    connected workers (0 = every spec node; capped at the spec's size).
+//    With `when_ready` (the daemon's start_when_ready) a worker counts only
+//    once it was heard from after its registration reply, and then the
+//    start also waits, at most `peers_wait_ms`, until each of them reports
+//    a handshaken peer connection to every other (CheckStart).
 //  - Finish test: every target iteration planned and none in flight.
 //  - Plan-ahead of depth k (1 ≤ k ≤ kMaxPlanAhead): iteration t+1 is
 //    planned while t runs only when (a) every iteration before t+1-k is
@@ -79,6 +83,23 @@ class IterationGate {
   // Workers needed before the first plan.
   int workers_needed() const { return need_; }
   bool MayStart(int live_connected_workers) const { return live_connected_workers >= need_; }
+  // One live worker as the start gate sees it.
+  struct WorkerReadiness {
+    int32_t node = 0;
+    bool connected = false;   // registered (or restored from the sessions file)
+    bool confirmed = false;   // heard from after its registration reply
+    int32_t peers_ready = 0;  // its last report of handshaken peer connections
+  };
+  struct StartCheck {
+    bool start = false;
+    int live = 0;                        // workers that count
+    std::vector<int32_t> without_peers;  // counted workers whose peers are not all up
+    double peers_waited_ms = 0;          // how long the start waited for peer connections
+  };
+  // The start gate (above) at `now_ms`, over the live workers. Remembers
+  // when it first waited for peer connections.
+  StartCheck CheckStart(const std::vector<WorkerReadiness>& live, bool when_ready, double peers_wait_ms,
+                        double now_ms);
   // Whether the next iteration may be planned now (BSP, or ahead: above).
   // `send_queues_empty`: no planned partition waits to be sent.
   bool ReadyToPlan(const SchedulerState& st, bool send_queues_empty) const;
@@ -104,6 +125,7 @@ class IterationGate {
   int64_t last_planned_view_ = -1;
   int depth_ = 0;
   std::vector<char> last_planned_workers_;
+  double peers_wait_since_ms_ = -1;  // when the start first waited for peer connections
 };
 
 }  // namespace loft::sched

@@ -266,8 +266,7 @@ class SchedulerService {
   std::map<uint64_t, v1::TrainingReport> pending_training_;  // the ack being observed
   double started_ms_ = 0;
   double first_plan_ms_ = -1;
-  double peers_wait_since_ms_ = -1;  // when the start first waited for peer connections (start_peers_wait_ms)
-  bool started_ = false;             // first iteration planned (this process or journal)
+  bool started_ = false;  // first iteration planned (this process or journal)
   bool finished_ = false;
   StatusOr<uint64_t> LoadOrCreateJobId(bool fresh_journal);
   bool recovered_ = false;

@@ -194,33 +194,28 @@ StatusOr<bool> SchedulerService::PlanIfReady(double now_ms) {
   }
   if (!gate_->ReadyToPlan(st, sends_.empty())) return false;
   if (!started_) {
-    int live = 0;
+    std::vector<sched::IterationGate::WorkerReadiness> live;
     for (int32_t node : st.LiveNodes())
-      live += nodes_[node].connected && (nodes_[node].confirmed || !opts_.start_when_ready) ? 1 : 0;
-    if (!gate_->MayStart(live)) return false;
+      live.push_back({node, nodes_[node].connected, nodes_[node].confirmed, nodes_[node].peers_ready});
+    const auto c = gate_->CheckStart(live, opts_.start_when_ready,
+                                     static_cast<double>(opts_.start_peers_wait_ms), now_ms);
+    if (!c.start) return false;
     if (opts_.start_when_ready && opts_.start_peers_wait_ms > 0) {
-      // Each live worker's peer connections to the other live ones handshaken.
-      const std::vector<int32_t> nodes = st.LiveNodes();
       std::vector<std::string> waiting;
-      for (int32_t node : nodes) {
-        if (nodes_[node].peers_ready < static_cast<int32_t>(nodes.size()) - 1)
-          waiting.push_back(spec_.nodes[node].name);
-      }
-      if (peers_wait_since_ms_ < 0) peers_wait_since_ms_ = now_ms;
+      for (int32_t node : c.without_peers) waiting.push_back(spec_.nodes[node].name);
       if (!waiting.empty()) {
-        if (now_ms - peers_wait_since_ms_ < static_cast<double>(opts_.start_peers_wait_ms)) return false;
         spdlog::warn(
             "starting the job although {} reported no handshaken connection to every other worker "
             "within start_peers_wait_ms {}",
             fmt::join(waiting, ", "), opts_.start_peers_wait_ms);
       } else {
         spdlog::info("every worker's peer connections are up ({:.0f} ms after the workers were ready)",
-                     now_ms - peers_wait_since_ms_);
+                     c.peers_waited_ms);
       }
     }
     started_ = true;
     first_plan_ms_ = now_ms;
-    spdlog::info("{} workers live; starting the job ({} iterations, policy {}, plan ahead {})", live,
+    spdlog::info("{} workers live; starting the job ({} iterations, policy {}, plan ahead {})", c.live,
                  target_iterations(), opts_.policy,
                  gate_->plan_ahead() >= 0 ? std::to_string(gate_->plan_ahead()) : std::string("auto"));
   }

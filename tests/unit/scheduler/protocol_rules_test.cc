@@ -60,6 +60,37 @@ TEST_CASE("start gate: min_workers, capped at the spec's nodes, 0 means every no
   CHECK(g.MayStart(4));
 }
 
+TEST_CASE("start gate with start_when_ready: confirmed workers, then peers up or the wait over",
+          "[rules][gate]") {
+  using W = IterationGate::WorkerReadiness;
+  IterationGate g({.plan_ahead = 0, .target_iterations = 5, .min_workers = 0}, 3);
+  std::vector<W> live = {{0, true, true, 2}, {1, true, false, 2}, {2, true, true, 1}};
+  // Without when_ready a connected worker counts.
+  CHECK(g.CheckStart(live, false, 0, 0).start);
+  // With it, worker 1 is not confirmed yet.
+  auto c = g.CheckStart(live, true, 500, 10);
+  CHECK_FALSE(c.start);
+  CHECK(c.live == 2);
+  live[1].confirmed = true;
+  // Worker 2 has one of its two peers: the start waits, from now (100) ...
+  c = g.CheckStart(live, true, 500, 100);
+  CHECK_FALSE(c.start);
+  CHECK(c.without_peers == std::vector<int32_t>{2});
+  c = g.CheckStart(live, true, 500, 599);
+  CHECK_FALSE(c.start);
+  // ... until peers_wait_ms has passed,
+  c = g.CheckStart(live, true, 500, 600);
+  CHECK(c.start);
+  CHECK(c.peers_waited_ms == 500);
+  CHECK(c.without_peers == std::vector<int32_t>{2});
+  // or every peer connection is up.
+  IterationGate h({.plan_ahead = 0, .target_iterations = 5, .min_workers = 0}, 3);
+  live[2].peers_ready = 2;
+  c = h.CheckStart(live, true, 500, 50);
+  CHECK(c.start);
+  CHECK(c.without_peers.empty());
+}
+
 TEST_CASE("BSP gate: the next iteration waits for a complete one, finish needs none in flight",
           "[rules][gate]") {
   auto d = Driver(3);
