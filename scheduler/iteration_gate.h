@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "core/read_ahead.h"
+#include "core/status.h"
 #include "scheduler/scheduler_state.h"
 
 namespace loft::sched {
@@ -127,5 +128,22 @@ class IterationGate {
   std::vector<char> last_planned_workers_;
   double peers_wait_since_ms_ = -1;  // when the start first waited for peer connections
 };
+
+// The order of a scheduler tick, in both engines (the daemon's Tick, loft-
+// sim's PlanLoop): stream what waited for credit first (condition (b)
+// looks at the send queues), then plan and stream; with planning ahead,
+// once the plan just streamed allows it, plan again (so t+1 does not wait
+// for the next tick), at most max_depth() + 1 plans. `stream()` returns
+// Status; `plan()` returns StatusOr<bool>, true when it planned.
+template <typename StreamFn, typename PlanFn>
+Status StreamAndPlan(const IterationGate& gate, StreamFn&& stream, PlanFn&& plan) {
+  LOFT_RETURN_IF_ERROR(stream());
+  for (int round = 0; round <= gate.max_depth(); ++round) {
+    LOFT_ASSIGN_OR_RETURN(const bool planned, plan());
+    LOFT_RETURN_IF_ERROR(stream());
+    if (!planned) break;
+  }
+  return OkStatus();
+}
 
 }  // namespace loft::sched

@@ -363,17 +363,14 @@ Status SchedulerService::Tick(double now_ms) {
     view_dirty_ = false;
     LOFT_RETURN_IF_ERROR(BroadcastView());
   }
-  // Stream what waited for credit first (the gate's condition (b) looks at
-  // the send queues), then plan and stream; with planning ahead, once the
-  // plan just streamed allows it, the next one too (so t+1 does not wait
-  // for the next tick).
-  LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
-  for (int round = 0; round <= gate_->max_depth(); ++round) {
-    LOFT_ASSIGN_OR_RETURN(bool planned, PlanIfReady(now_ms));
-    LOFT_RETURN_IF_ERROR(FlushBeforeEffects(now_ms));  // a plan flushed itself (synced)
-    LOFT_RETURN_IF_ERROR(SendQueued(now_ms));
-    if (!planned) break;
-  }
+  // Stream, plan (ahead) and stream (sched::StreamAndPlan).
+  LOFT_RETURN_IF_ERROR(sched::StreamAndPlan(
+      *gate_, [&] { return SendQueued(now_ms); },
+      [&]() -> StatusOr<bool> {
+        LOFT_ASSIGN_OR_RETURN(const bool planned, PlanIfReady(now_ms));
+        LOFT_RETURN_IF_ERROR(FlushBeforeEffects(now_ms));  // a plan flushed itself (synced)
+        return planned;
+      }));
   // What SendQueued recorded are PartitionSent updates: the sends already
   // happened, nothing external derives from the records, and if they are
   // lost (power failure before the next synced write) recovery re-sends

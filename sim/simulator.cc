@@ -145,20 +145,24 @@ void Simulator::Log(SchedulerInput::Kind kind, int32_t node, const Part* p) {
   result_.inputs.push_back(std::move(in));
 }
 
-// The daemon's Tick after an input (server/service_loop.cc): stream what
+// The daemon's Tick after an input (sched::StreamAndPlan): stream what
 // waited for credit, plan, stream, and with planning ahead the next plan
-// too once the first is streamed.
+// too once the first is streamed. A finished or failed run stops it.
 void Simulator::PlanLoop() {
   if (done_) return;
   Sync();
-  SendQueued();
-  if (done_) return;
-  for (int round = 0; round <= gate_.max_depth(); ++round) {
-    const bool planned = PlanIfReady();
-    if (done_) return;
-    SendQueued();
-    if (!planned) break;
-  }
+  const auto stopped = [this] { return done_ ? Aborted("run over") : OkStatus(); };
+  (void)sched::StreamAndPlan(
+      gate_,
+      [&] {
+        SendQueued();
+        return stopped();
+      },
+      [&]() -> StatusOr<bool> {
+        const bool planned = PlanIfReady();
+        LOFT_RETURN_IF_ERROR(stopped());
+        return planned;
+      });
 }
 
 bool Simulator::PlanIfReady() {
