@@ -248,7 +248,7 @@ bool Simulator::PlanIfReady() {
     oi.partitions.push_back(p.id());
     AddPart(std::move(part));
   }
-  gate_.OnPlanned(iteration, st.view(), workers, ip.makespan_ms());
+  ring_votes_.OnPlanned(iteration, gate_.OnPlanned(iteration, st.view(), workers, ip.makespan_ms()));
   result_.plan_ahead = std::max(result_.plan_ahead, gate_.depth());
   return true;
 }
@@ -324,6 +324,10 @@ void Simulator::Acked(Part& p) {
     if (p.iteration >= 0 && static_cast<size_t>(p.iteration) < trace.size() &&
         std::isfinite(trace[static_cast<size_t>(p.iteration)]))
       t->mutable_training()->set_loss(trace[static_cast<size_t>(p.iteration)]);
+    for (const auto& [id, worker] : p.applied) {
+      t->mutable_training()->add_applied_partitions(id);
+      t->mutable_training()->add_applied_nodes(worker);
+    }
   }
 
   const bool trace = p.iteration < options_.trace_iterations;
@@ -340,14 +344,23 @@ void Simulator::Acked(Part& p) {
   if (ag.computing == p.id) ag.computing = kNone;
   Seen(node);
   Background(node, SchedulerNode(), spec_.network.report_bytes);
-  auto u = driver_->OnPartitionDone(done, clock_.NowMillis());
-  if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} done", p.id)));
-  // The worker's row from its timings, as the daemon's (scheduler/open_iterations.h).
-  open_.AddRow(p.iteration, sched::RowFromTimings(node, *t), p.sent_ms, now);
+  // The worker's word on what the ring applied, before its ack is applied
+  // (as the daemon: an epoch's last ack prunes what the votes are checked against).
+  if (t->has_training()) ring_votes_.RecordVotes(driver_->state().ledger(), p.iteration, node, t->training());
   const int64_t iteration = p.iteration;
-  ErasePart(p.id);                                     // p is gone
-  if (iteration == open_.oldest()) CloseIterations();  // only the oldest can close first
-  sends_.window(node).OnFinished(false);
+  if (p.committed_by_ring) {
+    // Committed on its behalf when a death would have failed it: the
+    // daemon ignores this ack (no state change) and takes its credit.
+    ErasePart(p.id);
+  } else {
+    auto u = driver_->OnPartitionDone(done, clock_.NowMillis());
+    if (!u.ok()) return Fail(u.status().WithContext(fmt::format("partition {} done", p.id)));
+    // The worker's row from its timings, as the daemon's (scheduler/open_iterations.h).
+    open_.AddRow(p.iteration, sched::RowFromTimings(node, *t), p.sent_ms, now);
+    ErasePart(p.id);                                     // p is gone
+    if (iteration == open_.oldest()) CloseIterations();  // only the oldest can close first
+    sends_.window(node).OnFinished(false);
+  }
   sends_.window(node).Grant(1);  // the agent's CreditGrant after its report
   Log(SchedulerInput::kCredit, node);
   PlanLoop();
@@ -370,6 +383,7 @@ void Simulator::CloseIterations() {
       driver_->state().ledger(), &recorder_,
       [this](int64_t iteration, const sched::OpenIteration& s, sched::IterationRecord* rec) {
         rings_.erase(iteration);
+        ring_votes_.Close(iteration);
         if (rec == nullptr || iteration >= options_.trace_iterations) return;
         for (size_t k = 0; k < rec->workers.size(); ++k) {
           const double done = s.sent_done[k].second;
@@ -418,6 +432,8 @@ void Simulator::DeclareDead(int node) {
   down_[node] = true;
   Sync();
   Log(SchedulerInput::kDead, node);
+  CommitAppliedOf(node);
+  if (done_) return;
   auto u = driver_->OnWorkerDead(node, "failure injected by the cluster spec", clock_.NowMillis());
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("node {} down", node)));
   // OnWorkerDead failed the partitions the death affects (the liveness
@@ -442,7 +458,9 @@ void Simulator::DeclareDead(int node) {
   // Rings with the dead node restart with the survivors; flows it served
   // or read are cut (their partitions already failed above).
   for (auto& [it, ring] : rings_) {
-    if (!ring.running || std::find(ring.members.begin(), ring.members.end(), node) == ring.members.end())
+    // A ring applying its fixed aggregate goes on without it.
+    if (!ring.running || ring.applying ||
+        std::find(ring.members.begin(), ring.members.end(), node) == ring.members.end())
       continue;
     for (uint64_t f : ring.flows) network_.Cancel(f);
     ring.flows.clear();
@@ -467,6 +485,34 @@ void Simulator::DeclareDead(int node) {
     ReaderNext(n);
     ComputeNext(n);
   }
+}
+
+void Simulator::CommitAppliedOf(int32_t node) {
+  const auto& ledger = driver_->state().ledger();
+  for (uint64_t id : sched::AffectedPartitions(ledger, node)) {
+    const sched::PartitionRecord* rec = ledger.Find(id);
+    if (rec == nullptr || ring_votes_.CommitVotes(*rec) == 0) continue;
+    const int64_t iteration = rec->partition.iteration();
+    const int32_t worker = rec->partition.worker();
+    loft::v1::PartitionDone d;
+    d.set_partition_id(id);
+    d.set_attempt(rec->partition.attempt());
+    d.set_node(worker);
+    auto u = driver_->OnPartitionDone(d, clock_.NowMillis());
+    if (!u.ok()) return Fail(u.status().WithContext(fmt::format("committing partition {} by the ring", id)));
+    ++result_.committed_by_ring;
+    open_.Open(iteration);  // no row: the ring's commit has no timings of its own
+    sends_.window(worker).OnFinished(false);
+    if (Part* p = FindPart(id); p != nullptr) {
+      if (worker == node) {
+        DropPart(*p);
+        ErasePart(id);
+      } else {
+        p->committed_by_ring = true;  // its agent still acks (ignored) and takes its credit back
+      }
+    }
+  }
+  CloseIterations();
 }
 
 // A node's CPU quota as a new agent finds it (a full bucket, nothing

@@ -96,6 +96,7 @@
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
 #include "scheduler/open_iterations.h"
+#include "scheduler/ring_committer.h"
 #include "scheduler/run_recorder.h"
 #include "scheduler/send_queues.h"
 #include "sim/allreduce_model.h"
@@ -198,6 +199,10 @@ struct SimResult {
   int plan_ahead = 0;                  // the deepest plan-ahead in force (auto: over the run)
   int64_t planned_ahead = 0;           // iterations planned while another ran
   std::vector<SchedulerInput> inputs;  // SimOptions::record_inputs
+  // Partitions committed on their worker's behalf because the ring
+  // applied them (sched::RingCommitter, as the daemon): a member that died
+  // while applying the round's aggregate.
+  int64_t committed_by_ring = 0;
 };
 
 class Simulator {
@@ -241,6 +246,10 @@ class Simulator {
     double compute_ms = 0;
     double compute_end_ms = -1;  // >= 0: computed (waiting for or in its ring)
     double allreduce_ms = 0;
+    // The partitions its ring applied, with their workers (its ack's
+    // TrainingReport.applied_partitions / applied_nodes).
+    std::vector<std::pair<uint64_t, int32_t>> applied;
+    bool committed_by_ring = false;  // committed for it: its ack only returns the credit
   };
   // One worker's agent: its reader and compute stages (prefetch depth
   // ReadyDepth). The scheduler's side of it (send queue, credit window) is
@@ -261,6 +270,10 @@ class Simulator {
     std::vector<int32_t> members;
     std::vector<uint64_t> parts;
     int step = 0;  // -2 hello, -1 state sync, 0 scatter, 1 gather, then verify/reducer
+    // After the verify step the aggregate is fixed: each member applies it
+    // on its own CPU and acks then; a crash no longer stalls the others.
+    bool applying = false;
+    int applying_pending = 0;  // members still applying
     double start_ms = 0;
     int flows_pending = 0;
     std::vector<uint64_t> flows;
@@ -281,6 +294,12 @@ class Simulator {
   bool PlanIfReady();
   void SendQueued();
   void Acked(Part& p);  // PartitionDone + CreditGrant from the agent
+  // The ring of `iteration` applied the aggregate on `members` (their acks,
+  // each naming every partition the ring applied).
+  void MembersApplied(int64_t iteration, uint64_t generation, std::vector<int32_t> members);
+  // Before `node`'s death fails them: commits the affected partitions the
+  // ring applied (sched::RingCommitter's rule, as the daemon's Tick).
+  void CommitAppliedOf(int32_t node);
   void ClosedRow(const Part& p, bool failed);
   void CloseIterations();
   void Crash(int node);        // the node stops (its outage starts)
@@ -314,7 +333,6 @@ class Simulator {
   void MaybeStartRing(int64_t iteration);
   void RingStep(int64_t iteration, uint64_t generation);
   void RingState(int64_t iteration, uint64_t generation);  // a rejoined member fetches the state
-  void RingDone(int64_t iteration, uint64_t generation);
   bool RingStalled(const Ring& ring) const;  // a member crashed: nothing moves until its death is noticed
   // The ring of `iteration` if it is still `generation` (not restarted
   // since); RunningRing: and still running. Null otherwise.
@@ -358,7 +376,8 @@ class Simulator {
   AgentSpec agent_cpu_;
   sched::OpenIterations open_;  // planned, not closed: rows and the close rule (the daemon's)
   std::map<int64_t, Ring> rings_;
-  double send_wake_ms_ = -1;  // a PlanLoop is scheduled then (scheduler overhead)
+  sched::RingCommitter ring_votes_;  // the acks' votes and the commit rule (the daemon's)
+  double send_wake_ms_ = -1;         // a PlanLoop is scheduled then (scheduler overhead)
   bool done_ = false;
   Status error_;
   std::vector<bool> down_;              // declared dead by the scheduler

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "sim/simulator.h"
 
@@ -251,19 +252,29 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     return;
   }
   if (ring.step >= steps) {
-    // The reducer's work (TailMs, CPU at one core) runs on each member's
-    // CPU: on a node with a quota through it, behind the agent's own work
-    // queued there (the next partition's reads, what it serves), else at
-    // one core. The ring ends with the last member's.
+    // The aggregate is fixed. The reducer's work (TailMs, CPU at one core)
+    // runs on each member's CPU: on a node with a quota through it, behind
+    // the agent's own work queued there (the next partition's reads, what
+    // it serves), else at one core. Each member acks when its own is done
+    // (members done at the same time together, in one event).
+    ring.applying = true;
     const double tail = allreduce_.TailMs(n);
-    if (tail <= 0) return RingDone(iteration, generation);
+    if (tail <= 0) {
+      ring.applying_pending = 1;
+      return MembersApplied(iteration, generation, ring.members);
+    }
     const double now = queue_.now_ms();
-    double end = now;
+    std::map<double, std::vector<int32_t>> by_end;
     for (int32_t m : ring.members) {
       CpuQuota& cpu = cpu_[static_cast<size_t>(m)];
-      end = std::max(end, cpu.enabled() ? cpu.Run(now, tail) : now + tail);
+      by_end[cpu.enabled() ? cpu.Run(now, tail) : now + tail].push_back(m);
     }
-    queue_.After(end - now, [this, iteration, generation] { RingDone(iteration, generation); });
+    ring.applying_pending = static_cast<int>(by_end.size());
+    for (auto& [end, members] : by_end) {
+      queue_.After(end - now, [this, iteration, generation, members = std::move(members)] {
+        MembersApplied(iteration, generation, members);
+      });
+    }
     return;
   }
   // The step's CPU on the quota members runs alongside its transfers,
@@ -392,24 +403,36 @@ bool Simulator::RingStalled(const Ring& ring) const {
                      [this](int32_t m) { return crashed_[static_cast<size_t>(m)]; });
 }
 
-void Simulator::RingDone(int64_t iteration, uint64_t generation) {
+void Simulator::MembersApplied(int64_t iteration, uint64_t generation, std::vector<int32_t> members) {
   Ring* live = RunningRing(iteration, generation);
   if (live == nullptr) return;
   Ring& ring = *live;
-  if (RingStalled(ring)) return;
-  for (int32_t m : ring.members) stale_[static_cast<size_t>(m)] = false;  // synced by this ring
-  ring.running = false;
-  ring.done = true;
   const double now = queue_.now_ms();
+  for (int32_t m : members) {
+    if (!crashed_[static_cast<size_t>(m)]) stale_[static_cast<size_t>(m)] = false;  // synced by this ring
+  }
   if (iteration < options_.trace_iterations && ring.members.size() > 1) {
-    for (int32_t m : ring.members)
+    for (int32_t m : members)
       result_.spans.push_back({m, "all-reduce", ring.start_ms, now - ring.start_ms, iteration});
+  }
+  // Every partition the ring applied, named with its worker: each ack
+  // carries them (the ring's votes, sched::RingCommitter).
+  std::vector<std::pair<uint64_t, int32_t>> applied;
+  for (uint64_t id : ring.parts) {
+    if (const Part* x = FindPart(id); x != nullptr) applied.emplace_back(id, x->node);
+  }
+  const bool last = --ring.applying_pending == 0;
+  if (last) {
+    ring.running = false;
+    ring.done = true;
   }
   const std::vector<uint64_t> parts = ring.parts;  // acks may close the iteration (and erase the ring)
   for (uint64_t id : parts) {
     Part* x = FindPart(id);
-    if (x == nullptr) continue;
+    if (x == nullptr || std::find(members.begin(), members.end(), x->node) == members.end()) continue;
+    if (crashed_[static_cast<size_t>(x->node)]) continue;  // its ack is lost with it
     x->allreduce_ms = now - x->compute_end_ms;
+    x->applied = applied;
     Acked(*x);
     if (done_) return;
   }

@@ -17,7 +17,9 @@
 // would be N times larger). Run with plan-ahead on (overlap: true) and
 // off, with and without a model (the ring's time reaches the daemon in
 // the ack's training report, as from an agent), with auto's depth (the
-// spec's default hand-off, and none) and at every fixed depth.
+// spec's default hand-off, and none) and at every fixed depth, and with a
+// member that dies while it applies a round the others applied (both
+// engines commit its partition from the ring's votes).
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -58,7 +61,7 @@ constexpr const char* kSpec =
     "    disk: {read_mbps: 100}\n"
     "    link: {up_mbps: 20, down_mbps: 20, latency_ms: 5}\n"
     "  - name: mid\n"
-    "    compute: {fixed_ms: 1.5, per_sample_ms: 0.1, jitter: 0.0}\n"
+    "    compute: {fixed_ms: 1.5, per_sample_ms: 0.1, jitter: 0.0MIDCPU}\n"
     "    disk: {read_mbps: 200}\n"
     "    link: {up_mbps: 30, down_mbps: 30, latency_ms: 3}\n"
     "    failures: [FAILURES]\n"
@@ -70,21 +73,37 @@ constexpr int64_t kHeartbeatTimeoutMs = 10;
 
 namespace {
 
-// `plan_ahead`: both engines' option (-1 = auto); `handoff_ms` < 0: the
-// spec's default scheduler.handoff_ms (auto then plans deeper than one).
-void RunBoth(const std::string& policy, const std::string& failures, bool overlap, const std::string& model,
-             int plan_ahead = -1, double handoff_ms = -1) {
+// The spec's text for these options (`mid_cpu`: extra compute fields of
+// the node that fails, e.g. its CPU quota).
+std::string SpecText(const std::string& failures, bool overlap, const std::string& model, double handoff_ms,
+                     const std::string& mid_cpu) {
   std::string text = kSpec;
+  text.replace(text.find("MIDCPU"), 6, mid_cpu);
   text.replace(text.find("HANDOFF"), 7,
                handoff_ms >= 0 ? ", handoff_ms: " + std::to_string(handoff_ms) : std::string());
   text.replace(text.find("FAILURES"), 8, failures);
   text.replace(text.find("OVERLAP"), 7, overlap ? "true" : "false");
   text.replace(text.find("MODEL"), 5, model);
+  return text;
+}
+
+// What the engines did besides the compared record.
+struct BothRuns {
+  int64_t sim_committed_by_ring = 0;
+  int64_t daemon_committed_by_ring = 0;
+};
+
+// `plan_ahead`: both engines' option (-1 = auto); `handoff_ms` < 0: the
+// spec's default scheduler.handoff_ms (auto then plans deeper than one).
+BothRuns RunBoth(const std::string& policy, const std::string& failures, bool overlap,
+                 const std::string& model, int plan_ahead = -1, double handoff_ms = -1,
+                 const std::string& mid_cpu = "") {
+  const std::string text = SpecText(failures, overlap, model, handoff_ms, mid_cpu);
   const fs::path dir =
       fs::temp_directory_path() /
       ("loft-engines-" + std::to_string(::getpid()) + "-" + policy + "-" + std::to_string(failures.size()) +
        (overlap ? "-ahead" : "-bsp") + "-" + std::to_string(model.size()) + "-" + std::to_string(plan_ahead) +
-       (handoff_ms >= 0 ? "-h" : ""));
+       (handoff_ms >= 0 ? "-h" : "") + (mid_cpu.empty() ? "" : "-q"));
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "spec.yaml") << text;
@@ -185,6 +204,10 @@ void RunBoth(const std::string& policy, const std::string& failures, bool overla
   }
   REQUIRE(s.finished());
   CHECK(deaths == (failures.empty() ? 0 : 1));
+  BothRuns both;
+  both.sim_committed_by_ring = sim->committed_by_ring;
+  both.daemon_committed_by_ring = nlohmann::json::parse(s.StatusJson(0))["committed_by_ring"].get<int64_t>();
+  CHECK(both.daemon_committed_by_ring == both.sim_committed_by_ring);
 
   // The same decisions: every partition, in plan order.
   std::vector<loft::v1::Partition> parts = transport.assignments;
@@ -231,6 +254,7 @@ void RunBoth(const std::string& policy, const std::string& failures, bool overla
   }
   svc->reset();
   fs::remove_all(dir);
+  return both;
 }
 
 }  // namespace
@@ -268,4 +292,48 @@ TEST_CASE("daemon and simulator agree with a model's ring all-reduce", "[engines
   const bool overlap = GENERATE(false, true);
   INFO("policy " << policy << " plan-ahead " << overlap);
   RunBoth(policy, "{at_s: 0.03, down_s: 0.02}", overlap, "model: softmax");
+}
+
+TEST_CASE("daemon and simulator commit a dead member's partition the ring applied", "[engines]") {
+  // mid runs the reducer's tail on a tenth of a core, so it applies each
+  // round's aggregate long after fast and slow have applied it and acked,
+  // naming every partition the ring applied. mid fails inside that window:
+  // both engines commit its partition from the others' votes
+  // (sched::RingCommitter) instead of retrying its samples. With either
+  // engine's commit rule removed the two plan differently (the digest).
+  const std::string mid_cpu = ", cpu_cores: 0.1";
+  const std::string model = "model: softmax, allreduce: {fixed_ms: 20}";
+  const bool overlap = GENERATE(false, true);
+  INFO("plan-ahead " << overlap);
+  // Where mid's window is: a run without the failure, its ring spans.
+  const fs::path dir = fs::temp_directory_path() / ("loft-engines-window-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "spec.yaml") << SpecText("", overlap, model, -1, mid_cpu);
+  auto spec = loft::LoadClusterSpecFile((dir / "spec.yaml").string());
+  REQUIRE(spec.ok());
+  loft::sim::SimOptions so;
+  so.policy = "loft";
+  auto clean = loft::sim::RunPolicy(*spec, so);
+  REQUIRE(clean.ok());
+  fs::remove_all(dir);
+  std::map<std::pair<int64_t, int32_t>, double> applied_at;  // (iteration, node) -> its ring's end
+  for (const auto& span : clean->spans) {
+    if (std::string(span.name) == "all-reduce")
+      applied_at[{span.iteration, span.node}] = span.start_ms + span.dur_ms;
+  }
+  double crash_ms = -1;
+  for (int64_t it = 2; it < 6 && crash_ms < 0; ++it) {
+    const auto mid = applied_at.find({it, 2});
+    if (mid == applied_at.end()) continue;
+    double others = 0;
+    for (int32_t n : {0, 1}) others = std::max(others, applied_at[{it, n}]);
+    if (mid->second - others > 0.2) crash_ms = (mid->second + others) / 2;
+  }
+  for (const auto& [k, v] : applied_at)
+    UNSCOPED_INFO("it " << k.first << " node " << k.second << " applied " << v);
+  REQUIRE(crash_ms > 0);
+  char failures[96];
+  std::snprintf(failures, sizeof failures, "{at_s: %.6f, down_s: 0.03}", crash_ms / 1000.0);
+  const BothRuns both = RunBoth("loft", failures, overlap, model, -1, -1, mid_cpu);
+  CHECK(both.sim_committed_by_ring >= 1);
 }
