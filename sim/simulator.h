@@ -294,9 +294,12 @@ class Simulator {
   bool PlanIfReady();
   void SendQueued();
   void Acked(Part& p);  // PartitionDone + CreditGrant from the agent
-  // The ring of `iteration` applied the aggregate on `members` (their acks,
-  // each naming every partition the ring applied).
-  void MembersApplied(int64_t iteration, uint64_t generation, std::vector<int32_t> members);
+  // The ring of `iteration` applied the aggregate on `members`, each with
+  // its registration count when it started applying (their acks, each
+  // naming every partition the ring applied; a member that crashed or
+  // restarted since acks nothing).
+  void MembersApplied(int64_t iteration, uint64_t generation,
+                      std::vector<std::pair<int32_t, int64_t>> members);
   // Before `node`'s death fails them: commits the affected partitions the
   // ring applied (sched::RingCommitter's rule, as the daemon's Tick).
   void CommitAppliedOf(int32_t node);

@@ -259,15 +259,18 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     // (members done at the same time together, in one event).
     ring.applying = true;
     const double tail = allreduce_.TailMs(n);
+    auto member = [this](int32_t m) { return std::pair(m, registrations_[static_cast<size_t>(m)]); };
     if (tail <= 0) {
       ring.applying_pending = 1;
-      return MembersApplied(iteration, generation, ring.members);
+      std::vector<std::pair<int32_t, int64_t>> all;
+      for (int32_t m : ring.members) all.push_back(member(m));
+      return MembersApplied(iteration, generation, std::move(all));
     }
     const double now = queue_.now_ms();
-    std::map<double, std::vector<int32_t>> by_end;
+    std::map<double, std::vector<std::pair<int32_t, int64_t>>> by_end;
     for (int32_t m : ring.members) {
       CpuQuota& cpu = cpu_[static_cast<size_t>(m)];
-      by_end[cpu.enabled() ? cpu.Run(now, tail) : now + tail].push_back(m);
+      by_end[cpu.enabled() ? cpu.Run(now, tail) : now + tail].push_back(member(m));
     }
     ring.applying_pending = static_cast<int>(by_end.size());
     for (auto& [end, members] : by_end) {
@@ -403,13 +406,19 @@ bool Simulator::RingStalled(const Ring& ring) const {
                      [this](int32_t m) { return crashed_[static_cast<size_t>(m)]; });
 }
 
-void Simulator::MembersApplied(int64_t iteration, uint64_t generation, std::vector<int32_t> members) {
+void Simulator::MembersApplied(int64_t iteration, uint64_t generation,
+                               std::vector<std::pair<int32_t, int64_t>> group) {
   Ring* live = RunningRing(iteration, generation);
   if (live == nullptr) return;
   Ring& ring = *live;
   const double now = queue_.now_ms();
-  for (int32_t m : members) {
-    if (!crashed_[static_cast<size_t>(m)]) stale_[static_cast<size_t>(m)] = false;  // synced by this ring
+  // The members still the processes that started applying (a crashed one's
+  // ack is lost with it; a restarted one holds the seed's parameters).
+  std::vector<int32_t> members;
+  for (const auto& [m, registration] : group) {
+    if (crashed_[static_cast<size_t>(m)] || registrations_[static_cast<size_t>(m)] != registration) continue;
+    members.push_back(m);
+    stale_[static_cast<size_t>(m)] = false;  // synced by this ring
   }
   if (iteration < options_.trace_iterations && ring.members.size() > 1) {
     for (int32_t m : members)
@@ -430,7 +439,6 @@ void Simulator::MembersApplied(int64_t iteration, uint64_t generation, std::vect
   for (uint64_t id : parts) {
     Part* x = FindPart(id);
     if (x == nullptr || std::find(members.begin(), members.end(), x->node) == members.end()) continue;
-    if (crashed_[static_cast<size_t>(x->node)]) continue;  // its ack is lost with it
     x->allreduce_ms = now - x->compute_end_ms;
     x->applied = applied;
     Acked(*x);
