@@ -16,7 +16,7 @@ PACKAGES="
   libopenblas-dev
   catch2 libbenchmark-dev
   dataset-fashion-mnist
-  python3 python3-matplotlib python3-numpy python3-torch python3-setuptools python3-yaml
+  python3 python3-matplotlib python3-numpy python3-torch python3-setuptools python3-yaml python3-pip
   iproute2 procps
   coinor-libclp-dev
 "
