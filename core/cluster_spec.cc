@@ -119,10 +119,10 @@ Status NonNegative(const SpecReader& r, const YAML::Node& parent, const char* ke
   return OkStatus();
 }
 
-// training.exchange: {period: 1 | N | auto, max_period, compression: none | int8, overlap}.
+// training.exchange: {period: 1 | N | auto, max_period, drift, compression: none | int8, overlap}.
 Status ParseExchange(const SpecReader& r, const YAML::Node& ex, TrainingSpec::Exchange* e) {
   const std::string p = "training.exchange";
-  RET(r.CheckKeys(ex, p, {"period", "max_period", "compression", "overlap"}));
+  RET(r.CheckKeys(ex, p, {"period", "max_period", "drift", "compression", "overlap"}));
   if (YAML::Node pn = ex["period"]; pn.IsDefined() && !pn.IsNull()) {
     if (pn.IsScalar() && pn.Scalar() == "auto") {
       e->period_auto = true;
@@ -135,6 +135,9 @@ Status ParseExchange(const SpecReader& r, const YAML::Node& ex, TrainingSpec::Ex
   RET(r.Get(ex, "max_period", p, &e->max_period));
   if (e->max_period < 1 || e->max_period > 1024)
     return r.Error(ex["max_period"], p + ".max_period", "must be in [1, 1024]");
+  RET(r.Get(ex, "drift", p, &e->drift));
+  if (!(e->drift > 0) || e->drift > 100)
+    return r.Error(ex["drift"], p + ".drift", "must be a number in (0, 100]");
   if (!e->period_auto && e->period > 1024) return r.Error(ex["period"], p + ".period", "must be <= 1024");
   if (e->period_auto) e->period = 1;  // the first round's, until the scheduler has measurements
   RET(r.Get(ex, "compression", p, &e->compression));

@@ -130,7 +130,12 @@ struct TrainingSpec {
     // period: auto: the scheduler picks each round's period
     // (scheduler/exchange_plan.h); period is then the first round's.
     bool period_auto = false;
-    int64_t max_period = 16;           // auto: the largest period it picks, >= 1
+    int64_t max_period = 16;  // auto: the largest period it picks, >= 1
+    // auto: c, what a local step loses to the members' drift per step of
+    // period: a step of a round of period tau is taken to be worth
+    // 1 / (1 + c*tau) of a synchronous one, so auto's loss-free period is
+    // ceil(sqrt(X / (c*S))) (scheduler/exchange_plan.h). In (0, 100].
+    double drift = 0.25;
     std::string compression = "none";  // none | int8 (per-chunk scale + int8, error feedback)
     // The next round's reads run while the exchange runs (they share the
     // links); false: a member reads nothing during its exchange.

@@ -419,6 +419,7 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
       remote[p.sources(i)].push_back(p.sample_ids(i));
   }
   std::future<std::map<int32_t, PeerFetchResult>> fut;
+  const uint64_t edges_at_start = exchange_edges_.load();
   int64_t t0 = clock_->NowMicros();
   if (!remote.empty()) {
     if (!peers_) {
@@ -523,6 +524,7 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
     metrics_->partition_ms->WithLabels({"remote_read"}).Observe(remote_ms);
   }
   metrics_->partition_ms->WithLabels({"local_read"}).Observe(local_ms);
+  t->set_read_during_exchange((edges_at_start & 1) != 0 || exchange_edges_.load() != edges_at_start);
   if (!first_error.ok()) {
     out.status = first_error;
     return out;
@@ -568,6 +570,19 @@ v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32
   env.set_protocol_version(kProtocolVersion);
   const v1::Partition& p = read.partition;
   Status st = read.status;
+  // A round-ending step (its compute, then the exchange): an exchange
+  // window for the reads running meanwhile (read_during_exchange).
+  struct ExchangeWindow {
+    std::atomic<uint64_t>* edges;
+    explicit ExchangeWindow(std::atomic<uint64_t>* e) : edges(e) {
+      if (edges != nullptr) edges->fetch_add(1);
+    }
+    ~ExchangeWindow() {
+      if (edges != nullptr) edges->fetch_add(1);
+    }
+    ExchangeWindow(const ExchangeWindow&) = delete;
+    ExchangeWindow& operator=(const ExchangeWindow&) = delete;
+  } window(p.local_step() ? nullptr : &exchange_edges_);
   if (st.ok()) {
     int64_t t0 = clock_->NowMicros();
     auto loss = trainer->Compute(read.batch);

@@ -256,6 +256,12 @@ class PartitionRunner {
   // Runs the preprocessing stage on a read batch (see SetPreprocess).
   void Preprocess(ReadPartition& out);
 
+  // Exchange windows (Finish of a round-ending step: its compute and the
+  // exchange after it), counted at both edges: odd while one runs. Read
+  // compares the count at its start and end to set
+  // PartitionTimings.read_during_exchange.
+  std::atomic<uint64_t> exchange_edges_{0};
+
   double disk_ms_per_sample_ = 0;
   double disk_ms_per_byte_ = 0;
   preprocess::PreprocessPool* preprocess_ = nullptr;

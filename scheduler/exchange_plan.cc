@@ -48,7 +48,7 @@ int64_t ExchangePlan::NextPeriod(double step_ms) const {
   if (!spec_.period_auto) return std::max<int64_t>(1, spec_.period);
   const double s = step_ms_ > 0 ? step_ms_ : step_ms;
   double tau0 = 1;
-  if (s > 0 && exchange_ms_ > 0) tau0 = std::ceil(std::sqrt(exchange_ms_ / s) - 1e-9);
+  if (s > 0 && exchange_ms_ > 0) tau0 = std::ceil(std::sqrt(exchange_ms_ / (spec_.drift * s)) - 1e-9);
   double ratio = 1;
   if (first_loss_ > 0 && loss_ >= 0 && std::isfinite(loss_))
     ratio = std::sqrt(std::min(1.0, loss_ / first_loss_));

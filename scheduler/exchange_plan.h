@@ -19,7 +19,7 @@
 //  - period: N: every round's period is N.
 //  - period: auto: the period of round k is
 //        tau_k = clamp(ceil(tau0_k * sqrt(F_k / F_0)), 1, max_period),
-//        tau0_k = ceil(sqrt(X_k / S_k))
+//        tau0_k = ceil(sqrt(X_k / (c * S_k)))
 //    where X_k is the exchange's expected time (the mean reported
 //    all-reduce time of the last exchanges, EWMA 0.3; before the first
 //    one, `prior_exchange_ms`), S_k the step's (EWMA 0.3 of the planned
@@ -28,7 +28,11 @@
 //    tau0: a step costs S + X/tau of wall time, and the members' local
 //    steps drift apart as tau grows; taking the steps needed to reach a
 //    given loss to grow as (1 + c*tau), the time to it, (S + X/tau) *
-//    (1 + c*tau), is least at tau = sqrt(X / (c*S)); loft takes c = 1. (tau = X/S, an
+//    (1 + c*tau), is least at tau = sqrt(X / (c*S)). c is
+//    training.exchange.drift (default 0.25: replaying the agents' delta
+//    exchange offline, the MLP on Fashion-MNIST needed about as many steps
+//    to 85 % at periods 2 to 16, so c is well below 1; docs/exchange.md
+//    "How much a longer period costs per step"). (tau = X/S, an
 //    exchange as long as the round's steps, was measured on the testbed:
 //    it gave loft's fast steps period 16 throughout and the lowest
 //    accuracy per step, docs/exchange.md.) The square root of the loss

@@ -376,7 +376,18 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   const double read = std::max(obs.local_read_ms, obs.remote_read_ms);
   obs.iteration_ms = spec_.training.overlap ? std::max(read, obs.compute_ms) : read + obs.compute_ms;
   if (Finite(obs.local_read_ms) && Finite(obs.remote_read_ms) && Finite(obs.compute_ms)) {
-    cost_models_->models[obs.node].Observe(obs);
+    // With a delta exchange, reads that ran during the worker's exchange
+    // shared its links (and CPU) with it: they describe the exchange, not
+    // the read a round's steps make, and a read cost fitted on them would
+    // inflate every planned step (and period: auto's step time S). Their
+    // compute still counts. loft-sim sets the flag by the same rule.
+    Observation fit = obs;
+    if (exchange_.delta_exchange() && t.read_during_exchange()) {
+      fit.local_read_ms = 0;
+      fit.remote_read_ms = 0;
+      ++reads_left_out_of_fits_;
+    }
+    cost_models_->models[obs.node].Observe(fit);
     ++observations_[obs.node];
     PendingObservations& pending = pending_observations_[p.iteration()];
     if (pending.by_node.empty()) {
@@ -908,6 +919,8 @@ std::string SchedulerState::ToJson() const {
   }
   j["costs"] = std::move(costs);
   j["rejected_observations"] = rejected_observations_;
+  // Only when some were (keeps ToJson/Digest of other runs unchanged).
+  if (reads_left_out_of_fits_ > 0) j["reads_left_out_of_fits"] = reads_left_out_of_fits_;
   j["policy_failures"] = policy_failures_;
   std::vector<int64_t> available;
   for (int i = 0; i < placement_.num_nodes(); ++i) available.push_back(sampler_.available(i));

@@ -187,6 +187,10 @@ class SchedulerState {
   // Done acks whose timings were negative or not finite: the samples are
   // committed but the timings are not fed to the cost model or policy.
   int64_t rejected_observations() const { return rejected_observations_; }
+  // Done acks (delta exchange only) whose reads ran during their worker's
+  // exchange (PartitionTimings.read_during_exchange): their read times are
+  // left out of the cost models' read fits; compute still counts.
+  int64_t reads_left_out_of_fits() const { return reads_left_out_of_fits_; }
   // Iterations planned by the even fallback because the policy returned an
   // error or an invalid plan (IterationPlanned.policy_error).
   int64_t policy_failures() const { return policy_failures_; }
@@ -304,6 +308,7 @@ class SchedulerState {
   CostModel& cost_model(int node) const;  // cost_models_'s, for state_snapshot.cc
   std::vector<int64_t> observations_;
   int64_t rejected_observations_ = 0;
+  int64_t reads_left_out_of_fits_ = 0;
   int64_t policy_failures_ = 0;
   std::vector<bool> distrusted_;  // empty: none (keeps ToJson/Digest of runs without any unchanged)
   int64_t distrusted_reads_committed_ = 0;

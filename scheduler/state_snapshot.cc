@@ -165,6 +165,7 @@ loft::v1::StateSnapshot SchedulerState::ToSnapshot() const {
     cp->set_observations(c.observations);
   }
   out.set_rejected_observations(rejected_observations_);
+  out.set_reads_left_out_of_fits(reads_left_out_of_fits_);
   out.set_policy_failures(policy_failures_);
   out.set_distrusted_reads_committed(distrusted_reads_committed_);
   out.set_lost_to_eviction(lost_to_eviction_);
@@ -258,6 +259,7 @@ Status SchedulerState::CheckSnapshotFits(const loft::v1::StateSnapshot& s) const
                     std::to_string(num_nodes) + " nodes");
   }
   if (s.view() < 0 || s.next_iteration() < 0) return DataLoss("snapshot: negative view or iteration");
+  if (s.reads_left_out_of_fits() < 0) return DataLoss("snapshot: negative reads_left_out_of_fits");
   for (int i = 0; i < num_nodes; ++i) {
     if (s.nodes(i).node() != i) {
       return DataLoss("snapshot nodes: entry " + std::to_string(i) + " is node " +
@@ -391,6 +393,7 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
   view_ = s.view();
   next_iteration_ = s.next_iteration();
   rejected_observations_ = s.rejected_observations();
+  reads_left_out_of_fits_ = s.reads_left_out_of_fits();
   policy_failures_ = s.policy_failures();
   distrusted_reads_committed_ = s.distrusted_reads_committed();
   return OkStatus();

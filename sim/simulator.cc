@@ -313,6 +313,7 @@ void Simulator::Acked(Part& p) {
   t->set_local_read_ms(local_ms);
   t->set_remote_read_ms(remote_ms);
   t->set_compute_ms(p.compute_ms);
+  t->set_read_during_exchange(p.read_during_exchange);
   t->set_local_samples(p.local);
   t->set_remote_samples(p.remote);
   t->set_local_bytes(p.local * model_.sample_bytes());
@@ -341,7 +342,7 @@ void Simulator::Acked(Part& p) {
     result_.inputs.back().timings = *t;
   }
   Agent& ag = agents_[static_cast<size_t>(node)];
-  if (ag.computing == p.id) ag.computing = kNone;
+  if (ag.computing == p.id) ag.EndCompute(now);
   Seen(node);
   Background(node, SchedulerNode(), spec_.network.report_bytes);
   // The worker's word on what the ring applied, before its ack is applied
@@ -408,7 +409,7 @@ void Simulator::Crash(int node) {
   ag.reading = kNone;
   ag.holding = false;
   ag.ready.clear();
-  ag.computing = kNone;
+  ag.EndCompute(queue_.now_ms());
   network_.CancelNode(node);  // reads from it, by it and ring flows stall (simulator_agent.cc)
   // Its last message: a heartbeat (registration + k·interval, strictly
   // before now) or its last ack/grant; dead once silent for more than the

@@ -242,6 +242,9 @@ class Simulator {
     int flows_pending = 0;
     std::vector<uint64_t> flows;
     std::map<int32_t, double> by_peer_ms;
+    // Its read ran while its node's exchange step did (the agent's
+    // PartitionTimings.read_during_exchange): set when the read is in.
+    bool read_during_exchange = false;
     double compute_start_ms = 0;
     double compute_ms = 0;
     double compute_end_ms = -1;  // >= 0: computed (waiting for or in its ring)
@@ -261,6 +264,17 @@ class Simulator {
     bool holding = false;            // the read is done, the ready queue is full
     std::deque<uint64_t> ready;      // read, waiting for the compute stage (ReadyDepth)
     uint64_t computing = kNone;      // in the compute stage (computing or in its ring)
+    // The agent's exchange window (PartitionRunner::Finish of a
+    // round-ending step: its compute, then the ring): when the current one
+    // started (-1 = none runs) and when the last one ended.
+    double exchange_since_ms = -1;
+    double exchange_end_ms = -1;
+    // The compute stage is free again; an exchange window ends.
+    void EndCompute(double now_ms) {
+      computing = kNone;
+      if (exchange_since_ms >= 0) exchange_end_ms = now_ms;
+      exchange_since_ms = -1;
+    }
   };
   // One iteration's all-reduce.
   struct Ring {

@@ -135,6 +135,7 @@ void Simulator::ReadDone(Part& p) {
   if (crashed_[static_cast<size_t>(p.node)]) return;
   Agent& ag = agents_[static_cast<size_t>(p.node)];
   p.flows.clear();
+  p.read_during_exchange = ag.exchange_since_ms >= 0 || ag.exchange_end_ms > p.read_start_ms;
   if (static_cast<int>(ag.ready.size()) >= ready_depth_) {
     ag.holding = true;
     return;
@@ -167,6 +168,7 @@ void Simulator::ComputeNext(int32_t node) {
     return ComputeNext(node);
   }
   p->compute_start_ms = queue_.now_ms();
+  if (!p->local_step) ag.exchange_since_ms = p->compute_start_ms;
   p->compute_ms = model_.ComputeMs(node, p->batch, p->compute_start_ms);
   queue_.After(p->compute_ms, [this, id] {
     Part* x = FindPart(id);
@@ -465,7 +467,7 @@ void Simulator::DropPart(Part& p) {
       ag.holding = false;
     }
   }
-  if (ag.computing == id) ag.computing = kNone;
+  if (ag.computing == id) ag.EndCompute(queue_.now_ms());
 }
 
 }  // namespace loft::sim

@@ -112,9 +112,9 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
       ar.parameters, Num(ar.step_latency_ms), Num(ar.reduce_ns_per_element), Num(ar.fixed_ms),
       ar.links ? "true" : "false");
   const auto& ex = t.exchange;
-  y += fmt::format("  exchange: {{period: {}, max_period: {}, compression: {}, overlap: {}}}\n",
+  y += fmt::format("  exchange: {{period: {}, max_period: {}, drift: {}, compression: {}, overlap: {}}}\n",
                    ex.period_auto ? std::string("auto") : std::to_string(ex.period), ex.max_period,
-                   ex.compression, ex.overlap ? "true" : "false");
+                   Num(ex.drift), ex.compression, ex.overlap ? "true" : "false");
   y += fmt::format(
       "scheduler: {{overhead_ms: {}, heartbeat_interval_ms: {}, heartbeat_timeout_ms: {}, handoff_ms: {}, "
       "holder_wait_s: {}}}\n",

@@ -300,6 +300,8 @@ TEST_CASE("training.exchange: defaults, period N, auto, compression, overlap, an
   REQUIRE(aut.ok());
   CHECK(aut->training.exchange.period_auto);
   CHECK(aut->training.exchange.max_period == 8);
+  CHECK(aut->training.exchange.drift == 0.25);
+  CHECK(with("{period: auto, drift: 0.5}")->training.exchange.drift == 0.5);
   auto message = [&](const std::string& exchange) {
     auto s = with(exchange);
     REQUIRE_FALSE(s.ok());
@@ -312,6 +314,8 @@ TEST_CASE("training.exchange: defaults, period N, auto, compression, overlap, an
              Catch::Contains("training.exchange.compression must be one of none, int8 (got 'fp16')"));
   CHECK_THAT(message("{max_period: 0}"),
              Catch::Contains("training.exchange.max_period must be in [1, 1024]"));
+  CHECK_THAT(message("{drift: 0}"), Catch::Contains("training.exchange.drift must be a number in (0, 100]"));
+  CHECK_THAT(message("{drift: -1}"), Catch::Contains("training.exchange.drift"));
   CHECK_THAT(message("{perod: 2}"), Catch::Contains("training.exchange.perod is not a known field"));
   // Reading during the exchange overlaps the compute stage: refused when
   // training.overlap forbids that.

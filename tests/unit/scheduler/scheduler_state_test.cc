@@ -228,3 +228,62 @@ TEST_CASE("SchedulerState: exclusive availability follows replicas and liveness"
     }
   }
 }
+
+TEST_CASE(
+    "SchedulerState: reads that ran during the worker's exchange stay out of the read fits (delta exchange)",
+    "[state]") {
+  // Two states, the same acks: slow reads flagged read_during_exchange,
+  // then the fitted read costs. With period 4 (a delta exchange) the read
+  // fits ignore them (the cost stays the prior's) and compute still
+  // learns; with period 1 they are fitted as before.
+  auto run = [](int64_t period, int64_t* left_out) {
+    loft::ClusterSpec spec = SmallSpec(480, 1, 24, 4);
+    spec.training.exchange.period = period;
+    auto made = SchedulerState::Create(spec, std::make_unique<FakePolicy>(false), {});
+    REQUIRE(made.ok());
+    auto s = std::move(made).value();
+    for (int i = 0; i < 4; ++i) REQUIRE(s->Apply(Reg(i, i + 1)).ok());
+    for (int it = 0; it < 8; ++it) {
+      auto prop = s->ProposeIteration(it);
+      REQUIRE(prop.ok());
+      REQUIRE(s->Apply(*prop->update).ok());
+      for (const auto& pp : prop->update->iteration_planned().partitions()) {
+        loft::v1::StateUpdate u;
+        *u.mutable_partition_done()->mutable_done() =
+            loft::sched::testing::TimedDone(pp.partition(), *s, /*factor=*/3.0);
+        u.mutable_partition_done()->mutable_done()->mutable_timings()->set_read_during_exchange(true);
+        REQUIRE(s->Apply(u).ok());
+      }
+    }
+    *left_out = s->reads_left_out_of_fits();
+    // A snapshot keeps the count.
+    auto again = SchedulerState::Create(spec, std::make_unique<FakePolicy>(false), {});
+    REQUIRE(again.ok());
+    REQUIRE((*again)->RestoreSnapshot(s->ToSnapshot()).ok());
+    CHECK((*again)->reads_left_out_of_fits() == *left_out);
+    CHECK((*again)->ToJson() == s->ToJson());
+    return s;
+  };
+  int64_t left_delta = 0, left_plain = 0;
+  auto delta = run(4, &left_delta);
+  auto plain = run(1, &left_plain);
+  CHECK(left_delta == 32);  // 8 iterations x 4 workers
+  CHECK(left_plain == 0);
+  // A read of 6 samples (the batch each worker got) as each state predicts it.
+  auto read6 = [](const loft::sched::CostParams& c) {
+    return c.local_fixed_ms + 6 * c.local_per_sample_ms + c.remote_fixed_ms + 6 * c.remote_per_sample_ms;
+  };
+  auto compute6 = [](const loft::sched::CostParams& c) {
+    return c.compute_fixed_ms + 6 * c.compute_per_sample_ms;
+  };
+  for (int n = 0; n < 4; ++n) {
+    const auto prior = loft::sched::PriorFromSpec(delta->spec(), n);
+    INFO("node " << n);
+    CHECK(read6(delta->cost(n)) == Approx(read6(prior)));
+    CHECK(read6(plain->cost(n)) > 1.5 * read6(prior));  // period 1 learnt the slow reads
+    CHECK(compute6(delta->cost(n)) == Approx(compute6(plain->cost(n))));
+    CHECK(compute6(delta->cost(n)) > 1.5 * compute6(prior));
+  }
+  CHECK(delta->ToJson().find("reads_left_out_of_fits") != std::string::npos);
+  CHECK(plain->ToJson().find("reads_left_out_of_fits") == std::string::npos);
+}

@@ -61,7 +61,8 @@ nlohmann::json Profile(const sched::CostParams& c) {
 }  // namespace
 
 TEST_CASE("ClusterSpecToYaml keeps training.exchange") {
-  for (const std::string ex : {"{period: 4, compression: int8}", "{period: auto, max_period: 8}"}) {
+  for (const std::string ex :
+       {"{period: 4, compression: int8}", "{period: auto, max_period: 8, drift: 0.5}"}) {
     INFO(ex);
     std::string text = kSpec;
     const std::string key = "lr_schedule: {kind: cosine, warmup_steps: 5}}";
@@ -73,6 +74,7 @@ TEST_CASE("ClusterSpecToYaml keeps training.exchange") {
     CHECK(b->training.exchange.period == a.training.exchange.period);
     CHECK(b->training.exchange.period_auto == a.training.exchange.period_auto);
     CHECK(b->training.exchange.max_period == a.training.exchange.max_period);
+    CHECK(b->training.exchange.drift == a.training.exchange.drift);
     CHECK(b->training.exchange.compression == a.training.exchange.compression);
     CHECK(b->training.exchange.overlap == a.training.exchange.overlap);
   }
