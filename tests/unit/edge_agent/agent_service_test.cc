@@ -599,3 +599,37 @@ TEST_CASE("poison_serve serves label-flipped records with valid CRCs and ids") {
     CHECK(TestManifest().Check(id, s->label, s->payload) == cache::ManifestCheck::kMismatch);
   }
 }
+
+TEST_CASE("A read that runs during the worker's exchange step is flagged read_during_exchange") {
+  // The trainer's Compute of a round-ending step (the step, then the
+  // exchange) is the exchange window: a read made meanwhile (here from
+  // inside Compute, as the reader thread reads ahead) carries the flag; a
+  // read during a local step's compute, or outside any, does not.
+  Fixture fx;
+  ManualClock clock;
+  FakePeers peers;
+  PartitionRunner runner(&clock, fx.cache.get(), &peers, &fx.metrics);
+  struct ReadingTrainer : Trainer {
+    PartitionRunner* runner = nullptr;
+    std::vector<bool> flags;
+    StatusOr<double> Compute(const Batch&) override {
+      ReadPartition r = runner->Read(MakePartition(50, 0, {{1, 0}, {200, 1}}), 0);
+      flags.push_back(r.timings.read_during_exchange());
+      return 0.0;
+    }
+    void Skip(int64_t, int64_t, bool) override {}
+  } trainer;
+  trainer.runner = &runner;
+  ReadPartition alone = runner.Read(MakePartition(9, 0, {{1, 0}, {200, 1}}), 0);
+  REQUIRE(alone.status.ok());
+  CHECK_FALSE(alone.timings.read_during_exchange());
+
+  v1::Partition local = MakePartition(10, 0, {{2, 0}});
+  local.set_local_step(true);
+  REQUIRE(runner.Finish(runner.Read(local, 0), &trainer, 0).has_partition_done());
+  v1::Partition ending = MakePartition(11, 0, {{2, 0}});  // local_step false: the round ends here
+  REQUIRE(runner.Finish(runner.Read(ending, 0), &trainer, 0).has_partition_done());
+  CHECK(trainer.flags == std::vector<bool>{false, true});
+  // The window closed with the step.
+  CHECK_FALSE(runner.Read(MakePartition(12, 0, {{1, 0}}), 0).timings.read_during_exchange());
+}
