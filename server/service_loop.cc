@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "scheduler/liveness.h"
+#include "scheduler/partition_timeouts.h"
 #include "server/service.h"
 
 namespace loft::server {
@@ -328,10 +329,11 @@ Status SchedulerService::Tick(double now_ms) {
     view_dirty_ = true;
   }
   {
-    for (uint64_t id : st.ledger().Expired(now_ms)) {
-      LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms, /*timed_out=*/true).status());
-    }
-    LOFT_ASSIGN_OR_RETURN(auto u, driver_->CheckTimeouts(now_ms));
+    // Partition timeouts (scheduler/partition_timeouts.h): the ring's
+    // commit for those it applied, PartitionTimedOut for the rest.
+    LOFT_ASSIGN_OR_RETURN(auto u, sched::TimeOutPartitions(*driver_, ring_, now_ms, [&](uint64_t id) {
+                            return CommitIfApplied(id, now_ms, /*timed_out=*/true).status();
+                          }));
     if (!u.empty()) {
       spdlog::warn("{} partition(s) timed out", u.size());
       Record(u);

@@ -10,6 +10,7 @@
 #include "scheduler/bound.h"
 #include "scheduler/holder_wait.h"
 #include "scheduler/liveness.h"
+#include "scheduler/partition_timeouts.h"
 
 namespace loft::sim {
 
@@ -74,7 +75,9 @@ StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const ClusterSpec& spec, 
     return InvalidArgument(
         fmt::format("credits must be in [1, {}] (got {})", sched::kMaxCredits, options.credits));
   sched::StateOptions so;
-  so.timeout_min_ms = 0;  // nothing hangs in the simulator; failures are reported directly
+  // Partition timeouts: the daemon's rule (scheduler/partition_timeouts.h),
+  // run at the deadlines (CheckPartitionTimeouts).
+  so.timeout_min_ms = spec.scheduler.partition_timeout_ms;
   so.overlap_epochs = options.overlap_epochs;
   so.iterations = options.iterations;
   auto driver = sched::JobDriver::Create(spec, options.policy, so);
@@ -250,6 +253,7 @@ bool Simulator::PlanIfReady() {
   }
   ring_votes_.OnPlanned(iteration, gate_.OnPlanned(iteration, st.view(), workers, ip.makespan_ms()));
   result_.plan_ahead = std::max(result_.plan_ahead, gate_.depth());
+  ScheduleTimeoutCheck();
   return true;
 }
 
@@ -348,9 +352,9 @@ void Simulator::Acked(Part& p) {
   // (as the daemon: an epoch's last ack prunes what the votes are checked against).
   if (t->has_training()) ring_votes_.RecordVotes(driver_->state().ledger(), p.iteration, node, t->training());
   const int64_t iteration = p.iteration;
-  if (p.committed_by_ring) {
-    // Committed on its behalf when a death would have failed it: the
-    // daemon ignores this ack (no state change) and takes its credit.
+  if (p.committed_by_ring || timed_out_.erase(p.id) > 0) {
+    // Committed on its behalf when a death would have failed it, or timed
+    // out: the daemon ignores this ack (no state change) and takes its credit.
     ErasePart(p.id);
   } else {
     auto u = driver_->OnPartitionDone(done, clock_.NowMillis());
@@ -382,7 +386,8 @@ void Simulator::CloseIterations() {
   const int added = open_.Close(
       driver_->state().ledger(), &recorder_,
       [this](int64_t iteration, const sched::OpenIteration& s, sched::IterationRecord* rec) {
-        rings_.erase(iteration);
+        // A ring still running (its partitions timed out) finishes first.
+        if (auto r = rings_.find(iteration); r != rings_.end() && !r->second.running) rings_.erase(r);
         ring_votes_.Close(iteration);
         if (rec == nullptr || iteration >= options_.trace_iterations) return;
         for (size_t k = 0; k < rec->workers.size(); ++k) {
@@ -492,27 +497,85 @@ void Simulator::CommitAppliedOf(int32_t node) {
   for (uint64_t id : sched::AffectedPartitions(ledger, node)) {
     const sched::PartitionRecord* rec = ledger.Find(id);
     if (rec == nullptr || ring_votes_.CommitVotes(*rec) == 0) continue;
-    const int64_t iteration = rec->partition.iteration();
-    const int32_t worker = rec->partition.worker();
-    loft::v1::PartitionDone d;
-    d.set_partition_id(id);
-    d.set_attempt(rec->partition.attempt());
-    d.set_node(worker);
-    auto u = driver_->OnPartitionDone(d, clock_.NowMillis());
-    if (!u.ok()) return Fail(u.status().WithContext(fmt::format("committing partition {} by the ring", id)));
-    ++result_.committed_by_ring;
-    open_.Open(iteration);  // no row: the ring's commit has no timings of its own
-    sends_.window(worker).OnFinished(false);
-    if (Part* p = FindPart(id); p != nullptr) {
-      if (worker == node) {
-        DropPart(*p);
-        ErasePart(id);
-      } else {
-        p->committed_by_ring = true;  // its agent still acks (ignored) and takes its credit back
-      }
-    }
+    if (!CommitByRing(id, node).ok()) return;
   }
   CloseIterations();
+}
+
+// Commits partition `id` on its worker's behalf (the ring applied it), as
+// the daemon's CommitIfApplied: before `dead_node`'s death fails it, or
+// (dead_node < 0) when it timed out, whose credit then comes back.
+Status Simulator::CommitByRing(uint64_t id, int32_t dead_node) {
+  const sched::PartitionRecord* rec = driver_->state().ledger().Find(id);
+  const int64_t iteration = rec->partition.iteration();
+  const int32_t worker = rec->partition.worker();
+  loft::v1::PartitionDone d;
+  d.set_partition_id(id);
+  d.set_attempt(rec->partition.attempt());
+  d.set_node(worker);
+  auto u = driver_->OnPartitionDone(d, clock_.NowMillis());
+  if (!u.ok()) {
+    Fail(u.status().WithContext(fmt::format("committing partition {} by the ring", id)));
+    return error_;
+  }
+  ++result_.committed_by_ring;
+  open_.Open(iteration);  // no row: the ring's commit has no timings of its own
+  sends_.window(worker).OnFinished(false);
+  if (dead_node < 0) sends_.window(worker).Grant(1);  // timed out: as for a timeout
+  if (Part* p = FindPart(id); p != nullptr) {
+    if (worker == dead_node) {
+      DropPart(*p);
+      ErasePart(id);
+    } else {
+      p->committed_by_ring = true;  // its agent still acks (ignored) and takes its credit back
+    }
+  }
+  return OkStatus();
+}
+
+// Partition timeouts at a deadline: the daemon's rule
+// (sched::TimeOutPartitions, as its Tick runs it). A timed-out partition
+// that was sent gets a failed row and its credit back; its agent, which
+// does not know, still runs it: its late ack changes nothing but returns
+// a credit (Acked). One that was not sent leaves the send queue.
+void Simulator::CheckPartitionTimeouts() {
+  if (done_) return;
+  Sync();
+  Log(SchedulerInput::kTick, -1);
+  auto u = sched::TimeOutPartitions(*driver_, ring_votes_, clock_.NowMillis(),
+                                    [this](uint64_t id) { return CommitByRing(id, -1); });
+  if (!u.ok()) return Fail(u.status().WithContext("partition timeouts"));
+  if (done_) return;
+  for (const auto& x : *u) {
+    if (!x.has_partition_timed_out()) continue;
+    const uint64_t id = x.partition_timed_out().partition_id();
+    Part* p = FindPart(id);
+    if (p == nullptr) continue;
+    ClosedRow(*p, /*failed=*/true);
+    if (p->sent_ms < 0) {
+      ErasePart(id);
+      continue;
+    }
+    sends_.window(p->node).OnFinished(/*timed_out=*/true);
+    timed_out_.insert(id);
+  }
+  CloseIterations();
+  PlanLoop();
+  ScheduleTimeoutCheck();
+}
+
+// The next partition deadline gets a check (the daemon's Tick finds it at
+// its first tick past it), unless one is due before.
+void Simulator::ScheduleTimeoutCheck() {
+  const double deadline = sched::NextPartitionDeadline(driver_->state().ledger());
+  if (!std::isfinite(deadline)) return;
+  const double at = std::max(queue_.now_ms(), sched::PartitionExpiresAt(deadline, 1e-3));
+  if (!timeout_checks_.empty() && *timeout_checks_.begin() <= at) return;
+  timeout_checks_.insert(at);
+  queue_.At(at, [this, at] {
+    timeout_checks_.erase(at);
+    CheckPartitionTimeouts();
+  });
 }
 
 // A node's CPU quota as a new agent finds it (a full bucket, nothing

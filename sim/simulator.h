@@ -72,7 +72,13 @@
 // with a model, the first ring it joins first sends it the job's state
 // (parameters + SGD velocity, 8·P bytes, from the first member holding
 // it, after the link's latency) and it recomputes its gradient
-// (edge_agent/model_trainer.h step 2). Partition timeouts are disabled.
+// (edge_agent/model_trainer.h step 2).
+//
+// Partition timeouts: the daemon's rule (scheduler/partition_timeouts.h)
+// at each partition deadline (scheduler.partition_timeout_ms of the spec):
+// a partition the ring applied is committed, any other times out (a failed
+// row, its samples retried, its credit back); its agent, which is not
+// told, still runs it, and its late ack only returns a credit.
 //
 // Not responsible for: writing files (sim/output.h), the CLI.
 // Thread-safety: not thread-safe; a Simulator runs on one thread.
@@ -168,7 +174,9 @@ struct TraceSpan {
 struct SchedulerInput {
   // kHeartbeat: only with SimOptions::record_inputs (the simulator keeps
   // no heartbeat events otherwise; a death's detection time is computed).
-  enum Kind { kDone, kDead, kAlive, kCredit, kHeartbeat };
+  // kTick: no message, the scheduler's timer at a partition deadline (the
+  // daemon's Tick finds the partitions timed out then; node -1).
+  enum Kind { kDone, kDead, kAlive, kCredit, kHeartbeat, kTick };
   Kind kind = kDone;
   double at_ms = 0;
   int32_t node = 0;
@@ -274,6 +282,9 @@ class Simulator {
     // on its own CPU and acks then; a crash no longer stalls the others.
     bool applying = false;
     int applying_pending = 0;  // members still applying
+    // The partitions it applied, with their workers, as the ring entered
+    // its applying step: what every member's ack names.
+    std::vector<std::pair<uint64_t, int32_t>> applied;
     double start_ms = 0;
     int flows_pending = 0;
     std::vector<uint64_t> flows;
@@ -303,6 +314,13 @@ class Simulator {
   // Before `node`'s death fails them: commits the affected partitions the
   // ring applied (sched::RingCommitter's rule, as the daemon's Tick).
   void CommitAppliedOf(int32_t node);
+  // Commits `id` for its worker by the ring's votes: before `dead_node`'s
+  // death fails it, or (dead_node < 0) when it timed out.
+  Status CommitByRing(uint64_t id, int32_t dead_node);
+  // Partition timeouts (sched::TimeOutPartitions) now, and the check at
+  // the next deadline (sched::NextPartitionDeadline).
+  void CheckPartitionTimeouts();
+  void ScheduleTimeoutCheck();
   void ClosedRow(const Part& p, bool failed);
   void CloseIterations();
   void Crash(int node);        // the node stops (its outage starts)
@@ -386,6 +404,8 @@ class Simulator {
   std::vector<bool> down_;              // declared dead by the scheduler
   std::vector<bool> crashed_;           // physically down (from the crash to the return)
   double holder_wake_ms_ = -1;          // the wake-up scheduled for the end of a holder wait
+  std::set<double> timeout_checks_;     // times of the partition-timeout checks in the queue
+  std::set<uint64_t> timed_out_;        // sent partitions that timed out: their agents still ack them
   std::vector<bool> stale_;             // restarted agent: holds the seed's parameters until a ring syncs it
   std::vector<double> last_msg_ms_;     // per node: its last ack/grant/registration
   std::vector<double> registered_ms_;   // per node: its last registration (heartbeat phase)

@@ -176,6 +176,9 @@ void Simulator::ComputeNext(int32_t node) {
 
 void Simulator::Computed(Part& p) {
   p.compute_end_ms = queue_.now_ms();
+  // Its iteration closed (every partition of it timed out): no ring is
+  // left to join; the late ack only returns the credit.
+  if (open_.Find(p.iteration) == nullptr) return Acked(p);
   // A local step of a longer round (training.exchange) has no ring.
   if (!allreduce_.enabled() || p.batch == 0 || p.local_step) return Acked(p);
   MaybeStartRing(p.iteration);
@@ -252,28 +255,33 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     return;
   }
   if (ring.step >= steps) {
-    // The aggregate is fixed. The reducer's work (TailMs, CPU at one core)
+    // The aggregate is fixed: every partition the ring applied, named
+    // with its worker, is what each member's ack names (the ring's votes,
+    // sched::RingCommitter). The reducer's work (TailMs, CPU at one core)
     // runs on each member's CPU: on a node with a quota through it, behind
     // the agent's own work queued there (the next partition's reads, what
     // it serves), else at one core. Each member acks when its own is done
-    // (members done at the same time together, in one event).
+    // (members done at the same time together, in one event; without a
+    // tail, all of them at once, now).
     ring.applying = true;
-    const double tail = allreduce_.TailMs(n);
-    auto member = [this](int32_t m) { return std::pair(m, registrations_[static_cast<size_t>(m)]); };
-    if (tail <= 0) {
-      ring.applying_pending = 1;
-      std::vector<std::pair<int32_t, int64_t>> all;
-      for (int32_t m : ring.members) all.push_back(member(m));
-      return MembersApplied(iteration, generation, std::move(all));
+    ring.applied.clear();
+    for (uint64_t id : ring.parts) {
+      if (const Part* x = FindPart(id); x != nullptr) ring.applied.emplace_back(id, x->node);
     }
+    const double tail = std::max(0.0, allreduce_.TailMs(n));
     const double now = queue_.now_ms();
     std::map<double, std::vector<std::pair<int32_t, int64_t>>> by_end;
     for (int32_t m : ring.members) {
       CpuQuota& cpu = cpu_[static_cast<size_t>(m)];
-      by_end[cpu.enabled() ? cpu.Run(now, tail) : now + tail].push_back(member(m));
+      by_end[tail > 0 && cpu.enabled() ? cpu.Run(now, tail) : now + tail].emplace_back(
+          m, registrations_[static_cast<size_t>(m)]);
     }
     ring.applying_pending = static_cast<int>(by_end.size());
     for (auto& [end, members] : by_end) {
+      if (end <= now) {
+        MembersApplied(iteration, generation, std::move(members));
+        continue;
+      }
       queue_.After(end - now, [this, iteration, generation, members = std::move(members)] {
         MembersApplied(iteration, generation, members);
       });
@@ -424,18 +432,14 @@ void Simulator::MembersApplied(int64_t iteration, uint64_t generation,
     for (int32_t m : members)
       result_.spans.push_back({m, "all-reduce", ring.start_ms, now - ring.start_ms, iteration});
   }
-  // Every partition the ring applied, named with its worker: each ack
-  // carries them (the ring's votes, sched::RingCommitter).
-  std::vector<std::pair<uint64_t, int32_t>> applied;
-  for (uint64_t id : ring.parts) {
-    if (const Part* x = FindPart(id); x != nullptr) applied.emplace_back(id, x->node);
-  }
   const bool last = --ring.applying_pending == 0;
   if (last) {
     ring.running = false;
     ring.done = true;
   }
-  const std::vector<uint64_t> parts = ring.parts;  // acks may close the iteration (and erase the ring)
+  // Acks may close the iteration (and erase the ring): copies.
+  const std::vector<uint64_t> parts = ring.parts;
+  const std::vector<std::pair<uint64_t, int32_t>> applied = ring.applied;  // taken when it began applying
   for (uint64_t id : parts) {
     Part* x = FindPart(id);
     if (x == nullptr || std::find(members.begin(), members.end(), x->node) == members.end()) continue;
@@ -444,6 +448,8 @@ void Simulator::MembersApplied(int64_t iteration, uint64_t generation,
     Acked(*x);
     if (done_) return;
   }
+  // A ring that outlived its iteration (its partitions timed out) goes now.
+  if (last && open_.Find(iteration) == nullptr) rings_.erase(iteration);
 }
 
 void Simulator::DropPart(Part& p) {

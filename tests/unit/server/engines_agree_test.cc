@@ -17,9 +17,11 @@
 // would be N times larger). Run with plan-ahead on (overlap: true) and
 // off, with and without a model (the ring's time reaches the daemon in
 // the ack's training report, as from an agent), with auto's depth (the
-// spec's default hand-off, and none) and at every fixed depth, and with a
+// spec's default hand-off, and none) and at every fixed depth, with a
 // member that dies while it applies a round the others applied (both
-// engines commit its partition from the ring's votes).
+// engines commit its partition from the ring's votes), and with
+// partitions that time out on a node that slows down (the simulator's
+// timer ticks at the deadlines are inputs too: SchedulerInput::kTick).
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,8 +66,8 @@ constexpr const char* kSpec =
     "    compute: {fixed_ms: 1.5, per_sample_ms: 0.1, jitter: 0.0MIDCPU}\n"
     "    disk: {read_mbps: 200}\n"
     "    link: {up_mbps: 30, down_mbps: 30, latency_ms: 3}\n"
-    "    failures: [FAILURES]\n"
-    "scheduler: {heartbeat_interval_ms: 4, heartbeat_timeout_ms: 10HANDOFF}\n";
+    "    failures: [FAILURES]\nMIDEXTRA"
+    "scheduler: {heartbeat_interval_ms: 4, heartbeat_timeout_ms: 10HANDOFFSCHEDEXTRA}\n";
 constexpr int64_t kHeartbeatIntervalMs = 4;
 constexpr int64_t kHeartbeatTimeoutMs = 10;
 
@@ -73,12 +75,21 @@ constexpr int64_t kHeartbeatTimeoutMs = 10;
 
 namespace {
 
+// Extra spec text: lines of the node that fails (`mid`, e.g. its
+// slowdowns) and fields of `scheduler` (e.g. its partition timeout).
+struct Extra {
+  std::string mid;
+  std::string scheduler;
+};
+
 // The spec's text for these options (`mid_cpu`: extra compute fields of
 // the node that fails, e.g. its CPU quota).
 std::string SpecText(const std::string& failures, bool overlap, const std::string& model, double handoff_ms,
-                     const std::string& mid_cpu) {
+                     const std::string& mid_cpu, const Extra& extra = {}) {
   std::string text = kSpec;
   text.replace(text.find("MIDCPU"), 6, mid_cpu);
+  text.replace(text.find("MIDEXTRA"), 8, extra.mid);
+  text.replace(text.find("SCHEDEXTRA"), 10, extra.scheduler);
   text.replace(text.find("HANDOFF"), 7,
                handoff_ms >= 0 ? ", handoff_ms: " + std::to_string(handoff_ms) : std::string());
   text.replace(text.find("FAILURES"), 8, failures);
@@ -91,19 +102,21 @@ std::string SpecText(const std::string& failures, bool overlap, const std::strin
 struct BothRuns {
   int64_t sim_committed_by_ring = 0;
   int64_t daemon_committed_by_ring = 0;
+  int64_t sim_timed_out = 0;
+  int64_t daemon_timed_out = 0;
 };
 
 // `plan_ahead`: both engines' option (-1 = auto); `handoff_ms` < 0: the
 // spec's default scheduler.handoff_ms (auto then plans deeper than one).
 BothRuns RunBoth(const std::string& policy, const std::string& failures, bool overlap,
                  const std::string& model, int plan_ahead = -1, double handoff_ms = -1,
-                 const std::string& mid_cpu = "") {
-  const std::string text = SpecText(failures, overlap, model, handoff_ms, mid_cpu);
+                 const std::string& mid_cpu = "", const Extra& extra = {}) {
+  const std::string text = SpecText(failures, overlap, model, handoff_ms, mid_cpu, extra);
   const fs::path dir =
       fs::temp_directory_path() /
       ("loft-engines-" + std::to_string(::getpid()) + "-" + policy + "-" + std::to_string(failures.size()) +
        (overlap ? "-ahead" : "-bsp") + "-" + std::to_string(model.size()) + "-" + std::to_string(plan_ahead) +
-       (handoff_ms >= 0 ? "-h" : "") + (mid_cpu.empty() ? "" : "-q"));
+       (handoff_ms >= 0 ? "-h" : "") + (mid_cpu.empty() ? "" : "-q") + (extra.scheduler.empty() ? "" : "-t"));
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "spec.yaml") << text;
@@ -136,7 +149,9 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
   opts.plan_ahead = plan_ahead;                       // as loft-sim (-1 = auto)
   opts.heartbeat_interval_ms = kHeartbeatIntervalMs;  // the spec's, as loft-sim reads them
   opts.heartbeat_timeout_ms = kHeartbeatTimeoutMs;
-  opts.partition_timeout_ms = 1000000000;
+  // The spec's partition timeout, as loft-sim reads it (0 there: never).
+  const double pt = spec->scheduler.partition_timeout_ms;
+  opts.partition_timeout_ms = pt > 0 ? static_cast<int64_t>(pt) : 1000000000;
   RecordingTransport transport;
   loft::metrics::Registry registry;
   auto svc = loft::server::SchedulerService::Create(opts, *spec, text, &transport, &registry, 0);
@@ -175,6 +190,8 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
       tick(e.at_ms);
       CHECK_FALSE(s.driver().state().alive(e.node));
       continue;
+    } else if (e.kind == Input::kTick) {
+      // The scheduler's timer at a partition deadline: a Tick, no message.
     } else if (e.kind == Input::kHeartbeat) {
       loft::v1::Envelope hb;
       hb.mutable_heartbeat()->set_node(e.node);
@@ -208,6 +225,9 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
   both.sim_committed_by_ring = sim->committed_by_ring;
   both.daemon_committed_by_ring = nlohmann::json::parse(s.StatusJson(0))["committed_by_ring"].get<int64_t>();
   CHECK(both.daemon_committed_by_ring == both.sim_committed_by_ring);
+  both.sim_timed_out = sim->counters.timed_out;
+  both.daemon_timed_out = s.driver().state().ledger().counters().timed_out;
+  CHECK(both.daemon_timed_out == both.sim_timed_out);
 
   // The same decisions: every partition, in plan order.
   std::vector<loft::v1::Partition> parts = transport.assignments;
@@ -221,7 +241,9 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
   const auto& simf = sim->summary;
   CHECK(real.iterations_completed() == 8);
   CHECK(real.straggler_wait_ms() == Approx(simf.straggler_wait_ms).margin(1e-6));
-  CHECK(simf.straggler_wait_ms > 0.05);  // the spec has stragglers: a per-iteration sum would differ
+  // The spec has stragglers: a per-iteration sum would differ (with
+  // timeouts the slowed node's rows are failed ones).
+  if (extra.scheduler.empty()) CHECK(simf.straggler_wait_ms > 0.05);
   CHECK(real.mean_iteration_ms() == Approx(simf.mean_iteration_ms).margin(1e-6));
   CHECK(real.p95_iteration_ms() == Approx(simf.p95_iteration_ms).margin(1e-6));
   CHECK(real.total_s() == Approx(simf.total_s).margin(1e-9));
@@ -336,4 +358,26 @@ TEST_CASE("daemon and simulator commit a dead member's partition the ring applie
   std::snprintf(failures, sizeof failures, "{at_s: %.6f, down_s: 0.03}", crash_ms / 1000.0);
   const BothRuns both = RunBoth("loft", failures, overlap, model, -1, -1, mid_cpu);
   CHECK(both.sim_committed_by_ring >= 1);
+}
+
+TEST_CASE("daemon and simulator time out a partition on a very slow node", "[engines]") {
+  // mid computes 200 times slower for 50 ms from 20 ms on, far past its
+  // partitions' deadlines (planned + max(scheduler.partition_timeout_ms
+  // = 22, 5 x predicted)): both engines time them out at the same tick
+  // (sched::TimeOutPartitions), retry their samples in later iterations
+  // and record failed rows. mid, not told, finishes them; its late acks
+  // change nothing. Without the simulator's timeout check nothing times
+  // out there and the two plan differently (the digest, the rows).
+  const std::string policy = GENERATE("loft", "lbbsp");
+  const bool overlap = GENERATE(false, true);
+  const std::string model = GENERATE("model: none", "model: softmax");
+  INFO("policy " << policy << " plan-ahead " << overlap << " " << model);
+  const Extra extra{"    slowdowns: [{at_s: 0.02, factor: 200, for_s: 0.05}]\n",
+                    ", partition_timeout_ms: 22"};
+  // 22, not 20: the first deadlines (planned at 0) are then off the
+  // heartbeats' 4 ms grid. The simulator checks one clock tick (1 us)
+  // past a deadline (sched::PartitionExpiresAt); a daemon tick inside
+  // that microsecond would find it first.
+  const BothRuns both = RunBoth(policy, "", overlap, model, -1, -1, "", extra);
+  CHECK(both.sim_timed_out >= 1);
 }
