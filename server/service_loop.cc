@@ -128,13 +128,14 @@ Status SchedulerService::SendQueued(double now_ms) {
           return Offer::kWait;  // after a restart: its earlier one first
         v1::Envelope env;
         *env.mutable_assignment()->mutable_partition() = WireOf(rec->partition);
-        // Serving peers learn what they may serve before the worker asks.
-        for (auto& [src, grant] : sched::GrantsFor(env.assignment().partition())) {
+        // Serving peers learn what they may serve before the worker asks
+        // (sched::SendServeGrants, loft-sim's rule too).
+        sched::SendServeGrants(env.assignment().partition(), [&](int32_t src, v1::ServeGrant&& grant) {
           v1::Envelope g;
           *g.mutable_serve_grant() = std::move(grant);
           Status s = transport_->Send(src, g);
           if (!s.ok()) spdlog::debug("grant for partition {} to node {}: {}", id, src, s.ToString());
-        }
+        });
         // No route or backpressure: retry next tick.
         return transport_->Send(node, env).ok() ? Offer::kSend : Offer::kWait;
       },

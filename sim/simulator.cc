@@ -54,7 +54,8 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       stale_(spec.nodes.size(), false),
       last_msg_ms_(spec.nodes.size(), 0.0),
       registered_ms_(spec.nodes.size(), 0.0),
-      registrations_(spec.nodes.size(), 0) {
+      registrations_(spec.nodes.size(), 0),
+      granted_(spec.nodes.size()) {
   result_.policy = options_.policy;
   network_.SetBursts(WithScheduler(model_.UpBursts(), kUnlimitedBytesPerMs),
                      WithScheduler(model_.DownBursts(), kUnlimitedBytesPerMs));
@@ -127,7 +128,9 @@ void Simulator::AddPart(std::unique_ptr<Part> p) {
 }
 
 void Simulator::ErasePart(uint64_t id) {
-  if (FindPart(id) == nullptr) return;
+  const Part* gone = FindPart(id);
+  if (gone == nullptr) return;
+  for (const auto& [peer, count] : gone->from_peer) granted_[static_cast<size_t>(peer)].erase(id);
   parts_[id - parts_base_].reset();
   while (!parts_.empty() && parts_.front() == nullptr) {
     parts_.pop_front();
@@ -289,6 +292,7 @@ void Simulator::SendQueued() {
         p->sent_ms = now;
         auto sent = driver_->OnPartitionSent(p->id, p->attempt, clock_.NowMillis());
         if (!sent.ok()) return sent.status().WithContext("partition sent");
+        SendGrants(id);  // before the assignment, as the daemon
         // The control path to the agent's reader (scheduler.handoff_ms).
         if (const double handoff = spec_.scheduler.handoff_ms; handoff > 0) {
           queue_.After(handoff, [this, id] {
@@ -406,6 +410,7 @@ void Simulator::CloseIterations() {
 void Simulator::Crash(int node) {
   if (done_ || crashed_[static_cast<size_t>(node)]) return;
   crashed_[static_cast<size_t>(node)] = true;
+  granted_[static_cast<size_t>(node)].clear();  // its serve grants die with the process
   const double timeout = spec_.scheduler.heartbeat_timeout_ms;
   if (timeout <= 0) return DeclareDead(node);
   Agent& ag = agents_[static_cast<size_t>(node)];

@@ -55,6 +55,11 @@
 // worker) and its report (network.report_bytes, worker → scheduler), the
 // scheduler being one more node whose links never limit; a ring chunk
 // carries its ACKs with it (sim/allreduce_model.h WireChunkBytes).
+// Serve grants: as an assignment leaves, its serving peers get their
+// ServeGrants (sched::SendServeGrants, the daemon's rule) over the same
+// control path; a peer serves a request once it holds the grant, else
+// the reader asks again (a round trip and its 1 ms backoff). Their bytes
+// are not charged.
 //
 // Failures: at a node's failure time it crashes: it stops training,
 // serving and sending (its flows stop, reads from it and rings with it
@@ -185,6 +190,14 @@ struct SchedulerInput {
   loft::v1::PartitionTimings timings;  // kDone
 };
 
+// A ServeGrant the scheduler sent (SimOptions::record_inputs).
+struct GrantSent {
+  int32_t peer = 0;  // the serving peer it went to
+  uint64_t partition_id = 0;
+  int32_t requester = 0;
+  int samples = 0;
+};
+
 struct SimResult {
   std::string policy;
   std::vector<IterationRecord> iterations;
@@ -207,6 +220,8 @@ struct SimResult {
   int plan_ahead = 0;                  // the deepest plan-ahead in force (auto: over the run)
   int64_t planned_ahead = 0;           // iterations planned while another ran
   std::vector<SchedulerInput> inputs;  // SimOptions::record_inputs
+  int64_t serve_grants = 0;            // ServeGrants sent (sched::SendServeGrants)
+  std::vector<GrantSent> grants;       // each of them, in order (SimOptions::record_inputs)
   // Partitions committed on their worker's behalf because the ring
   // applied them (sched::RingCommitter, as the daemon): a member that died
   // while applying the round's aggregate.
@@ -347,6 +362,14 @@ class Simulator {
   // partition is gone, or an end crashed (the read stalls until the death
   // is noticed).
   bool FetchStalled(uint64_t id, int32_t server, int32_t node);
+  // Partition `id`'s serving peers get their ServeGrants as its
+  // assignment leaves (sched::SendServeGrants), over the control path.
+  void SendGrants(uint64_t id);
+  // `node`'s request for partition `id` reaches `server`: served (after
+  // the server's CPU, `serve_cpu`) once the server holds the partition's
+  // grant; else refused ("no grant yet"), asked again after a round trip
+  // and the agent's retry backoff.
+  void ServeRequest(uint64_t id, int32_t server, int32_t node, double bytes, double serve_cpu);
   CpuQuota FreshQuota(int node) const;
   void ReadDone(Part& p);
   void ComputeNext(int32_t node);
@@ -410,7 +433,8 @@ class Simulator {
   std::vector<double> last_msg_ms_;     // per node: its last ack/grant/registration
   std::vector<double> registered_ms_;   // per node: its last registration (heartbeat phase)
   std::vector<int64_t> registrations_;  // per node: registrations so far (heartbeat chains)
-  size_t heartbeats_pending_ = 0;       // heartbeat events in the queue (record_inputs)
+  std::vector<std::set<uint64_t>> granted_;  // per serving node: partitions it holds a ServeGrant for
+  size_t heartbeats_pending_ = 0;            // heartbeat events in the queue (record_inputs)
   SimResult result_;
   sched::RunRecorder recorder_;  // every iteration's rows and the summary figures
   double bound_sum_ = 0;

@@ -79,15 +79,50 @@ void Simulator::StartRead(Part& p) {
       const double serve_cpu =
           agent_cpu_.cpu_ms_per_request + agent_cpu_.cpu_ms_per_sample * static_cast<double>(count);
       queue_.After(latency, [this, id, server, node, bytes, serve_cpu] {
-        if (FetchStalled(id, server, node)) return;
-        const double served = cpu_[static_cast<size_t>(server)].Run(queue_.now_ms(), serve_cpu);
-        if (served <= queue_.now_ms()) return StartFetchFlow(id, server, node, bytes);
-        queue_.After(served - queue_.now_ms(),
-                     [this, id, server, node, bytes] { StartFetchFlow(id, server, node, bytes); });
+        ServeRequest(id, server, node, bytes, serve_cpu);
       });
     }
   }
   if (p.read_in()) ReadDone(p);
+}
+
+void Simulator::SendGrants(uint64_t id) {
+  const sched::PartitionRecord* rec = driver_->state().ledger().Find(id);
+  if (rec == nullptr) return;
+  sched::SendServeGrants(rec->partition, [this, id](int32_t peer, loft::v1::ServeGrant&& g) {
+    ++result_.serve_grants;
+    if (options_.record_inputs)
+      result_.grants.push_back({peer, g.partition_id(), g.requester(), g.sample_ids_size()});
+    // Lost if the peer crashes before it arrives (a new process has none).
+    auto arrive = [this, peer, id, reg = registrations_[static_cast<size_t>(peer)]] {
+      if (!crashed_[static_cast<size_t>(peer)] && registrations_[static_cast<size_t>(peer)] == reg)
+        granted_[static_cast<size_t>(peer)].insert(id);
+    };
+    // The control path of the assignment (scheduler.handoff_ms), sent
+    // just before it: it arrives first.
+    if (const double handoff = spec_.scheduler.handoff_ms; handoff > 0)
+      queue_.After(handoff, arrive);
+    else
+      arrive();
+  });
+}
+
+void Simulator::ServeRequest(uint64_t id, int32_t server, int32_t node, double bytes, double serve_cpu) {
+  if (FetchStalled(id, server, node)) return;
+  if (granted_[static_cast<size_t>(server)].count(id) == 0) {
+    // "no grant yet" (edge_agent/agent_service.cc): the refusal's way back,
+    // the reader's retry backoff (peer_fetcher.h, 1 ms), the request again.
+    constexpr double kRetryBackoffMs = 1.0;
+    const double again = 2 * model_.LatencyMs(node) + model_.RequestOverheadMs() + kRetryBackoffMs;
+    queue_.After(again, [this, id, server, node, bytes, serve_cpu] {
+      ServeRequest(id, server, node, bytes, serve_cpu);
+    });
+    return;
+  }
+  const double served = cpu_[static_cast<size_t>(server)].Run(queue_.now_ms(), serve_cpu);
+  if (served <= queue_.now_ms()) return StartFetchFlow(id, server, node, bytes);
+  queue_.After(served - queue_.now_ms(),
+               [this, id, server, node, bytes] { StartFetchFlow(id, server, node, bytes); });
 }
 
 bool Simulator::FetchStalled(uint64_t id, int32_t server, int32_t node) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "scheduler/driver.h"
@@ -388,6 +389,32 @@ TEST_CASE("GrantsFor: one grant per serving peer with exactly the samples read f
   CHECK(g.at(2).requester() == 1);
   CHECK(g.at(2).partition_id() == 7);
   CHECK(g.at(2).view() == 3);
+}
+
+TEST_CASE("SendServeGrants: each serving peer's grant, ascending peer, none for local samples",
+          "[rules][grants]") {
+  loft::v1::Partition p;
+  p.set_id(9);
+  p.set_worker(2);
+  const int32_t src[] = {3, 2, 0, 3};
+  for (int k = 0; k < 4; ++k) {
+    p.add_sample_ids(200 + static_cast<uint64_t>(k));
+    p.add_sources(src[k]);
+  }
+  std::vector<std::pair<int32_t, int>> sent;  // (peer, samples)
+  const int n = loft::sched::SendServeGrants(p, [&](int32_t peer, loft::v1::ServeGrant&& g) {
+    CHECK(g.partition_id() == 9);
+    CHECK(g.requester() == 2);
+    sent.emplace_back(peer, g.sample_ids_size());
+  });
+  CHECK(n == 2);
+  CHECK(sent == std::vector<std::pair<int32_t, int>>{{0, 1}, {3, 2}});
+  // A partition read only locally sends none.
+  loft::v1::Partition local;
+  local.set_worker(1);
+  local.add_sample_ids(1);
+  local.add_sources(1);
+  CHECK(loft::sched::SendServeGrants(local, [](int32_t, loft::v1::ServeGrant&&) { FAIL("no grant"); }) == 0);
 }
 
 TEST_CASE("restart hold: a node gets no later iteration before its unconfirmed earlier one",

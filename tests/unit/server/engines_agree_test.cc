@@ -22,6 +22,8 @@
 // engines commit its partition from the ring's votes), and with
 // partitions that time out on a node that slows down (the simulator's
 // timer ticks at the deadlines are inputs too: SchedulerInput::kTick).
+// Every run also compares the ServeGrants each engine sent
+// (sched::SendServeGrants): the same peers, partitions and samples, in order.
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,8 +45,14 @@ namespace fs = std::filesystem;
 
 struct RecordingTransport : loft::server::SchedulerTransport {
   std::vector<loft::v1::Partition> assignments;
-  loft::Status Send(int32_t, const loft::v1::Envelope& env) override {
+  // (serving peer, partition, requester, samples) of every ServeGrant.
+  std::vector<std::tuple<int32_t, uint64_t, int32_t, int>> grants;
+  loft::Status Send(int32_t node, const loft::v1::Envelope& env) override {
     if (env.has_assignment()) assignments.push_back(env.assignment().partition());
+    if (env.has_serve_grant()) {
+      const auto& g = env.serve_grant();
+      grants.emplace_back(node, g.partition_id(), g.requester(), g.sample_ids_size());
+    }
     return loft::OkStatus();
   }
 };
@@ -104,6 +112,7 @@ struct BothRuns {
   int64_t daemon_committed_by_ring = 0;
   int64_t sim_timed_out = 0;
   int64_t daemon_timed_out = 0;
+  size_t grants = 0;  // ServeGrants, the same in both
 };
 
 // `plan_ahead`: both engines' option (-1 = auto); `handoff_ms` < 0: the
@@ -228,6 +237,13 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
   both.sim_timed_out = sim->counters.timed_out;
   both.daemon_timed_out = s.driver().state().ledger().counters().timed_out;
   CHECK(both.daemon_timed_out == both.sim_timed_out);
+  // The same serve grants to the same peers, each before its assignment
+  // (sched::SendServeGrants), in the same order.
+  std::vector<std::tuple<int32_t, uint64_t, int32_t, int>> sim_grants;
+  for (const auto& g : sim->grants) sim_grants.emplace_back(g.peer, g.partition_id, g.requester, g.samples);
+  CHECK(static_cast<int64_t>(sim_grants.size()) == sim->serve_grants);
+  CHECK(transport.grants == sim_grants);
+  both.grants = sim_grants.size();
 
   // The same decisions: every partition, in plan order.
   std::vector<loft::v1::Partition> parts = transport.assignments;
@@ -380,4 +396,17 @@ TEST_CASE("daemon and simulator time out a partition on a very slow node", "[eng
   // that microsecond would find it first.
   const BothRuns both = RunBoth(policy, "", overlap, model, -1, -1, "", extra);
   CHECK(both.sim_timed_out >= 1);
+}
+
+TEST_CASE("daemon and simulator send the same serve grants", "[engines]") {
+  // lbbsp splits by speed, not by locality: workers read from peers, whose
+  // grants both engines send as each assignment leaves. A simulated peer
+  // serves a request only once its grant arrived (with the hand-off, the
+  // grant's control path); without the simulator's SendServeGrants the
+  // grants differ and its peers refuse every remote read.
+  const bool overlap = GENERATE(false, true);
+  const double handoff_ms = GENERATE(-1.0, 0.0);
+  INFO("plan-ahead " << overlap << " handoff " << handoff_ms);
+  const BothRuns both = RunBoth("lbbsp", "", overlap, "model: none", -1, handoff_ms);
+  CHECK(both.grants > 0);
 }
