@@ -461,6 +461,7 @@ void Simulator::DeclareDead(int node) {
     DropPart(*p);
     ErasePart(x.partition_failed().failed().partition_id());
   }
+  DropTimedOutOf(node, &credit_back);
   Agent& ag = agents_[static_cast<size_t>(node)];
   ag = Agent{};
   sends_.Clear(node);
@@ -567,6 +568,26 @@ void Simulator::CheckPartitionTimeouts() {
   CloseIterations();
   PlanLoop();
   ScheduleTimeoutCheck();
+}
+
+// Timed-out partitions an agent still runs that `node`'s death breaks
+// (its own, or reading from it) leave their agents; a live one reports
+// the failure (ignored: already timed out) and returns the credit.
+void Simulator::DropTimedOutOf(int32_t node, std::vector<int32_t>* credit_back) {
+  for (auto it = timed_out_.begin(); it != timed_out_.end();) {
+    Part* p = FindPart(*it);
+    const bool hit =
+        p != nullptr && (p->node == node || std::any_of(p->from_peer.begin(), p->from_peer.end(),
+                                                        [&](const auto& f) { return f.first == node; }));
+    if (!hit) {
+      ++it;
+      continue;
+    }
+    if (p->node != node) credit_back->push_back(p->node);
+    DropPart(*p);
+    ErasePart(*it);
+    it = timed_out_.erase(it);
+  }
 }
 
 // The next partition deadline gets a check (the daemon's Tick finds it at

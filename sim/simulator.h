@@ -336,6 +336,9 @@ class Simulator {
   // the next deadline (sched::NextPartitionDeadline).
   void CheckPartitionTimeouts();
   void ScheduleTimeoutCheck();
+  // `node` was declared dead: the timed-out partitions still on agents
+  // that it breaks leave them (`credit_back`: live agents returning one).
+  void DropTimedOutOf(int32_t node, std::vector<int32_t>* credit_back);
   void ClosedRow(const Part& p, bool failed);
   void CloseIterations();
   void Crash(int node);        // the node stops (its outage starts)
