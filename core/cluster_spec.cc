@@ -299,9 +299,9 @@ Status ParseTraining(const SpecReader& r, const YAML::Node& root, ClusterSpec& s
 
 Status ParseScheduler(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node sc = root["scheduler"]; sc.IsDefined() && !sc.IsNull()) {
-    RET(r.CheckKeys(
-        sc, "scheduler",
-        {"overhead_ms", "heartbeat_interval_ms", "heartbeat_timeout_ms", "handoff_ms", "holder_wait_s"}));
+    RET(r.CheckKeys(sc, "scheduler",
+                    {"overhead_ms", "heartbeat_interval_ms", "heartbeat_timeout_ms", "handoff_ms",
+                     "holder_wait_s", "partition_timeout_ms"}));
     RET(r.Get(sc, "overhead_ms", "scheduler", &spec.scheduler.overhead_ms));
     if (!(spec.scheduler.overhead_ms >= 0))
       return r.Error(sc["overhead_ms"], "scheduler.overhead_ms", "must be >= 0");
@@ -314,6 +314,9 @@ Status ParseScheduler(const SpecReader& r, const YAML::Node& root, ClusterSpec& 
     RET(r.Get(sc, "handoff_ms", "scheduler", &spec.scheduler.handoff_ms));
     if (!(spec.scheduler.handoff_ms >= 0) || !std::isfinite(spec.scheduler.handoff_ms))
       return r.Error(sc["handoff_ms"], "scheduler.handoff_ms", "must be a number >= 0");
+    RET(r.Get(sc, "partition_timeout_ms", "scheduler", &spec.scheduler.partition_timeout_ms));
+    if (!(spec.scheduler.partition_timeout_ms >= 0) || !std::isfinite(spec.scheduler.partition_timeout_ms))
+      return r.Error(sc["partition_timeout_ms"], "scheduler.partition_timeout_ms", "must be a number >= 0");
     RET(r.Get(sc, "holder_wait_s", "scheduler", &spec.scheduler.holder_wait_s));
     if (!(spec.scheduler.holder_wait_s >= 0) || !std::isfinite(spec.scheduler.holder_wait_s))
       return r.Error(sc["holder_wait_s"], "scheduler.holder_wait_s", "must be a number >= 0");

@@ -19,4 +19,14 @@ std::map<int32_t, loft::v1::ServeGrant> GrantsFor(const loft::v1::Partition& p) 
   return grants;
 }
 
+int SendServeGrants(const loft::v1::Partition& p,
+                    const std::function<void(int32_t, loft::v1::ServeGrant&&)>& send) {
+  int sent = 0;
+  for (auto& [src, grant] : GrantsFor(p)) {
+    send(src, std::move(grant));
+    ++sent;
+  }
+  return sent;
+}
+
 }  // namespace loft::sched

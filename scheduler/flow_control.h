@@ -6,7 +6,9 @@
 //    credit back (its assignment or ack was probably lost; an agent that
 //    still holds it refuses the extra one, so the window holds).
 //  - GrantsFor(partition): the ServeGrant each serving peer receives
-//    before the partition's worker asks it for samples.
+//    before the partition's worker asks it for samples; SendServeGrants:
+//    the rule both engines run as a partition's assignment leaves (each
+//    serving peer's grant first, ascending peer, then the assignment).
 //  - RestartHold: after a scheduler restart, partitions sent before it
 //    and not finished since may have died with the old process; until one
 //    is acked, failed or timed out its node gets no later iteration (it
@@ -18,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <utility>
 
@@ -63,6 +66,13 @@ struct CreditWindow {
 // Serving peer -> its ServeGrant for `p` (the samples p's worker reads
 // from it), ascending peer.
 std::map<int32_t, loft::v1::ServeGrant> GrantsFor(const loft::v1::Partition& p);
+
+// Before `p`'s assignment is sent: `send(peer, grant)` for each serving
+// peer's grant (GrantsFor, ascending peer). Returns how many were sent.
+// The daemon puts them on the wire; loft-sim delivers them to the peers,
+// which serve `p`'s worker only once theirs arrived.
+int SendServeGrants(const loft::v1::Partition& p,
+                    const std::function<void(int32_t, loft::v1::ServeGrant&&)>& send);
 
 class RestartHold {
  public:

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "scheduler/liveness.h"
+#include "scheduler/partition_timeouts.h"
 #include "server/service.h"
 
 namespace loft::server {
@@ -127,13 +128,14 @@ Status SchedulerService::SendQueued(double now_ms) {
           return Offer::kWait;  // after a restart: its earlier one first
         v1::Envelope env;
         *env.mutable_assignment()->mutable_partition() = WireOf(rec->partition);
-        // Serving peers learn what they may serve before the worker asks.
-        for (auto& [src, grant] : sched::GrantsFor(env.assignment().partition())) {
+        // Serving peers learn what they may serve before the worker asks
+        // (sched::SendServeGrants, loft-sim's rule too).
+        sched::SendServeGrants(env.assignment().partition(), [&](int32_t src, v1::ServeGrant&& grant) {
           v1::Envelope g;
           *g.mutable_serve_grant() = std::move(grant);
           Status s = transport_->Send(src, g);
           if (!s.ok()) spdlog::debug("grant for partition {} to node {}: {}", id, src, s.ToString());
-        }
+        });
         // No route or backpressure: retry next tick.
         return transport_->Send(node, env).ok() ? Offer::kSend : Offer::kWait;
       },
@@ -328,10 +330,11 @@ Status SchedulerService::Tick(double now_ms) {
     view_dirty_ = true;
   }
   {
-    for (uint64_t id : st.ledger().Expired(now_ms)) {
-      LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms, /*timed_out=*/true).status());
-    }
-    LOFT_ASSIGN_OR_RETURN(auto u, driver_->CheckTimeouts(now_ms));
+    // Partition timeouts (scheduler/partition_timeouts.h): the ring's
+    // commit for those it applied, PartitionTimedOut for the rest.
+    LOFT_ASSIGN_OR_RETURN(auto u, sched::TimeOutPartitions(*driver_, ring_, now_ms, [&](uint64_t id) {
+                            return CommitIfApplied(id, now_ms, /*timed_out=*/true).status();
+                          }));
     if (!u.empty()) {
       spdlog::warn("{} partition(s) timed out", u.size());
       Record(u);

@@ -10,6 +10,7 @@
 #include "scheduler/bound.h"
 #include "scheduler/holder_wait.h"
 #include "scheduler/liveness.h"
+#include "scheduler/partition_timeouts.h"
 
 namespace loft::sim {
 
@@ -53,7 +54,8 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
       stale_(spec.nodes.size(), false),
       last_msg_ms_(spec.nodes.size(), 0.0),
       registered_ms_(spec.nodes.size(), 0.0),
-      registrations_(spec.nodes.size(), 0) {
+      registrations_(spec.nodes.size(), 0),
+      granted_(spec.nodes.size()) {
   result_.policy = options_.policy;
   network_.SetBursts(WithScheduler(model_.UpBursts(), kUnlimitedBytesPerMs),
                      WithScheduler(model_.DownBursts(), kUnlimitedBytesPerMs));
@@ -74,7 +76,9 @@ StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const ClusterSpec& spec, 
     return InvalidArgument(
         fmt::format("credits must be in [1, {}] (got {})", sched::kMaxCredits, options.credits));
   sched::StateOptions so;
-  so.timeout_min_ms = 0;  // nothing hangs in the simulator; failures are reported directly
+  // Partition timeouts: the daemon's rule (scheduler/partition_timeouts.h),
+  // run at the deadlines (CheckPartitionTimeouts).
+  so.timeout_min_ms = spec.scheduler.partition_timeout_ms;
   so.overlap_epochs = options.overlap_epochs;
   so.iterations = options.iterations;
   auto driver = sched::JobDriver::Create(spec, options.policy, so);
@@ -124,7 +128,9 @@ void Simulator::AddPart(std::unique_ptr<Part> p) {
 }
 
 void Simulator::ErasePart(uint64_t id) {
-  if (FindPart(id) == nullptr) return;
+  const Part* gone = FindPart(id);
+  if (gone == nullptr) return;
+  for (const auto& [peer, count] : gone->from_peer) granted_[static_cast<size_t>(peer)].erase(id);
   parts_[id - parts_base_].reset();
   while (!parts_.empty() && parts_.front() == nullptr) {
     parts_.pop_front();
@@ -250,6 +256,7 @@ bool Simulator::PlanIfReady() {
   }
   ring_votes_.OnPlanned(iteration, gate_.OnPlanned(iteration, st.view(), workers, ip.makespan_ms()));
   result_.plan_ahead = std::max(result_.plan_ahead, gate_.depth());
+  ScheduleTimeoutCheck();
   return true;
 }
 
@@ -285,6 +292,7 @@ void Simulator::SendQueued() {
         p->sent_ms = now;
         auto sent = driver_->OnPartitionSent(p->id, p->attempt, clock_.NowMillis());
         if (!sent.ok()) return sent.status().WithContext("partition sent");
+        SendGrants(id);  // before the assignment, as the daemon
         // The control path to the agent's reader (scheduler.handoff_ms).
         if (const double handoff = spec_.scheduler.handoff_ms; handoff > 0) {
           queue_.After(handoff, [this, id] {
@@ -349,9 +357,9 @@ void Simulator::Acked(Part& p) {
   // (as the daemon: an epoch's last ack prunes what the votes are checked against).
   if (t->has_training()) ring_votes_.RecordVotes(driver_->state().ledger(), p.iteration, node, t->training());
   const int64_t iteration = p.iteration;
-  if (p.committed_by_ring) {
-    // Committed on its behalf when a death would have failed it: the
-    // daemon ignores this ack (no state change) and takes its credit.
+  if (p.committed_by_ring || timed_out_.erase(p.id) > 0) {
+    // Committed on its behalf when a death would have failed it, or timed
+    // out: the daemon ignores this ack (no state change) and takes its credit.
     ErasePart(p.id);
   } else {
     auto u = driver_->OnPartitionDone(done, clock_.NowMillis());
@@ -383,7 +391,8 @@ void Simulator::CloseIterations() {
   const int added = open_.Close(
       driver_->state().ledger(), &recorder_,
       [this](int64_t iteration, const sched::OpenIteration& s, sched::IterationRecord* rec) {
-        rings_.erase(iteration);
+        // A ring still running (its partitions timed out) finishes first.
+        if (auto r = rings_.find(iteration); r != rings_.end() && !r->second.running) rings_.erase(r);
         ring_votes_.Close(iteration);
         if (rec == nullptr || iteration >= options_.trace_iterations) return;
         for (size_t k = 0; k < rec->workers.size(); ++k) {
@@ -402,6 +411,7 @@ void Simulator::CloseIterations() {
 void Simulator::Crash(int node) {
   if (done_ || crashed_[static_cast<size_t>(node)]) return;
   crashed_[static_cast<size_t>(node)] = true;
+  granted_[static_cast<size_t>(node)].clear();  // its serve grants die with the process
   const double timeout = spec_.scheduler.heartbeat_timeout_ms;
   if (timeout <= 0) return DeclareDead(node);
   Agent& ag = agents_[static_cast<size_t>(node)];
@@ -452,6 +462,7 @@ void Simulator::DeclareDead(int node) {
     DropPart(*p);
     ErasePart(x.partition_failed().failed().partition_id());
   }
+  DropTimedOutOf(node, &credit_back);
   Agent& ag = agents_[static_cast<size_t>(node)];
   ag = Agent{};
   sends_.Clear(node);
@@ -493,27 +504,105 @@ void Simulator::CommitAppliedOf(int32_t node) {
   for (uint64_t id : sched::AffectedPartitions(ledger, node)) {
     const sched::PartitionRecord* rec = ledger.Find(id);
     if (rec == nullptr || ring_votes_.CommitVotes(*rec) == 0) continue;
-    const int64_t iteration = rec->partition.iteration();
-    const int32_t worker = rec->partition.worker();
-    loft::v1::PartitionDone d;
-    d.set_partition_id(id);
-    d.set_attempt(rec->partition.attempt());
-    d.set_node(worker);
-    auto u = driver_->OnPartitionDone(d, clock_.NowMillis());
-    if (!u.ok()) return Fail(u.status().WithContext(fmt::format("committing partition {} by the ring", id)));
-    ++result_.committed_by_ring;
-    open_.Open(iteration);  // no row: the ring's commit has no timings of its own
-    sends_.window(worker).OnFinished(false);
-    if (Part* p = FindPart(id); p != nullptr) {
-      if (worker == node) {
-        DropPart(*p);
-        ErasePart(id);
-      } else {
-        p->committed_by_ring = true;  // its agent still acks (ignored) and takes its credit back
-      }
-    }
+    if (!CommitByRing(id, node).ok()) return;
   }
   CloseIterations();
+}
+
+// Commits partition `id` on its worker's behalf (the ring applied it), as
+// the daemon's CommitIfApplied: before `dead_node`'s death fails it, or
+// (dead_node < 0) when it timed out, whose credit then comes back.
+Status Simulator::CommitByRing(uint64_t id, int32_t dead_node) {
+  const sched::PartitionRecord* rec = driver_->state().ledger().Find(id);
+  const int64_t iteration = rec->partition.iteration();
+  const int32_t worker = rec->partition.worker();
+  loft::v1::PartitionDone d;
+  d.set_partition_id(id);
+  d.set_attempt(rec->partition.attempt());
+  d.set_node(worker);
+  auto u = driver_->OnPartitionDone(d, clock_.NowMillis());
+  if (!u.ok()) {
+    Fail(u.status().WithContext(fmt::format("committing partition {} by the ring", id)));
+    return error_;
+  }
+  ++result_.committed_by_ring;
+  open_.Open(iteration);  // no row: the ring's commit has no timings of its own
+  sends_.window(worker).OnFinished(false);
+  if (dead_node < 0) sends_.window(worker).Grant(1);  // timed out: as for a timeout
+  if (Part* p = FindPart(id); p != nullptr) {
+    if (worker == dead_node) {
+      DropPart(*p);
+      ErasePart(id);
+    } else {
+      p->committed_by_ring = true;  // its agent still acks (ignored) and takes its credit back
+    }
+  }
+  return OkStatus();
+}
+
+// Partition timeouts at a deadline: the daemon's rule
+// (sched::TimeOutPartitions, as its Tick runs it). A timed-out partition
+// that was sent gets a failed row and its credit back; its agent, which
+// does not know, still runs it: its late ack changes nothing but returns
+// a credit (Acked). One that was not sent leaves the send queue.
+void Simulator::CheckPartitionTimeouts() {
+  if (done_) return;
+  Sync();
+  Log(SchedulerInput::kTick, -1);
+  auto u = sched::TimeOutPartitions(*driver_, ring_votes_, clock_.NowMillis(),
+                                    [this](uint64_t id) { return CommitByRing(id, -1); });
+  if (!u.ok()) return Fail(u.status().WithContext("partition timeouts"));
+  if (done_) return;
+  for (const auto& x : *u) {
+    if (!x.has_partition_timed_out()) continue;
+    const uint64_t id = x.partition_timed_out().partition_id();
+    Part* p = FindPart(id);
+    if (p == nullptr) continue;
+    ClosedRow(*p, /*failed=*/true);
+    if (p->sent_ms < 0) {
+      ErasePart(id);
+      continue;
+    }
+    sends_.window(p->node).OnFinished(/*timed_out=*/true);
+    timed_out_.insert(id);
+  }
+  CloseIterations();
+  PlanLoop();
+  ScheduleTimeoutCheck();
+}
+
+// Timed-out partitions an agent still runs that `node`'s death breaks
+// (its own, or reading from it) leave their agents; a live one reports
+// the failure (ignored: already timed out) and returns the credit.
+void Simulator::DropTimedOutOf(int32_t node, std::vector<int32_t>* credit_back) {
+  for (auto it = timed_out_.begin(); it != timed_out_.end();) {
+    Part* p = FindPart(*it);
+    const bool hit =
+        p != nullptr && (p->node == node || std::any_of(p->from_peer.begin(), p->from_peer.end(),
+                                                        [&](const auto& f) { return f.first == node; }));
+    if (!hit) {
+      ++it;
+      continue;
+    }
+    if (p->node != node) credit_back->push_back(p->node);
+    DropPart(*p);
+    ErasePart(*it);
+    it = timed_out_.erase(it);
+  }
+}
+
+// The next partition deadline gets a check (the daemon's Tick finds it at
+// its first tick past it), unless one is due before.
+void Simulator::ScheduleTimeoutCheck() {
+  const double deadline = sched::NextPartitionDeadline(driver_->state().ledger());
+  if (!std::isfinite(deadline)) return;
+  const double at = std::max(queue_.now_ms(), sched::PartitionExpiresAt(deadline, 1e-3));
+  if (!timeout_checks_.empty() && *timeout_checks_.begin() <= at) return;
+  timeout_checks_.insert(at);
+  queue_.At(at, [this, at] {
+    timeout_checks_.erase(at);
+    CheckPartitionTimeouts();
+  });
 }
 
 // A node's CPU quota as a new agent finds it (a full bucket, nothing

@@ -55,6 +55,11 @@
 // worker) and its report (network.report_bytes, worker → scheduler), the
 // scheduler being one more node whose links never limit; a ring chunk
 // carries its ACKs with it (sim/allreduce_model.h WireChunkBytes).
+// Serve grants: as an assignment leaves, its serving peers get their
+// ServeGrants (sched::SendServeGrants, the daemon's rule) over the same
+// control path; a peer serves a request once it holds the grant, else
+// the reader asks again (a round trip and its 1 ms backoff). Their bytes
+// are not charged.
 //
 // Failures: at a node's failure time it crashes: it stops training,
 // serving and sending (its flows stop, reads from it and rings with it
@@ -72,7 +77,13 @@
 // with a model, the first ring it joins first sends it the job's state
 // (parameters + SGD velocity, 8·P bytes, from the first member holding
 // it, after the link's latency) and it recomputes its gradient
-// (edge_agent/model_trainer.h step 2). Partition timeouts are disabled.
+// (edge_agent/model_trainer.h step 2).
+//
+// Partition timeouts: the daemon's rule (scheduler/partition_timeouts.h)
+// at each partition deadline (scheduler.partition_timeout_ms of the spec):
+// a partition the ring applied is committed, any other times out (a failed
+// row, its samples retried, its credit back); its agent, which is not
+// told, still runs it, and its late ack only returns a credit.
 //
 // Not responsible for: writing files (sim/output.h), the CLI.
 // Thread-safety: not thread-safe; a Simulator runs on one thread.
@@ -168,13 +179,23 @@ struct TraceSpan {
 struct SchedulerInput {
   // kHeartbeat: only with SimOptions::record_inputs (the simulator keeps
   // no heartbeat events otherwise; a death's detection time is computed).
-  enum Kind { kDone, kDead, kAlive, kCredit, kHeartbeat };
+  // kTick: no message, the scheduler's timer at a partition deadline (the
+  // daemon's Tick finds the partitions timed out then; node -1).
+  enum Kind { kDone, kDead, kAlive, kCredit, kHeartbeat, kTick };
   Kind kind = kDone;
   double at_ms = 0;
   int32_t node = 0;
   uint64_t partition_id = 0;           // kDone
   uint32_t attempt = 0;                // kDone
   loft::v1::PartitionTimings timings;  // kDone
+};
+
+// A ServeGrant the scheduler sent (SimOptions::record_inputs).
+struct GrantSent {
+  int32_t peer = 0;  // the serving peer it went to
+  uint64_t partition_id = 0;
+  int32_t requester = 0;
+  int samples = 0;
 };
 
 struct SimResult {
@@ -199,6 +220,8 @@ struct SimResult {
   int plan_ahead = 0;                  // the deepest plan-ahead in force (auto: over the run)
   int64_t planned_ahead = 0;           // iterations planned while another ran
   std::vector<SchedulerInput> inputs;  // SimOptions::record_inputs
+  int64_t serve_grants = 0;            // ServeGrants sent (sched::SendServeGrants)
+  std::vector<GrantSent> grants;       // each of them, in order (SimOptions::record_inputs)
   // Partitions committed on their worker's behalf because the ring
   // applied them (sched::RingCommitter, as the daemon): a member that died
   // while applying the round's aggregate.
@@ -288,6 +311,9 @@ class Simulator {
     // on its own CPU and acks then; a crash no longer stalls the others.
     bool applying = false;
     int applying_pending = 0;  // members still applying
+    // The partitions it applied, with their workers, as the ring entered
+    // its applying step: what every member's ack names.
+    std::vector<std::pair<uint64_t, int32_t>> applied;
     double start_ms = 0;
     int flows_pending = 0;
     std::vector<uint64_t> flows;
@@ -317,6 +343,16 @@ class Simulator {
   // Before `node`'s death fails them: commits the affected partitions the
   // ring applied (sched::RingCommitter's rule, as the daemon's Tick).
   void CommitAppliedOf(int32_t node);
+  // Commits `id` for its worker by the ring's votes: before `dead_node`'s
+  // death fails it, or (dead_node < 0) when it timed out.
+  Status CommitByRing(uint64_t id, int32_t dead_node);
+  // Partition timeouts (sched::TimeOutPartitions) now, and the check at
+  // the next deadline (sched::NextPartitionDeadline).
+  void CheckPartitionTimeouts();
+  void ScheduleTimeoutCheck();
+  // `node` was declared dead: the timed-out partitions still on agents
+  // that it breaks leave them (`credit_back`: live agents returning one).
+  void DropTimedOutOf(int32_t node, std::vector<int32_t>* credit_back);
   void ClosedRow(const Part& p, bool failed);
   void CloseIterations();
   void Crash(int node);        // the node stops (its outage starts)
@@ -343,6 +379,14 @@ class Simulator {
   // partition is gone, or an end crashed (the read stalls until the death
   // is noticed).
   bool FetchStalled(uint64_t id, int32_t server, int32_t node);
+  // Partition `id`'s serving peers get their ServeGrants as its
+  // assignment leaves (sched::SendServeGrants), over the control path.
+  void SendGrants(uint64_t id);
+  // `node`'s request for partition `id` reaches `server`: served (after
+  // the server's CPU, `serve_cpu`) once the server holds the partition's
+  // grant; else refused ("no grant yet"), asked again after a round trip
+  // and the agent's retry backoff.
+  void ServeRequest(uint64_t id, int32_t server, int32_t node, double bytes, double serve_cpu);
   CpuQuota FreshQuota(int node) const;
   void ReadDone(Part& p);
   void ComputeNext(int32_t node);
@@ -400,11 +444,14 @@ class Simulator {
   std::vector<bool> down_;              // declared dead by the scheduler
   std::vector<bool> crashed_;           // physically down (from the crash to the return)
   double holder_wake_ms_ = -1;          // the wake-up scheduled for the end of a holder wait
+  std::set<double> timeout_checks_;     // times of the partition-timeout checks in the queue
+  std::set<uint64_t> timed_out_;        // sent partitions that timed out: their agents still ack them
   std::vector<bool> stale_;             // restarted agent: holds the seed's parameters until a ring syncs it
   std::vector<double> last_msg_ms_;     // per node: its last ack/grant/registration
   std::vector<double> registered_ms_;   // per node: its last registration (heartbeat phase)
   std::vector<int64_t> registrations_;  // per node: registrations so far (heartbeat chains)
-  size_t heartbeats_pending_ = 0;       // heartbeat events in the queue (record_inputs)
+  std::vector<std::set<uint64_t>> granted_;  // per serving node: partitions it holds a ServeGrant for
+  size_t heartbeats_pending_ = 0;            // heartbeat events in the queue (record_inputs)
   SimResult result_;
   sched::RunRecorder recorder_;  // every iteration's rows and the summary figures
   double bound_sum_ = 0;

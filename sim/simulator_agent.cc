@@ -79,15 +79,50 @@ void Simulator::StartRead(Part& p) {
       const double serve_cpu =
           agent_cpu_.cpu_ms_per_request + agent_cpu_.cpu_ms_per_sample * static_cast<double>(count);
       queue_.After(latency, [this, id, server, node, bytes, serve_cpu] {
-        if (FetchStalled(id, server, node)) return;
-        const double served = cpu_[static_cast<size_t>(server)].Run(queue_.now_ms(), serve_cpu);
-        if (served <= queue_.now_ms()) return StartFetchFlow(id, server, node, bytes);
-        queue_.After(served - queue_.now_ms(),
-                     [this, id, server, node, bytes] { StartFetchFlow(id, server, node, bytes); });
+        ServeRequest(id, server, node, bytes, serve_cpu);
       });
     }
   }
   if (p.read_in()) ReadDone(p);
+}
+
+void Simulator::SendGrants(uint64_t id) {
+  const sched::PartitionRecord* rec = driver_->state().ledger().Find(id);
+  if (rec == nullptr) return;
+  sched::SendServeGrants(rec->partition, [this, id](int32_t peer, loft::v1::ServeGrant&& g) {
+    ++result_.serve_grants;
+    if (options_.record_inputs)
+      result_.grants.push_back({peer, g.partition_id(), g.requester(), g.sample_ids_size()});
+    // Lost if the peer crashes before it arrives (a new process has none).
+    auto arrive = [this, peer, id, reg = registrations_[static_cast<size_t>(peer)]] {
+      if (!crashed_[static_cast<size_t>(peer)] && registrations_[static_cast<size_t>(peer)] == reg)
+        granted_[static_cast<size_t>(peer)].insert(id);
+    };
+    // The control path of the assignment (scheduler.handoff_ms), sent
+    // just before it: it arrives first.
+    if (const double handoff = spec_.scheduler.handoff_ms; handoff > 0)
+      queue_.After(handoff, arrive);
+    else
+      arrive();
+  });
+}
+
+void Simulator::ServeRequest(uint64_t id, int32_t server, int32_t node, double bytes, double serve_cpu) {
+  if (FetchStalled(id, server, node)) return;
+  if (granted_[static_cast<size_t>(server)].count(id) == 0) {
+    // "no grant yet" (edge_agent/agent_service.cc): the refusal's way back,
+    // the reader's retry backoff (peer_fetcher.h, 1 ms), the request again.
+    constexpr double kRetryBackoffMs = 1.0;
+    const double again = 2 * model_.LatencyMs(node) + model_.RequestOverheadMs() + kRetryBackoffMs;
+    queue_.After(again, [this, id, server, node, bytes, serve_cpu] {
+      ServeRequest(id, server, node, bytes, serve_cpu);
+    });
+    return;
+  }
+  const double served = cpu_[static_cast<size_t>(server)].Run(queue_.now_ms(), serve_cpu);
+  if (served <= queue_.now_ms()) return StartFetchFlow(id, server, node, bytes);
+  queue_.After(served - queue_.now_ms(),
+               [this, id, server, node, bytes] { StartFetchFlow(id, server, node, bytes); });
 }
 
 bool Simulator::FetchStalled(uint64_t id, int32_t server, int32_t node) {
@@ -178,6 +213,9 @@ void Simulator::ComputeNext(int32_t node) {
 
 void Simulator::Computed(Part& p) {
   p.compute_end_ms = queue_.now_ms();
+  // Its iteration closed (every partition of it timed out): no ring is
+  // left to join; the late ack only returns the credit.
+  if (open_.Find(p.iteration) == nullptr) return Acked(p);
   // A local step of a longer round (training.exchange) has no ring.
   if (!allreduce_.enabled() || p.batch == 0 || p.local_step) return Acked(p);
   MaybeStartRing(p.iteration);
@@ -254,28 +292,33 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     return;
   }
   if (ring.step >= steps) {
-    // The aggregate is fixed. The reducer's work (TailMs, CPU at one core)
+    // The aggregate is fixed: every partition the ring applied, named
+    // with its worker, is what each member's ack names (the ring's votes,
+    // sched::RingCommitter). The reducer's work (TailMs, CPU at one core)
     // runs on each member's CPU: on a node with a quota through it, behind
     // the agent's own work queued there (the next partition's reads, what
     // it serves), else at one core. Each member acks when its own is done
-    // (members done at the same time together, in one event).
+    // (members done at the same time together, in one event; without a
+    // tail, all of them at once, now).
     ring.applying = true;
-    const double tail = allreduce_.TailMs(n);
-    auto member = [this](int32_t m) { return std::pair(m, registrations_[static_cast<size_t>(m)]); };
-    if (tail <= 0) {
-      ring.applying_pending = 1;
-      std::vector<std::pair<int32_t, int64_t>> all;
-      for (int32_t m : ring.members) all.push_back(member(m));
-      return MembersApplied(iteration, generation, std::move(all));
+    ring.applied.clear();
+    for (uint64_t id : ring.parts) {
+      if (const Part* x = FindPart(id); x != nullptr) ring.applied.emplace_back(id, x->node);
     }
+    const double tail = std::max(0.0, allreduce_.TailMs(n));
     const double now = queue_.now_ms();
     std::map<double, std::vector<std::pair<int32_t, int64_t>>> by_end;
     for (int32_t m : ring.members) {
       CpuQuota& cpu = cpu_[static_cast<size_t>(m)];
-      by_end[cpu.enabled() ? cpu.Run(now, tail) : now + tail].push_back(member(m));
+      by_end[tail > 0 && cpu.enabled() ? cpu.Run(now, tail) : now + tail].emplace_back(
+          m, registrations_[static_cast<size_t>(m)]);
     }
     ring.applying_pending = static_cast<int>(by_end.size());
     for (auto& [end, members] : by_end) {
+      if (end <= now) {
+        MembersApplied(iteration, generation, std::move(members));
+        continue;
+      }
       queue_.After(end - now, [this, iteration, generation, members = std::move(members)] {
         MembersApplied(iteration, generation, members);
       });
@@ -426,18 +469,14 @@ void Simulator::MembersApplied(int64_t iteration, uint64_t generation,
     for (int32_t m : members)
       result_.spans.push_back({m, "all-reduce", ring.start_ms, now - ring.start_ms, iteration});
   }
-  // Every partition the ring applied, named with its worker: each ack
-  // carries them (the ring's votes, sched::RingCommitter).
-  std::vector<std::pair<uint64_t, int32_t>> applied;
-  for (uint64_t id : ring.parts) {
-    if (const Part* x = FindPart(id); x != nullptr) applied.emplace_back(id, x->node);
-  }
   const bool last = --ring.applying_pending == 0;
   if (last) {
     ring.running = false;
     ring.done = true;
   }
-  const std::vector<uint64_t> parts = ring.parts;  // acks may close the iteration (and erase the ring)
+  // Acks may close the iteration (and erase the ring): copies.
+  const std::vector<uint64_t> parts = ring.parts;
+  const std::vector<std::pair<uint64_t, int32_t>> applied = ring.applied;  // taken when it began applying
   for (uint64_t id : parts) {
     Part* x = FindPart(id);
     if (x == nullptr || std::find(members.begin(), members.end(), x->node) == members.end()) continue;
@@ -446,6 +485,8 @@ void Simulator::MembersApplied(int64_t iteration, uint64_t generation,
     Acked(*x);
     if (done_) return;
   }
+  // A ring that outlived its iteration (its partitions timed out) goes now.
+  if (last && open_.Find(iteration) == nullptr) rings_.erase(iteration);
 }
 
 void Simulator::DropPart(Part& p) {

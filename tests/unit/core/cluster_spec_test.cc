@@ -240,6 +240,18 @@ TEST_CASE("scheduler.holder_wait_s: default 300 s, >= 0") {
   CHECK_THAT(neg.status().message(), Catch::Contains("scheduler.holder_wait_s must be a number >= 0"));
 }
 
+TEST_CASE("scheduler.partition_timeout_ms: default 30000 (the daemon's), 0 = never, >= 0") {
+  auto d = ParseClusterSpec(kGood, "c.yaml");
+  REQUIRE(d.ok());
+  CHECK(d->scheduler.partition_timeout_ms == 30000);
+  auto off = ParseClusterSpec(std::string(kGood) + "scheduler: {partition_timeout_ms: 0}\n", "c.yaml");
+  REQUIRE(off.ok());
+  CHECK(off->scheduler.partition_timeout_ms == 0);
+  auto neg = ParseClusterSpec(std::string(kGood) + "scheduler: {partition_timeout_ms: -1}\n", "c.yaml");
+  REQUIRE_FALSE(neg.ok());
+  CHECK_THAT(neg.status().message(), Catch::Contains("scheduler.partition_timeout_ms must be a number >= 0"));
+}
+
 TEST_CASE("training.byzantine_tolerance: needs 2f+1 nodes, clear error when too small") {
   auto two = ParseClusterSpec(Replace(kGood, "seed: 7,", "seed: 7, byzantine_tolerance: 2,"), "c.yaml");
   REQUIRE(two.ok());  // 5 nodes = 2*2+1

@@ -1,14 +1,20 @@
 // The iteration protocol's rules, each on its own (scheduler/
-// iteration_gate.h, ring_committer.h, liveness.h, flow_control.h): the
+// iteration_gate.h, ring_committer.h, liveness.h, flow_control.h,
+// partition_timeouts.h): the
 // daemon and the simulator run these, so each is tested without sockets.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "scheduler/driver.h"
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
 #include "scheduler/liveness.h"
+#include "scheduler/partition_timeouts.h"
 #include "scheduler/register_backoff.h"
 #include "scheduler/ring_committer.h"
 #include "state_fakes.h"
@@ -251,6 +257,59 @@ TEST_CASE("liveness: a death fails the node's partitions and those reading from 
   CHECK(failed == affected);
 }
 
+TEST_CASE("partition timeouts: at the deadline, the ring's commit first, the rest time out",
+          "[rules][timeouts]") {
+  auto d = Driver(4);  // StateOptions' defaults: max(10 s, 5 x predicted)
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 4);
+  const auto& ledger = d->state().ledger();
+  double deadline = std::numeric_limits<double>::infinity();
+  for (const auto& p : parts) {
+    const double expect = 1 + std::max(10000.0, 5 * p.predicted_ms());
+    CHECK(ledger.Find(p.id())->deadline_ms == Approx(expect));
+    deadline = std::min(deadline, expect);
+  }
+  CHECK(loft::sched::NextPartitionDeadline(ledger) == Approx(deadline));
+  // parts[0] is acked in time; parts[1] its ring applied (the 3 other
+  // workers, more than half of 4, name it); parts[2] and parts[3] time out.
+  Ack(*d, parts[0], 5);
+  loft::sched::RingCommitter rc;
+  const int64_t it = parts[0].iteration();
+  rc.OnPlanned(it, 4);
+  loft::v1::TrainingReport named;
+  named.add_applied_partitions(parts[1].id());
+  named.add_applied_nodes(parts[1].worker());
+  for (int32_t reporter : {parts[0].worker(), parts[2].worker(), parts[3].worker()})
+    REQUIRE(rc.RecordVotes(ledger, it, reporter, named) == 0);
+  std::vector<uint64_t> committed;
+  auto commit = [&](uint64_t id) {
+    committed.push_back(id);
+    Ack(*d, parts[1], deadline);  // as the engines: PartitionDone on its behalf
+    return loft::OkStatus();
+  };
+  // A clock tick before the deadline: nothing.
+  auto none = loft::sched::TimeOutPartitions(*d, rc, deadline - 1e-3, commit);
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+  CHECK(committed.empty());
+  // The first tick at which every engine's clock has passed it.
+  const double at = loft::sched::PartitionExpiresAt(deadline, 1e-3);
+  CHECK(at > deadline);
+  auto u = loft::sched::TimeOutPartitions(*d, rc, at, commit);
+  REQUIRE(u.ok());
+  CHECK(committed == std::vector<uint64_t>{parts[1].id()});
+  std::vector<uint64_t> timed_out;
+  for (const auto& x : *u) {
+    if (x.has_partition_timed_out()) timed_out.push_back(x.partition_timed_out().partition_id());
+  }
+  CHECK(timed_out == std::vector<uint64_t>{parts[2].id(), parts[3].id()});
+  CHECK(ledger.counters().timed_out == 2);
+  CHECK(ledger.in_flight() == 0);
+  CHECK(std::isinf(loft::sched::NextPartitionDeadline(ledger)));  // nothing left to time out
+  // Their late acks change nothing.
+  CHECK_FALSE(loft::sched::WouldApply(ledger, parts[2].id(), parts[2].attempt(), parts[2].worker()));
+}
+
 TEST_CASE("ring committer: more than half of the other workers must name a partition", "[rules][ring]") {
   auto d = Driver(3);
   auto parts = PlanAndSend(*d, 1);
@@ -330,6 +389,32 @@ TEST_CASE("GrantsFor: one grant per serving peer with exactly the samples read f
   CHECK(g.at(2).requester() == 1);
   CHECK(g.at(2).partition_id() == 7);
   CHECK(g.at(2).view() == 3);
+}
+
+TEST_CASE("SendServeGrants: each serving peer's grant, ascending peer, none for local samples",
+          "[rules][grants]") {
+  loft::v1::Partition p;
+  p.set_id(9);
+  p.set_worker(2);
+  const int32_t src[] = {3, 2, 0, 3};
+  for (int k = 0; k < 4; ++k) {
+    p.add_sample_ids(200 + static_cast<uint64_t>(k));
+    p.add_sources(src[k]);
+  }
+  std::vector<std::pair<int32_t, int>> sent;  // (peer, samples)
+  const int n = loft::sched::SendServeGrants(p, [&](int32_t peer, loft::v1::ServeGrant&& g) {
+    CHECK(g.partition_id() == 9);
+    CHECK(g.requester() == 2);
+    sent.emplace_back(peer, g.sample_ids_size());
+  });
+  CHECK(n == 2);
+  CHECK(sent == std::vector<std::pair<int32_t, int>>{{0, 1}, {3, 2}});
+  // A partition read only locally sends none.
+  loft::v1::Partition local;
+  local.set_worker(1);
+  local.add_sample_ids(1);
+  local.add_sources(1);
+  CHECK(loft::sched::SendServeGrants(local, [](int32_t, loft::v1::ServeGrant&&) { FAIL("no grant"); }) == 0);
 }
 
 TEST_CASE("restart hold: a node gets no later iteration before its unconfirmed earlier one",

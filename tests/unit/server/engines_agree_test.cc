@@ -17,9 +17,13 @@
 // would be N times larger). Run with plan-ahead on (overlap: true) and
 // off, with and without a model (the ring's time reaches the daemon in
 // the ack's training report, as from an agent), with auto's depth (the
-// spec's default hand-off, and none) and at every fixed depth, and with a
+// spec's default hand-off, and none) and at every fixed depth, with a
 // member that dies while it applies a round the others applied (both
-// engines commit its partition from the ring's votes).
+// engines commit its partition from the ring's votes), and with
+// partitions that time out on a node that slows down (the simulator's
+// timer ticks at the deadlines are inputs too: SchedulerInput::kTick).
+// Every run also compares the ServeGrants each engine sent
+// (sched::SendServeGrants): the same peers, partitions and samples.
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,8 +45,14 @@ namespace fs = std::filesystem;
 
 struct RecordingTransport : loft::server::SchedulerTransport {
   std::vector<loft::v1::Partition> assignments;
-  loft::Status Send(int32_t, const loft::v1::Envelope& env) override {
+  // (serving peer, partition, requester, samples) of every ServeGrant.
+  std::vector<std::tuple<int32_t, uint64_t, int32_t, int>> grants;
+  loft::Status Send(int32_t node, const loft::v1::Envelope& env) override {
     if (env.has_assignment()) assignments.push_back(env.assignment().partition());
+    if (env.has_serve_grant()) {
+      const auto& g = env.serve_grant();
+      grants.emplace_back(node, g.partition_id(), g.requester(), g.sample_ids_size());
+    }
     return loft::OkStatus();
   }
 };
@@ -64,8 +74,8 @@ constexpr const char* kSpec =
     "    compute: {fixed_ms: 1.5, per_sample_ms: 0.1, jitter: 0.0MIDCPU}\n"
     "    disk: {read_mbps: 200}\n"
     "    link: {up_mbps: 30, down_mbps: 30, latency_ms: 3}\n"
-    "    failures: [FAILURES]\n"
-    "scheduler: {heartbeat_interval_ms: 4, heartbeat_timeout_ms: 10HANDOFF}\n";
+    "    failures: [FAILURES]\nMIDEXTRA"
+    "scheduler: {heartbeat_interval_ms: 4, heartbeat_timeout_ms: 10HANDOFFSCHEDEXTRA}\n";
 constexpr int64_t kHeartbeatIntervalMs = 4;
 constexpr int64_t kHeartbeatTimeoutMs = 10;
 
@@ -73,12 +83,21 @@ constexpr int64_t kHeartbeatTimeoutMs = 10;
 
 namespace {
 
+// Extra spec text: lines of the node that fails (`mid`, e.g. its
+// slowdowns) and fields of `scheduler` (e.g. its partition timeout).
+struct Extra {
+  std::string mid;
+  std::string scheduler;
+};
+
 // The spec's text for these options (`mid_cpu`: extra compute fields of
 // the node that fails, e.g. its CPU quota).
 std::string SpecText(const std::string& failures, bool overlap, const std::string& model, double handoff_ms,
-                     const std::string& mid_cpu) {
+                     const std::string& mid_cpu, const Extra& extra = {}) {
   std::string text = kSpec;
   text.replace(text.find("MIDCPU"), 6, mid_cpu);
+  text.replace(text.find("MIDEXTRA"), 8, extra.mid);
+  text.replace(text.find("SCHEDEXTRA"), 10, extra.scheduler);
   text.replace(text.find("HANDOFF"), 7,
                handoff_ms >= 0 ? ", handoff_ms: " + std::to_string(handoff_ms) : std::string());
   text.replace(text.find("FAILURES"), 8, failures);
@@ -91,19 +110,22 @@ std::string SpecText(const std::string& failures, bool overlap, const std::strin
 struct BothRuns {
   int64_t sim_committed_by_ring = 0;
   int64_t daemon_committed_by_ring = 0;
+  int64_t sim_timed_out = 0;
+  int64_t daemon_timed_out = 0;
+  size_t grants = 0;  // ServeGrants, the same in both
 };
 
 // `plan_ahead`: both engines' option (-1 = auto); `handoff_ms` < 0: the
 // spec's default scheduler.handoff_ms (auto then plans deeper than one).
 BothRuns RunBoth(const std::string& policy, const std::string& failures, bool overlap,
                  const std::string& model, int plan_ahead = -1, double handoff_ms = -1,
-                 const std::string& mid_cpu = "") {
-  const std::string text = SpecText(failures, overlap, model, handoff_ms, mid_cpu);
+                 const std::string& mid_cpu = "", const Extra& extra = {}) {
+  const std::string text = SpecText(failures, overlap, model, handoff_ms, mid_cpu, extra);
   const fs::path dir =
       fs::temp_directory_path() /
       ("loft-engines-" + std::to_string(::getpid()) + "-" + policy + "-" + std::to_string(failures.size()) +
        (overlap ? "-ahead" : "-bsp") + "-" + std::to_string(model.size()) + "-" + std::to_string(plan_ahead) +
-       (handoff_ms >= 0 ? "-h" : "") + (mid_cpu.empty() ? "" : "-q"));
+       (handoff_ms >= 0 ? "-h" : "") + (mid_cpu.empty() ? "" : "-q") + (extra.scheduler.empty() ? "" : "-t"));
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "spec.yaml") << text;
@@ -136,7 +158,9 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
   opts.plan_ahead = plan_ahead;                       // as loft-sim (-1 = auto)
   opts.heartbeat_interval_ms = kHeartbeatIntervalMs;  // the spec's, as loft-sim reads them
   opts.heartbeat_timeout_ms = kHeartbeatTimeoutMs;
-  opts.partition_timeout_ms = 1000000000;
+  // The spec's partition timeout, as loft-sim reads it (0 there: never).
+  const double pt = spec->scheduler.partition_timeout_ms;
+  opts.partition_timeout_ms = pt > 0 ? static_cast<int64_t>(pt) : 1000000000;
   RecordingTransport transport;
   loft::metrics::Registry registry;
   auto svc = loft::server::SchedulerService::Create(opts, *spec, text, &transport, &registry, 0);
@@ -175,6 +199,8 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
       tick(e.at_ms);
       CHECK_FALSE(s.driver().state().alive(e.node));
       continue;
+    } else if (e.kind == Input::kTick) {
+      // The scheduler's timer at a partition deadline: a Tick, no message.
     } else if (e.kind == Input::kHeartbeat) {
       loft::v1::Envelope hb;
       hb.mutable_heartbeat()->set_node(e.node);
@@ -208,6 +234,24 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
   both.sim_committed_by_ring = sim->committed_by_ring;
   both.daemon_committed_by_ring = nlohmann::json::parse(s.StatusJson(0))["committed_by_ring"].get<int64_t>();
   CHECK(both.daemon_committed_by_ring == both.sim_committed_by_ring);
+  both.sim_timed_out = sim->counters.timed_out;
+  both.daemon_timed_out = s.driver().state().ledger().counters().timed_out;
+  CHECK(both.daemon_timed_out == both.sim_timed_out);
+  // The same serve grants to the same peers, each before its assignment
+  // (sched::SendServeGrants).
+  std::vector<std::tuple<int32_t, uint64_t, int32_t, int>> sim_grants;
+  for (const auto& g : sim->grants) sim_grants.emplace_back(g.peer, g.partition_id, g.requester, g.samples);
+  CHECK(static_cast<int64_t>(sim_grants.size()) == sim->serve_grants);
+  // Sorted by partition: after a death the engines may send in another
+  // order (their assignments are compared as a set too).
+  std::vector<std::tuple<int32_t, uint64_t, int32_t, int>> real_grants = transport.grants;
+  auto by_partition = [](const auto& a, const auto& b) {
+    return std::tie(std::get<1>(a), std::get<0>(a)) < std::tie(std::get<1>(b), std::get<0>(b));
+  };
+  std::stable_sort(real_grants.begin(), real_grants.end(), by_partition);
+  std::stable_sort(sim_grants.begin(), sim_grants.end(), by_partition);
+  CHECK(real_grants == sim_grants);
+  both.grants = sim_grants.size();
 
   // The same decisions: every partition, in plan order.
   std::vector<loft::v1::Partition> parts = transport.assignments;
@@ -221,7 +265,9 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
   const auto& simf = sim->summary;
   CHECK(real.iterations_completed() == 8);
   CHECK(real.straggler_wait_ms() == Approx(simf.straggler_wait_ms).margin(1e-6));
-  CHECK(simf.straggler_wait_ms > 0.05);  // the spec has stragglers: a per-iteration sum would differ
+  // The spec has stragglers: a per-iteration sum would differ (with
+  // timeouts the slowed node's rows are failed ones).
+  if (extra.scheduler.empty()) CHECK(simf.straggler_wait_ms > 0.05);
   CHECK(real.mean_iteration_ms() == Approx(simf.mean_iteration_ms).margin(1e-6));
   CHECK(real.p95_iteration_ms() == Approx(simf.p95_iteration_ms).margin(1e-6));
   CHECK(real.total_s() == Approx(simf.total_s).margin(1e-9));
@@ -336,4 +382,39 @@ TEST_CASE("daemon and simulator commit a dead member's partition the ring applie
   std::snprintf(failures, sizeof failures, "{at_s: %.6f, down_s: 0.03}", crash_ms / 1000.0);
   const BothRuns both = RunBoth("loft", failures, overlap, model, -1, -1, mid_cpu);
   CHECK(both.sim_committed_by_ring >= 1);
+}
+
+TEST_CASE("daemon and simulator time out a partition on a very slow node", "[engines]") {
+  // mid computes 200 times slower for 50 ms from 20 ms on, far past its
+  // partitions' deadlines (planned + max(scheduler.partition_timeout_ms
+  // = 22, 5 x predicted)): both engines time them out at the same tick
+  // (sched::TimeOutPartitions), retry their samples in later iterations
+  // and record failed rows. mid, not told, finishes them; its late acks
+  // change nothing. Without the simulator's timeout check nothing times
+  // out there and the two plan differently (the digest, the rows).
+  const std::string policy = GENERATE("loft", "lbbsp");
+  const bool overlap = GENERATE(false, true);
+  const std::string model = GENERATE("model: none", "model: softmax");
+  INFO("policy " << policy << " plan-ahead " << overlap << " " << model);
+  const Extra extra{"    slowdowns: [{at_s: 0.02, factor: 200, for_s: 0.05}]\n",
+                    ", partition_timeout_ms: 22"};
+  // 22, not 20: the first deadlines (planned at 0) are then off the
+  // heartbeats' 4 ms grid. The simulator checks one clock tick (1 us)
+  // past a deadline (sched::PartitionExpiresAt); a daemon tick inside
+  // that microsecond would find it first.
+  const BothRuns both = RunBoth(policy, "", overlap, model, -1, -1, "", extra);
+  CHECK(both.sim_timed_out >= 1);
+}
+
+TEST_CASE("daemon and simulator send the same serve grants", "[engines]") {
+  // lbbsp splits by speed, not by locality: workers read from peers, whose
+  // grants both engines send as each assignment leaves. A simulated peer
+  // serves a request only once its grant arrived (with the hand-off, the
+  // grant's control path); without the simulator's SendServeGrants the
+  // grants differ and its peers refuse every remote read.
+  const bool overlap = GENERATE(false, true);
+  const double handoff_ms = GENERATE(-1.0, 0.0);
+  INFO("plan-ahead " << overlap << " handoff " << handoff_ms);
+  const BothRuns both = RunBoth("lbbsp", "", overlap, "model: none", -1, handoff_ms);
+  CHECK(both.grants > 0);
 }
