@@ -23,8 +23,8 @@ target, the final accuracy and the accuracy at each evaluated iteration
       [--exchanges "1/none/false;auto/int8/true"] [--seeds 7,8,9] [--testbed] \\
       [--iterations 400] [--eval-every 20] [--target 0.85] [--plot out.png]
 
-An exchange is period/compression/overlap (training.exchange's keys);
-"default" is 1/none/false.
+An exchange is period/compression/overlap[/drift] (training.exchange's
+keys; drift is period: auto's c); "default" is 1/none/false.
 """
 import argparse
 import csv
@@ -43,12 +43,19 @@ def parse_exchange(text):
     if text == "default":
         text = "1/none/false"
     parts = text.split("/")
-    if len(parts) != 3:
-        raise SystemExit(f"--exchanges: '{text}' is not period/compression/overlap")
-    period, compression, overlap = parts
+    if len(parts) not in (3, 4):
+        raise SystemExit(f"--exchanges: '{text}' is not period/compression/overlap[/drift]")
+    period, compression, overlap = parts[:3]
     ex = {"period": period if period == "auto" else int(period), "compression": compression,
           "overlap": overlap.lower() in ("true", "1", "yes")}
-    return f"{period}/{compression}/{'true' if ex['overlap'] else 'false'}", ex
+    name = f"{period}/{compression}/{'true' if ex['overlap'] else 'false'}"
+    if len(parts) == 4:  # training.exchange.drift (period: auto's c)
+        try:
+            ex["drift"] = float(parts[3])
+        except ValueError:
+            raise SystemExit(f"--exchanges: drift '{parts[3]}' in '{text}' is not a number")
+        name += f"/{parts[3]}"
+    return name, ex
 
 
 def spec_copy(src, dst, seed, exchange):

@@ -135,7 +135,7 @@ struct TrainingSpec {
     // period: a step of a round of period tau is taken to be worth
     // 1 / (1 + c*tau) of a synchronous one, so auto's loss-free period is
     // ceil(sqrt(X / (c*S))) (scheduler/exchange_plan.h). In (0, 100].
-    double drift = 0.25;
+    double drift = 0.0625;
     std::string compression = "none";  // none | int8 (per-chunk scale + int8, error feedback)
     // The next round's reads run while the exchange runs (they share the
     // links); false: a member reads nothing during its exchange.

@@ -29,10 +29,11 @@
 //    steps drift apart as tau grows; taking the steps needed to reach a
 //    given loss to grow as (1 + c*tau), the time to it, (S + X/tau) *
 //    (1 + c*tau), is least at tau = sqrt(X / (c*S)). c is
-//    training.exchange.drift (default 0.25: replaying the agents' delta
+//    training.exchange.drift (default 1/16: replaying the agents' delta
 //    exchange offline, the MLP on Fashion-MNIST needed about as many steps
-//    to 85 % at periods 2 to 16, so c is well below 1; docs/exchange.md
-//    "How much a longer period costs per step"). (tau = X/S, an
+//    to 85 % at periods 2 to 16, c of about 0.01; on the testbed c = 1/16
+//    reached 85 % sooner than c = 1/4 and than fixed periods 4, 8 and 16;
+//    docs/exchange.md "How much a longer period costs per step"). (tau = X/S, an
 //    exchange as long as the round's steps, was measured on the testbed:
 //    it gave loft's fast steps period 16 throughout and the lowest
 //    accuracy per step, docs/exchange.md.) The square root of the loss

@@ -312,7 +312,7 @@ TEST_CASE("training.exchange: defaults, period N, auto, compression, overlap, an
   REQUIRE(aut.ok());
   CHECK(aut->training.exchange.period_auto);
   CHECK(aut->training.exchange.max_period == 8);
-  CHECK(aut->training.exchange.drift == 0.25);
+  CHECK(aut->training.exchange.drift == 0.0625);
   CHECK(with("{period: auto, drift: 0.5}")->training.exchange.drift == 0.5);
   auto message = [&](const std::string& exchange) {
     auto s = with(exchange);

@@ -61,10 +61,11 @@ TEST_CASE("ExchangePlan: auto sizes rounds from exchange and step time, then the
   TrainingSpec::Exchange e;
   e.period_auto = true;
   e.max_period = 16;
-  CHECK(e.drift == 0.25);  // the default c
-  // c = 1/4 doubles the loss-free period: ceil(sqrt(640 / (0.25 * 10))) = 16.
+  CHECK(e.drift == 0.0625);  // the default c
+  // c = 1/16 quadruples the loss-free period: ceil(sqrt(90 / (0.0625 * 10))) = 12,
+  // and ceil(sqrt(640 / 0.625)) = 32 is capped at max_period.
+  CHECK(ExchangePlan(e, -1, 90).NextPeriod(10) == 12);
   CHECK(ExchangePlan(e, -1, 640).NextPeriod(10) == 16);
-  CHECK(ExchangePlan(e, -1, 90).NextPeriod(10) == 6);
   e.drift = 1;  // the figures below: tau0 = ceil(sqrt(X / S))
   ExchangePlan plan(e, -1, /*prior_exchange_ms=*/640);
   CHECK(plan.delta_exchange());
