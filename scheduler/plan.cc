@@ -404,12 +404,12 @@ void ChooseDecodePlacement(const PlanRequest& req, Plan& plan) {
   EvaluateLocalityPlan(req, plan);
 }
 
-PlanRequest FoldTrainerDecode(const PlanRequest& req) {
+PlanRequest FoldTrainerDecode(const PlanRequest& req, bool into_compute) {
   PlanRequest out = req;
   if (!req.coding.encoded) return out;
   for (WorkerInput& w : out.workers) {
     const double delta = DecodeMsPerSample(w.decode, req.coding.encoded_bytes);
-    if (req.overlap) {
+    if (req.overlap && !into_compute) {
       w.cost.local_per_sample_ms += delta;
       w.cost.remote_per_sample_ms += delta;
     } else {

@@ -264,12 +264,14 @@ void ChooseDecodePlacement(const PlanRequest& req, Plan& plan);
 
 // The request with the trainer's decode folded into its per-sample costs,
 // what the batch-size search sees (README-planning.md "Decode placement"):
-// without overlap compute_per_sample += δ_i (exact when every sample is
-// decoded at the trainer), with overlap local_ and remote_per_sample += δ_i
-// (the read stage, but inside the max: an under-estimate when a worker
-// reads both). The result is a raw request (coding reset); a raw request
-// comes back unchanged.
-PlanRequest FoldTrainerDecode(const PlanRequest& req);
+// compute_per_sample += δ_i without overlap (exact when every sample is
+// decoded at the trainer) or with overlap and `into_compute`; with overlap
+// and not `into_compute`, local_ and remote_per_sample += δ_i. With overlap
+// both under-estimate T = max(max(Tl, Tr) + D, Tc), in different cases
+// (a worker reading both; a read-bound worker), so loft plans both and
+// keeps the better. The result is a raw request (coding reset); a raw
+// request comes back unchanged.
+PlanRequest FoldTrainerDecode(const PlanRequest& req, bool into_compute = true);
 
 // The request whose plain-model makespan lower-bounds every plan's with
 // any decode placement (bound.h): local_per_sample += δ_i, remote per

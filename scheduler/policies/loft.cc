@@ -253,19 +253,22 @@ StatusOr<Plan> PlanPlain(const PlanRequest& req, double makespan_hint_ms, std::s
 
 StatusOr<Plan> LoftPolicy::PlanValidated(const PlanRequest& req, double makespan_hint_ms) {
   if (!req.coding.encoded) return PlanPlain(req, makespan_hint_ms, name());
-  // Encoded samples (loft.h "Decode placement"): sizes for decoding at the
-  // trainer, then the placement choice; with placement auto also sizes for
-  // the relaxed costs (each sample decoded where it is cheapest), the
-  // better of the two plans.
-  LOFT_ASSIGN_OR_RETURN(Plan best, PlanPlain(FoldTrainerDecode(req), 0.0, name()));
+  // Encoded samples (README-planning.md "Decode placement"): sizes for
+  // decoding at the trainer (its decode folded into compute; with overlap
+  // also into the reads), each followed by the placement choice; with
+  // placement auto also sizes for the relaxed costs (each sample decoded
+  // where it is cheapest). The plan of lowest makespan under the coded
+  // model, the first on ties.
+  LOFT_ASSIGN_OR_RETURN(Plan best, PlanPlain(FoldTrainerDecode(req, true), 0.0, name()));
   ChooseDecodePlacement(req, best);
-  if (req.coding.placement == DecodePlacement::kAuto) {
-    StatusOr<Plan> alt = PlanPlain(RelaxDecode(req), 0.0, name());
-    if (alt.ok()) {
-      ChooseDecodePlacement(req, *alt);
-      if (alt->makespan_ms < best.makespan_ms) best = std::move(*alt);
-    }
-  }
+  auto consider = [&](const PlanRequest& sizing) {
+    StatusOr<Plan> alt = PlanPlain(sizing, 0.0, name());
+    if (!alt.ok()) return;
+    ChooseDecodePlacement(req, *alt);
+    if (alt->makespan_ms < best.makespan_ms) best = std::move(*alt);
+  };
+  if (req.overlap) consider(FoldTrainerDecode(req, false));
+  if (req.coding.placement == DecodePlacement::kAuto) consider(RelaxDecode(req));
   return best;
 }
 

@@ -210,9 +210,13 @@ TEST_CASE("decode placement: the folded and relaxed requests", "[decode]") {
   CHECK_FALSE(folded.coding.encoded);
   CHECK(folded.workers[1].cost.compute_per_sample_ms == Approx(0.1 + 0.5));  // no overlap: into compute
   req.overlap = true;
-  const PlanRequest folded_ov = FoldTrainerDecode(req);
+  const PlanRequest folded_ov = FoldTrainerDecode(req, false);
   CHECK(folded_ov.workers[1].cost.local_per_sample_ms == Approx(0.01 + 0.5));
   CHECK(folded_ov.workers[1].cost.remote_per_sample_ms == Approx(0.05 + 0.5));
+  CHECK(folded_ov.workers[1].cost.compute_per_sample_ms == Approx(0.1));
+  const PlanRequest folded_ovc = FoldTrainerDecode(req, true);
+  CHECK(folded_ovc.workers[1].cost.compute_per_sample_ms == Approx(0.1 + 0.5));
+  CHECK(folded_ovc.workers[1].cost.local_per_sample_ms == Approx(0.01));
   const PlanRequest relaxed = RelaxDecode(req);
   CHECK(relaxed.workers[1].cost.remote_per_sample_ms == Approx(std::min(0.05 + 0.5, 4 * 0.05)));
   CHECK(relaxed.workers[0].cost.uplink_per_sample_ms == Approx(std::min(0.02, 4 * 0.02 + 0.2)));
