@@ -81,6 +81,15 @@ double PredictMs(const CostParams& c, int64_t local, int64_t remote, bool overla
   return overlap ? std::max(read, compute) : read + compute;
 }
 
+double PredictMsDecodingAtTrainer(const CostParams& c, const DecodeCost& d, const SampleCoding& coding,
+                                  int64_t local, int64_t remote, bool overlap) {
+  if (!coding.encoded) return PredictMs(c, local, remote, overlap);
+  const double decode = DecodeMsPerSample(d, coding.encoded_bytes) * static_cast<double>(local + remote);
+  const double read = std::max(LocalReadMs(c, local), RemoteReadMs(c, remote)) + decode;
+  const double compute = ComputeMs(c, local + remote);
+  return overlap ? std::max(read, compute) : read + compute;
+}
+
 namespace {
 bool BadCost(double v) {
   return !std::isfinite(v) || v < 0;

@@ -103,6 +103,14 @@ double RemoteReadMs(const CostParams& c, int64_t remote);
 // `remote` from peers, computing on local + remote.
 double PredictMs(const CostParams& c, int64_t local, int64_t remote, bool overlap);
 
+struct DecodeCost;
+struct SampleCoding;
+// PredictMs with encoded samples decoded by the worker itself (placement
+// trainer; like PredictMs, no serving peer's floor): the read stage grows
+// by δ·(local + remote). Exactly PredictMs when !coding.encoded.
+double PredictMsDecodingAtTrainer(const CostParams& c, const DecodeCost& d, const SampleCoding& coding,
+                                  int64_t local, int64_t remote, bool overlap);
+
 // One live worker as the planner sees it. Live workers are also the only
 // nodes that can serve samples to peers.
 struct WorkerInput {

@@ -761,6 +761,8 @@ void SchedulerState::AddPlannedPartitions(const Assignment& a, const PlanRequest
   for (const AssignedWorker& w : a.workers) {
     if (w.sample_ids.empty()) continue;
     const CostParams wcost = cost(w.node);
+    const DecodeCost wdecode =
+        req.coding.encoded ? cost_models_->models[static_cast<size_t>(w.node)].decode_params() : DecodeCost{};
     distinct.assign(1, 0);
     if (any_origin) {
       origins.resize(w.sample_ids.size());
@@ -803,7 +805,8 @@ void SchedulerState::AddPlannedPartitions(const Assignment& a, const PlanRequest
           ++count;
         }
       }
-      p->set_predicted_ms(PredictMs(wcost, local, count - local, req.overlap));
+      p->set_predicted_ms(
+          PredictMsDecodingAtTrainer(wcost, wdecode, req.coding, local, count - local, req.overlap));
       pp->set_deadline_ms(timeout > 0 ? now_ms + timeout : 0.0);
     }
   }
