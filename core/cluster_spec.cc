@@ -148,12 +148,30 @@ Status ParseExchange(const SpecReader& r, const YAML::Node& ex, TrainingSpec::Ex
   return OkStatus();
 }
 
+}  // namespace
+
+double EstimatedJpegRecordBytes(int image_size) {
+  return 0.19 * static_cast<double>(image_size) * static_cast<double>(image_size);
+}
+
+double SampleWireBytes(const DatasetSpec& d) {
+  if (d.encoding == DatasetEncoding::kRaw) return static_cast<double>(d.sample_bytes);
+  return d.record_bytes > 0 ? d.record_bytes : EstimatedJpegRecordBytes(d.image_size);
+}
+
+double DecodedWireBytes(const DatasetSpec& d) {
+  if (d.encoding == DatasetEncoding::kRaw) return static_cast<double>(d.sample_bytes);
+  return static_cast<double>(d.image_size) * static_cast<double>(d.image_size);
+}
+
+namespace {
+
 // dataset: {name, samples, sample_bytes, encoding, image_size, jpeg_quality, augment}.
 Status ParseDataset(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node d = root["dataset"]; d.IsDefined()) {
-    RET(r.CheckKeys(
-        d, "dataset",
-        {"name", "samples", "sample_bytes", "encoding", "image_size", "jpeg_quality", "augment"}));
+    RET(r.CheckKeys(d, "dataset",
+                    {"name", "samples", "sample_bytes", "encoding", "image_size", "jpeg_quality", "augment",
+                     "record_bytes", "decode_placement"}));
     auto& ds = spec.dataset;
     RET(r.Get(d, "name", "dataset", &ds.name));
     RET(r.Get(d, "samples", "dataset", &ds.samples));
@@ -176,7 +194,7 @@ Status ParseDataset(const SpecReader& r, const YAML::Node& root, ClusterSpec& sp
     } else {
       return r.Error(d["encoding"], "dataset.encoding", "must be one of raw, jpeg (got '" + encoding + "')");
     }
-    for (const char* key : {"image_size", "jpeg_quality"}) {
+    for (const char* key : {"image_size", "jpeg_quality", "record_bytes", "decode_placement"}) {
       if (ds.encoding == DatasetEncoding::kRaw && d[key].IsDefined() && !d[key].IsNull())
         return r.Error(d[key], std::string("dataset.") + key, "applies only with encoding: jpeg");
     }
@@ -189,6 +207,21 @@ Status ParseDataset(const SpecReader& r, const YAML::Node& root, ClusterSpec& sp
     if (ds.jpeg_quality < 1 || ds.jpeg_quality > 100)
       return r.Error(d["jpeg_quality"], "dataset.jpeg_quality",
                      "must be in [1, 100] (got " + std::to_string(ds.jpeg_quality) + ")");
+
+    RET(r.Get(d, "record_bytes", "dataset", &ds.record_bytes));
+    if (!std::isfinite(ds.record_bytes) || ds.record_bytes < 0)
+      return r.Error(d["record_bytes"], "dataset.record_bytes",
+                     "must be a number >= 0 (0: estimated from image_size)");
+    std::string placement = ds.decode_placement == DecodePlacementKind::kAuto ? "auto" : "trainer";
+    RET(r.Get(d, "decode_placement", "dataset", &placement));
+    if (placement == "trainer") {
+      ds.decode_placement = DecodePlacementKind::kTrainer;
+    } else if (placement == "auto") {
+      ds.decode_placement = DecodePlacementKind::kAuto;
+    } else {
+      return r.Error(d["decode_placement"], "dataset.decode_placement",
+                     "must be one of trainer, auto (got '" + placement + "')");
+    }
 
     std::string augment(AugmentKindName(ds.augment));
     RET(r.Get(d, "augment", "dataset", &augment));
@@ -463,6 +496,17 @@ Status ParseNode(const SpecReader& r, const YAML::Node& n, const std::string& pa
     RET(r.Get(d, "read_mbps", p, &base->disk.read_mbps));
     RET(Positive(r, d, "read_mbps", p, base->disk.read_mbps));
   }
+  if (YAML::Node dc = n["decode"]; dc.IsDefined()) {
+    std::string p = path + ".decode";
+    RET(r.CheckKeys(dc, p, {"per_sample_ms", "per_kb_ms"}));
+    RET(r.Get(dc, "per_sample_ms", p, &base->decode.per_sample_ms));
+    RET(r.Get(dc, "per_kb_ms", p, &base->decode.per_kb_ms));
+    for (const char* key : {"per_sample_ms", "per_kb_ms"}) {
+      const double v =
+          std::string_view(key) == "per_kb_ms" ? base->decode.per_kb_ms : base->decode.per_sample_ms;
+      if (!std::isfinite(v) || v < 0) return r.Error(dc[key], p + "." + key, "must be a finite number >= 0");
+    }
+  }
   if (YAML::Node l = n["link"]; l.IsDefined()) {
     std::string p = path + ".link";
     RET(r.CheckKeys(l, p, {"up_mbps", "down_mbps", "latency_ms"}));
@@ -504,8 +548,8 @@ Status ParseNodes(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec
     YAML::Node n = nodes[i];
     std::string path = "nodes[" + std::to_string(i) + "]";
     RET(r.CheckKeys(n, path,
-                    {"name", "count", "compute", "slowdowns", "disk", "link", "max_batch", "failures",
-                     "byzantine", "byzantine_scale"}));
+                    {"name", "count", "compute", "slowdowns", "disk", "decode", "link", "max_batch",
+                     "failures", "byzantine", "byzantine_scale"}));
     NodeSpec base;
     int64_t count = 1;
     RET(ParseNode(r, n, path, &base, &count));

@@ -39,6 +39,14 @@ enum class DatasetEncoding { kRaw, kJpeg };
 //   crop_flip  a random crop of the image padded by 4 pixels (at 28x28
 //              scale) and a horizontal flip with probability 1/2
 enum class AugmentKind { kNone, kCropFlip };
+// dataset.decode_placement: where a remote JPEG sample is decoded.
+//   trainer  always by the worker that trains on it (the default)
+//   auto     the planner chooses per (holder, trainer) pair; a decoded
+//            sample travels as image_size² uint8 pixels
+//            (scheduler/README-planning.md "Decode placement"). Planned by
+//            `loftctl plan`; the scheduler daemon plans `trainer` (agents do
+//            not decode for peers yet).
+enum class DecodePlacementKind { kTrainer, kAuto };
 
 struct DatasetSpec {
   std::string name = "fashion-mnist";
@@ -55,7 +63,25 @@ struct DatasetSpec {
   int image_size = 96;
   int jpeg_quality = 90;
   AugmentKind augment = AugmentKind::kNone;
+  // jpeg only: the mean bytes of a stored record (`loftctl cache stat`'s
+  // record_bytes mean), what the planner's priors charge per sample read or
+  // moved; 0 = not set: 0.19·image_size² (sched::EstimatedJpegRecordBytes).
+  double record_bytes = 0;
+  DecodePlacementKind decode_placement = DecodePlacementKind::kTrainer;
 };
+
+// The bytes a sample is read and moved as, s (the planner's priors and
+// loft-sim): dataset.sample_bytes with encoding raw; with jpeg
+// dataset.record_bytes (the mean stored record, `loftctl cache stat`'s
+// record_bytes mean), or when unset EstimatedJpegRecordBytes(image_size).
+double SampleWireBytes(const DatasetSpec& d);
+// 0.19·image_size² (measured: 1,699 bytes mean at 96 px, quality 90, on
+// Fashion-MNIST; docs/cluster-spec.md "Encoded datasets").
+double EstimatedJpegRecordBytes(int image_size);
+// A decoded sample on the wire (dataset.decode_placement auto): image_size²
+// uint8 grey pixels, the preprocessing stage's decode output (the trainer
+// still crops, flips, resizes and normalises). sample_bytes with raw.
+double DecodedWireBytes(const DatasetSpec& d);
 
 std::string_view DatasetEncodingName(DatasetEncoding e);
 std::string_view AugmentKindName(AugmentKind a);
@@ -313,6 +339,17 @@ struct DiskSpec {
   double read_mbps = 800;
 };
 
+// nodes[].decode: the node's preprocessing (decode) cost of one JPEG
+// sample of k KB, per_sample_ms + per_kb_ms·k, on one full core (a node
+// with compute.cpu_cores < 1 takes 1/cpu_cores as long). Defaults:
+// preprocess_bench's stage at 96 px, quality 90 (38,600 images/s a core,
+// 0.026 ms a 1.68 KB image; the split between the two terms is assumed).
+// Used only with dataset.encoding: jpeg.
+struct DecodeSpec {
+  double per_sample_ms = 0.008;
+  double per_kb_ms = 0.011;
+};
+
 struct LinkSpec {
   double up_mbps = 100;
   double down_mbps = 100;
@@ -349,6 +386,7 @@ struct NodeSpec {
   std::vector<SlowdownSpec> slowdowns;
   DiskSpec disk;
   LinkSpec link;
+  DecodeSpec decode;
   int64_t max_batch = 0;  // 0 = no limit beyond global_batch
   std::vector<FailureSpec> failures;
   ByzantineKind byzantine = ByzantineKind::kNone;

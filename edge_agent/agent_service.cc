@@ -552,6 +552,7 @@ void PartitionRunner::Preprocess(ReadPartition& out) {
   Status st = preprocess_->Run(items);
   const double ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
   metrics_->partition_ms->WithLabels({"preprocess"}).Observe(ms);
+  out.timings.set_preprocess_ms(ms);
   if (st.ok()) return;
   // A record that passed its CRC but does not decode: the sample is bad,
   // as a corrupt record is (PartitionFailed.bad_samples), and the

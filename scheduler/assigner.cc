@@ -231,9 +231,11 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
   for (size_t w = 0; w < out.workers.size(); ++w) {
     AssignedWorker& aw = out.workers[w];
     for (int32_t s : aw.sources) (s == aw.node ? aw.local : aw.remote)++;
-    aw.predicted_ms = aw.sample_ids.empty() ? 0.0
-                                            : PredictMs(request.workers[cost_index[w]].cost, aw.local,
-                                                        aw.remote, request.overlap);
+    aw.predicted_ms = aw.sample_ids.empty()
+                          ? 0.0
+                          : PredictMsDecodingAtTrainer(request.workers[cost_index[w]].cost,
+                                                       request.workers[cost_index[w]].decode, request.coding,
+                                                       aw.local, aw.remote, request.overlap);
     out.makespan_ms = std::max(out.makespan_ms, aw.predicted_ms);
   }
   return out;

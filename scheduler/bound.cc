@@ -525,6 +525,9 @@ StatusOr<double> BisectLp(const PlanRequest& req, std::span<const double> drain_
 
 StatusOr<double> LowerBoundMs(const PlanRequest& req) {
   LOFT_RETURN_IF_ERROR(ValidatePlanRequest(req));
+  // Encoded samples: the bound of the relaxed plain request, whose costs
+  // are at most every decode placement's (bound.h "Decode placement").
+  if (req.coding.encoded) return LowerBoundMs(RelaxDecode(req));
   int64_t pool_total = 0;
   double hi = 1.0;
   for (const WorkerInput& w : req.workers) {
@@ -611,10 +614,18 @@ StatusOr<double> EpochBound(const PlanRequest& req, std::span<const int64_t> unc
 }  // namespace
 
 StatusOr<double> EpochBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node) {
+  if (req.coding.encoded) {
+    LOFT_RETURN_IF_ERROR(ValidatePlanRequest(req));
+    return EpochBoundMs(RelaxDecode(req), unconsumed_by_node);
+  }
   return EpochBound(req, unconsumed_by_node, req.workers.size() <= kExactEpochLpMaxWorkers);
 }
 
 StatusOr<double> EpochHullBoundMs(const PlanRequest& req, std::span<const int64_t> unconsumed_by_node) {
+  if (req.coding.encoded) {
+    LOFT_RETURN_IF_ERROR(ValidatePlanRequest(req));
+    return EpochHullBoundMs(RelaxDecode(req), unconsumed_by_node);
+  }
   return EpochBound(req, unconsumed_by_node, false);
 }
 

@@ -29,7 +29,15 @@
 // relative; the result is the largest T proven infeasible. Above that size
 // the bound is (1)'s, which is ≤ R's optimum (equal on the random suite
 // where both were computed; lower when a worker would have to read from
-// itself, e.g. one node caching everything). Thread-safety: pure functions.
+// itself, e.g. one node caching everything).
+//
+// Decode placement (encoded samples, plan.h): every bound is the bound of
+// RelaxDecode(req), the plain request whose per-sample costs are at most
+// those of any placement — local reads + δ_i, remote reads min(r1 + δ_i,
+// ρ·r1), uplinks min(u_j, ρ·u_j + δ_j) (placement trainer: r1 + δ_i and
+// u_j) — with a holder's own decode work for peers dropped and the decode
+// moved inside the read max; each step only lowers a plan's time, so the
+// bound includes the choice. Thread-safety: pure functions.
 #pragma once
 
 #include <cstddef>

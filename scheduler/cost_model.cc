@@ -138,11 +138,14 @@ Status RobustLinearRls::Restore(const RlsState& s) {
   return OkStatus();
 }
 
-CostModel::CostModel(const CostParams& prior, const CostModelOptions& opts)
+CostModel::CostModel(const CostParams& prior, const CostModelOptions& opts) : CostModel(prior, {}, opts) {}
+
+CostModel::CostModel(const CostParams& prior, const DecodeCost& decode_prior, const CostModelOptions& opts)
     : opts_(opts),
       compute_(prior.compute_fixed_ms, prior.compute_per_sample_ms, opts),
       local_(prior.local_fixed_ms, prior.local_per_sample_ms, opts),
       remote_(prior.remote_fixed_ms, prior.remote_per_sample_ms, opts),
+      decode_(decode_prior.per_sample_ms, decode_prior.per_kb_ms, opts),
       uplink_per_sample_ms_(prior.uplink_per_sample_ms) {}
 
 void CostModel::Observe(const Observation& o) {
@@ -150,6 +153,16 @@ void CostModel::Observe(const Observation& o) {
   if (o.batch > 0 && o.compute_ms > 0) compute_.Update(static_cast<double>(o.batch), o.compute_ms);
   if (o.local > 0 && o.local_read_ms > 0) local_.Update(static_cast<double>(o.local), o.local_read_ms);
   if (o.remote > 0 && o.remote_read_ms > 0) remote_.Update(static_cast<double>(o.remote), o.remote_read_ms);
+  if (o.decode_samples > 0 && o.decode_ms > 0 && o.decode_bytes >= 0) {
+    const double n = static_cast<double>(o.decode_samples);
+    decode_.Update(static_cast<double>(o.decode_bytes) / 1024.0 / n, o.decode_ms / n);
+  }
+}
+
+DecodeCost CostModel::decode_params() const {
+  DecodeCost d;
+  std::tie(d.per_sample_ms, d.per_kb_ms) = decode_.NonNegative();
+  return d;
 }
 
 void CostModel::ObserveUplink(int64_t samples, double ms) {
@@ -169,6 +182,7 @@ CostModelState CostModel::state() const {
   s.compute = compute_.state();
   s.local = local_.state();
   s.remote = remote_.state();
+  s.decode = decode_.state();
   s.uplink_per_sample_ms = uplink_per_sample_ms_;
   s.uplink_rejections = uplink_rejections_;
   s.observations = observations_;
@@ -179,12 +193,14 @@ Status CostModel::Restore(const CostModelState& s) {
   LOFT_RETURN_IF_ERROR(CheckRls(s.compute, opts_).WithContext("compute"));
   LOFT_RETURN_IF_ERROR(CheckRls(s.local, opts_).WithContext("local read"));
   LOFT_RETURN_IF_ERROR(CheckRls(s.remote, opts_).WithContext("remote read"));
+  LOFT_RETURN_IF_ERROR(CheckRls(s.decode, opts_).WithContext("decode"));
   if (!std::isfinite(s.uplink_per_sample_ms) || s.uplink_rejections < 0 || s.observations < 0) {
     return InvalidArgument("cost model state: uplink or observation count out of range");
   }
   LOFT_RETURN_IF_ERROR(compute_.Restore(s.compute));
   LOFT_RETURN_IF_ERROR(local_.Restore(s.local));
   LOFT_RETURN_IF_ERROR(remote_.Restore(s.remote));
+  LOFT_RETURN_IF_ERROR(decode_.Restore(s.decode));
   uplink_per_sample_ms_ = s.uplink_per_sample_ms;
   uplink_rejections_ = s.uplink_rejections;
   observations_ = s.observations;
@@ -200,8 +216,8 @@ CostParams CostModel::params() const {
   return c;
 }
 
-void CostModelSet::SetPrior(int32_t node, const CostParams& prior) {
-  models_.insert_or_assign(node, CostModel(prior, opts_));
+void CostModelSet::SetPrior(int32_t node, const CostParams& prior, const DecodeCost& decode_prior) {
+  models_.insert_or_assign(node, CostModel(prior, decode_prior, opts_));
 }
 
 void CostModelSet::Observe(std::span<const Observation> observations) {
@@ -219,6 +235,12 @@ StatusOr<CostParams> CostModelSet::params(int32_t node) const {
   auto it = models_.find(node);
   if (it == models_.end()) return NotFound(fmt::format("no cost model for node {}", node));
   return it->second.params();
+}
+
+StatusOr<DecodeCost> CostModelSet::decode_params(int32_t node) const {
+  auto it = models_.find(node);
+  if (it == models_.end()) return NotFound(fmt::format("no cost model for node {}", node));
+  return it->second.decode_params();
 }
 
 }  // namespace loft::sched

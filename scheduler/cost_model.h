@@ -39,6 +39,14 @@
 //   so it stays at the prior unless ObserveUplink reports (samples, ms)
 //   measured by the serving agent; then an EWMA (weight uplink_alpha) of
 //   ms/sample, with the same outlier rule.
+// - Decode (encoded samples): a fourth RLS on the per-sample form of
+//   decode_ms = d0·samples + d1·KB, i.e. decode_ms/samples = d0 + d1·(KB/
+//   samples), from each report's preprocessing time and the stored bytes
+//   it decoded (Observation::decode_*): records vary in size, so the mean
+//   KB per sample varies between partitions, but little (per-record spread
+//   / √samples): the split of the two terms stays near the prior's for
+//   long, the cost at the typical size is learnt quickly.
+//   Its prior is DecodePriorFromSpec; decode_params() gives the law.
 // Estimates are made ≥ 0 keeping the law's prediction where the data
 // pin it: the x* = −P01/P11 at which the prediction's variance φᵀPφ is
 // least (the weighted centre of the observations). A negative slope
@@ -121,6 +129,7 @@ class RobustLinearRls {
 // Everything a CostModel has learnt.
 struct CostModelState {
   RlsState compute, local, remote;
+  RlsState decode;  // θ = (per_sample_ms, per_kb_ms)
   double uplink_per_sample_ms = 0;
   int uplink_rejections = 0;
   int64_t observations = 0;
@@ -129,9 +138,12 @@ struct CostModelState {
 class CostModel {
  public:
   explicit CostModel(const CostParams& prior, const CostModelOptions& opts = {});
+  CostModel(const CostParams& prior, const DecodeCost& decode_prior, const CostModelOptions& opts = {});
   void Observe(const Observation& o);
   void ObserveUplink(int64_t samples, double ms);
   CostParams params() const;
+  // The fitted decode law (both terms ≥ 0, as params()).
+  DecodeCost decode_params() const;
   int64_t observations() const { return observations_; }
   // Observations rejected as outliers, over all three laws.
   int64_t rejected() const { return compute_.rejected() + local_.rejected() + remote_.rejected(); }
@@ -142,7 +154,7 @@ class CostModel {
 
  private:
   CostModelOptions opts_;
-  RobustLinearRls compute_, local_, remote_;
+  RobustLinearRls compute_, local_, remote_, decode_;
   double uplink_per_sample_ms_;
   int uplink_rejections_ = 0;
   int64_t observations_ = 0;
@@ -153,11 +165,13 @@ class CostModel {
 class CostModelSet {
  public:
   explicit CostModelSet(const CostModelOptions& opts = {}) : opts_(opts) {}
-  void SetPrior(int32_t node, const CostParams& prior);  // (re)starts the node's model
+  void SetPrior(int32_t node, const CostParams& prior,
+                const DecodeCost& decode_prior = {});  // (re)starts the node's model
   // Observations for nodes without a prior are ignored (counted in ignored()).
   void Observe(std::span<const Observation> observations);
   // The node's fitted parameters; NotFound when no prior was set.
   StatusOr<CostParams> params(int32_t node) const;
+  StatusOr<DecodeCost> decode_params(int32_t node) const;
   int64_t ignored() const { return ignored_; }
 
  private:

@@ -13,8 +13,8 @@ namespace loft::sched {
 
 namespace {
 // Milliseconds to move `bytes` at `mbps` megabits per second.
-double MsPerSample(int64_t bytes, double mbps) {
-  return static_cast<double>(bytes) * 8.0 / (mbps * 1000.0);
+double MsPerSample(double bytes, double mbps) {
+  return bytes * 8.0 / (mbps * 1000.0);
 }
 }  // namespace
 
@@ -24,9 +24,34 @@ Status Policy::RestoreMemory(const PolicyMemory& memory) {
                                      memory.begin()->first));
 }
 
+SampleCoding CodingFromSpec(const ClusterSpec& spec) {
+  SampleCoding c;
+  if (spec.dataset.encoding == DatasetEncoding::kRaw) return c;
+  c.encoded = true;
+  c.encoded_bytes = SampleWireBytes(spec.dataset);
+  c.decoded_bytes = DecodedWireBytes(spec.dataset);
+  c.placement = spec.dataset.decode_placement == DecodePlacementKind::kAuto ? DecodePlacement::kAuto
+                                                                            : DecodePlacement::kTrainer;
+  return c;
+}
+
+DecodeCost DecodePriorFromSpec(const ClusterSpec& spec, int node) {
+  DecodeCost d;
+  if (spec.dataset.encoding == DatasetEncoding::kRaw) return d;
+  const NodeSpec& n = spec.nodes[static_cast<size_t>(node)];
+  const double cores = n.compute.cpu_cores > 0 ? std::min(1.0, n.compute.cpu_cores) : 1.0;
+  d.per_sample_ms = n.decode.per_sample_ms / cores;
+  d.per_kb_ms = n.decode.per_kb_ms / cores;
+  return d;
+}
+
+double DecodeMsPerSample(const DecodeCost& d, double encoded_bytes) {
+  return d.per_sample_ms + d.per_kb_ms * encoded_bytes / 1024.0;
+}
+
 CostParams PriorFromSpec(const ClusterSpec& spec, int node) {
   const NodeSpec& n = spec.nodes[node];
-  const int64_t s = spec.dataset.sample_bytes;
+  const double s = SampleWireBytes(spec.dataset);
   CostParams c;
   c.compute_fixed_ms = n.compute.fixed_ms;
   c.compute_per_sample_ms = n.compute.per_sample_ms;
@@ -52,6 +77,15 @@ double RemoteReadMs(const CostParams& c, int64_t remote) {
 
 double PredictMs(const CostParams& c, int64_t local, int64_t remote, bool overlap) {
   const double read = std::max(LocalReadMs(c, local), RemoteReadMs(c, remote));
+  const double compute = ComputeMs(c, local + remote);
+  return overlap ? std::max(read, compute) : read + compute;
+}
+
+double PredictMsDecodingAtTrainer(const CostParams& c, const DecodeCost& d, const SampleCoding& coding,
+                                  int64_t local, int64_t remote, bool overlap) {
+  if (!coding.encoded) return PredictMs(c, local, remote, overlap);
+  const double decode = DecodeMsPerSample(d, coding.encoded_bytes) * static_cast<double>(local + remote);
+  const double read = std::max(LocalReadMs(c, local), RemoteReadMs(c, remote)) + decode;
   const double compute = ComputeMs(c, local + remote);
   return overlap ? std::max(read, compute) : read + compute;
 }
@@ -94,8 +128,22 @@ Status ValidatePlanRequest(const PlanRequest& req) {
     if (w.local_available < 0) {
       return InvalidArgument(fmt::format("workers[{}] (node {}): local_available must be >= 0", i, w.node));
     }
+    if (BadCost(w.decode.per_sample_ms) || BadCost(w.decode.per_kb_ms)) {
+      return InvalidArgument(
+          fmt::format("workers[{}] (node {}): decode costs must be finite and >= 0", i, w.node));
+    }
     sum_min += w.min_batch;
     sum_max += w.max_batch;
+  }
+  if (req.coding.encoded) {
+    if (!std::isfinite(req.coding.encoded_bytes) || !(req.coding.encoded_bytes > 0) ||
+        !std::isfinite(req.coding.decoded_bytes) || !(req.coding.decoded_bytes > 0)) {
+      return InvalidArgument(fmt::format(
+          "coding: encoded samples need finite encoded_bytes > 0 and decoded_bytes > 0, got {} and {}",
+          req.coding.encoded_bytes, req.coding.decoded_bytes));
+    }
+  } else if (req.coding.placement != DecodePlacement::kTrainer) {
+    return InvalidArgument("coding: decode placement auto needs encoded samples");
   }
   if (sum_min > req.global_batch) {
     return InvalidArgument(fmt::format("infeasible: sum of min_batch ({}) exceeds global_batch ({})", sum_min,
@@ -117,6 +165,22 @@ double PredictMsWithUplink(const CostParams& c, double local, double remote, dou
   const double t = overlap ? std::max(read, compute) : read + compute;
   return remote > 0 ? std::max(t, uplink_floor_ms) : t;
 }
+
+namespace {
+// The coded model's iteration time (plan.h header): `remote` samples read
+// from peers, `remote_link` of them in encoded-sample units (R^e + ρ·R^d),
+// `decode_ms` the node's decode work (D), `floor_ms` the busiest serving
+// peer's U_j (only when remote > 0).
+double CodedMs(const CostParams& c, double local, double remote, double remote_link, double decode_ms,
+               double floor_ms, bool overlap) {
+  const double tl = local > 0 ? c.local_fixed_ms + c.local_per_sample_ms * local : 0.0;
+  const double tr = remote > 0 ? c.remote_fixed_ms + c.remote_per_sample_ms * remote_link : 0.0;
+  const double read = std::max(tl, tr) + decode_ms;
+  const double compute = c.compute_fixed_ms + c.compute_per_sample_ms * (local + remote);
+  const double t = overlap ? std::max(read, compute) : read + compute;
+  return remote > 0 ? std::max(t, floor_ms) : t;
+}
+}  // namespace
 
 Plan EvaluateShuffle(const PlanRequest& req, Plan plan) {
   const size_t n = req.workers.size();
@@ -157,7 +221,16 @@ Plan EvaluateShuffle(const PlanRequest& req, Plan plan) {
     wp.remote = wp.batch - wp.local;
     wp.remote_from.clear();
     const double floor_ms = i == top1_i ? top2 : top1;
-    wp.predicted_ms = PredictMsWithUplink(req.workers[i].cost, loc[i], rem[i], floor_ms, req.overlap);
+    if (req.coding.encoded) {
+      // Global-shuffle policies never choose: every sample is decoded by
+      // its trainer (header comment), on the read stage.
+      const CostParams& c = req.workers[i].cost;
+      const double decode =
+          DecodeMsPerSample(req.workers[i].decode, req.coding.encoded_bytes) * (loc[i] + rem[i]);
+      wp.predicted_ms = CodedMs(c, loc[i], rem[i], rem[i], decode, floor_ms, req.overlap);
+    } else {
+      wp.predicted_ms = PredictMsWithUplink(req.workers[i].cost, loc[i], rem[i], floor_ms, req.overlap);
+    }
     plan.makespan_ms = std::max(plan.makespan_ms, wp.predicted_ms);
   }
   return plan;
@@ -198,7 +271,58 @@ class NodeIndex {
 };
 }  // namespace
 
+namespace {
+bool DecodedFrom(const WorkerPlan& wp, int32_t peer) {
+  return std::binary_search(wp.decoded_from.begin(), wp.decoded_from.end(), peer);
+}
+
+// EvaluateLocalityPlan with encoded samples (plan.h header, "Encoded samples").
+void EvaluateCodedPlan(const PlanRequest& req, Plan& plan) {
+  const NodeIndex index(req.workers);
+  const size_t n = req.workers.size();
+  const double rho = req.coding.ratio();
+  std::vector<double> delta(n), served_e(n, 0.0), served_d(n, 0.0);
+  for (size_t k = 0; k < n; ++k)
+    delta[k] = DecodeMsPerSample(req.workers[k].decode, req.coding.encoded_bytes);
+  for (const WorkerPlan& wp : plan.workers) {
+    for (const auto& [peer, count] : wp.remote_from) {
+      const int32_t k = index.Find(peer);
+      if (k < 0) continue;
+      (DecodedFrom(wp, peer) ? served_d : served_e)[static_cast<size_t>(k)] += static_cast<double>(count);
+    }
+  }
+  std::vector<double> uplink(n);
+  for (size_t k = 0; k < n; ++k) {
+    uplink[k] =
+        delta[k] * served_d[k] + (served_e[k] + rho * served_d[k]) * req.workers[k].cost.uplink_per_sample_ms;
+  }
+  plan.makespan_ms = 0;
+  for (size_t i = 0; i < plan.workers.size() && i < n; ++i) {
+    WorkerPlan& wp = plan.workers[i];
+    double floor_ms = 0;
+    double decoded = 0;
+    for (const auto& [peer, count] : wp.remote_from) {
+      const int32_t k = index.Find(peer);
+      if (k < 0 || count <= 0) continue;
+      if (DecodedFrom(wp, peer)) decoded += static_cast<double>(count);
+      floor_ms = std::max(floor_ms, uplink[static_cast<size_t>(k)]);
+    }
+    const double local = static_cast<double>(wp.local);
+    const double remote = static_cast<double>(wp.remote);
+    const double encoded = std::max(0.0, remote - decoded);
+    const double decode_ms = delta[i] * (local + encoded + served_d[i]);
+    wp.predicted_ms = CodedMs(req.workers[i].cost, local, remote, encoded + rho * decoded, decode_ms,
+                              floor_ms, req.overlap);
+    plan.makespan_ms = std::max(plan.makespan_ms, wp.predicted_ms);
+  }
+}
+}  // namespace
+
 void EvaluateLocalityPlan(const PlanRequest& req, Plan& plan) {
+  if (req.coding.encoded) {
+    EvaluateCodedPlan(req, plan);
+    return;
+  }
   const NodeIndex index(req.workers);
   auto find = [&](int32_t peer) { return index.Find(peer); };
   std::vector<double> served(req.workers.size(), 0.0);
@@ -224,10 +348,110 @@ void EvaluateLocalityPlan(const PlanRequest& req, Plan& plan) {
   }
 }
 
+namespace {
+struct PlanScore {
+  double makespan = 0;
+  double total = 0;
+};
+
+PlanScore Score(const PlanRequest& req, Plan& plan) {
+  EvaluateLocalityPlan(req, plan);
+  PlanScore s{plan.makespan_ms, 0.0};
+  for (const WorkerPlan& wp : plan.workers) s.total += wp.predicted_ms;
+  return s;
+}
+
+// Lexicographically better by more than rounding noise.
+bool Better(const PlanScore& a, const PlanScore& b) {
+  const double tol_m = 1e-9 * std::max(1.0, b.makespan);
+  if (a.makespan < b.makespan - tol_m) return true;
+  if (a.makespan > b.makespan + tol_m) return false;
+  return a.total < b.total - 1e-9 * std::max(1.0, b.total);
+}
+
+void Toggle(std::vector<int32_t>& set, int32_t peer) {
+  auto it = std::lower_bound(set.begin(), set.end(), peer);
+  if (it != set.end() && *it == peer) {
+    set.erase(it);
+  } else {
+    set.insert(it, peer);
+  }
+}
+}  // namespace
+
+void ChooseDecodePlacement(const PlanRequest& req, Plan& plan) {
+  for (WorkerPlan& wp : plan.workers) wp.decoded_from.clear();
+  PlanScore best = Score(req, plan);
+  if (!req.coding.encoded || req.coding.placement != DecodePlacement::kAuto) return;
+  std::vector<std::pair<size_t, int32_t>> pairs;  // (worker index, serving node)
+  for (size_t i = 0; i < plan.workers.size(); ++i) {
+    for (const auto& [peer, count] : plan.workers[i].remote_from) {
+      if (count > 0) pairs.emplace_back(i, peer);
+    }
+  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  // First-improvement passes over the pairs: O(passes · pairs · plan size).
+  size_t budget = 4 * pairs.size() + 16;
+  bool changed = true;
+  for (int pass = 0; changed && pass < 8 && budget > 0; ++pass) {
+    changed = false;
+    for (const auto& [i, peer] : pairs) {
+      if (budget == 0) break;
+      std::vector<int32_t>& set = plan.workers[i].decoded_from;
+      Toggle(set, peer);
+      const PlanScore s = Score(req, plan);
+      if (Better(s, best)) {
+        best = s;
+        changed = true;
+        --budget;
+      } else {
+        Toggle(set, peer);
+      }
+    }
+  }
+  EvaluateLocalityPlan(req, plan);
+}
+
+PlanRequest FoldTrainerDecode(const PlanRequest& req, bool into_compute) {
+  PlanRequest out = req;
+  if (!req.coding.encoded) return out;
+  for (WorkerInput& w : out.workers) {
+    const double delta = DecodeMsPerSample(w.decode, req.coding.encoded_bytes);
+    if (req.overlap && !into_compute) {
+      w.cost.local_per_sample_ms += delta;
+      w.cost.remote_per_sample_ms += delta;
+    } else {
+      w.cost.compute_per_sample_ms += delta;
+    }
+  }
+  out.coding = SampleCoding{};  // the plain model on the folded costs
+  return out;
+}
+
+PlanRequest RelaxDecode(const PlanRequest& req) {
+  PlanRequest out = req;
+  if (!req.coding.encoded) return out;
+  const bool choose = req.coding.placement == DecodePlacement::kAuto;
+  const double rho = req.coding.ratio();
+  for (WorkerInput& w : out.workers) {
+    const double delta = DecodeMsPerSample(w.decode, req.coding.encoded_bytes);
+    CostParams& c = w.cost;
+    const double r1 = c.remote_per_sample_ms;
+    const double u = c.uplink_per_sample_ms;
+    c.local_per_sample_ms += delta;
+    c.remote_per_sample_ms = choose ? std::min(r1 + delta, rho * r1) : r1 + delta;
+    c.uplink_per_sample_ms = choose ? std::min(u, rho * u + delta) : u;
+  }
+  out.coding = SampleCoding{};  // the plain model on the relaxed costs
+  return out;
+}
+
 PlanRequest FirstIterationRequest(const ClusterSpec& spec, const Placement& placement) {
   PlanRequest req;
   req.global_batch = spec.training.global_batch;
   req.overlap = spec.training.overlap;
+  req.coding = CodingFromSpec(spec);
   req.epoch = 0;
   req.iteration = 0;
   req.unconsumed_in_epoch = spec.dataset.samples;
@@ -242,6 +466,7 @@ PlanRequest FirstIterationRequest(const ClusterSpec& spec, const Placement& plac
     w.local_available = i < placement.num_nodes() ? static_cast<int64_t>(placement.SamplesOf(i).size()) : 0;
     // Every sample has `replication` distinct holders, all live here.
     w.exclusive_available = placement.replication() == 1 ? w.local_available : 0;
+    w.decode = DecodePriorFromSpec(spec, i);
     req.workers.push_back(w);
   }
   return req;

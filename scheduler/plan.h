@@ -13,6 +13,24 @@
 // Spec priors: c0 = compute.fixed_ms, c1 = compute.per_sample_ms, l0 = 0,
 // s/disk = s·8/(disk.read_mbps·1000) ms, a = link.latency_ms,
 // s/down = s·8/(link.down_mbps·1000) ms, s/up = s·8/(link.up_mbps·1000) ms.
+//
+// Encoded samples (PlanRequest::coding.encoded; dataset.encoding: jpeg;
+// README-planning.md "Decode placement"). s is then the mean stored
+// (encoded) record, so l1, r1 and u above are per encoded sample; a
+// decoded sample on the wire weighs ρ = decoded_bytes/encoded_bytes of
+// them. δ_k = decode.per_sample_ms + decode.per_kb_ms·s/1024 is node k's
+// decode CPU per sample. For each (holder j, trainer i) pair the plan says
+// whether j's samples travel encoded (the trainer decodes them) or decoded
+// (j decodes them before it sends; WorkerPlan::decoded_from). For worker i
+// with l local samples, R^e encoded and R^d decoded remote samples, and
+// S^d_i decoded samples it serves to others:
+//   remote read  Tr = a + (R^e + ρ·R^d)·r1            (0 when R^e+R^d = 0)
+//   decode       D  = δ_i·(l + R^e) + δ_i·S^d_i       (its reader thread and CPU)
+//   read stage   Tread = max(Tl, Tr) + D
+//   serving peer j: U_j = δ_j·S^d_j + (S^e_j + ρ·S^d_j)·u_j, a floor for
+//   every worker it serves
+// With coding.encoded false nothing of this applies: the model above,
+// bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +58,43 @@ struct CostParams {
   double uplink_per_sample_ms = 0;   // s/up, as a serving peer
 };
 
-// The cluster spec's prior for node `node` (formulas above).
+// The cluster spec's prior for node `node` (formulas above; s is
+// SampleWireBytes(spec)).
 CostParams PriorFromSpec(const ClusterSpec& spec, int node);
+
+// A node's decode law: δ(sample of k KB) = per_sample_ms + per_kb_ms·k.
+struct DecodeCost {
+  double per_sample_ms = 0;
+  double per_kb_ms = 0;
+};
+
+// Where remote encoded samples are decoded. kTrainer: always by the worker
+// that trains on them (what agents do today). kAuto: the planner chooses
+// per (holder, trainer) pair (ChooseDecodePlacement).
+enum class DecodePlacement { kTrainer, kAuto };
+
+// How samples are stored and moved (PlanRequest::coding).
+struct SampleCoding {
+  bool encoded = false;      // false: raw samples, no decode terms (the default)
+  double encoded_bytes = 0;  // mean bytes of a stored record (s); > 0 when encoded
+  double decoded_bytes = 0;  // bytes of one decoded sample on the wire; > 0 when encoded
+  DecodePlacement placement = DecodePlacement::kTrainer;
+  // ρ: a decoded sample's link cost in encoded samples.
+  double ratio() const { return encoded_bytes > 0 ? decoded_bytes / encoded_bytes : 1.0; }
+};
+
+// s = SampleWireBytes(spec) and the decoded form DecodedWireBytes(spec)
+// are in core/cluster_spec.h (loft-sim charges the same bytes).
+// The spec's coding: encoded with jpeg (encoded_bytes = SampleWireBytes,
+// decoded_bytes = DecodedWireBytes, placement = dataset.decode_placement),
+// else the raw default.
+SampleCoding CodingFromSpec(const ClusterSpec& spec);
+// Node `node`'s decode prior: nodes[].decode, divided by compute.cpu_cores
+// when the node has a quota below one core (a quota node decodes slower).
+// Zero with encoding raw.
+DecodeCost DecodePriorFromSpec(const ClusterSpec& spec, int node);
+// δ: ms to decode one sample of `encoded_bytes`.
+double DecodeMsPerSample(const DecodeCost& d, double encoded_bytes);
 
 double ComputeMs(const CostParams& c, int64_t batch);
 double LocalReadMs(const CostParams& c, int64_t local);
@@ -49,6 +102,14 @@ double RemoteReadMs(const CostParams& c, int64_t remote);
 // Iteration time of a worker reading `local` samples from its cache and
 // `remote` from peers, computing on local + remote.
 double PredictMs(const CostParams& c, int64_t local, int64_t remote, bool overlap);
+
+struct DecodeCost;
+struct SampleCoding;
+// PredictMs with encoded samples decoded by the worker itself (placement
+// trainer; like PredictMs, no serving peer's floor): the read stage grows
+// by δ·(local + remote). Exactly PredictMs when !coding.encoded.
+double PredictMsDecodingAtTrainer(const CostParams& c, const DecodeCost& d, const SampleCoding& coding,
+                                  int64_t local, int64_t remote, bool overlap);
 
 // One live worker as the planner sees it. Live workers are also the only
 // nodes that can serve samples to peers.
@@ -66,6 +127,8 @@ struct WorkerInput {
   // at least local_available − (Σ local_available − unconsumed_in_epoch)
   // are assumed exclusive, exact without replication.
   int64_t exclusive_available = -1;
+  // Decode law (used only when PlanRequest::coding.encoded).
+  DecodeCost decode;
 };
 
 struct PlanRequest {
@@ -84,6 +147,9 @@ struct PlanRequest {
   // precede its compute. Only loft-epoch reads it (to choose batch sizes);
   // predicted_ms follows the cost model with `overlap` whatever it says.
   bool pipelined = true;
+  // Encoded samples and where they are decoded (header comment). Default:
+  // raw, the model without decode terms.
+  SampleCoding coding;
 };
 
 struct WorkerPlan {
@@ -95,6 +161,11 @@ struct WorkerPlan {
   // leaves the choice of samples to the assigner (global-shuffle policies).
   std::vector<std::pair<int32_t, int64_t>> remote_from;
   double predicted_ms = 0;
+  // Serving nodes (ascending, each in remote_from) whose samples travel to
+  // this worker decoded: the holder decodes them. Empty: every remote
+  // sample travels encoded (and with raw samples nothing is decoded).
+  // Only a request with coding.placement kAuto gets entries.
+  std::vector<int32_t> decoded_from;
 };
 
 struct Plan {
@@ -113,6 +184,11 @@ struct Observation {
   double remote_read_ms = 0;
   double compute_ms = 0;
   double iteration_ms = 0;  // read + compute as experienced (overlap-aware)
+  // Encoded samples: the preprocessing stage's time for the partition and
+  // the samples and stored bytes it decoded (0 when it did not run).
+  double decode_ms = 0;
+  int64_t decode_samples = 0;
+  int64_t decode_bytes = 0;
 };
 
 // A policy's own memory as named per-node tables (lbbsp: "throughput";
@@ -185,6 +261,33 @@ Plan EvaluateShuffle(const PlanRequest& req, Plan plan);
 // uplink time is that times s/up_j, and every worker it serves finishes no
 // earlier than that (PredictMsWithUplink). Unknown peers in remote_from are ignored.
 void EvaluateLocalityPlan(const PlanRequest& req, Plan& plan);
+
+// With coding.encoded and placement kAuto: chooses decoded_from for every
+// (holder, trainer) pair of a locality-aware plan by local search — toggle
+// the pair whose change lowers (makespan, Σ predicted_ms) the most, until
+// none does (at most 4·pairs + 16 toggles) — and re-evaluates the plan.
+// Otherwise clears decoded_from and only re-evaluates. Never raises the
+// makespan of the all-encoded plan.
+void ChooseDecodePlacement(const PlanRequest& req, Plan& plan);
+
+// The request with the trainer's decode folded into its per-sample costs,
+// what the batch-size search sees (README-planning.md "Decode placement"):
+// compute_per_sample += δ_i without overlap (exact when every sample is
+// decoded at the trainer) or with overlap and `into_compute`; with overlap
+// and not `into_compute`, local_ and remote_per_sample += δ_i. With overlap
+// both under-estimate T = max(max(Tl, Tr) + D, Tc), in different cases
+// (a worker reading both; a read-bound worker), so loft plans both and
+// keeps the better. The result is a raw request (coding reset); a raw
+// request comes back unchanged.
+PlanRequest FoldTrainerDecode(const PlanRequest& req, bool into_compute = true);
+
+// The request whose plain-model makespan lower-bounds every plan's with
+// any decode placement (bound.h): local_per_sample += δ_i, remote per
+// sample min(r1 + δ_i, ρ·r1) (kTrainer: r1 + δ_i), uplink per sample
+// min(u_j, ρ·u_j + δ_j) (kTrainer: u_j); with overlap the decode moves
+// into the max, which only lowers it. The result is a raw request (coding
+// reset); a raw request comes back unchanged.
+PlanRequest RelaxDecode(const PlanRequest& req);
 
 }  // namespace loft::sched
 

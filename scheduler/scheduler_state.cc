@@ -91,7 +91,8 @@ SchedulerState::SchedulerState(const ClusterSpec& spec, Placement placement, std
   const int n = spec_.num_nodes();
   cost_models_ = std::make_unique<CostModels>();
   cost_models_->models.reserve(n);
-  for (int i = 0; i < n; ++i) cost_models_->models.emplace_back(PriorFromSpec(spec_, i));
+  for (int i = 0; i < n; ++i)
+    cost_models_->models.emplace_back(PriorFromSpec(spec_, i), DecodePriorFromSpec(spec_, i));
   observations_.assign(n, 0);
   registered_.assign(n, false);
   alive_.assign(n, false);
@@ -373,6 +374,13 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   obs.local_read_ms = t.local_read_ms();
   obs.remote_read_ms = t.remote_read_ms();
   obs.compute_ms = t.compute_ms();
+  if (spec_.dataset.encoding != DatasetEncoding::kRaw && t.preprocess_ms() > 0 && Finite(t.preprocess_ms())) {
+    // Every sample of the partition was decoded by this worker (the
+    // daemon plans decode placement trainer).
+    obs.decode_ms = t.preprocess_ms();
+    obs.decode_samples = obs.batch;
+    obs.decode_bytes = t.local_bytes() + t.remote_bytes();
+  }
   const double read = std::max(obs.local_read_ms, obs.remote_read_ms);
   obs.iteration_ms = spec_.training.overlap ? std::max(read, obs.compute_ms) : read + obs.compute_ms;
   if (Finite(obs.local_read_ms) && Finite(obs.remote_read_ms) && Finite(obs.compute_ms)) {
@@ -669,12 +677,18 @@ StatusOr<PlanRequest> SchedulerState::BuildPlanRequest() const {
   req.unconsumed_in_epoch = sampler.pooled();
   req.pipelined = ledger_.in_flight() > 0;
   req.iterations_left_in_epoch = std::max<int64_t>(1, (sampler.pooled() + global_batch_ - 1) / global_batch_);
+  // Encoded samples: decoded by their trainer. Agents do not decode for
+  // peers yet, so the daemon never plans decode placement auto (a plan
+  // with decoded_from would not be honoured).
+  req.coding = CodingFromSpec(spec_);
+  req.coding.placement = DecodePlacement::kTrainer;
   const int64_t min_batch =
       std::min<int64_t>(spec_.training.min_batch, b / static_cast<int64_t>(live.size()));
   for (int32_t n : live) {
     WorkerInput w;
     w.node = n;
     w.cost = cost(n);
+    if (req.coding.encoded) w.decode = cost_models_->models[static_cast<size_t>(n)].decode_params();
     w.max_batch = std::min(spec_.MaxBatch(n), b);
     w.min_batch = std::min(min_batch, w.max_batch);
     w.local_available = sampler.available(n);
@@ -758,6 +772,8 @@ void SchedulerState::AddPlannedPartitions(const Assignment& a, const PlanRequest
   for (const AssignedWorker& w : a.workers) {
     if (w.sample_ids.empty()) continue;
     const CostParams wcost = cost(w.node);
+    const DecodeCost wdecode =
+        req.coding.encoded ? cost_models_->models[static_cast<size_t>(w.node)].decode_params() : DecodeCost{};
     distinct.assign(1, 0);
     if (any_origin) {
       origins.resize(w.sample_ids.size());
@@ -800,7 +816,8 @@ void SchedulerState::AddPlannedPartitions(const Assignment& a, const PlanRequest
           ++count;
         }
       }
-      p->set_predicted_ms(PredictMs(wcost, local, count - local, req.overlap));
+      p->set_predicted_ms(
+          PredictMsDecodingAtTrainer(wcost, wdecode, req.coding, local, count - local, req.overlap));
       pp->set_deadline_ms(timeout > 0 ? now_ms + timeout : 0.0);
     }
   }

@@ -123,8 +123,11 @@ LedgerCounters LedgerCountersFromProto(const loft::v1::LedgerCountersSnapshot& c
   return c;
 }
 
-CostModelState CostModelFromProto(const loft::v1::CostModelSnapshot& p) {
+// `current`: the restoring model's own state, whose decode law (its prior)
+// stays when the snapshot has none (written before the law existed).
+CostModelState CostModelFromProto(const loft::v1::CostModelSnapshot& p, const CostModelState& current) {
   CostModelState cs;
+  cs.decode = p.has_decode() ? RlsFromProto(p.decode()) : current.decode;
   cs.compute = RlsFromProto(p.compute());
   cs.local = RlsFromProto(p.local());
   cs.remote = RlsFromProto(p.remote());
@@ -160,6 +163,7 @@ loft::v1::StateSnapshot SchedulerState::ToSnapshot() const {
     RlsToProto(c.compute, cp->mutable_compute());
     RlsToProto(c.local, cp->mutable_local());
     RlsToProto(c.remote, cp->mutable_remote());
+    RlsToProto(c.decode, cp->mutable_decode());
     cp->set_uplink_per_sample_ms(c.uplink_per_sample_ms);
     cp->set_uplink_rejections(c.uplink_rejections);
     cp->set_observations(c.observations);
@@ -280,7 +284,7 @@ Status SchedulerState::RestoreNodes(const loft::v1::StateSnapshot& s) {
     any_evicted = any_evicted || n.evicted();
     observations_[i] = n.observations();
     any_distrusted = any_distrusted || n.distrusted();
-    if (Status st = cost_model(i).Restore(CostModelFromProto(n.cost())); !st.ok()) {
+    if (Status st = cost_model(i).Restore(CostModelFromProto(n.cost(), cost_model(i).state())); !st.ok()) {
       return SnapshotLoss("cost model of node " + std::to_string(i), st);
     }
   }

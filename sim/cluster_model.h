@@ -9,6 +9,10 @@
 //            the spec's rates × network.packet_efficiency (TCP/IP framing);
 //            a sample fetched from a peer carries sample_bytes +
 //            network.record_overhead_bytes (record header, message framing)
+// sample_bytes is SampleWireBytes (core/cluster_spec.h): with encoding jpeg
+// the mean stored record (dataset.record_bytes or its estimate), as the
+// planner's priors; the decode after the reads is charged by the
+// simulator's agents (simulator_agent.cc ReadDone).
 // jitter = JitterFactor(compute.jitter, compute.jitter_kind, z) (core/cluster_spec.h;
 // normal: max(0.05, 1 + jitter·z)), z ~ N(0, 1) from a per-node SplitMix64
 // stream seeded by (seed, node): draws do not depend on other nodes.

@@ -62,6 +62,13 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
   agent_cpu_ = spec.agent;
   cpu_.resize(spec.nodes.size());
   for (size_t i = 0; i < spec.nodes.size(); ++i) cpu_[i] = FreshQuota(static_cast<int>(i));
+  if (spec.dataset.encoding != DatasetEncoding::kRaw) {
+    // The preprocessing stage's decode per sample on one core (nodes[].decode
+    // at the mean record size); a quota node runs it on its CpuQuota.
+    const double s = SampleWireBytes(spec.dataset);
+    for (const NodeSpec& n : spec.nodes)
+      decode_ms_per_sample_.push_back(n.decode.per_sample_ms + n.decode.per_kb_ms * s / 1024.0);
+  }
   result_.flow_interval_ms = FlowInterval(options_, spec);
   result_.plan_ahead = std::max(0, options_.plan_ahead);  // auto: the deepest depth after each plan
 }
@@ -98,7 +105,10 @@ void Simulator::Fail(Status s) {
 double Simulator::BoundForRequest() {
   auto req = driver_->state().BuildPlanRequest();
   if (!req.ok()) return -1;
-  for (sched::WorkerInput& w : req->workers) w.cost = sched::PriorFromSpec(spec_, w.node);
+  for (sched::WorkerInput& w : req->workers) {
+    w.cost = sched::PriorFromSpec(spec_, w.node);
+    if (req->coding.encoded) w.decode = sched::DecodePriorFromSpec(spec_, w.node);
+  }
   if (req->epoch != bound_epoch_last_) {
     // bound-epoch once per epoch, at its first plannable iteration; with
     // replicas it needs each node's exclusive share (a replicated sample
@@ -326,6 +336,7 @@ void Simulator::Acked(Part& p) {
   t->set_remote_samples(p.remote);
   t->set_local_bytes(p.local * model_.sample_bytes());
   t->set_remote_bytes(p.remote * model_.sample_bytes());
+  if (p.decode_ms > 0) t->set_preprocess_ms(p.decode_ms);
   for (const auto& [peer, ms] : p.by_peer_ms) (*t->mutable_remote_read_ms_by_peer())[peer] = ms;
   if (allreduce_.enabled()) {
     t->mutable_training()->set_allreduce_ms(p.allreduce_ms);

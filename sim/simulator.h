@@ -262,6 +262,8 @@ class Simulator {
     bool remote_done = true;
     bool cpu_done = true;  // the agent's own CPU for it (quota nodes, sim/cpu_quota.h)
     bool read_in() const { return local_done && remote_done && cpu_done; }
+    bool decoded = false;  // encoded samples: the decode after the reads has been charged
+    double decode_ms = 0;  // its time (reported as preprocess_ms)
     int flows_pending = 0;
     std::vector<uint64_t> flows;
     std::map<int32_t, double> by_peer_ms;
@@ -434,6 +436,9 @@ class Simulator {
   // Each node's CPU quota (compute.cpu_cores; disabled without one) and
   // what the agent's own work costs on it (the spec's `agent`).
   std::vector<CpuQuota> cpu_;
+  // dataset.encoding jpeg: each node's decode ms per sample on one core
+  // (nodes[].decode at the mean record); empty with raw samples.
+  std::vector<double> decode_ms_per_sample_;
   AgentSpec agent_cpu_;
   sched::OpenIterations open_;  // planned, not closed: rows and the close rule (the daemon's)
   std::map<int64_t, Ring> rings_;

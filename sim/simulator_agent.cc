@@ -168,6 +168,25 @@ void Simulator::Background(int32_t from, int32_t to, double bytes) {
 // The read is in: into the ready queue, or held until it has room.
 void Simulator::ReadDone(Part& p) {
   if (crashed_[static_cast<size_t>(p.node)]) return;
+  if (!p.decoded && !decode_ms_per_sample_.empty()) {
+    // Encoded samples: the reader thread decodes them after the reads
+    // (preprocess/), on the node's CPU quota when it has one.
+    p.decoded = true;
+    const double work =
+        decode_ms_per_sample_[static_cast<size_t>(p.node)] * static_cast<double>(p.local + p.remote);
+    CpuQuota& cpu = cpu_[static_cast<size_t>(p.node)];
+    const double now = queue_.now_ms();
+    const double end = cpu.enabled() ? cpu.Run(now, work) : now + work;
+    p.decode_ms = end - now;
+    if (end > now) {
+      const uint64_t id = p.id;
+      queue_.After(end - now, [this, id] {
+        Part* x = FindPart(id);
+        if (x != nullptr && !crashed_[static_cast<size_t>(x->node)]) ReadDone(*x);
+      });
+      return;
+    }
+  }
   Agent& ag = agents_[static_cast<size_t>(p.node)];
   p.flows.clear();
   p.read_during_exchange = ag.exchange_since_ms >= 0 || ag.exchange_end_ms > p.read_start_ms;

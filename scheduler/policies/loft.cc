@@ -247,7 +247,33 @@ StatusOr<Plan> LoftPolicy::PlanIteration(const PlanRequest& req, double makespan
   return PlanValidated(req, makespan_hint_ms);
 }
 
+namespace {
+StatusOr<Plan> PlanPlain(const PlanRequest& req, double makespan_hint_ms, std::string_view name);
+}  // namespace
+
 StatusOr<Plan> LoftPolicy::PlanValidated(const PlanRequest& req, double makespan_hint_ms) {
+  if (!req.coding.encoded) return PlanPlain(req, makespan_hint_ms, name());
+  // Encoded samples (README-planning.md "Decode placement"): sizes for
+  // decoding at the trainer (its decode folded into compute; with overlap
+  // also into the reads), each followed by the placement choice; with
+  // placement auto also sizes for the relaxed costs (each sample decoded
+  // where it is cheapest). The plan of lowest makespan under the coded
+  // model, the first on ties.
+  LOFT_ASSIGN_OR_RETURN(Plan best, PlanPlain(FoldTrainerDecode(req, true), 0.0, name()));
+  ChooseDecodePlacement(req, best);
+  auto consider = [&](const PlanRequest& sizing) {
+    StatusOr<Plan> alt = PlanPlain(sizing, 0.0, name());
+    if (!alt.ok()) return;
+    ChooseDecodePlacement(req, *alt);
+    if (alt->makespan_ms < best.makespan_ms) best = std::move(*alt);
+  };
+  if (req.overlap) consider(FoldTrainerDecode(req, false));
+  if (req.coding.placement == DecodePlacement::kAuto) consider(RelaxDecode(req));
+  return best;
+}
+
+namespace {
+StatusOr<Plan> PlanPlain(const PlanRequest& req, double makespan_hint_ms, std::string_view name) {
   const int64_t big_b = req.global_batch;
   int64_t pool_total = 0;
   for (const WorkerInput& w : req.workers) pool_total += w.local_available;
@@ -306,7 +332,7 @@ StatusOr<Plan> LoftPolicy::PlanValidated(const PlanRequest& req, double makespan
     }
     std::vector<double> lf, rf;
     (void)solver.Feasible(hi, &lf, &rf);
-    StatusOr<Plan> plan = RoundPlan(req, hi, lf, rf, name());
+    StatusOr<Plan> plan = RoundPlan(req, hi, lf, rf, name);
     if (plan.ok()) return plan;
   }
   // The capacity model lets every worker keep all its cached samples, so it
@@ -321,8 +347,9 @@ StatusOr<Plan> LoftPolicy::PlanValidated(const PlanRequest& req, double makespan
     lf[i] = static_cast<double>(std::min(w.min_batch, w.local_available));
     rf[i] = static_cast<double>(w.min_batch) - lf[i];
   }
-  return RoundPlan(req, 0.0, lf, rf, name());
+  return RoundPlan(req, 0.0, lf, rf, name);
 }
+}  // namespace
 
 namespace {
 

@@ -84,6 +84,10 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
   y += fmt::format("dataset: {{name: {}, samples: {}, sample_bytes: {}", d.name, d.samples, d.sample_bytes);
   if (d.encoding == DatasetEncoding::kJpeg)
     y += fmt::format(", encoding: jpeg, image_size: {}, jpeg_quality: {}", d.image_size, d.jpeg_quality);
+  if (d.encoding == DatasetEncoding::kJpeg && d.record_bytes > 0)
+    y += ", record_bytes: " + Num(d.record_bytes);
+  if (d.encoding == DatasetEncoding::kJpeg && d.decode_placement == DecodePlacementKind::kAuto)
+    y += ", decode_placement: auto";
   if (d.augment != AugmentKind::kNone) y += fmt::format(", augment: {}", AugmentKindName(d.augment));
   y += "}\n";
   const auto& p = spec.placement;
@@ -151,6 +155,9 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
                          Num(s.for_s));
     }
     y += fmt::format("    disk: {{read_mbps: {}}}\n", Num(n.disk.read_mbps));
+    if (n.decode.per_sample_ms != DecodeSpec{}.per_sample_ms || n.decode.per_kb_ms != DecodeSpec{}.per_kb_ms)
+      y += fmt::format("    decode: {{per_sample_ms: {}, per_kb_ms: {}}}\n", Num(n.decode.per_sample_ms),
+                       Num(n.decode.per_kb_ms));
     y += fmt::format("    link: {{up_mbps: {}, down_mbps: {}, latency_ms: {}}}\n", Num(n.link.up_mbps),
                      Num(n.link.down_mbps), Num(n.link.latency_ms));
     if (n.max_batch > 0) y += fmt::format("    max_batch: {}\n", n.max_batch);

@@ -65,6 +65,12 @@ int RunPlan(const PlanArgs& args) {
                                 {"local", wp.local},
                                 {"remote", wp.remote},
                                 {"predicted_ms", wp.predicted_ms}});
+      // dataset.decode_placement auto: the holders that decode for this worker.
+      if (!wp.decoded_from.empty()) {
+        nlohmann::json names = nlohmann::json::array();
+        for (int32_t h : wp.decoded_from) names.push_back(s.nodes[static_cast<size_t>(h)].name);
+        out["workers"].back()["decoded_from"] = names;
+      }
     }
     std::printf("%s\n", out.dump(2).c_str());
     return kExitOk;
@@ -77,6 +83,8 @@ int RunPlan(const PlanArgs& args) {
       std::printf("%-24s %8lld %8lld %8lld %14.3f\n", s.nodes[wp.node].name.c_str(),
                   static_cast<long long>(wp.batch), static_cast<long long>(wp.local),
                   static_cast<long long>(wp.remote), wp.predicted_ms);
+      for (int32_t h : wp.decoded_from)
+        std::printf("%-24s   decoded by its holder %s\n", "", s.nodes[static_cast<size_t>(h)].name.c_str());
     }
   }
   std::printf("makespan_ms %.3f  bound_ms %.3f  (makespan/bound %.4f)  bound_epoch_ms %.3f\n",

@@ -405,6 +405,12 @@ TEST_CASE("dataset.encoding and augment: raw and none by default, jpeg keys pars
           "c.yaml:1: dataset.jpeg_quality applies only with encoding: jpeg");
     check("quality: 90",
           "c.yaml:1: dataset.quality is not a known field (expected one of: name, samples, sample_bytes, "
-          "encoding, image_size, jpeg_quality, augment)");
+          "encoding, image_size, jpeg_quality, augment, record_bytes, decode_placement)");
+    check("encoding: raw, decode_placement: auto",
+          "c.yaml:1: dataset.decode_placement applies only with encoding: jpeg");
+    check("encoding: jpeg, decode_placement: holder",
+          "c.yaml:1: dataset.decode_placement must be one of trainer, auto (got 'holder')");
+    check("encoding: jpeg, record_bytes: -3",
+          "c.yaml:1: dataset.record_bytes must be a number >= 0 (0: estimated from image_size)");
   }
 }

@@ -45,8 +45,8 @@ TEST_CASE("drain search balances a fixed-drain plan and keeps its drains", "[pol
   // Everything on node 10, which also reads it all except each other
   // worker's min_batch.
   Plan plan;
-  plan.workers = {WorkerPlan{10, 298, 298, 0, {}, 0}, WorkerPlan{11, 1, 0, 1, {{10, 1}}, 0},
-                  WorkerPlan{12, 1, 0, 1, {{10, 1}}, 0}};
+  plan.workers = {WorkerPlan{10, 298, 298, 0, {}, 0, {}}, WorkerPlan{11, 1, 0, 1, {{10, 1}}, 0, {}},
+                  WorkerPlan{12, 1, 0, 1, {{10, 1}}, 0, {}}};
   EvaluateLocalityPlan(req, plan);
   const double before = plan.makespan_ms;
   const auto drains = Drains(plan);
@@ -71,8 +71,8 @@ TEST_CASE("drain search respects max_batch and never raises the makespan", "[pol
   req.workers[1].max_batch = 5;
   req.workers[2].max_batch = 5;
   Plan plan;
-  plan.workers = {WorkerPlan{10, 298, 298, 0, {}, 0}, WorkerPlan{11, 1, 0, 1, {{10, 1}}, 0},
-                  WorkerPlan{12, 1, 0, 1, {{10, 1}}, 0}};
+  plan.workers = {WorkerPlan{10, 298, 298, 0, {}, 0, {}}, WorkerPlan{11, 1, 0, 1, {{10, 1}}, 0, {}},
+                  WorkerPlan{12, 1, 0, 1, {{10, 1}}, 0, {}}};
   EvaluateLocalityPlan(req, plan);
   const double before = plan.makespan_ms;
   ImproveFixedDrainPlan(req, plan);

@@ -791,3 +791,60 @@ TEST_CASE("iterations.csv has one row per worker per iteration", "[sim][output]"
 
 }  // namespace
 }  // namespace loft::sim
+
+namespace loft::sim {
+namespace {
+
+const char* kOneJpegWorker = R"(
+dataset: {name: fashion-mnist, samples: 1000, sample_bytes: 784, encoding: jpeg, image_size: 96,
+          record_bytes: 1000}
+placement: {kind: shards, replication: 1}
+training: {global_batch: 100, min_batch: 1, iterations: 6, overlap: false, seed: 3}
+nodes:
+  - name: solo
+    compute: {fixed_ms: 2.0, per_sample_ms: 0.05}
+    disk: {read_mbps: 80}
+    decode: {per_sample_ms: 0.06, per_kb_ms: 0.04}
+    link: {up_mbps: 100, down_mbps: 100, latency_ms: 2}
+network: {packet_efficiency: 1, record_overhead_bytes: 0}
+scheduler: {handoff_ms: 0}
+)";
+
+// Encoded samples: loft-sim reads the mean record per sample and charges
+// the trainer's decode after the reads, as the planner's coded model does.
+TEST_CASE("jpeg samples: the read moves records and the decode follows the cost model", "[sim][analytic]") {
+  const ClusterSpec spec = Spec(kOneJpegWorker);
+  const SimResult r = MustRun(spec, "loft", 6);
+  REQUIRE(r.iterations.size() == 6);
+  // read 100·1000·8/(80·1000) = 10 ms, decode 100·(0.06 + 0.04·1000/1024),
+  // compute 2 + 100·0.05 = 7 ms.
+  const double decode = 100 * (0.06 + 0.04 * 1000.0 / 1024.0);
+  for (const IterationRecord& it : r.iterations) {
+    INFO("iteration " << it.iteration);
+    CHECK(it.makespan_ms == Approx(10 + decode + 7).epsilon(1e-9));
+    CHECK(it.predicted_ms == Approx(10 + decode + 7).epsilon(1e-9));
+  }
+  CHECK(r.summary.local_bytes == 6 * 100 * 1000);
+}
+
+TEST_CASE("jpeg samples: a quota node decodes more slowly", "[sim]") {
+  std::string yaml = kOneJpegWorker;
+  yaml.replace(yaml.find("per_sample_ms: 0.05}"), 20, "per_sample_ms: 0.05, cpu_cores: 0.25}");
+  yaml +=
+      "agent: {cpu_ms_per_partition: 0, cpu_ms_per_sample: 0, cpu_ms_per_request: 0, "
+      "cpu_ms_per_fetched_sample: 0, cpu_ms_per_allreduce_mb: 0, idle_cores: 0}\n";
+  const ClusterSpec spec = Spec(yaml);
+  const SimResult r = MustRun(spec, "loft", 40);
+  REQUIRE(r.iterations.size() == 40);
+  const double decode = 100 * (0.06 + 0.04 * 1000.0 / 1024.0);
+  // The bucket holds one CFS period of quota (sim/cpu_quota.h): the first
+  // decodes run at a full core, and once it is drained at a quarter core.
+  for (const IterationRecord& it : r.iterations) CHECK(it.makespan_ms <= 10 + 4 * decode + 7 + 1e-9);
+  CHECK(r.iterations.back().makespan_ms > 10 + 2 * decode + 7);
+  // The planner's prior: decode ÷ 0.25 cores.
+  CHECK(sched::DecodeMsPerSample(sched::DecodePriorFromSpec(spec, 0), 1000) ==
+        Approx(4 * decode / 100).epsilon(1e-12));
+}
+
+}  // namespace
+}  // namespace loft::sim

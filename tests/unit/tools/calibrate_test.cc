@@ -94,6 +94,24 @@ TEST_CASE("ClusterSpecToYaml keeps dataset.encoding and augment, and writes noth
   CHECK(b->dataset.augment == AugmentKind::kCropFlip);
   CHECK(ClusterSpecToYaml(Spec()).find(
             "dataset: {name: fashion-mnist, samples: 6000, sample_bytes: 784}\n") == 0);
+  CHECK(ClusterSpecToYaml(Spec()).find("decode") == std::string::npos);
+}
+
+TEST_CASE("ClusterSpecToYaml keeps record_bytes, decode_placement and nodes' decode costs") {
+  const std::string key = "sample_bytes: 784}";
+  std::string text = kSpec;
+  text.replace(text.find(key), key.size(),
+               "sample_bytes: 784, encoding: jpeg, record_bytes: 1699.5, decode_placement: auto}");
+  ClusterSpec a = Spec(text);
+  a.nodes[1].decode.per_kb_ms = 0.5;
+  auto b = ParseClusterSpec(ClusterSpecToYaml(a), "back.yaml");
+  INFO(ClusterSpecToYaml(a));
+  REQUIRE(b.ok());
+  CHECK(b->dataset.record_bytes == 1699.5);
+  CHECK(b->dataset.decode_placement == DecodePlacementKind::kAuto);
+  CHECK(b->nodes[1].decode.per_kb_ms == 0.5);
+  CHECK(b->nodes[1].decode.per_sample_ms == a.nodes[1].decode.per_sample_ms);
+  CHECK(b->nodes[0].decode.per_kb_ms == DecodeSpec{}.per_kb_ms);
 }
 
 TEST_CASE("ClusterSpecToYaml reads back to the same spec, nodes expanded") {
