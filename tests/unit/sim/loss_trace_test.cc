@@ -51,12 +51,13 @@ TEST_CASE("a bad loss trace is refused with the file, line and field") {
 // period: auto shortens its rounds as the reported loss falls
 // (scheduler/exchange_plan.h): with a trace whose loss drops to a
 // sixteenth, loft-sim runs more exchanges than without one, where every
-// round keeps the loss-free period.
+// round keeps the loss-free period (c = 1, so that period is below
+// max_period and the loss factor shows).
 TEST_CASE("loft-sim reports a loss trace, so period: auto shortens its rounds as the real job did") {
   auto spec = ParseClusterSpec(
       "dataset: {name: d, samples: 4000, sample_bytes: 784}\n"
       "training: {global_batch: 64, min_batch: 1, iterations: 60, seed: 3, model: mlp, aggregation: mean,\n"
-      "           exchange: {period: auto, compression: int8}}\n"
+      "           exchange: {period: auto, drift: 1, compression: int8}}\n"
       "nodes:\n"
       "  - name: a\n    count: 3\n    compute: {fixed_ms: 1, per_sample_ms: 0.01}\n"
       "    link: {up_mbps: 5, down_mbps: 5, latency_ms: 1}\n");
