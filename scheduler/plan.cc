@@ -75,19 +75,26 @@ double RemoteReadMs(const CostParams& c, int64_t remote) {
   return remote > 0 ? c.remote_fixed_ms + c.remote_per_sample_ms * static_cast<double>(remote) : 0.0;
 }
 
-double PredictMs(const CostParams& c, int64_t local, int64_t remote, bool overlap) {
-  const double read = std::max(LocalReadMs(c, local), RemoteReadMs(c, remote));
+namespace {
+// A worker's iteration whose read stage also takes `decode_ms` after its
+// reads (PredictMs: none).
+double PredictWithDecode(const CostParams& c, int64_t local, int64_t remote, bool overlap, double decode_ms) {
+  double read = std::max(LocalReadMs(c, local), RemoteReadMs(c, remote));
+  if (decode_ms != 0) read += decode_ms;
   const double compute = ComputeMs(c, local + remote);
   return overlap ? std::max(read, compute) : read + compute;
+}
+}  // namespace
+
+double PredictMs(const CostParams& c, int64_t local, int64_t remote, bool overlap) {
+  return PredictWithDecode(c, local, remote, overlap, 0);
 }
 
 double PredictMsDecodingAtTrainer(const CostParams& c, const DecodeCost& d, const SampleCoding& coding,
                                   int64_t local, int64_t remote, bool overlap) {
   if (!coding.encoded) return PredictMs(c, local, remote, overlap);
-  const double decode = DecodeMsPerSample(d, coding.encoded_bytes) * static_cast<double>(local + remote);
-  const double read = std::max(LocalReadMs(c, local), RemoteReadMs(c, remote)) + decode;
-  const double compute = ComputeMs(c, local + remote);
-  return overlap ? std::max(read, compute) : read + compute;
+  return PredictWithDecode(c, local, remote, overlap,
+                           DecodeMsPerSample(d, coding.encoded_bytes) * static_cast<double>(local + remote));
 }
 
 namespace {

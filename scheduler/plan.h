@@ -103,8 +103,6 @@ double RemoteReadMs(const CostParams& c, int64_t remote);
 // `remote` from peers, computing on local + remote.
 double PredictMs(const CostParams& c, int64_t local, int64_t remote, bool overlap);
 
-struct DecodeCost;
-struct SampleCoding;
 // PredictMs with encoded samples decoded by the worker itself (placement
 // trainer; like PredictMs, no serving peer's floor): the read stage grows
 // by δ·(local + remote). Exactly PredictMs when !coding.encoded.
