@@ -153,6 +153,7 @@ Status SchedulerService::Init(double now_ms) {
                             return driver_->Replay(c);
                           }));
     recovered_ = true;
+    restart_resend_.Recovered();
     // Never earlier than the journal (a wall clock stepped back between
     // runs): the server's clock follows (resume_floor_ms).
     resume_floor_ms_ = sched::LatestRecordedMs(driver_->state().ledger());

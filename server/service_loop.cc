@@ -14,6 +14,7 @@
 
 #include "scheduler/liveness.h"
 #include "scheduler/partition_timeouts.h"
+#include "scheduler/restart_resend.h"
 #include "server/service.h"
 
 namespace loft::server {
@@ -341,26 +342,16 @@ Status SchedulerService::Tick(double now_ms) {
       Observe(u, now_ms);
     }
   }
-  if (recovered_ && !resent_after_recovery_) {
-    // Partitions planned before the crash but not known to be sent: send
-    // them again (an agent ignores a duplicate; a stale ack is ignored).
-    resent_after_recovery_ = true;
-    for (uint64_t id : st.ledger().InFlight()) {
-      const auto* rec = st.ledger().Find(id);
-      if (rec->state == sched::PartitionState::kPlanned)
-        sends_.Push(rec->partition.worker(), id);
-      else if (rec->state == sched::PartitionState::kSent) {
-        sent_[id] = rec->partition.worker();
-        ++sends_.window(rec->partition.worker()).in_flight;
-        // Its assignment may have died with the old process (flow_control.h).
-        hold_.Hold(id, rec->partition.worker(), rec->partition.iteration());
-      }
-      sched::OpenIteration& stats = open_iterations_.Open(rec->partition.iteration());
-      stats.planned_ms = rec->planned_ms;
-      stats.epoch = rec->partition.epoch();
-    }
-    for (int32_t node = 0; node < sends_.nodes(); ++node) sends_.window(node).HoldInFlight();
-  }
+  // After a restart, once: re-queue what was planned, hold what was sent
+  // (scheduler/restart_resend.h).
+  sched::ResendAfterRestart(restart_resend_, st.ledger(), sends_, hold_,
+                            [&](const sched::PartitionRecord& rec) {
+                              if (rec.state == sched::PartitionState::kSent)
+                                sent_[rec.partition.id()] = rec.partition.worker();
+                              sched::OpenIteration& stats = open_iterations_.Open(rec.partition.iteration());
+                              stats.planned_ms = rec.planned_ms;
+                              stats.epoch = rec.partition.epoch();
+                            });
   if (view_dirty_) {
     LOFT_RETURN_IF_ERROR(Flush());
     view_dirty_ = false;

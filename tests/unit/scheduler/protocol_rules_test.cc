@@ -1,6 +1,6 @@
 // The iteration protocol's rules, each on its own (scheduler/
 // iteration_gate.h, ring_committer.h, liveness.h, flow_control.h,
-// partition_timeouts.h): the
+// partition_timeouts.h, restart_resend.h): the
 // daemon and the simulator run these, so each is tested without sockets.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -16,6 +16,7 @@
 #include "scheduler/liveness.h"
 #include "scheduler/partition_timeouts.h"
 #include "scheduler/register_backoff.h"
+#include "scheduler/restart_resend.h"
 #include "scheduler/ring_committer.h"
 #include "state_fakes.h"
 
@@ -429,6 +430,58 @@ TEST_CASE("restart hold: a node gets no later iteration before its unconfirmed e
   h.Hold(11, 1, 2);
   h.ReleaseNode(1);
   CHECK_FALSE(h.Holds(1, 3));
+}
+
+TEST_CASE("re-send after a restart: once, planned ones queued again, sent ones held on their window",
+          "[rules][hold]") {
+  auto d = Driver(3);
+  auto u = d->PlanNextIteration(1);
+  REQUIRE(u.ok());
+  auto parts = JobDriver::PartitionsToSend(*u);
+  REQUIRE(parts.size() == 3);
+  // Sent before the crash: parts[0] and parts[1]; parts[2] only planned.
+  for (int k = 0; k < 2; ++k) REQUIRE(d->OnPartitionSent(parts[k].id(), parts[k].attempt(), 2).ok());
+  const auto& ledger = d->state().ledger();
+  loft::sched::SendQueues sends(3);
+  for (int32_t node = 0; node < 3; ++node) sends.window(node).Open(2);
+  loft::sched::RestartHold hold;
+  loft::sched::RestartResend resend;
+  std::vector<uint64_t> seen;
+  auto recovered = [&](const loft::sched::PartitionRecord& r) { seen.push_back(r.partition.id()); };
+  // Not recovered from a journal: nothing to do.
+  CHECK(loft::sched::ResendAfterRestart(resend, ledger, sends, hold, recovered) == -1);
+  CHECK(sends.empty());
+  CHECK(seen.empty());
+  resend.Recovered();
+  CHECK(resend.due());
+  CHECK(loft::sched::ResendAfterRestart(resend, ledger, sends, hold, recovered) == 1);
+  CHECK_FALSE(resend.due());
+  CHECK(seen == std::vector<uint64_t>{parts[0].id(), parts[1].id(), parts[2].id()});
+  const int64_t it = parts[0].iteration();
+  for (int k = 0; k < 3; ++k) {
+    const int32_t w = parts[k].worker();
+    const bool was_sent = k < 2;
+    CHECK(sends.queued(w) == (was_sent ? 0u : 1u));
+    CHECK(sends.window(w).in_flight == (was_sent ? 1 : 0));
+    CHECK(sends.window(w).credits == (was_sent ? 1 : 2));  // HoldInFlight
+    CHECK(hold.Holds(w, it + 1) == was_sent);
+    CHECK_FALSE(hold.Holds(w, it));
+  }
+  // Once: a later tick changes nothing.
+  CHECK(loft::sched::ResendAfterRestart(resend, ledger, sends, hold, recovered) == -1);
+  CHECK(seen.size() == 3);
+  CHECK(sends.queued(parts[2].worker()) == 1);
+  CHECK(sends.window(parts[0].worker()).in_flight == 1);
+  // The streaming rule then sends only the planned one.
+  std::vector<uint64_t> streamed;
+  REQUIRE(sends
+              .Stream([](int32_t, uint64_t) { return loft::sched::SendQueues::Offer::kSend; },
+                      [&](int32_t, uint64_t id) {
+                        streamed.push_back(id);
+                        return loft::OkStatus();
+                      })
+              .ok());
+  CHECK(streamed == std::vector<uint64_t>{parts[2].id()});
 }
 
 TEST_CASE("re-registration backoff doubles until the node is stable", "[register_backoff][rules]") {
