@@ -10,7 +10,9 @@
 //  - sched::RingCommitter: the ring's votes and the commit rule for a
 //    partition that would fail (scheduler/ring_committer.h);
 //  - sched liveness: heartbeat death and the partitions it affects
-//    (scheduler/liveness.h, shared with JobDriver::OnWorkerDead);
+//    (scheduler/liveness.h, shared with JobDriver::OnWorkerDead), and
+//    who leaves at a tick, dead or evicted (sched::DepartAt,
+//    scheduler/departures.h);
 //  - sched::CreditWindow, GrantsFor, RestartHold: flow control, serve
 //    grants, the hold after a restart (scheduler/flow_control.h), and
 //    the re-send after it (scheduler/restart_resend.h);

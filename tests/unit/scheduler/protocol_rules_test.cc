@@ -1,5 +1,5 @@
 // The iteration protocol's rules, each on its own (scheduler/
-// iteration_gate.h, ring_committer.h, liveness.h, flow_control.h,
+// iteration_gate.h, ring_committer.h, liveness.h, departures.h, flow_control.h,
 // partition_timeouts.h, restart_resend.h): the
 // daemon and the simulator run these, so each is tested without sockets.
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "scheduler/departures.h"
 #include "scheduler/driver.h"
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
@@ -256,6 +257,70 @@ TEST_CASE("liveness: a death fails the node's partitions and those reading from 
     if (x.has_partition_failed()) failed.push_back(x.partition_failed().failed().partition_id());
   }
   CHECK(failed == affected);
+}
+
+TEST_CASE("departures: eviction before silence, the ring's commits first, then the driver",
+          "[rules][liveness]") {
+  using loft::sched::Departure;
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 3);
+  const auto& st = d->state();
+  loft::sched::AccusationBook book;
+  // The heartbeat rule: strictly more than the timeout.
+  CHECK(loft::sched::DepartureOf(st, book, 0, 0, 1000, 1000) == Departure::kStays);
+  CHECK(loft::sched::DepartureOf(st, book, 0, 0, 1001, 1000) == Departure::kDead);
+  // Evicted by its ring (f = 0: one report): leaves even when heard from.
+  REQUIRE(book.Report(0, 2, 0));
+  CHECK(loft::sched::DepartureOf(st, book, 2, 1000, 1000, 1000) == Departure::kEvicted);
+  CHECK(loft::sched::DepartureOf(st, book, 2, 0, 5000, 1000) == Departure::kEvicted);
+
+  // Worker 1 goes silent; the other two name its partition applied.
+  const loft::v1::Partition* p1 = nullptr;
+  for (const auto& p : parts) {
+    if (p.worker() == 1) p1 = &p;
+  }
+  REQUIRE(p1 != nullptr);
+  loft::sched::RingCommitter rc;
+  const int64_t it = p1->iteration();
+  rc.OnPlanned(it, 3);
+  loft::v1::TrainingReport named;
+  named.add_applied_partitions(p1->id());
+  named.add_applied_nodes(1);
+  for (int32_t reporter : {0, 2}) REQUIRE(rc.RecordVotes(st.ledger(), it, reporter, named) == 0);
+  std::vector<std::pair<int32_t, Departure>> leaving, departed;
+  std::vector<uint64_t> committed;
+  loft::sched::DepartureCallbacks cb;
+  cb.last_seen_ms = [](int32_t node) { return node == 1 ? 0.0 : 1900.0; };
+  cb.leaving = [&](int32_t node, Departure why) {
+    CHECK(st.alive(node));  // nothing changed yet
+    leaving.emplace_back(node, why);
+  };
+  cb.commit = [&](uint64_t id) {
+    committed.push_back(id);
+    Ack(*d, *p1, 2000);  // as the engines: PartitionDone on its behalf
+    return loft::OkStatus();
+  };
+  cb.departed = [&](int32_t node, Departure why, loft::sched::Updates&& u, int64_t) {
+    CHECK_FALSE(st.alive(node));
+    CHECK_FALSE(u.empty());
+    departed.emplace_back(node, why);
+    return loft::OkStatus();
+  };
+  REQUIRE(loft::sched::DepartAt(*d, book, rc, 2000, 1000, cb).ok());
+  // Ascending: 1 is dead (silent, its applied partition committed), 2 evicted.
+  const std::vector<std::pair<int32_t, Departure>> expect = {{1, Departure::kDead}, {2, Departure::kEvicted}};
+  CHECK(leaving == expect);
+  CHECK(departed == expect);
+  CHECK(committed == std::vector<uint64_t>{p1->id()});
+  CHECK(st.ledger().Find(p1->id())->state == loft::sched::PartitionState::kDone);
+  CHECK(st.evicted(2));
+  CHECK(st.alive(0));
+  // Both gone: nothing more leaves (an evicted node is evicted once).
+  leaving.clear();
+  REQUIRE(loft::sched::DepartAt(*d, book, rc, 9000, 1000, cb).ok());
+  CHECK(leaving.size() == 1);  // only 0, silent since 1900 now
+  CHECK(leaving[0] == std::make_pair(0, Departure::kDead));
 }
 
 TEST_CASE("partition timeouts: at the deadline, the ring's commit first, the rest time out",
