@@ -330,6 +330,15 @@ Status ParseTraining(const SpecReader& r, const YAML::Node& root, ClusterSpec& s
   return OkStatus();
 }
 
+// scheduler.partition_timeout_ms when the spec does not set it: the
+// field's default (30000), or 60000 when it trains a model (a training
+// partition includes the all-reduce, which waits for the slowest member,
+// and on one agent the test-set evaluation). The daemon and `loftctl
+// cluster run` take the spec's value unless told one.
+double DefaultPartitionTimeoutMs(const TrainingSpec& training) {
+  return training.model == "none" ? SchedulerSpec{}.partition_timeout_ms : 60000;
+}
+
 Status ParseScheduler(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node sc = root["scheduler"]; sc.IsDefined() && !sc.IsNull()) {
     RET(r.CheckKeys(sc, "scheduler",
@@ -354,6 +363,11 @@ Status ParseScheduler(const SpecReader& r, const YAML::Node& root, ClusterSpec& 
     if (!(spec.scheduler.holder_wait_s >= 0) || !std::isfinite(spec.scheduler.holder_wait_s))
       return r.Error(sc["holder_wait_s"], "scheduler.holder_wait_s", "must be a number >= 0");
   }
+  // Absent: the default for this spec (ParseTraining ran before).
+  const YAML::Node sc = root["scheduler"];
+  if (!sc.IsDefined() || sc.IsNull() || !sc["partition_timeout_ms"].IsDefined() ||
+      sc["partition_timeout_ms"].IsNull())
+    spec.scheduler.partition_timeout_ms = DefaultPartitionTimeoutMs(spec.training);
   return OkStatus();
 }
 

@@ -240,10 +240,21 @@ TEST_CASE("scheduler.holder_wait_s: default 300 s, >= 0") {
   CHECK_THAT(neg.status().message(), Catch::Contains("scheduler.holder_wait_s must be a number >= 0"));
 }
 
-TEST_CASE("scheduler.partition_timeout_ms: default 30000 (the daemon's), 0 = never, >= 0") {
-  auto d = ParseClusterSpec(kGood, "c.yaml");
+TEST_CASE("scheduler.partition_timeout_ms: 30000, 60000 with a model, an explicit value wins, >= 0") {
+  CHECK(loft::SchedulerSpec{}.partition_timeout_ms == 30000);  // a spec built in code: no model
+  auto d = ParseClusterSpec(kGood, "c.yaml");                  // model: mlp
   REQUIRE(d.ok());
-  CHECK(d->scheduler.partition_timeout_ms == 30000);
+  CHECK(d->scheduler.partition_timeout_ms == 60000);
+  auto none = ParseClusterSpec(Replace(kGood, "model: mlp", "model: none"), "c.yaml");
+  REQUIRE(none.ok());
+  CHECK(none->scheduler.partition_timeout_ms == 30000);
+  // A scheduler section without the key still gets the spec's default.
+  auto other = ParseClusterSpec(std::string(kGood) + "scheduler: {holder_wait_s: 5}\n", "c.yaml");
+  REQUIRE(other.ok());
+  CHECK(other->scheduler.partition_timeout_ms == 60000);
+  auto set = ParseClusterSpec(std::string(kGood) + "scheduler: {partition_timeout_ms: 7000}\n", "c.yaml");
+  REQUIRE(set.ok());
+  CHECK(set->scheduler.partition_timeout_ms == 7000);
   auto off = ParseClusterSpec(std::string(kGood) + "scheduler: {partition_timeout_ms: 0}\n", "c.yaml");
   REQUIRE(off.ok());
   CHECK(off->scheduler.partition_timeout_ms == 0);
