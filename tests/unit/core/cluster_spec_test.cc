@@ -425,3 +425,26 @@ TEST_CASE("dataset.encoding and augment: raw and none by default, jpeg keys pars
           "c.yaml:1: dataset.record_bytes must be a number >= 0 (0: estimated from image_size)");
   }
 }
+
+TEST_CASE("a string field outside its names: one message form, naming file, line, names and value") {
+  auto message = [](const std::string& from, const std::string& to) {
+    auto spec = ParseClusterSpec(Replace(kGood, from, to), "c.yaml");
+    REQUIRE_FALSE(spec.ok());
+    return spec.status().message();
+  };
+  CHECK(message("model: mlp", "model: cnn") ==
+        "c.yaml:4: training.model must be one of none, softmax, mlp, external (got 'cnn')");
+  CHECK(message("aggregation: trimmed_mean", "aggregation: vote") ==
+        "c.yaml:4: training.aggregation must be one of mean, weighted_mean, median, trimmed_mean, krum, "
+        "centered_clip (got 'vote')");
+  CHECK(message("aggregation: trimmed_mean}", "aggregation: trimmed_mean, lr_schedule: {kind: linear}}") ==
+        "c.yaml:4: training.lr_schedule.kind must be one of constant, step, cosine (got 'linear')");
+  CHECK(message("kind: shards", "kind: ring") ==
+        "c.yaml:2: placement.kind must be one of shards, zipf, explicit (got 'ring')");
+  // The names map to their kinds (explicit needs shares: its own test).
+  for (const char* kind : {"shards", "zipf"}) {
+    auto spec = ParseClusterSpec(Replace(kGood, "kind: shards", std::string("kind: ") + kind), "c.yaml");
+    REQUIRE(spec.ok());
+    CHECK(PlacementKindName(spec->placement.kind) == kind);
+  }
+}
