@@ -213,6 +213,8 @@ class SchedulerService {
   // distrusted as a source once f+1 distinct nodes reported it
   // (service_byzantine.cc).
   Status OnPoisonReport(int32_t node, const v1::PartitionFailed& f, double now_ms);
+  // The log line of a failure report that changes state (rate-limited per node).
+  void LogPartitionFailed(int32_t node, const v1::PartitionFailed& f, double now_ms);
   Status SendQueued(double now_ms);
   // Plans the next iteration if the gate allows it; true when it did.
   StatusOr<bool> PlanIfReady(double now_ms);

@@ -1,5 +1,6 @@
 // The iteration protocol's rules, each on its own (scheduler/
-// iteration_gate.h, ring_committer.h, liveness.h, departures.h, flow_control.h,
+// iteration_gate.h, ring_committer.h, liveness.h, departures.h,
+// failure_reports.h, flow_control.h,
 // partition_timeouts.h, restart_resend.h): the
 // daemon and the simulator run these, so each is tested without sockets.
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "scheduler/departures.h"
 #include "scheduler/driver.h"
+#include "scheduler/failure_reports.h"
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
 #include "scheduler/liveness.h"
@@ -374,6 +376,63 @@ TEST_CASE("partition timeouts: at the deadline, the ring's commit first, the res
   CHECK(std::isinf(loft::sched::NextPartitionDeadline(ledger)));  // nothing left to time out
   // Their late acks change nothing.
   CHECK_FALSE(loft::sched::WouldApply(ledger, parts[2].id(), parts[2].attempt(), parts[2].worker()));
+}
+
+TEST_CASE("failure reports: ignored unless the worker's open attempt, committed when the ring applied it",
+          "[rules][ring]") {
+  using loft::sched::FailureOutcome;
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 3);
+  const auto& ledger = d->state().ledger();
+  loft::sched::RingCommitter rc;
+  const int64_t it = parts[0].iteration();
+  rc.OnPlanned(it, 3);
+  // The two other workers name parts[1] applied.
+  loft::v1::TrainingReport named;
+  named.add_applied_partitions(parts[1].id());
+  named.add_applied_nodes(parts[1].worker());
+  for (const auto& p : parts) {
+    if (p.worker() != parts[1].worker()) REQUIRE(rc.RecordVotes(ledger, it, p.worker(), named) == 0);
+  }
+  std::vector<uint64_t> committed;
+  auto commit = [&](uint64_t id) {
+    committed.push_back(id);
+    Ack(*d, parts[1], 3);  // as the engines: PartitionDone on its behalf
+    return loft::OkStatus();
+  };
+  auto report = [&](const loft::v1::Partition& p, int32_t node, int32_t attempt, loft::sched::Updates* u) {
+    loft::v1::PartitionFailed f;
+    f.set_partition_id(p.id());
+    f.set_attempt(attempt);
+    f.set_node(node);
+    f.set_reason("test");
+    auto o = loft::sched::OnFailureReport(*d, rc, node, f, 2, commit, u);
+    REQUIRE(o.ok());
+    return *o;
+  };
+  loft::sched::Updates u;
+  // Another attempt, or another node's word: nothing changes.
+  CHECK(report(parts[2], parts[2].worker(), parts[2].attempt() + 1, &u) == FailureOutcome::kIgnored);
+  CHECK(report(parts[2], parts[0].worker(), parts[2].attempt(), &u) == FailureOutcome::kIgnored);
+  CHECK(u.empty());
+  CHECK(ledger.counters().failed == 0);
+  // The ring applied parts[1]: committed instead of failed.
+  CHECK(report(parts[1], parts[1].worker(), parts[1].attempt(), &u) == FailureOutcome::kCommittedByRing);
+  CHECK(committed == std::vector<uint64_t>{parts[1].id()});
+  CHECK(u.empty());
+  CHECK(ledger.Find(parts[1].id())->state == loft::sched::PartitionState::kDone);
+  // parts[2]: no votes, it fails.
+  CHECK(report(parts[2], parts[2].worker(), parts[2].attempt(), &u) == FailureOutcome::kFailed);
+  REQUIRE(u.size() >= 1);
+  CHECK(std::any_of(u.begin(), u.end(), [&](const loft::v1::StateUpdate& x) {
+    return x.has_partition_failed() && x.partition_failed().failed().partition_id() == parts[2].id();
+  }));
+  CHECK(ledger.counters().failed == 1);
+  CHECK(committed.size() == 1);
+  // Its second report changes nothing.
+  CHECK(report(parts[2], parts[2].worker(), parts[2].attempt(), &u) == FailureOutcome::kIgnored);
+  CHECK(u.empty());
 }
 
 TEST_CASE("ring committer: more than half of the other workers must name a partition", "[rules][ring]") {
