@@ -97,6 +97,20 @@ class SpecReader {
     return OkStatus();
   }
 
+  // A string field's value must be one of `names`: its position in
+  // them, or the error "FIELD must be one of A, B (got 'X')" at `at`.
+  StatusOr<size_t> OneOf(const YAML::Node& at, const std::string& field, const std::string& value,
+                         std::initializer_list<std::string_view> names) const {
+    std::string list;
+    size_t k = 0;
+    for (std::string_view name : names) {
+      if (value == name) return k;
+      list += std::string(list.empty() ? "" : ", ") + std::string(name);
+      ++k;
+    }
+    return Error(at, field, "must be one of " + list + " (got '" + value + "')");
+  }
+
   const std::string& source() const { return source_; }
 
  private:
@@ -141,9 +155,7 @@ Status ParseExchange(const SpecReader& r, const YAML::Node& ex, TrainingSpec::Ex
   if (!e->period_auto && e->period > 1024) return r.Error(ex["period"], p + ".period", "must be <= 1024");
   if (e->period_auto) e->period = 1;  // the first round's, until the scheduler has measurements
   RET(r.Get(ex, "compression", p, &e->compression));
-  if (e->compression != "none" && e->compression != "int8")
-    return r.Error(ex["compression"], p + ".compression",
-                   "must be one of none, int8 (got '" + e->compression + "')");
+  RET(r.OneOf(ex["compression"], p + ".compression", e->compression, {"none", "int8"}).status());
   RET(r.Get(ex, "overlap", p, &e->overlap));
   return OkStatus();
 }
@@ -187,13 +199,9 @@ Status ParseDataset(const SpecReader& r, const YAML::Node& root, ClusterSpec& sp
 
     std::string encoding(DatasetEncodingName(ds.encoding));
     RET(r.Get(d, "encoding", "dataset", &encoding));
-    if (encoding == "raw") {
-      ds.encoding = DatasetEncoding::kRaw;
-    } else if (encoding == "jpeg") {
-      ds.encoding = DatasetEncoding::kJpeg;
-    } else {
-      return r.Error(d["encoding"], "dataset.encoding", "must be one of raw, jpeg (got '" + encoding + "')");
-    }
+    LOFT_ASSIGN_OR_RETURN(const size_t enc,
+                          r.OneOf(d["encoding"], "dataset.encoding", encoding, {"raw", "jpeg"}));
+    ds.encoding = enc == 0 ? DatasetEncoding::kRaw : DatasetEncoding::kJpeg;
     for (const char* key : {"image_size", "jpeg_quality", "record_bytes", "decode_placement"}) {
       if (ds.encoding == DatasetEncoding::kRaw && d[key].IsDefined() && !d[key].IsNull())
         return r.Error(d[key], std::string("dataset.") + key, "applies only with encoding: jpeg");
@@ -214,25 +222,15 @@ Status ParseDataset(const SpecReader& r, const YAML::Node& root, ClusterSpec& sp
                      "must be a number >= 0 (0: estimated from image_size)");
     std::string placement = ds.decode_placement == DecodePlacementKind::kAuto ? "auto" : "trainer";
     RET(r.Get(d, "decode_placement", "dataset", &placement));
-    if (placement == "trainer") {
-      ds.decode_placement = DecodePlacementKind::kTrainer;
-    } else if (placement == "auto") {
-      ds.decode_placement = DecodePlacementKind::kAuto;
-    } else {
-      return r.Error(d["decode_placement"], "dataset.decode_placement",
-                     "must be one of trainer, auto (got '" + placement + "')");
-    }
+    LOFT_ASSIGN_OR_RETURN(const size_t dp, r.OneOf(d["decode_placement"], "dataset.decode_placement",
+                                                   placement, {"trainer", "auto"}));
+    ds.decode_placement = dp == 0 ? DecodePlacementKind::kTrainer : DecodePlacementKind::kAuto;
 
     std::string augment(AugmentKindName(ds.augment));
     RET(r.Get(d, "augment", "dataset", &augment));
-    if (augment == "none") {
-      ds.augment = AugmentKind::kNone;
-    } else if (augment == "crop_flip") {
-      ds.augment = AugmentKind::kCropFlip;
-    } else {
-      return r.Error(d["augment"], "dataset.augment",
-                     "must be one of none, crop_flip (got '" + augment + "')");
-    }
+    LOFT_ASSIGN_OR_RETURN(const size_t aug,
+                          r.OneOf(d["augment"], "dataset.augment", augment, {"none", "crop_flip"}));
+    ds.augment = aug == 0 ? AugmentKind::kNone : AugmentKind::kCropFlip;
   }
   return OkStatus();
 }
@@ -266,15 +264,10 @@ Status ParseTraining(const SpecReader& r, const YAML::Node& root, ClusterSpec& s
     if (tr.global_batch <= 0) return r.Error(t["global_batch"], "training.global_batch", "must be > 0");
     if (tr.min_batch < 0) return r.Error(t["min_batch"], "training.min_batch", "must be >= 0");
     if (tr.iterations < 0) return r.Error(t["iterations"], "training.iterations", "must be >= 0");
-    if (tr.model != "none" && tr.model != "softmax" && tr.model != "mlp" && tr.model != "external")
-      return r.Error(t["model"], "training.model",
-                     "must be one of none, softmax, mlp, external (got '" + tr.model + "')");
-    static const std::set<std::string> kAgg = {"mean",         "weighted_mean", "median",
-                                               "trimmed_mean", "krum",          "centered_clip"};
-    if (!kAgg.count(tr.aggregation))
-      return r.Error(t["aggregation"], "training.aggregation",
-                     "must be one of mean, weighted_mean, median, trimmed_mean, krum, centered_clip (got '" +
-                         tr.aggregation + "')");
+    RET(r.OneOf(t["model"], "training.model", tr.model, {"none", "softmax", "mlp", "external"}).status());
+    RET(r.OneOf(t["aggregation"], "training.aggregation", tr.aggregation,
+                {"mean", "weighted_mean", "median", "trimmed_mean", "krum", "centered_clip"})
+            .status());
     if (!(tr.learning_rate > 0)) return r.Error(t["learning_rate"], "training.learning_rate", "must be > 0");
     if (!(tr.momentum >= 0 && tr.momentum < 1))
       return r.Error(t["momentum"], "training.momentum", "must be in [0, 1)");
@@ -289,9 +282,7 @@ Status ParseTraining(const SpecReader& r, const YAML::Node& root, ClusterSpec& s
       RET(r.Get(ls, "total_steps", p, &s.total_steps));
       RET(r.Get(ls, "min_learning_rate", p, &s.min_learning_rate));
       RET(r.Get(ls, "warmup_steps", p, &s.warmup_steps));
-      if (s.kind != "constant" && s.kind != "step" && s.kind != "cosine")
-        return r.Error(ls["kind"], p + ".kind",
-                       "must be one of constant, step, cosine (got '" + s.kind + "')");
+      RET(r.OneOf(ls["kind"], p + ".kind", s.kind, {"constant", "step", "cosine"}).status());
       if (s.step_every <= 0) return r.Error(ls["step_every"], p + ".step_every", "must be > 0");
       if (!(s.gamma > 0 && s.gamma <= 1)) return r.Error(ls["gamma"], p + ".gamma", "must be in (0, 1]");
       if (s.total_steps < 0) return r.Error(ls["total_steps"], p + ".total_steps", "must be >= 0");
@@ -330,6 +321,15 @@ Status ParseTraining(const SpecReader& r, const YAML::Node& root, ClusterSpec& s
   return OkStatus();
 }
 
+// scheduler.partition_timeout_ms when the spec does not set it: the
+// field's default (30000), or 60000 when it trains a model (a training
+// partition includes the all-reduce, which waits for the slowest member,
+// and on one agent the test-set evaluation). The daemon and `loftctl
+// cluster run` take the spec's value unless told one.
+double DefaultPartitionTimeoutMs(const TrainingSpec& training) {
+  return training.model == "none" ? SchedulerSpec{}.partition_timeout_ms : 60000;
+}
+
 Status ParseScheduler(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node sc = root["scheduler"]; sc.IsDefined() && !sc.IsNull()) {
     RET(r.CheckKeys(sc, "scheduler",
@@ -354,6 +354,11 @@ Status ParseScheduler(const SpecReader& r, const YAML::Node& root, ClusterSpec& 
     if (!(spec.scheduler.holder_wait_s >= 0) || !std::isfinite(spec.scheduler.holder_wait_s))
       return r.Error(sc["holder_wait_s"], "scheduler.holder_wait_s", "must be a number >= 0");
   }
+  // Absent: the default for this spec (ParseTraining ran before).
+  const YAML::Node sc = root["scheduler"];
+  if (!sc.IsDefined() || sc.IsNull() || !sc["partition_timeout_ms"].IsDefined() ||
+      sc["partition_timeout_ms"].IsNull())
+    spec.scheduler.partition_timeout_ms = DefaultPartitionTimeoutMs(spec.training);
   return OkStatus();
 }
 
@@ -576,15 +581,11 @@ Status ParsePlacement(const SpecReader& r, const YAML::Node& root, ClusterSpec& 
     RET(r.CheckKeys(p, "placement", {"kind", "replication", "skew", "shares", "seed"}));
     std::string kind = "shards";
     RET(r.Get(p, "kind", "placement", &kind));
-    if (kind == "shards")
-      spec.placement.kind = PlacementKind::kShards;
-    else if (kind == "zipf")
-      spec.placement.kind = PlacementKind::kZipf;
-    else if (kind == "explicit")
-      spec.placement.kind = PlacementKind::kExplicit;
-    else
-      return r.Error(p["kind"], "placement.kind",
-                     "must be one of shards, zipf, explicit (got '" + kind + "')");
+    static constexpr PlacementKind kKinds[] = {PlacementKind::kShards, PlacementKind::kZipf,
+                                               PlacementKind::kExplicit};
+    LOFT_ASSIGN_OR_RETURN(const size_t k,
+                          r.OneOf(p["kind"], "placement.kind", kind, {"shards", "zipf", "explicit"}));
+    spec.placement.kind = kKinds[k];
     RET(r.Get(p, "replication", "placement", &spec.placement.replication));
     RET(r.Get(p, "skew", "placement", &spec.placement.skew));
     if (p["seed"].IsDefined()) {

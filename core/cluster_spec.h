@@ -203,11 +203,11 @@ struct SchedulerSpec {
   // in a later epoch) and training goes on. An evicted node never comes
   // back: its samples are left out at once. >= 0; 0 = no wait.
   double holder_wait_s = 300;
-  // Partition timeouts as the daemon decides them (scheduler/
-  // partition_timeouts.h): a partition not acked by its plan's time +
-  // max(partition_timeout_ms, 5 × its predicted time) times out (its
-  // samples are retried, its credit comes back). Default: the daemon's
-  // `partition_timeout_ms`. >= 0; 0 = never.
+  // Partition timeouts, one value for every engine (scheduler/
+  // partition_timeouts.h; the daemon's and loftctl's 0 take this one): a
+  // partition not acked by its plan's time + max(this, 5 × predicted)
+  // times out. Default 30000; the parser's default is 60000 when
+  // training.model is not "none" (cluster_spec.cc). >= 0; 0 = never.
   double partition_timeout_ms = 30000;
 };
 

@@ -42,6 +42,9 @@ Status SchedulerOptions::TakeSpecDefaults(const SchedulerSpec& spec) {
     heartbeat_interval_ms = static_cast<int64_t>(std::ceil(spec.heartbeat_interval_ms));
   if (heartbeat_timeout_ms == 0)
     heartbeat_timeout_ms = static_cast<int64_t>(std::ceil(spec.heartbeat_timeout_ms));
+  // The spec's 0 stays 0: partitions never time out.
+  if (partition_timeout_ms == 0)
+    partition_timeout_ms = static_cast<int64_t>(std::ceil(spec.partition_timeout_ms));
   if (heartbeat_interval_ms <= 0)
     return InvalidArgument(
         "heartbeat_interval_ms must be > 0 (the cluster spec's scheduler.heartbeat_interval_ms is " +
@@ -64,7 +67,7 @@ Status SchedulerOptions::Validate() const {
       heartbeat_timeout_ms <= heartbeat_interval_ms) {
     return InvalidArgument("heartbeat_timeout_ms must be > heartbeat_interval_ms");
   }
-  if (partition_timeout_ms <= 0) return InvalidArgument("partition_timeout_ms must be > 0");
+  if (partition_timeout_ms < 0) return InvalidArgument("partition_timeout_ms must be >= 0 (0 = the spec's)");
   if (metrics_port < 0 || metrics_port > 65535) return InvalidArgument("metrics_port must be in 0..65535");
   if (iterations < 0) return InvalidArgument("iterations must be >= 0");
   if (min_workers < 0) return InvalidArgument("min_workers must be >= 0");

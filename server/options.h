@@ -11,7 +11,9 @@
 //   heartbeat_timeout_ms: 0         # a silent agent is dropped after this; 0 = the spec's
 //                                   # scheduler.heartbeat_timeout_ms (default 1500), the
 //                                   # figure loft-sim charges: one default for both engines
-//   partition_timeout_ms: 30000     # a sent partition not done by then is retried
+//   partition_timeout_ms: 0         # minimum partition deadline before a retry; 0 = the spec's
+//                                   # scheduler.partition_timeout_ms (30000, 60000 with a model),
+//                                   # the figure loft-sim charges: one default for every engine
 //   keys_dir: /etc/loft/keys        # from `loftctl keygen`; CURVE is on by default
 //   insecure: false                 # plain TCP; only allowed on loopback binds
 //   metrics_port: 9464              # Prometheus text on http://<host>:port/metrics; 0 = off
@@ -60,7 +62,7 @@ struct SchedulerOptions {
   std::string journal_dir = "scheduler-journal";
   int64_t heartbeat_interval_ms = 0;  // 0 = the spec's (TakeSpecDefaults)
   int64_t heartbeat_timeout_ms = 0;   // 0 = the spec's (TakeSpecDefaults)
-  int64_t partition_timeout_ms = 30000;
+  int64_t partition_timeout_ms = 0;   // 0 = the spec's (TakeSpecDefaults; the spec's 0 = never)
   std::string keys_dir;
   bool insecure = false;
   int metrics_port = 0;

@@ -16,6 +16,7 @@
 #include "cache/manifest.h"
 #include "core/codec.h"
 #include "core/durable_file.h"
+#include "scheduler/failure_reports.h"
 #include "scheduler/recovered_time.h"
 #include "server/endpoint_check.h"
 #include "server/message_limits.h"
@@ -153,6 +154,7 @@ Status SchedulerService::Init(double now_ms) {
                             return driver_->Replay(c);
                           }));
     recovered_ = true;
+    restart_resend_.Recovered();
     // Never earlier than the journal (a wall clock stepped back between
     // runs): the server's clock follows (resume_floor_ms).
     resume_floor_ms_ = sched::LatestRecordedMs(driver_->state().ledger());
@@ -415,21 +417,26 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
       *sender_node = node;
       nodes_[node].last_seen_ms = now_ms;
       LOFT_RETURN_IF_ERROR(OnPoisonReport(node, f, now_ms));
-      if (!sched::WouldApply(driver_->state().ledger(), f.partition_id(), f.attempt(), node)) {
+      // Ignored, committed for the ring, or failed (scheduler/failure_reports.h).
+      const size_t quarantined = driver_->state().quarantine().samples().size();
+      sched::Updates u;
+      LOFT_ASSIGN_OR_RETURN(const sched::FailureOutcome outcome,
+                            sched::OnFailureReport(
+                                *driver_, ring_, node, f, now_ms,
+                                [&](uint64_t id) {
+                                  LogPartitionFailed(node, f, now_ms);
+                                  return CommitIfApplied(id, now_ms).status();
+                                },
+                                &u));
+      if (outcome == sched::FailureOutcome::kIgnored) {
         CountIgnored("partition_failed");  // changes no state: not journaled
         peer_log_.Log(spdlog::level::debug, "report_ignored", spec_.nodes[node].name, LogTime(now_ms),
                       "ignored failure report of partition {} attempt {} from {}", f.partition_id(),
                       f.attempt(), spec_.nodes[node].name);
         return OkStatus();
       }
-      peer_log_.Log(spdlog::level::info, "partition_failed", spec_.nodes[node].name, LogTime(now_ms),
-                    "partition {} attempt {} failed on {}: {}", f.partition_id(), f.attempt(),
-                    spec_.nodes[node].name, PeerText(f.reason()));
-      // WouldApply: the partition is this worker's open attempt.
-      LOFT_ASSIGN_OR_RETURN(bool committed, CommitIfApplied(f.partition_id(), now_ms));
-      if (committed) return OkStatus();
-      const size_t quarantined = driver_->state().quarantine().samples().size();
-      LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionFailed(f, now_ms));
+      if (outcome == sched::FailureOutcome::kCommittedByRing) return OkStatus();
+      LogPartitionFailed(node, f, now_ms);
       if (driver_->state().quarantine().samples().size() != quarantined)
         spdlog::error(
             "QUARANTINE: {} reported the stored records of samples [{}] of partition {} unreadable "
@@ -452,6 +459,12 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
     default:
       return Unimplemented("the scheduler does not accept '" + std::string(BodyName(in)) + "' messages");
   }
+}
+
+void SchedulerService::LogPartitionFailed(int32_t node, const v1::PartitionFailed& f, double now_ms) {
+  peer_log_.Log(spdlog::level::info, "partition_failed", spec_.nodes[node].name, LogTime(now_ms),
+                "partition {} attempt {} failed on {}: {}", f.partition_id(), f.attempt(),
+                spec_.nodes[node].name, PeerText(f.reason()));
 }
 
 Status SchedulerService::OnPeerReport(const v1::PeerReport& pr, const Sender& peer, double now_ms,

@@ -10,9 +10,12 @@
 //  - sched::RingCommitter: the ring's votes and the commit rule for a
 //    partition that would fail (scheduler/ring_committer.h);
 //  - sched liveness: heartbeat death and the partitions it affects
-//    (scheduler/liveness.h, shared with JobDriver::OnWorkerDead);
+//    (scheduler/liveness.h, shared with JobDriver::OnWorkerDead), and
+//    who leaves at a tick, dead or evicted (sched::DepartAt,
+//    scheduler/departures.h);
 //  - sched::CreditWindow, GrantsFor, RestartHold: flow control, serve
-//    grants, the hold after a restart (scheduler/flow_control.h);
+//    grants, the hold after a restart (scheduler/flow_control.h), and
+//    the re-send after it (scheduler/restart_resend.h);
 //  - sched::RunRecorder: every row and figure of the run
 //    (scheduler/run_recorder.h, shared with loft-sim).
 // What it keeps itself (soft state, not journaled): sessions (per node
@@ -51,6 +54,7 @@
 #include "scheduler/open_iterations.h"
 #include "scheduler/poison_reports.h"
 #include "scheduler/register_backoff.h"
+#include "scheduler/restart_resend.h"
 #include "scheduler/ring_committer.h"
 #include "scheduler/ring_detection.h"
 #include "scheduler/run_recorder.h"
@@ -209,6 +213,8 @@ class SchedulerService {
   // distrusted as a source once f+1 distinct nodes reported it
   // (service_byzantine.cc).
   Status OnPoisonReport(int32_t node, const v1::PartitionFailed& f, double now_ms);
+  // The log line of a failure report that changes state (rate-limited per node).
+  void LogPartitionFailed(int32_t node, const v1::PartitionFailed& f, double now_ms);
   Status SendQueued(double now_ms);
   // Plans the next iteration if the gate allows it; true when it did.
   StatusOr<bool> PlanIfReady(double now_ms);
@@ -274,7 +280,7 @@ class SchedulerService {
   // The job's id (RegisterReply.job, Partition.job): random for a fresh
   // journal, read back from journal_dir/job_id after a restart.
   uint64_t job_id_ = 1;
-  bool resent_after_recovery_ = false;
+  sched::RestartResend restart_resend_;      // the re-send after a restart, due once recovered
   sched::RegisterBackoff register_backoff_;  // view-changing (re-)registrations per node
   sched::AccusationBook accusations_;        // ring members reported by agents (PeerReport)
   bool view_dirty_ = false;

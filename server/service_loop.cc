@@ -12,8 +12,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "scheduler/liveness.h"
+#include "scheduler/departures.h"
 #include "scheduler/partition_timeouts.h"
+#include "scheduler/restart_resend.h"
 #include "server/service.h"
 
 namespace loft::server {
@@ -289,46 +290,38 @@ void SchedulerService::LogHoldersAbandoned(const std::vector<v1::StateUpdate>& u
 
 Status SchedulerService::Tick(double now_ms) {
   const auto& st = driver_->state();
-  // Heartbeat expiry.
-  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
-    NodeSession& n = nodes_[node];
-    // Evicted by the accusation rule and not yet in the state (it may have
-    // died before): it never comes back (JobDriver::OnWorkerEvicted).
-    const bool evict = accusations_.evicted(node) && !st.evicted(node);
-    if (!evict &&
-        (!st.alive(node) || !sched::HeartbeatExpired(n.last_seen_ms, now_ms, opts_.heartbeat_timeout_ms)))
-      continue;
-    if (evict)
+  // Departures (scheduler/departures.h): evicted by the accusation rule,
+  // or silent past the heartbeat timeout; the ring's commits first.
+  sched::DepartureCallbacks departures;
+  departures.last_seen_ms = [&](int32_t node) { return nodes_[node].last_seen_ms; };
+  departures.leaving = [&](int32_t node, sched::Departure why) {
+    if (why == sched::Departure::kEvicted)
       spdlog::warn("node {} was reported by its ring: dropping it for good", spec_.nodes[node].name);
     else
       spdlog::warn("node {} missed heartbeats for {:.0f} ms: dropping it", spec_.nodes[node].name,
-                   now_ms - n.last_seen_ms);
-    // Its partitions (and those reading from it) fail; commit those the ring applied.
-    if (st.alive(node)) {
-      for (uint64_t id : sched::AffectedPartitions(st.ledger(), node)) {
-        LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
-      }
-    }
-    const int64_t lost_before = st.lost_to_eviction();
-    LOFT_ASSIGN_OR_RETURN(auto u,
-                          evict ? driver_->OnWorkerEvicted(node, "evicted: reported by its ring", now_ms)
-                                : driver_->OnWorkerDead(node, "missed heartbeats", now_ms));
-    if (evict)
+                   now_ms - nodes_[node].last_seen_ms);
+  };
+  departures.commit = [&](uint64_t id) { return CommitIfApplied(id, now_ms).status(); };
+  departures.departed = [&](int32_t node, sched::Departure why, sched::Updates&& u, int64_t lost) {
+    if (why == sched::Departure::kEvicted)
       spdlog::warn(
           "EVICTED: node {} ({}) never comes back; {} unconsumed samples of the open epochs that only "
           "it held are left out as unavailable (in every later epoch too)",
-          node, spec_.nodes[node].name, st.lost_to_eviction() - lost_before);
+          node, spec_.nodes[node].name, lost);
     Record(u);
     Observe(u, now_ms);
     for (auto it = sent_.begin(); it != sent_.end();) {
       it = it->second == node ? sent_.erase(it) : std::next(it);
     }
     hold_.ReleaseNode(node);
-    n.connected = false;
+    nodes_[node].connected = false;
     sends_.Clear(node);
     sends_.window(node).Close();
     view_dirty_ = true;
-  }
+    return OkStatus();
+  };
+  LOFT_RETURN_IF_ERROR(
+      sched::DepartAt(*driver_, accusations_, ring_, now_ms, opts_.heartbeat_timeout_ms, departures));
   {
     // Partition timeouts (scheduler/partition_timeouts.h): the ring's
     // commit for those it applied, PartitionTimedOut for the rest.
@@ -341,26 +334,16 @@ Status SchedulerService::Tick(double now_ms) {
       Observe(u, now_ms);
     }
   }
-  if (recovered_ && !resent_after_recovery_) {
-    // Partitions planned before the crash but not known to be sent: send
-    // them again (an agent ignores a duplicate; a stale ack is ignored).
-    resent_after_recovery_ = true;
-    for (uint64_t id : st.ledger().InFlight()) {
-      const auto* rec = st.ledger().Find(id);
-      if (rec->state == sched::PartitionState::kPlanned)
-        sends_.Push(rec->partition.worker(), id);
-      else if (rec->state == sched::PartitionState::kSent) {
-        sent_[id] = rec->partition.worker();
-        ++sends_.window(rec->partition.worker()).in_flight;
-        // Its assignment may have died with the old process (flow_control.h).
-        hold_.Hold(id, rec->partition.worker(), rec->partition.iteration());
-      }
-      sched::OpenIteration& stats = open_iterations_.Open(rec->partition.iteration());
-      stats.planned_ms = rec->planned_ms;
-      stats.epoch = rec->partition.epoch();
-    }
-    for (int32_t node = 0; node < sends_.nodes(); ++node) sends_.window(node).HoldInFlight();
-  }
+  // After a restart, once: re-queue what was planned, hold what was sent
+  // (scheduler/restart_resend.h).
+  sched::ResendAfterRestart(restart_resend_, st.ledger(), sends_, hold_,
+                            [&](const sched::PartitionRecord& rec) {
+                              if (rec.state == sched::PartitionState::kSent)
+                                sent_[rec.partition.id()] = rec.partition.worker();
+                              sched::OpenIteration& stats = open_iterations_.Open(rec.partition.iteration());
+                              stats.planned_ms = rec.planned_ms;
+                              stats.epoch = rec.partition.epoch();
+                            });
   if (view_dirty_) {
     LOFT_RETURN_IF_ERROR(Flush());
     view_dirty_ = false;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "scheduler/bound.h"
+#include "scheduler/departures.h"
 #include "scheduler/holder_wait.h"
 #include "scheduler/liveness.h"
 #include "scheduler/partition_timeouts.h"
@@ -510,13 +511,12 @@ void Simulator::DeclareDead(int node) {
   }
 }
 
+// The daemon's rule before a departure (sched::CommitAppliedBeforeDeparture).
 void Simulator::CommitAppliedOf(int32_t node) {
-  const auto& ledger = driver_->state().ledger();
-  for (uint64_t id : sched::AffectedPartitions(ledger, node)) {
-    const sched::PartitionRecord* rec = ledger.Find(id);
-    if (rec == nullptr || ring_votes_.CommitVotes(*rec) == 0) continue;
-    if (!CommitByRing(id, node).ok()) return;
-  }
+  if (!sched::CommitAppliedBeforeDeparture(driver_->state().ledger(), ring_votes_, node, [&](uint64_t id) {
+         return CommitByRing(id, node);
+       }).ok())
+    return;
   CloseIterations();
 }
 

@@ -343,7 +343,7 @@ class Simulator {
   void MembersApplied(int64_t iteration, uint64_t generation,
                       std::vector<std::pair<int32_t, int64_t>> members);
   // Before `node`'s death fails them: commits the affected partitions the
-  // ring applied (sched::RingCommitter's rule, as the daemon's Tick).
+  // ring applied (sched::CommitAppliedBeforeDeparture, the daemon's rule).
   void CommitAppliedOf(int32_t node);
   // Commits `id` for its worker by the ring's votes: before `dead_node`'s
   // death fails it, or (dead_node < 0) when it timed out.

@@ -371,7 +371,7 @@ struct RunOptions {
   bool disk_emulation = true;    // local reads at the spec's disk.read_mbps (agents' disk_emulation)
   RunDeadlines deadlines;        // --no-progress-timeout-s, --timeout-s (run_deadline.h)
   int heartbeat_timeout_ms = 0;  // 0 = the spec's scheduler.heartbeat_timeout_ms
-  int partition_timeout_ms = 5000;
+  int partition_timeout_ms = 0;  // 0 = the spec's scheduler.partition_timeout_ms
   std::string log_level = "info";
   int eval_every = 50;              // training: test-set evaluation period (and after the last iteration)
   std::string plan_ahead = "auto";  // the scheduler's plan_ahead: auto | 0 | 1
@@ -561,9 +561,7 @@ server::SchedulerOptions SchedulerOptionsFor(const RunOptions& ro, const RunSetu
   so.journal_dir = (s.out / "scheduler-journal").string();
   so.heartbeat_interval_ms = 0;  // the spec's scheduler.heartbeat_interval_ms
   so.heartbeat_timeout_ms = ro.heartbeat_timeout_ms;
-  // A training partition includes the all-reduce (it waits for the slowest
-  // member) and, on one agent, the test-set evaluation.
-  so.partition_timeout_ms = s.training ? std::max(ro.partition_timeout_ms, 60000) : ro.partition_timeout_ms;
+  so.partition_timeout_ms = ro.partition_timeout_ms;  // 0: the daemon takes the spec's
   so.iterations = ro.iterations;
   so.log_level = ro.log_level;
   so.plan_ahead = ro.plan_ahead == "auto" ? -1 : std::stoi(ro.plan_ahead);
@@ -1078,7 +1076,10 @@ void RegisterClusterRunCommand(CLI::App& app, int* exit_code) {
          "a silent agent is declared dead after this (0 = the spec's scheduler.heartbeat_timeout_ms, "
          "default 1500)")
       ->capture_default_str();
-  run->add_option("--partition-timeout-ms", ro->partition_timeout_ms)->capture_default_str();
+  run->add_option("--partition-timeout-ms", ro->partition_timeout_ms,
+                  "minimum partition deadline before a retry (0 = the spec's scheduler.partition_timeout_ms, "
+                  "default 30000, 60000 when the spec trains a model)")
+      ->capture_default_str();
   run->add_option("--plan-ahead", ro->plan_ahead,
                   "scheduler: plan iteration t+1 while t-k+1 .. t run (auto: deep enough for the spec's "
                   "scheduler.overhead_ms + handoff_ms)")

@@ -240,10 +240,21 @@ TEST_CASE("scheduler.holder_wait_s: default 300 s, >= 0") {
   CHECK_THAT(neg.status().message(), Catch::Contains("scheduler.holder_wait_s must be a number >= 0"));
 }
 
-TEST_CASE("scheduler.partition_timeout_ms: default 30000 (the daemon's), 0 = never, >= 0") {
-  auto d = ParseClusterSpec(kGood, "c.yaml");
+TEST_CASE("scheduler.partition_timeout_ms: 30000, 60000 with a model, an explicit value wins, >= 0") {
+  CHECK(loft::SchedulerSpec{}.partition_timeout_ms == 30000);  // a spec built in code: no model
+  auto d = ParseClusterSpec(kGood, "c.yaml");                  // model: mlp
   REQUIRE(d.ok());
-  CHECK(d->scheduler.partition_timeout_ms == 30000);
+  CHECK(d->scheduler.partition_timeout_ms == 60000);
+  auto none = ParseClusterSpec(Replace(kGood, "model: mlp", "model: none"), "c.yaml");
+  REQUIRE(none.ok());
+  CHECK(none->scheduler.partition_timeout_ms == 30000);
+  // A scheduler section without the key still gets the spec's default.
+  auto other = ParseClusterSpec(std::string(kGood) + "scheduler: {holder_wait_s: 5}\n", "c.yaml");
+  REQUIRE(other.ok());
+  CHECK(other->scheduler.partition_timeout_ms == 60000);
+  auto set = ParseClusterSpec(std::string(kGood) + "scheduler: {partition_timeout_ms: 7000}\n", "c.yaml");
+  REQUIRE(set.ok());
+  CHECK(set->scheduler.partition_timeout_ms == 7000);
   auto off = ParseClusterSpec(std::string(kGood) + "scheduler: {partition_timeout_ms: 0}\n", "c.yaml");
   REQUIRE(off.ok());
   CHECK(off->scheduler.partition_timeout_ms == 0);
@@ -412,5 +423,28 @@ TEST_CASE("dataset.encoding and augment: raw and none by default, jpeg keys pars
           "c.yaml:1: dataset.decode_placement must be one of trainer, auto (got 'holder')");
     check("encoding: jpeg, record_bytes: -3",
           "c.yaml:1: dataset.record_bytes must be a number >= 0 (0: estimated from image_size)");
+  }
+}
+
+TEST_CASE("a string field outside its names: one message form, naming file, line, names and value") {
+  auto message = [](const std::string& from, const std::string& to) {
+    auto spec = ParseClusterSpec(Replace(kGood, from, to), "c.yaml");
+    REQUIRE_FALSE(spec.ok());
+    return spec.status().message();
+  };
+  CHECK(message("model: mlp", "model: cnn") ==
+        "c.yaml:4: training.model must be one of none, softmax, mlp, external (got 'cnn')");
+  CHECK(message("aggregation: trimmed_mean", "aggregation: vote") ==
+        "c.yaml:4: training.aggregation must be one of mean, weighted_mean, median, trimmed_mean, krum, "
+        "centered_clip (got 'vote')");
+  CHECK(message("aggregation: trimmed_mean}", "aggregation: trimmed_mean, lr_schedule: {kind: linear}}") ==
+        "c.yaml:4: training.lr_schedule.kind must be one of constant, step, cosine (got 'linear')");
+  CHECK(message("kind: shards", "kind: ring") ==
+        "c.yaml:2: placement.kind must be one of shards, zipf, explicit (got 'ring')");
+  // The names map to their kinds (explicit needs shares: its own test).
+  for (const char* kind : {"shards", "zipf"}) {
+    auto spec = ParseClusterSpec(Replace(kGood, "kind: shards", std::string("kind: ") + kind), "c.yaml");
+    REQUIRE(spec.ok());
+    CHECK(PlacementKindName(spec->placement.kind) == kind);
   }
 }

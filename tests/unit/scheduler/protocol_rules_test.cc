@@ -1,6 +1,7 @@
 // The iteration protocol's rules, each on its own (scheduler/
-// iteration_gate.h, ring_committer.h, liveness.h, flow_control.h,
-// partition_timeouts.h): the
+// iteration_gate.h, ring_committer.h, liveness.h, departures.h,
+// failure_reports.h, flow_control.h,
+// partition_timeouts.h, restart_resend.h): the
 // daemon and the simulator run these, so each is tested without sockets.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -10,12 +11,15 @@
 #include <utility>
 #include <vector>
 
+#include "scheduler/departures.h"
 #include "scheduler/driver.h"
+#include "scheduler/failure_reports.h"
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
 #include "scheduler/liveness.h"
 #include "scheduler/partition_timeouts.h"
 #include "scheduler/register_backoff.h"
+#include "scheduler/restart_resend.h"
 #include "scheduler/ring_committer.h"
 #include "state_fakes.h"
 
@@ -257,6 +261,70 @@ TEST_CASE("liveness: a death fails the node's partitions and those reading from 
   CHECK(failed == affected);
 }
 
+TEST_CASE("departures: eviction before silence, the ring's commits first, then the driver",
+          "[rules][liveness]") {
+  using loft::sched::Departure;
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 3);
+  const auto& st = d->state();
+  loft::sched::AccusationBook book;
+  // The heartbeat rule: strictly more than the timeout.
+  CHECK(loft::sched::DepartureOf(st, book, 0, 0, 1000, 1000) == Departure::kStays);
+  CHECK(loft::sched::DepartureOf(st, book, 0, 0, 1001, 1000) == Departure::kDead);
+  // Evicted by its ring (f = 0: one report): leaves even when heard from.
+  REQUIRE(book.Report(0, 2, 0));
+  CHECK(loft::sched::DepartureOf(st, book, 2, 1000, 1000, 1000) == Departure::kEvicted);
+  CHECK(loft::sched::DepartureOf(st, book, 2, 0, 5000, 1000) == Departure::kEvicted);
+
+  // Worker 1 goes silent; the other two name its partition applied.
+  const loft::v1::Partition* p1 = nullptr;
+  for (const auto& p : parts) {
+    if (p.worker() == 1) p1 = &p;
+  }
+  REQUIRE(p1 != nullptr);
+  loft::sched::RingCommitter rc;
+  const int64_t it = p1->iteration();
+  rc.OnPlanned(it, 3);
+  loft::v1::TrainingReport named;
+  named.add_applied_partitions(p1->id());
+  named.add_applied_nodes(1);
+  for (int32_t reporter : {0, 2}) REQUIRE(rc.RecordVotes(st.ledger(), it, reporter, named) == 0);
+  std::vector<std::pair<int32_t, Departure>> leaving, departed;
+  std::vector<uint64_t> committed;
+  loft::sched::DepartureCallbacks cb;
+  cb.last_seen_ms = [](int32_t node) { return node == 1 ? 0.0 : 1900.0; };
+  cb.leaving = [&](int32_t node, Departure why) {
+    CHECK(st.alive(node));  // nothing changed yet
+    leaving.emplace_back(node, why);
+  };
+  cb.commit = [&](uint64_t id) {
+    committed.push_back(id);
+    Ack(*d, *p1, 2000);  // as the engines: PartitionDone on its behalf
+    return loft::OkStatus();
+  };
+  cb.departed = [&](int32_t node, Departure why, loft::sched::Updates&& u, int64_t) {
+    CHECK_FALSE(st.alive(node));
+    CHECK_FALSE(u.empty());
+    departed.emplace_back(node, why);
+    return loft::OkStatus();
+  };
+  REQUIRE(loft::sched::DepartAt(*d, book, rc, 2000, 1000, cb).ok());
+  // Ascending: 1 is dead (silent, its applied partition committed), 2 evicted.
+  const std::vector<std::pair<int32_t, Departure>> expect = {{1, Departure::kDead}, {2, Departure::kEvicted}};
+  CHECK(leaving == expect);
+  CHECK(departed == expect);
+  CHECK(committed == std::vector<uint64_t>{p1->id()});
+  CHECK(st.ledger().Find(p1->id())->state == loft::sched::PartitionState::kDone);
+  CHECK(st.evicted(2));
+  CHECK(st.alive(0));
+  // Both gone: nothing more leaves (an evicted node is evicted once).
+  leaving.clear();
+  REQUIRE(loft::sched::DepartAt(*d, book, rc, 9000, 1000, cb).ok());
+  CHECK(leaving.size() == 1);  // only 0, silent since 1900 now
+  CHECK(leaving[0] == std::make_pair(0, Departure::kDead));
+}
+
 TEST_CASE("partition timeouts: at the deadline, the ring's commit first, the rest time out",
           "[rules][timeouts]") {
   auto d = Driver(4);  // StateOptions' defaults: max(10 s, 5 x predicted)
@@ -308,6 +376,63 @@ TEST_CASE("partition timeouts: at the deadline, the ring's commit first, the res
   CHECK(std::isinf(loft::sched::NextPartitionDeadline(ledger)));  // nothing left to time out
   // Their late acks change nothing.
   CHECK_FALSE(loft::sched::WouldApply(ledger, parts[2].id(), parts[2].attempt(), parts[2].worker()));
+}
+
+TEST_CASE("failure reports: ignored unless the worker's open attempt, committed when the ring applied it",
+          "[rules][ring]") {
+  using loft::sched::FailureOutcome;
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 3);
+  const auto& ledger = d->state().ledger();
+  loft::sched::RingCommitter rc;
+  const int64_t it = parts[0].iteration();
+  rc.OnPlanned(it, 3);
+  // The two other workers name parts[1] applied.
+  loft::v1::TrainingReport named;
+  named.add_applied_partitions(parts[1].id());
+  named.add_applied_nodes(parts[1].worker());
+  for (const auto& p : parts) {
+    if (p.worker() != parts[1].worker()) REQUIRE(rc.RecordVotes(ledger, it, p.worker(), named) == 0);
+  }
+  std::vector<uint64_t> committed;
+  auto commit = [&](uint64_t id) {
+    committed.push_back(id);
+    Ack(*d, parts[1], 3);  // as the engines: PartitionDone on its behalf
+    return loft::OkStatus();
+  };
+  auto report = [&](const loft::v1::Partition& p, int32_t node, int32_t attempt, loft::sched::Updates* u) {
+    loft::v1::PartitionFailed f;
+    f.set_partition_id(p.id());
+    f.set_attempt(attempt);
+    f.set_node(node);
+    f.set_reason("test");
+    auto o = loft::sched::OnFailureReport(*d, rc, node, f, 2, commit, u);
+    REQUIRE(o.ok());
+    return *o;
+  };
+  loft::sched::Updates u;
+  // Another attempt, or another node's word: nothing changes.
+  CHECK(report(parts[2], parts[2].worker(), parts[2].attempt() + 1, &u) == FailureOutcome::kIgnored);
+  CHECK(report(parts[2], parts[0].worker(), parts[2].attempt(), &u) == FailureOutcome::kIgnored);
+  CHECK(u.empty());
+  CHECK(ledger.counters().failed == 0);
+  // The ring applied parts[1]: committed instead of failed.
+  CHECK(report(parts[1], parts[1].worker(), parts[1].attempt(), &u) == FailureOutcome::kCommittedByRing);
+  CHECK(committed == std::vector<uint64_t>{parts[1].id()});
+  CHECK(u.empty());
+  CHECK(ledger.Find(parts[1].id())->state == loft::sched::PartitionState::kDone);
+  // parts[2]: no votes, it fails.
+  CHECK(report(parts[2], parts[2].worker(), parts[2].attempt(), &u) == FailureOutcome::kFailed);
+  REQUIRE(u.size() >= 1);
+  CHECK(std::any_of(u.begin(), u.end(), [&](const loft::v1::StateUpdate& x) {
+    return x.has_partition_failed() && x.partition_failed().failed().partition_id() == parts[2].id();
+  }));
+  CHECK(ledger.counters().failed == 1);
+  CHECK(committed.size() == 1);
+  // Its second report changes nothing.
+  CHECK(report(parts[2], parts[2].worker(), parts[2].attempt(), &u) == FailureOutcome::kIgnored);
+  CHECK(u.empty());
 }
 
 TEST_CASE("ring committer: more than half of the other workers must name a partition", "[rules][ring]") {
@@ -429,6 +554,58 @@ TEST_CASE("restart hold: a node gets no later iteration before its unconfirmed e
   h.Hold(11, 1, 2);
   h.ReleaseNode(1);
   CHECK_FALSE(h.Holds(1, 3));
+}
+
+TEST_CASE("re-send after a restart: once, planned ones queued again, sent ones held on their window",
+          "[rules][hold]") {
+  auto d = Driver(3);
+  auto u = d->PlanNextIteration(1);
+  REQUIRE(u.ok());
+  auto parts = JobDriver::PartitionsToSend(*u);
+  REQUIRE(parts.size() == 3);
+  // Sent before the crash: parts[0] and parts[1]; parts[2] only planned.
+  for (int k = 0; k < 2; ++k) REQUIRE(d->OnPartitionSent(parts[k].id(), parts[k].attempt(), 2).ok());
+  const auto& ledger = d->state().ledger();
+  loft::sched::SendQueues sends(3);
+  for (int32_t node = 0; node < 3; ++node) sends.window(node).Open(2);
+  loft::sched::RestartHold hold;
+  loft::sched::RestartResend resend;
+  std::vector<uint64_t> seen;
+  auto recovered = [&](const loft::sched::PartitionRecord& r) { seen.push_back(r.partition.id()); };
+  // Not recovered from a journal: nothing to do.
+  CHECK(loft::sched::ResendAfterRestart(resend, ledger, sends, hold, recovered) == -1);
+  CHECK(sends.empty());
+  CHECK(seen.empty());
+  resend.Recovered();
+  CHECK(resend.due());
+  CHECK(loft::sched::ResendAfterRestart(resend, ledger, sends, hold, recovered) == 1);
+  CHECK_FALSE(resend.due());
+  CHECK(seen == std::vector<uint64_t>{parts[0].id(), parts[1].id(), parts[2].id()});
+  const int64_t it = parts[0].iteration();
+  for (int k = 0; k < 3; ++k) {
+    const int32_t w = parts[k].worker();
+    const bool was_sent = k < 2;
+    CHECK(sends.queued(w) == (was_sent ? 0u : 1u));
+    CHECK(sends.window(w).in_flight == (was_sent ? 1 : 0));
+    CHECK(sends.window(w).credits == (was_sent ? 1 : 2));  // HoldInFlight
+    CHECK(hold.Holds(w, it + 1) == was_sent);
+    CHECK_FALSE(hold.Holds(w, it));
+  }
+  // Once: a later tick changes nothing.
+  CHECK(loft::sched::ResendAfterRestart(resend, ledger, sends, hold, recovered) == -1);
+  CHECK(seen.size() == 3);
+  CHECK(sends.queued(parts[2].worker()) == 1);
+  CHECK(sends.window(parts[0].worker()).in_flight == 1);
+  // The streaming rule then sends only the planned one.
+  std::vector<uint64_t> streamed;
+  REQUIRE(sends
+              .Stream([](int32_t, uint64_t) { return loft::sched::SendQueues::Offer::kSend; },
+                      [&](int32_t, uint64_t id) {
+                        streamed.push_back(id);
+                        return loft::OkStatus();
+                      })
+              .ok());
+  CHECK(streamed == std::vector<uint64_t>{parts[2].id()});
 }
 
 TEST_CASE("re-registration backoff doubles until the node is stable", "[register_backoff][rules]") {

@@ -126,6 +126,33 @@ TEST_CASE("scheduler options take the spec's heartbeat figures where they are 0"
   CHECK(st.message().find("heartbeat_timeout_ms") != std::string::npos);
 }
 
+TEST_CASE("scheduler options take the spec's partition timeout where it is 0, an explicit one wins") {
+  SchedulerOptions o;
+  CHECK(o.partition_timeout_ms == 0);
+  loft::SchedulerSpec spec;
+  spec.partition_timeout_ms = 60000;
+  REQUIRE(o.TakeSpecDefaults(spec).ok());
+  CHECK(o.partition_timeout_ms == 60000);
+  SchedulerOptions set;
+  set.partition_timeout_ms = 3000;
+  REQUIRE(set.TakeSpecDefaults(spec).ok());
+  CHECK(set.partition_timeout_ms == 3000);
+  // The spec's 0 (never) stays 0: the driver's timeout_min_ms 0.
+  SchedulerOptions never;
+  spec.partition_timeout_ms = 0;
+  REQUIRE(never.TakeSpecDefaults(spec).ok());
+  CHECK(never.partition_timeout_ms == 0);
+  // Only a negative figure is refused.
+  SchedulerOptions neg;
+  neg.cluster_spec = "c.yaml";
+  neg.insecure = true;  // on the default loopback bind: no keys needed
+  CHECK(neg.Validate().ok());
+  neg.partition_timeout_ms = -1;
+  const auto st = neg.Validate();
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("partition_timeout_ms") != std::string::npos);
+}
+
 TEST_CASE("scheduler options written as YAML read back to the same struct") {
   SchedulerOptions o;
   o.cluster_spec = "/tmp/a spec: with colon.yaml";
