@@ -62,7 +62,8 @@ def same_state_every_round(res, want_rounds):
     names = sorted(res)
     for n in names:
         got = sorted(int(r) for r in res[n]["round_hashes"])
-        assert got == want_rounds, f"{n} exchanged at rounds {got[:12]}..., want {want_rounds[:12]}..."
+        assert got == want_rounds, (f"{n} exchanged at rounds {got[:12]}...: missing "
+                                    f"{sorted(set(want_rounds) - set(got))}, extra {sorted(set(got) - set(want_rounds))}")
         assert res[n]["errors"] == 0, res[n]
         assert res[n]["last_round"] == ITER - 1, res[n]
     for r in want_rounds:
