@@ -139,9 +139,16 @@ def train(args):
         print(f"[{node}] synced state of round {r}", file=sys.stderr, flush=True)
     rounds = applied = samples = errors = 0
     last_round = -1
+
+    def corrupt_delta(d):
+        if args.byzantine == "sign_flip":
+            d.mul_(-args.byzantine_scale)
+        elif args.byzantine == "nan":
+            d.fill_(float("nan"))
+
     # Every training.exchange mode: period 1 all-reduces gradients, period > 1 / auto takes local steps and
     # all-reduces the round's model delta (loft.torch.Exchange).
-    ex = Exchange(model, opt, lr_at=lambda step: lr_of(args, step))
+    ex = Exchange(model, opt, lr_at=lambda step: lr_of(args, step), corrupt_delta=corrupt_delta)
     round_hashes = {}  # round -> the parameter and state hashes after its exchange
     t0 = time.time()
     for x, y, batch in batches:
@@ -152,7 +159,11 @@ def train(args):
             l = F.cross_entropy(out, y)
             l.backward()
             loss = l.item()
-            if args.byzantine == "sign_flip":
+            # A Byzantine member corrupts what it exchanges: the gradient, or with local steps the
+            # round's delta (corrupt_delta above).
+            if batch.delta_exchange:
+                pass
+            elif args.byzantine == "sign_flip":
                 for p in model.parameters():
                     p.grad.mul_(-args.byzantine_scale)
             elif args.byzantine == "nan":

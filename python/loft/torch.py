@@ -268,12 +268,16 @@ class Exchange:
 
     agreed_hash(): the parameters' hash every member holds (after a local
     step: the round's start), for batch.set_metrics. Returns True when the
-    parameters moved (a step or an aggregate was applied)."""
+    parameters moved (a step or an aggregate was applied). corrupt_delta
+    (tests of Byzantine members): called in place on the flat delta before
+    it is all-reduced, as the built-in trainer corrupts a delta."""
 
-    def __init__(self, model: torch.nn.Module, optimizer, lr_at: Optional[Callable[[int], float]] = None):
+    def __init__(self, model: torch.nn.Module, optimizer, lr_at: Optional[Callable[[int], float]] = None,
+                 corrupt_delta: Optional[Callable[[torch.Tensor], None]] = None):
         self.model = model
         self.optimizer = optimizer
         self.lr_at = lr_at
+        self.corrupt_delta = corrupt_delta
         self.exchanges = 0  # all-reduces run (gradients or deltas)
         self.local_steps = 0
         self._anchor = None  # the round's starting parameters (float32, flat)
@@ -331,6 +335,8 @@ class Exchange:
         self.exchanges += 1
         batch.consumer.put_state(self._anchor_state)
         delta = _flat_params(_params(self.model)) - self._anchor
+        if self.corrupt_delta is not None:
+            self.corrupt_delta(delta)
         try:
             outcome = batch.allreduce((delta.data_ptr(), delta.numel()))
         except LoftError:
