@@ -367,6 +367,22 @@ int loft_batch_allreduce(loft_batch_t* batch, float* data, size_t n, char** errp
   });
 }
 
+int loft_batch_local_step(const loft_batch_t* batch) {
+  return batch != nullptr && batch->rep->local_step ? 1 : 0;
+}
+
+int loft_batch_delta_exchange(const loft_batch_t* batch) {
+  return batch != nullptr && batch->rep->delta_exchange ? 1 : 0;
+}
+
+double loft_batch_local_scale(const loft_batch_t* batch) {
+  return batch == nullptr ? 1.0 : batch->rep->local_scale;
+}
+
+int64_t loft_batch_round_steps(const loft_batch_t* batch) {
+  return batch == nullptr ? 0 : batch->rep->round_steps;
+}
+
 const uint8_t* loft_batch_state(const loft_batch_t* batch, size_t* len) {
   if (batch == nullptr || batch->rep->state.empty()) {
     if (len != nullptr) *len = 0;

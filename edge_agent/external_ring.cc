@@ -48,6 +48,12 @@ StatusOr<std::unique_ptr<ExternalRing>> ExternalRing::Create(const ClusterSpec& 
   r->reducer_ = *red;
   r->tolerance_ = spec.training.byzantine_tolerance;
   r->offences_ = RingOffenceLog(RingGuardOptions{spec.training.byzantine_tolerance});
+  r->delta_ = spec.training.exchange.period_auto || spec.training.exchange.period > 1;
+  auto compression = models::ParseCompression(spec.training.exchange.compression);
+  if (!compression.ok()) return compression.status().WithContext("training.exchange.compression");
+  r->compression_ = *compression;
+  r->global_batch_ = static_cast<double>(spec.training.global_batch);
+  r->num_nodes_ = spec.num_nodes();
   LOFT_ASSIGN_OR_RETURN(
       r->transport_, ZmqTransport::Create(options.context, RingTransportOptions(options, spec.num_nodes())));
   ExternalRing* self = r.get();
@@ -56,8 +62,13 @@ StatusOr<std::unique_ptr<ExternalRing>> ExternalRing::Create(const ClusterSpec& 
   // The ring follows the membership view: an evicted node is not heard.
   r->transport_->SetSenderCheck(
       [self](int from, uint32_t view, bool request) { return self->views_->MayRing(from, view, request); });
-  spdlog::info("training external (the consumer's model), aggregation {}; ring endpoint {} ({})",
-               spec.training.aggregation, r->ring_endpoint(), options.curve_own ? "CURVE" : "plain TCP");
+  spdlog::info(
+      "training external (the consumer's model), aggregation {}, exchange {}, compression {}; ring endpoint "
+      "{} "
+      "({})",
+      spec.training.aggregation, r->delta_ ? "of model deltas after local steps" : "of gradients every step",
+      models::CompressionName(r->compression_), r->ring_endpoint(),
+      options.curve_own ? "CURVE" : "plain TCP");
   return r;
 }
 
@@ -90,6 +101,17 @@ void ExternalRing::ResetConsumer() {
   consumer_round_ = -1;
   carry_.clear();
   carry_b_ = 0;
+  round_samples_ = 0;  // a new consumer's steps are not this round's
+}
+
+double ExternalRing::LocalScale(size_t n, int64_t view) const {
+  if (!delta_) return 1.0;
+  const int live = views_->LiveCount(view);
+  return LocalStepScale(n, global_batch_, live > 0 ? live : num_nodes_);
+}
+
+void ExternalRing::LocalStepTaken(size_t n) {
+  round_samples_ += static_cast<double>(n);
 }
 
 void ExternalRing::Serve() {
@@ -192,6 +214,7 @@ struct ExternalRing::RoundState {
   std::pair<int64_t, uint64_t> target{-1, 0};
   bool stale = false, bad_len = false;
   uint64_t D = 0;
+  int64_t steps = 1;     // planned steps the round spans (delta exchange)
   int ring_members = 0;  // of the attempt that succeeded (members past the round left out)
   Status data_loss;      // an attempt that ended the round with nothing applied
   int data_loss_members = 0;
@@ -200,6 +223,16 @@ struct ExternalRing::RoundState {
 ExternalRing::Outcome ExternalRing::CarryLate(uint32_t round, size_t n, uint64_t partition,
                                               std::span<const float> grad) {
   Outcome out;
+  if (delta_) {
+    // The consumer took the step on its parameters: it is a local step of
+    // the next round (the delta holds it; its samples weigh there).
+    round_samples_ += static_cast<double>(n);
+    out.kind = Kind::kCarried;
+    spdlog::info(
+        "partition {} of round {} arrived after the round's exchange: a local step of the next round",
+        partition, round);
+    return out;
+  }
   // A second partition of a done round: its samples join the next round.
   if (n > 0) {
     if (!carry_.empty() && carry_.size() != grad.size()) {
@@ -272,8 +305,13 @@ Status ExternalRing::AllReduce(const Members& m, const RoundHellos& px, RoundPla
   ao.reducer = plan.reducer;
   ao.timeout_ms = options_.ring_timeout_ms;
   ao.tolerance = tolerance_;
-  LOFT_RETURN_IF_ERROR(VerifiedAllReduce(transport_.get(), ao, models::RingView{m.view, px.members}, rs.round,
-                                         rs.data, plan.weights, &offences_));
+  ao.compression = compression_;
+  // int8: this member's rounding is carried into its next contribution
+  // (a weight-0 member's zeros keep it for later).
+  std::vector<float> unused;
+  LOFT_RETURN_IF_ERROR(CompressedAllReduce(transport_.get(), ao, models::RingView{m.view, px.members},
+                                           rs.round, rs.data, plan.weights, &offences_,
+                                           mine_in ? &residual_ : &unused));
   rs.ring_members = static_cast<int>(px.members.size());
   rs.out.included = mine_in;
   rs.out.applied = std::move(plan.applied);
@@ -312,20 +350,30 @@ Status ExternalRing::Attempt(const Members& m, RoundState& rs) {
   rs.bad_len = b > 0 && rs.d_mine != D;
   if (D == 0) return DataLoss("round " + std::to_string(round) + ": no member has samples");
   // Weight only for members holding the agreed state with the agreed
-  // length: a gradient of other parameters (or another model) is not mixed in.
+  // length: a gradient of other parameters (or another model) is not mixed
+  // in. A delta exchange weighs a member not holding the agreed state too,
+  // with a zero delta (ModelTrainer's rule: its steps were taken from
+  // other parameters).
   RoundHellos px = Participants(x);
   for (MemberHello& h : px.hellos) {
-    if (VoteOf(h) != rs.target || h.length != D) {
+    if ((!delta_ && VoteOf(h) != rs.target) || h.length != D) {
       h.b = 0;
       h.partition = 0;
     }
   }
-  auto plan = PlanRound(options_.node, round, px, reducer_);
+  // trimmed_mean caps each member's weight at an even share of the
+  // exchange's samples: the global batch per planned step of the round.
+  rs.steps =
+      delta_ ? std::max<int64_t>(1, static_cast<int64_t>(round) - std::max<int64_t>(rs.target.first, -1)) : 1;
+  auto plan = PlanRound(options_.node, round, px, reducer_,
+                        delta_ ? global_batch_ * static_cast<double>(rs.steps) : 0.0);
   if (!plan.ok())
     return DataLoss("round " + std::to_string(round) + ": no member with samples holds the agreed state");
   rs.data.assign(D, 0.0f);
-  const bool mine_in = b > 0 && !rs.stale && !rs.bad_len;
-  if (mine_in) {
+  const bool mine_in = b > 0 && (delta_ || !rs.stale) && !rs.bad_len;
+  if (mine_in && delta_) {
+    if (!rs.stale) std::copy(rs.grad.begin(), rs.grad.begin() + static_cast<ptrdiff_t>(D), rs.data.begin());
+  } else if (mine_in) {
     for (size_t j = 0; j < D; ++j) {
       const double sum =
           (n > 0 ? static_cast<double>(n) * rs.grad[j] : 0.0) + (carry_b_ > 0 ? carry_[j] : 0.0);
@@ -355,6 +403,7 @@ ExternalRing::Outcome ExternalRing::Conclude(RoundState& rs) {
       return std::move(out);
     }
     out.kind = Kind::kStale;
+    out.round_steps = rs.steps;
     out.message = "this trainer's state (round " + std::to_string(rs.my_round) + ", hash " + Hex(rs.my_hash) +
                   ") is not the ring majority's (round " + std::to_string(target.first) + ", hash " +
                   Hex(target.second) + "): load the majority's state, then apply the aggregate";
@@ -383,6 +432,7 @@ ExternalRing::Outcome ExternalRing::Conclude(RoundState& rs) {
   }
   consumer_round_ = round;  // the published blob keeps its (older) round
   out.kind = Kind::kApplied;
+  out.round_steps = rs.steps;
   out.aggregate = std::move(rs.data);
   return std::move(out);
 }
@@ -407,6 +457,13 @@ StatusOr<ExternalRing::Outcome> ExternalRing::Round(int64_t view, uint32_t round
     carry_b_ = 0;
   }
   rs.b = consumer ? static_cast<double>(n) + carry_b_ : 0.0;
+  if (delta_) {
+    // The round's samples: its local steps' and this last step's (none
+    // without the consumer's delta); the next round starts from zero.
+    rs.b = consumer && !grad.empty() ? round_samples_ + static_cast<double>(n) : 0.0;
+    rs.d_mine = rs.b > 0 ? grad.size() : 0;
+    round_samples_ = 0;
+  }
   rs.my_round = consumer ? consumer_round_ : -2;  // no consumer: no state to vote with
   rs.my_hash = (consumer && blob_round_ == consumer_round_) ? blob_hash_ : 0;
   auto connect = [this](const Members& m) { return transport_->SetPeers(m.endpoints); };

@@ -49,6 +49,25 @@
 // view_wait_ms fails it. Every wait is bounded (ring_timeout_ms per
 // attempt, state_timeout_ms per state request, view_wait_ms per view).
 //
+// Exchange modes (training.exchange; ModelTrainer's rules, model_trainer.h
+// "Exchange modes"): with period > 1 or auto (delta()) the consumer takes
+// every step of a round as a local step on its own parameters (its
+// gradient times LocalScale: agent::LocalStepScale) and only the round's
+// last step exchanges: Round's vector is then the consumer's model delta
+// (parameters minus the round's starting parameters, which are the
+// published state), weighted by the samples of this member's steps in the
+// round (LocalStepTaken adds a local step's, the last step's n the rest;
+// models::AggregationWeights as for gradients). A partition arriving after
+// its round's exchange is a local step of the next round (its samples are
+// kept for the next round's weight, kCarried). A member whose state is not
+// the majority's contributes a zero delta with its weight (its steps were
+// taken from other parameters) and gets the majority's state + the
+// aggregate (kStale). Outcome.round_steps: the planned steps the aggregate
+// spans (round - the agreed state's round), for the consumer's momentum
+// rule. compression int8 (either exchange): chunks as scale + int8
+// (models/chunk_codec.h), digests of what was sent, this member's rounding
+// carried into its next contribution (CompressedAllReduce, ring_round.h).
+//
 // Not responsible for: talking to the consumer (ExternalTrainer), deciding
 // membership. A fetched blob comes from one holder of the majority's
 // (round, hash) and is checked against that hash (BLAKE2b).
@@ -75,6 +94,7 @@
 #include "edge_agent/ring_round.h"
 #include "edge_agent/view_book.h"
 #include "edge_agent/zmq_transport.h"
+#include "models/chunk_codec.h"
 #include "models/reducers.h"
 
 namespace loft::agent {
@@ -119,9 +139,12 @@ class ExternalRing {
     bool included = false;  // this member's samples are in the applied update
     // (partition, member that named it) whose samples the update holds.
     std::vector<std::pair<uint64_t, int32_t>> applied;
+    int64_t round_steps = 1;  // kApplied, kStale: planned steps the aggregate spans (delta exchange)
   };
   // Round `round` of view `view` with this member's n samples and their
-  // mean gradient `grad` (ignored when n == 0). `consumer` = a consumer
+  // mean gradient `grad` (ignored when n == 0; delta(): the consumer's
+  // model delta, n the samples of the round's last step, ignored when the
+  // round holds no samples of this member). `consumer` = a consumer
   // takes the outcome (else it is a weight-0 join by the agent alone: the
   // consumer, if one comes, is behind and will be brought in step).
   // Errors (not outcomes) = the round could not be run (no view, ring
@@ -136,6 +159,13 @@ class ExternalRing {
   void RefuseIdle(int64_t view, uint32_t round);
   // The scheduler gave this agent a partition of `iteration` (the guard window).
   void Planned(int64_t iteration);
+  // training.exchange period > 1 or auto: rounds exchange model deltas.
+  bool delta() const { return delta_; }
+  // The factor on a local step's gradient of n samples planned in `view`
+  // (agent::LocalStepScale with the view's live members); 1 without delta().
+  double LocalScale(size_t n, int64_t view) const;
+  // The consumer took a local step of n samples of the open round.
+  void LocalStepTaken(size_t n);
   // The offences seen since the last call (edge_agent/ring_guard.h).
   std::vector<RingOffence> TakeOffences();
   // Serves state requests (between rounds).
@@ -193,6 +223,14 @@ class ExternalRing {
   std::string blob_;
   std::vector<float> carry_;  // sum of b·g of partitions of rounds already done
   double carry_b_ = 0;
+
+  // training.exchange (see "Exchange modes" above).
+  bool delta_ = false;        // period > 1 or auto: deltas, not gradients
+  double round_samples_ = 0;  // delta: samples of this member's local steps in the open round
+  models::Compression compression_ = models::Compression::kNone;
+  std::vector<float> residual_;  // int8 error feedback: this member's rounding, carried to its next exchange
+  double global_batch_ = 0;      // training.global_batch (the local-step scale, trimmed_mean's cap)
+  int num_nodes_ = 1;            // the spec's nodes (the local-step scale before a view arrived)
 
   int tolerance_ = 0;        // training.byzantine_tolerance: verified chunks when > 0
   RingOffenceLog offences_;  // the guard (window, join quorum) and the offences since TakeOffences

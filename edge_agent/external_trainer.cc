@@ -151,7 +151,15 @@ void ExternalTrainer::OnHello(const std::string& id, int fd, const v1::ConsumerH
     env.mutable_consumer_refused()->set_reason(why);
     Reply(id, env);
   };
-  if (h.consumer_protocol() != kConsumerProtocol) {
+  const bool delta = opts_.ring && opts_.ring->delta();
+  if (h.consumer_protocol() == kConsumerProtocolGradientOnly && delta) {
+    refuse("consumer protocol " + std::to_string(h.consumer_protocol()) +
+           " cannot take local steps, and this job's training.exchange.period is not 1 (model deltas are "
+           "exchanged): use a libloft of protocol " +
+           std::to_string(kConsumerProtocol) + " or set training.exchange.period: 1");
+    return;
+  }
+  if (h.consumer_protocol() != kConsumerProtocol && h.consumer_protocol() != kConsumerProtocolGradientOnly) {
     refuse("consumer protocol " + std::to_string(h.consumer_protocol()) + ", this agent speaks " +
            std::to_string(kConsumerProtocol) + " (libloft and loft-agent of different versions)");
     return;
@@ -303,6 +311,14 @@ StatusOr<std::vector<zmq::message_t>> ExternalTrainer::BatchFrames(const Batch* 
   cb->set_partition_id(partition_id);
   cb->set_ring(ring);
   cb->set_round(round);
+  cb->set_local_scale(1.0);
+  if (ring && opts_.ring->delta()) {
+    cb->set_delta_exchange(true);
+    if (batch != nullptr) {
+      cb->set_local_step(batch->local_step);
+      cb->set_local_scale(opts_.ring->LocalScale(batch->samples.size(), batch->view));
+    }
+  }
   size_t total = 0;
   if (batch != nullptr) {
     for (const auto& s : batch->samples) {
@@ -369,6 +385,7 @@ void ExternalTrainer::AnswerAllReduce(const Wait& w, int64_t view, int64_t round
         case ExternalRing::Kind::kError: ag->set_outcome(v1::ConsumerAggregate::ERROR); break;
       }
       ag->set_message(out.message);
+      ag->set_round_steps(out.round_steps);
       if (!out.aggregate.empty())
         data = zmq::message_t(out.aggregate.data(), out.aggregate.size() * sizeof(float));
       if (out.kind == ExternalRing::Kind::kStale) {
@@ -386,6 +403,19 @@ void ExternalTrainer::AnswerAllReduce(const Wait& w, int64_t view, int64_t round
   Reply(*consumer_, e, &data);
 }
 
+StatusOr<double> ExternalTrainer::LocalStepReport(const Wait& w, size_t n) {
+  opts_.ring->LocalStepTaken(n);
+  v1::TrainingReport rep;
+  rep.set_loss(w.report->has_loss() ? w.report->loss() : std::numeric_limits<double>::quiet_NaN());
+  if (w.report->has_param_hash()) rep.set_param_hash(w.report->param_hash());
+  if (w.report->has_test_accuracy()) {
+    rep.set_evaluated(true);
+    rep.set_test_accuracy(w.report->test_accuracy());
+  }
+  report_ = rep;
+  return rep.loss();
+}
+
 StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int64_t round,
                                            uint64_t partition_id) {
   last_ms_.reset();
@@ -394,6 +424,9 @@ StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int
   auto remaining_ms = [&] { return static_cast<int>((deadline - clock_->NowMicros()) / 1000); };
   auto stopped = [&] { return opts_.stop != nullptr && opts_.stop->load(); };
   const bool ring = opts_.ring != nullptr;
+  // A local step of a delta exchange: the consumer steps on its own, no
+  // ring (and no round to join when it fails).
+  const bool local = ring && batch != nullptr && batch->local_step && opts_.ring->delta();
   Wait w;
   w.partition_id = partition_id;
   w.round = round;
@@ -405,7 +438,7 @@ StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int
   }
   while (!consumer_.has_value()) {
     if (remaining_ms() <= 0 || stopped()) {
-      JoinAlone(view, round);
+      if (!local) JoinAlone(view, round);
       return Unavailable("no consumer connected to " + endpoint_ + " within " +
                          std::to_string(opts_.timeout_ms) + " ms");
     }
@@ -419,7 +452,7 @@ StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int
   Status sent = SendMultipart(router_, frames, /*dontwait=*/true);
   if (!sent.ok()) {
     consumer_.reset();
-    JoinAlone(view, round);
+    if (!local) JoinAlone(view, round);
     return Unavailable("sending partition " + std::to_string(partition_id) +
                        " to the consumer: " + sent.message());
   }
@@ -434,7 +467,18 @@ StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int
   };
   while (true) {
     Drain(&w);
-    if (w.allreduce.has_value()) {
+    if (w.allreduce.has_value() && local) {
+      v1::Envelope e;
+      auto* ag = e.mutable_consumer_aggregate();
+      ag->set_partition_id(partition_id);
+      ag->set_round(round);
+      ag->set_outcome(v1::ConsumerAggregate::ERROR);
+      ag->set_message("batch " + std::to_string(partition_id) +
+                      " is a local step (training.exchange.period is not 1): apply its gradient with the "
+                      "optimizer, no all-reduce");
+      Reply(*consumer_, e);
+      w.allreduce.reset();
+    } else if (w.allreduce.has_value()) {
       AnswerAllReduce(w, view, round, partition_id, n, &outcome, &ring_error);
       w.allreduce.reset();
     }
@@ -442,6 +486,7 @@ StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int
       const double ms = w.report->compute_ms();
       last_ms_ = (std::isfinite(ms) && ms >= 0) ? ms : 0.0;
       if (!ring) return std::numeric_limits<double>::quiet_NaN();
+      if (local) return LocalStepReport(w, n);
       make_report();
       if (!outcome.has_value() && ring_error.ok()) {
         JoinAlone(view, round);
@@ -461,7 +506,7 @@ StatusOr<double> ExternalTrainer::RunBatch(const Batch* batch, int64_t view, int
                  : "consumer did not report partition " + std::to_string(partition_id) + " within " +
                        std::to_string(opts_.timeout_ms) + " ms";
       if (w.lost) consumer_.reset();
-      if (ring && !outcome.has_value()) JoinAlone(view, round);
+      if (ring && !local && !outcome.has_value()) JoinAlone(view, round);
       if (ring && batch != nullptr && in_update()) {
         // Its samples are in the update already: done (the consumer is behind and will be brought in step).
         spdlog::warn("{}; its gradient is in round {}'s update", why, round);
@@ -479,9 +524,10 @@ StatusOr<double> ExternalTrainer::Compute(const Batch& batch) {
   return RunBatch(&batch, batch.view, batch.iteration, batch.partition_id);
 }
 
-void ExternalTrainer::Skip(int64_t view, int64_t iteration, bool /*local_step*/) {
+void ExternalTrainer::Skip(int64_t view, int64_t iteration, bool local_step) {
   if (opts_.ring) opts_.ring->Planned(iteration);
   if (!opts_.ring || iteration <= opts_.ring->round_done()) return;
+  if (local_step && opts_.ring->delta()) return;  // no exchange after a local step
   spdlog::info("partition of round {} failed before compute: joining the round with weight 0", iteration);
   auto r = RunBatch(nullptr, view, iteration, 0);
   if (!r.ok()) spdlog::warn("weight-0 join of round {}: {}", iteration, r.status().ToString());

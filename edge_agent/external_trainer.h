@@ -26,6 +26,16 @@
 // sent to the consumer as an empty batch (partition 0) so it applies the
 // aggregate too. ConsumerState publishes the consumer's state blob;
 // ConsumerSyncRequest fetches the ring majority's (ExternalRing::FetchState).
+// training.exchange period > 1 or auto (ExternalRing::delta()): a batch
+// the scheduler marked local_step is sent with local_step set and its
+// local_scale; the consumer applies its own scaled gradient and reports it
+// without an all-reduce (an all-reduce request for it is answered ERROR);
+// the agent counts its samples for the round's weight
+// (ExternalRing::LocalStepTaken). The round's last step carries
+// delta_exchange: the consumer takes it as a local step, then all-reduces
+// its model delta; the aggregate's answer carries round_steps (the
+// momentum rule). A failed local step's partition is failed and retried;
+// there is no round to join for it (Skip).
 //
 // Access: one consumer at a time. A hello while the current consumer's
 // connection is open is refused (ConsumerRefused), as is a hello with
@@ -58,8 +68,14 @@
 
 namespace loft::agent {
 
-// The consumer wire revision ConsumerHello must carry (2: payloads in one frame, gradient exchange).
-inline constexpr uint32_t kConsumerProtocol = 2;
+// The consumer wire revision ConsumerHello carries (3: local steps and
+// delta exchange, ConsumerBatch.local_step / delta_exchange / local_scale).
+inline constexpr uint32_t kConsumerProtocol = 3;
+// The oldest revision this agent accepts (2: payloads in one frame,
+// gradient exchange only), refused when the spec exchanges deltas
+// (training.exchange.period > 1 or auto): such a consumer would all-reduce
+// a gradient every step.
+inline constexpr uint32_t kConsumerProtocolGradientOnly = 2;
 
 // OK when `endpoint` keeps other local users out: an ipc:// socket file
 // (created 0600), or any endpoint with a non-empty token. Otherwise
@@ -117,6 +133,8 @@ class ExternalTrainer final : public Trainer {
   // envelope and the batch's payloads in one frame.
   StatusOr<std::vector<zmq::message_t>> BatchFrames(const Batch* batch, int64_t round, uint64_t partition_id,
                                                     bool ring);
+  // A local step's report (delta exchange): its samples join the open round.
+  StatusOr<double> LocalStepReport(const Wait& w, size_t n);
   // Answers the all-reduce request in `w`: the ring round of the batch's
   // gradient (once per batch; its outcome or error kept), replied to the consumer.
   void AnswerAllReduce(const Wait& w, int64_t view, int64_t round, uint64_t partition_id, size_t n,

@@ -363,16 +363,9 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
   ao.compression = compression_;
   // Error feedback (int8): what rounding kept from this member's last
   // contribution goes into this one; the residual is replaced only once
-  // the all-reduce succeeded.
-  const bool feedback = compression_ != models::Compression::kNone;
-  if (feedback) {
-    residual_.resize(data->size(), 0.0f);
-    for (size_t i = 0; i < data->size(); ++i) (*data)[i] += residual_[i];
-  }
-  std::vector<float> residual;
-  LOFT_RETURN_IF_ERROR(VerifiedAllReduce(transport_.get(), ao, models::RingView{m.view, px.members}, round,
-                                         *data, plan.weights, &offences_, feedback ? &residual : nullptr));
-  if (feedback) residual_ = std::move(residual);
+  // the all-reduce succeeded (ring_round.h CompressedAllReduce).
+  LOFT_RETURN_IF_ERROR(CompressedAllReduce(transport_.get(), ao, models::RingView{m.view, px.members}, round,
+                                           *data, plan.weights, &offences_, &residual_));
   res->members = static_cast<int>(px.members.size());
   res->applied = std::move(plan.applied);
   res->evaluator = plan.evaluator;

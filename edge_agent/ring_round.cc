@@ -182,4 +182,18 @@ Status VerifiedAllReduce(ZmqTransport* transport, const models::AllReduceOptions
   return OkStatus();
 }
 
+Status CompressedAllReduce(ZmqTransport* transport, const models::AllReduceOptions& ao,
+                           const models::RingView& view, uint32_t round, std::vector<float>& data,
+                           const std::vector<double>& weights, RingOffenceLog* log,
+                           std::vector<float>* residual) {
+  if (ao.compression == models::Compression::kNone)
+    return VerifiedAllReduce(transport, ao, view, round, data, weights, log);
+  if (residual->size() != data.size()) residual->assign(data.size(), 0.0f);
+  for (size_t i = 0; i < data.size(); ++i) data[i] += (*residual)[i];
+  std::vector<float> rounding;
+  LOFT_RETURN_IF_ERROR(VerifiedAllReduce(transport, ao, view, round, data, weights, log, &rounding));
+  *residual = std::move(rounding);
+  return OkStatus();
+}
+
 }  // namespace loft::agent

@@ -121,4 +121,15 @@ Status VerifiedAllReduce(ZmqTransport* transport, const models::AllReduceOptions
                          const std::vector<double>& weights, RingOffenceLog* log,
                          std::vector<float>* residual = nullptr);
 
+// VerifiedAllReduce with the spec's training.exchange.compression (ao.compression):
+// with int8, error feedback: `residual` (this member's rounding kept from
+// its previous contribution; resized to data, zeros when its length
+// changed) is added to data before the ring, and replaced by this
+// contribution's rounding only when the all-reduce succeeds. Both ring
+// members (ModelTrainer, ExternalRing) exchange through it.
+Status CompressedAllReduce(ZmqTransport* transport, const models::AllReduceOptions& ao,
+                           const models::RingView& view, uint32_t round, std::vector<float>& data,
+                           const std::vector<double>& weights, RingOffenceLog* log,
+                           std::vector<float>* residual);
+
 }  // namespace loft::agent

@@ -4,7 +4,7 @@ from setuptools import setup
 
 setup(
     name="loft",
-    version="0.1.0",
+    version="0.2.0",
     description="ctypes bindings over libloft and a PyTorch data pipe / gradient all-reduce for loft agents",
     packages=["loft"],
     python_requires=">=3.9",

@@ -84,6 +84,9 @@ StatusOr<std::unique_ptr<ConsumerBatchData>> ConsumerSession::ToBatch(const v1::
   out->partition_id = b.partition_id();
   out->round = b.round();
   out->ring = b.ring();
+  out->local_step = b.local_step();
+  out->delta_exchange = b.delta_exchange();
+  out->local_scale = b.local_scale() > 0 && std::isfinite(b.local_scale()) ? b.local_scale() : 1.0;
   if (b.labels_size() != b.sample_ids_size() || b.payload_sizes_size() != b.sample_ids_size() ||
       extra.size() != 1) {
     return DataLoss("consumer batch " + std::to_string(b.partition_id()) + ": " + std::to_string(n) +
@@ -149,6 +152,10 @@ StatusOr<int> ConsumerSession::AllReduce(ConsumerBatchData* batch, float* data, 
                               ": the agent runs no all-reduce ring (its spec's training.model is not "
                               "external)");
   if (batch->reported) return FailedPrecondition(which + " was already reported");
+  if (batch->local_step)
+    return FailedPrecondition(which +
+                              " is a local step (the spec's training.exchange.period is not 1): apply its "
+                              "gradient, times loft_batch_local_scale, with the optimizer; no all-reduce");
   if (batch->allreduced) return FailedPrecondition(which + " was already all-reduced");
   if (n == 0 && !batch->sample_ids.empty()) return InvalidArgument(which + ": an empty gradient (n = 0)");
   if (data == nullptr && n > 0) return InvalidArgument(which + ": data is NULL");
@@ -173,6 +180,7 @@ StatusOr<int> ConsumerSession::AllReduce(ConsumerBatchData* batch, float* data, 
                                         },
                                         &ans));
   const auto& a = ans.consumer_aggregate();
+  batch->round_steps = a.round_steps() > 0 ? a.round_steps() : 1;
   auto take = [&](const char* p, size_t bytes) -> Status {
     if (bytes != n * sizeof(float)) {
       return DataLoss(which + ": the aggregate has " + std::to_string(bytes / sizeof(float)) +

@@ -1,7 +1,7 @@
 // ConsumerSession: the C API consumer (loft_consumer_*) behind the shim.
 // A ZeroMQ DEALER connected to an agent's consumer_endpoint (compute_mode
 // external, edge_agent/external_trainer.h). On open it sends ConsumerHello
-// (consumer protocol 2, the token from $LOFT_CONSUMER_TOKEN if set). Next()
+// (consumer protocol 3, the token from $LOFT_CONSUMER_TOKEN if set). Next()
 // waits for one [ConsumerBatch][payloads] message and returns it as a
 // ConsumerBatchData that owns the received payload frame (every payload
 // back to back), so payload pointers are zero-copy and valid until the
@@ -37,12 +37,18 @@
 
 namespace loft::capi {
 
-inline constexpr uint32_t kConsumerProtocol = 2;  // = edge_agent/external_trainer.h
+inline constexpr uint32_t kConsumerProtocol = 3;  // = edge_agent/external_trainer.h
 
 struct ConsumerBatchData {
   uint64_t partition_id = 0;
   int64_t round = -1;
   bool ring = false;  // the agent all-reduces this batch's gradient
+  // training.exchange (ConsumerBatch): a local step (no all-reduce), the
+  // round exchanges model deltas, the factor on a local step's gradient.
+  bool local_step = false;
+  bool delta_exchange = false;
+  double local_scale = 1.0;
+  int64_t round_steps = 0;  // after AllReduce returned 1 or 2: planned steps the aggregate spans
   std::vector<uint64_t> sample_ids;
   std::vector<int32_t> labels;
   std::vector<size_t> offsets;  // payload i = [offsets[i], offsets[i+1]) of `payload`

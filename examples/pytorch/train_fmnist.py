@@ -3,7 +3,8 @@
 compute_mode external, spec training.model external): one process per
 agent, batches from loft.torch.LoftBatches, gradients all-reduced by the
 agents' ring (the spec's aggregation rule, b_i/B weights), the optimizer
-step here. Every trainer starts from the same seed, so the parameters stay
+step here; with the spec's training.exchange period > 1 or auto, local
+steps and an all-reduce of the round's model delta (loft.torch.Exchange). Every trainer starts from the same seed, so the parameters stay
 identical on every member (the agents check a hash of them each round).
 
     loftctl cluster run SPEC --trainer 'python3 examples/pytorch/train_fmnist.py'
@@ -71,13 +72,16 @@ def make(args):
     return model, opt
 
 
-def set_lr(opt, args, step):
+def lr_of(args, step):
     """lr, divided by 10 for the last third of the run (a function of the round: equal on every trainer,
     and right after a restart)."""
     total = args.iterations if not args.reference else args.steps
-    lr = args.lr * (0.1 if total > 0 and step >= (2 * total) // 3 else 1.0)
+    return args.lr * (0.1 if total > 0 and step >= (2 * total) // 3 else 1.0)
+
+
+def set_lr(opt, args, step):
     for g in opt.param_groups:
-        g["lr"] = lr
+        g["lr"] = lr_of(args, step)
 
 
 def decode(x, y):
@@ -122,7 +126,7 @@ def reference(args):
 
 def train(args):
     from loft import LoftError
-    from loft.torch import LoftBatches, allreduce_gradients, parameter_hash, sync_state
+    from loft.torch import Exchange, LoftBatches, parameter_hash, sync_state
     endpoint = args.endpoint or os.environ.get("LOFT_CONSUMER_ENDPOINT")
     if not endpoint:
         sys.exit("train_fmnist: no consumer endpoint (--endpoint or LOFT_CONSUMER_ENDPOINT)")
@@ -135,6 +139,17 @@ def train(args):
         print(f"[{node}] synced state of round {r}", file=sys.stderr, flush=True)
     rounds = applied = samples = errors = 0
     last_round = -1
+
+    def corrupt_delta(d):
+        if args.byzantine == "sign_flip":
+            d.mul_(-args.byzantine_scale)
+        elif args.byzantine == "nan":
+            d.fill_(float("nan"))
+
+    # Every training.exchange mode: period 1 all-reduces gradients, period > 1 / auto takes local steps and
+    # all-reduces the round's model delta (loft.torch.Exchange).
+    ex = Exchange(model, opt, lr_at=lambda step: lr_of(args, step), corrupt_delta=corrupt_delta)
+    round_hashes = {}  # round -> the parameter and state hashes after its exchange
     t0 = time.time()
     for x, y, batch in batches:
         opt.zero_grad()
@@ -144,22 +159,27 @@ def train(args):
             l = F.cross_entropy(out, y)
             l.backward()
             loss = l.item()
-            if args.byzantine == "sign_flip":
+            # A Byzantine member corrupts what it exchanges: the gradient, or with local steps the
+            # round's delta (corrupt_delta above).
+            if batch.delta_exchange:
+                pass
+            elif args.byzantine == "sign_flip":
                 for p in model.parameters():
                     p.grad.mul_(-args.byzantine_scale)
             elif args.byzantine == "nan":
                 for p in model.parameters():
                     p.grad.fill_(float("nan"))
+        set_lr(opt, args, batch.round)
         try:
-            step = allreduce_gradients(model, batch, opt)
+            step = ex.step(batch)
         except LoftError as e:
             errors += 1
             print(f"[{node}] round {batch.round}: {e}", file=sys.stderr, flush=True)
             step = False
         if step:
-            set_lr(opt, args, batch.round)
-            opt.step()
             applied += 1
+        if step and not batch.local_step:
+            round_hashes[batch.round] = [f"{ex.agreed_hash():016x}", f"{ex.state_hash():016x}"]
         rounds += 1
         samples += len(y)
         last_round = max(last_round, batch.round)
@@ -169,11 +189,13 @@ def train(args):
             acc = evaluate(model, tx, ty)
             print(f"[{node}] round {batch.round}: loss {loss:.4f} test accuracy {acc:.4f}", file=sys.stderr,
                   flush=True)
-        batch.set_metrics(loss, acc, parameter_hash(model))
+        batch.set_metrics(loss, acc, ex.agreed_hash())
         if final:
             batch.report((time.time() - t0) * 0)  # acknowledge before leaving the loop
             break
     print(json.dumps({"node": node, "rounds": rounds, "applied": applied, "samples": samples, "errors": errors,
+                      "exchanges": ex.exchanges, "local_steps": ex.local_steps,
+                      "round_hashes": {str(r): h for r, h in sorted(round_hashes.items())},
                       "last_round": last_round, "test_accuracy": evaluate(model, tx, ty),
                       "param_hash": f"{parameter_hash(model):016x}", "seconds": round(time.time() - t0, 1)}),
           flush=True)

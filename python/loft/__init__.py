@@ -115,6 +115,10 @@ _batch_report = _fn("loft_batch_report", None, _c.c_void_p, _c.c_double, _errp)
 _batch_destroy = _fn("loft_batch_destroy", None, _c.c_void_p)
 _batch_payloads = _fn("loft_batch_payloads", _c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_size_t))
 _batch_round = _fn("loft_batch_round", _c.c_int64, _c.c_void_p)
+_batch_local_step = _fn("loft_batch_local_step", _c.c_int, _c.c_void_p)
+_batch_delta_exchange = _fn("loft_batch_delta_exchange", _c.c_int, _c.c_void_p)
+_batch_local_scale = _fn("loft_batch_local_scale", _c.c_double, _c.c_void_p)
+_batch_round_steps = _fn("loft_batch_round_steps", _c.c_int64, _c.c_void_p)
 _batch_allreduce = _fn("loft_batch_allreduce", _c.c_int, _c.c_void_p, _c.c_void_p, _c.c_size_t, _errp)
 _batch_state = _fn("loft_batch_state", _c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_size_t))
 _batch_set_metrics = _fn("loft_batch_set_metrics", None, _c.c_void_p, _c.c_double, _c.c_double, _c.c_uint64)
@@ -258,7 +262,11 @@ class Batch(_Handle):
 
     Training (the agent's spec has training.model external): `round` is
     the all-reduce round (-1 without a ring); a training batch may be empty
-    (a round this agent has no samples for: all-reduce anyway, weight 0)."""
+    (a round this agent has no samples for: all-reduce anyway, weight 0).
+    training.exchange (period > 1 or auto): `local_step` True = apply this
+    batch's gradient times `local_scale` with the optimizer, no
+    all-reduce; `delta_exchange` True = the round's last batch all-reduces
+    the model delta (loft.torch.Exchange does both)."""
 
     def __init__(self, handle, consumer=None):
         self._h = handle
@@ -268,6 +276,9 @@ class Batch(_Handle):
         self.partition_id = _batch_pid(handle)
         self.count = _batch_count(handle)
         self.round = _batch_round(handle)
+        self.local_step = bool(_batch_local_step(handle))
+        self.delta_exchange = bool(_batch_delta_exchange(handle))
+        self.local_scale = _batch_local_scale(handle)
         self._ids_arr = (_c.c_uint64 * self.count)()
         self._labels_arr = (_c.c_int32 * self.count)()
         if self.count > 0:  # one call and one copy each instead of one call per sample
@@ -363,6 +374,12 @@ class Batch(_Handle):
         else:
             addr, n = _c.addressof(data), len(data)
         return _call(_batch_allreduce, self._h, _c.c_void_p(addr), n)
+
+    def round_steps(self) -> int:
+        """After allreduce() returned 1 or 2: the planned steps the aggregate
+        spans (1 for a gradient exchange; the momentum rule of a delta exchange)."""
+        self._check()
+        return _batch_round_steps(self._h)
 
     def state(self) -> bytes:
         """After allreduce() returned 2: the ring majority's state blob."""

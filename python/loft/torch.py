@@ -17,7 +17,20 @@ Every trainer must start from the same parameters (same seed) and use the
 same model and optimizer: the agents compare a hash of the published state
 each round, and a trainer whose state is not the majority's is handed the
 majority's (allreduce_gradients loads it).
+
+Every training.exchange mode of the spec (period 1 | N | auto, compression,
+overlap) with one loop: Exchange does what each batch asks.
+
+    ex = Exchange(model, opt, lr_at=lambda step: lr)   # lr_at: the learning rate of a planned step
+    for x, y, batch in batches:
+        opt.zero_grad()
+        if len(y):
+            F.cross_entropy(model(x), y).backward()
+        ex.step(batch)                  # period 1: all-reduce + opt.step(); else a local step or the
+                                        # round's delta exchange
+        batch.set_metrics(loss, float("nan"), ex.agreed_hash())
 """
+import copy
 import hashlib
 import json
 import struct
@@ -29,7 +42,7 @@ import torch
 from . import Batch, Consumer, LoftError
 
 __all__ = ["LoftBatches", "allreduce_gradients", "sync_state", "state_bytes", "load_state_bytes",
-           "parameter_hash"]
+           "parameter_hash", "Exchange"]
 
 _MAGIC = b"LOFTSTATE1"
 _last_batches = None  # the most recent LoftBatches (sync_state's default source)
@@ -172,7 +185,13 @@ def allreduce_gradients(model: torch.nn.Module, batch: Batch, optimizer=None) ->
     state is published first (restarted members can fetch it), and a
     majority state handed back is loaded into model and optimizer.
     Raises loft.LoftError when the round gives nothing to apply for
-    everyone (e.g. a non-finite aggregate) or fails."""
+    everyone (e.g. a non-finite aggregate) or fails, and when the job
+    exchanges model deltas (training.exchange.period > 1 or auto: use
+    Exchange, which takes the local steps)."""
+    if batch.delta_exchange:
+        raise LoftError(f"batch {batch.partition_id} (round {batch.round}): the spec's training.exchange.period "
+                        "is not 1 (local steps and a model-delta exchange): allreduce_gradients cannot take "
+                        "them; use loft.torch.Exchange")
     params = _params(model)
     if optimizer is not None:
         batch.consumer.put_state(state_bytes(model, optimizer))
@@ -216,3 +235,145 @@ def sync_state(model: torch.nn.Module, optimizer=None, source=None) -> int:
     if round_ >= 0 and blob:
         load_state_bytes(model, optimizer, blob)
     return round_
+
+
+def _flat_params(params) -> torch.Tensor:
+    """The parameters as one float32 vector (a copy)."""
+    if not params:
+        return torch.zeros(0, dtype=torch.float32)
+    return torch.cat([p.detach().reshape(-1).to(torch.float32) for p in params])
+
+
+class Exchange:
+    """Applies each batch the way the spec's training.exchange says (the
+    rules of the agents' built-in trainer, edge_agent/model_trainer.h
+    "Exchange modes"). Call step(batch) after the batch's backward pass:
+
+    - period 1 (batch.delta_exchange False): allreduce_gradients, then
+      optimizer.step() when there is an aggregate to apply;
+    - a local step (batch.local_step): the gradient times batch.local_scale
+      (this member's share of the global batch), optimizer.step(); no
+      all-reduce;
+    - the round's last step: the same step, then the round's starting state
+      is published and the model delta (parameters - the round's starting
+      parameters) all-reduced; every member sets parameters = start +
+      aggregate. Momentum: torch.optim.SGD's momentum buffers are set to
+      -aggregate / (sum of the learning rates of the round's planned steps,
+      lr_at(step), default the optimizer's current one), identical on every
+      member; any other optimizer goes back to the state the round started
+      with (its local state is not exchanged). A majority state handed back
+      (a stale member) is loaded first; an aggregate for a round already
+      exchanged here (a late partition) leaves the step in the next round;
+      an error puts the round's starting state back and raises LoftError.
+
+    agreed_hash(): the parameters' hash every member holds (after a local
+    step: the round's start), for batch.set_metrics. Returns True when the
+    parameters moved (a step or an aggregate was applied). corrupt_delta
+    (tests of Byzantine members): called in place on the flat delta before
+    it is all-reduced, as the built-in trainer corrupts a delta."""
+
+    def __init__(self, model: torch.nn.Module, optimizer, lr_at: Optional[Callable[[int], float]] = None,
+                 corrupt_delta: Optional[Callable[[torch.Tensor], None]] = None):
+        self.model = model
+        self.optimizer = optimizer
+        self.lr_at = lr_at
+        self.corrupt_delta = corrupt_delta
+        self.exchanges = 0  # all-reduces run (gradients or deltas)
+        self.local_steps = 0
+        self._anchor = None  # the round's starting parameters (float32, flat)
+        self._anchor_state = None  # its state_bytes (parameters + optimizer), what is published
+        self._anchor_opt = None  # its optimizer state_dict
+        self._anchor_hash = None
+
+    def start_round(self):
+        """The current parameters and optimizer state start a round."""
+        self._anchor = _flat_params(_params(self.model))
+        self._anchor_state = state_bytes(self.model, self.optimizer)
+        self._anchor_opt = copy.deepcopy(self.optimizer.state_dict()) if self.optimizer is not None else None
+        self._anchor_hash = parameter_hash(self.model)
+
+    def agreed_hash(self) -> int:
+        return self._anchor_hash if self._anchor_hash is not None else parameter_hash(self.model)
+
+    def state_hash(self) -> int:
+        """64-bit hash of the agreed state's bytes (parameters and optimizer)."""
+        blob = self._anchor_state if self._anchor_state is not None else state_bytes(self.model, self.optimizer)
+        return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "little")
+
+    def step(self, batch: Batch) -> bool:
+        if not batch.delta_exchange:
+            self.exchanges += 1
+            if allreduce_gradients(self.model, batch, self.optimizer):
+                self.optimizer.step()
+                return True
+            return False
+        if self._anchor is None:
+            self.start_round()
+        if batch.count > 0:
+            if batch.local_scale != 1.0:
+                for p in _params(self.model):
+                    if p.grad is not None:
+                        p.grad.mul_(batch.local_scale)
+            self.optimizer.step()
+        if batch.local_step:
+            self.local_steps += 1
+            return batch.count > 0
+        return self._exchange(batch)
+
+    def _set_params(self, flat: torch.Tensor):
+        at = 0
+        with torch.no_grad():
+            for p in _params(self.model):
+                k = p.numel()
+                p.copy_(flat[at:at + k].view_as(p).to(p.dtype))
+                at += k
+
+    def _restore(self):
+        load_state_bytes(self.model, self.optimizer, self._anchor_state)
+
+    def _exchange(self, batch: Batch) -> bool:
+        self.exchanges += 1
+        batch.consumer.put_state(self._anchor_state)
+        delta = _flat_params(_params(self.model)) - self._anchor
+        if self.corrupt_delta is not None:
+            self.corrupt_delta(delta)
+        try:
+            outcome = batch.allreduce((delta.data_ptr(), delta.numel()))
+        except LoftError:
+            self._restore()  # every member refuses the round alike (or this one is behind now)
+            self.start_round()
+            raise
+        if outcome == 0:
+            return batch.count > 0  # exchanged already: this step is one of the next round
+        if outcome == 2:
+            load_state_bytes(self.model, self.optimizer, batch.state())
+            self._anchor = _flat_params(_params(self.model))
+            self._anchor_opt = copy.deepcopy(self.optimizer.state_dict()) if self.optimizer is not None else None
+        self._set_params(self._anchor + delta)
+        self._momentum(delta, batch.round_steps(), batch.round)
+        self.start_round()
+        return True
+
+    def _lr(self, step: int) -> float:
+        if self.lr_at is not None:
+            return float(self.lr_at(step))
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def _momentum(self, aggregate: torch.Tensor, steps: int, round_: int):
+        opt = self.optimizer
+        if opt is None:
+            return
+        sgd = isinstance(opt, torch.optim.SGD) and any(g.get("momentum", 0) for g in opt.param_groups)
+        if not sgd:
+            opt.load_state_dict(copy.deepcopy(self._anchor_opt))
+            return
+        steps = max(1, steps)
+        lr_sum = sum(self._lr(s) for s in range(round_ - steps + 1, round_ + 1))
+        if not lr_sum > 0:
+            opt.load_state_dict(copy.deepcopy(self._anchor_opt))
+            return
+        at = 0
+        for p in _params(self.model):
+            k = p.numel()
+            opt.state[p]["momentum_buffer"] = (-aggregate[at:at + k] / lr_sum).view_as(p).to(p.dtype).clone()
+            at += k

@@ -19,6 +19,8 @@
 
 #include "core/clock.h"
 #include "core/cluster_spec.h"
+#include "core/codec.h"
+#include "core/zmq_util.h"
 #include "edge_agent/external_trainer.h"
 #include "edge_agent/ring_hello.h"
 #include "edge_agent/zmq_transport.h"
@@ -32,12 +34,13 @@ using namespace loft::agent;
 
 namespace {
 
-ClusterSpec Spec(int tolerance, int nodes) {
+// exchange: the spec's training.exchange ("" = the default, period 1).
+ClusterSpec Spec(int tolerance, int nodes, const std::string& exchange = "") {
   auto spec = ParseClusterSpec(
       "dataset: {name: fashion-mnist, samples: 60000, sample_bytes: 784}\n"
       "training: {global_batch: 30, min_batch: 1, model: external, aggregation: mean, "
       "byzantine_tolerance: " +
-          std::to_string(tolerance) +
+          std::to_string(tolerance) + (exchange.empty() ? "" : ", exchange: " + exchange) +
           "}\n"
           "nodes:\n"
           "  - name: edge\n"
@@ -303,4 +306,128 @@ TEST_CASE("external trainer: the ring's offences go to the scheduler through Tak
   CHECK(offences[0].node == 1);
   CHECK(offences[0].reason == "out_of_window");
   CHECK(ring->round_done() == -1);
+}
+
+namespace {
+
+// Two real ExternalRings (nodes 0 and 1) of one spec, in one view.
+struct TwoRings {
+  zmq::context_t ctx{1};
+  std::unique_ptr<ExternalRing> ring[2];
+
+  explicit TwoRings(const ClusterSpec& spec) {
+    for (int node : {0, 1}) {
+      ExternalRingOptions o;
+      o.node = node;
+      o.context = &ctx;
+      o.ring_timeout_ms = 3000;
+      o.view_wait_ms = 200;
+      o.state_timeout_ms = 500;
+      auto r = ExternalRing::Create(spec, o);
+      REQUIRE(r.ok());
+      ring[node] = std::move(*r);
+    }
+    const auto v = testing::TwoMembers(1, ring[0]->ring_endpoint(), ring[1]->ring_endpoint());
+    for (auto& r : ring) r->OnView(v);
+  }
+
+  // Both members' Round(view 1, round) with n[i] samples and vector[i].
+  std::vector<StatusOr<ExternalRing::Outcome>> Round(uint32_t round, const size_t n[2],
+                                                     const std::vector<float> vec[2]) {
+    std::vector<StatusOr<ExternalRing::Outcome>> out(2, Internal("not run"));
+    std::thread other([&] { out[1] = ring[1]->Round(1, round, n[1], 200 + round, vec[1], true); });
+    out[0] = ring[0]->Round(1, round, n[0], 100 + round, vec[0], true);
+    other.join();
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("external ring: period 4 exchanges deltas weighted by each member's samples in the round") {
+  TwoRings r(Spec(0, 2, "{period: 4, compression: int8}"));
+  for (auto& ring : r.ring) {
+    CHECK(ring->delta());
+    ring->PublishState("the round's starting state");
+  }
+  // Three local steps each: 10 samples on node 0, 30 on node 1; the
+  // round's last step has as many again. Weights: 40 / 160 and 120 / 160.
+  for (int s = 0; s < 3; ++s) {
+    r.ring[0]->LocalStepTaken(10);
+    r.ring[1]->LocalStepTaken(30);
+  }
+  CHECK(r.ring[0]->LocalScale(10, 1) == Approx(10.0 * 2 / 30));  // b / (B / N)
+  const size_t n[2] = {10, 30};
+  const std::vector<float> delta[2] = {{4, 0, 0, 8}, {0, 4, 8, 0}};
+  auto out = r.Round(3, n, delta);
+  for (auto& o : out) {
+    REQUIRE(o.ok());
+    CHECK(o->kind == ExternalRing::Kind::kApplied);
+    CHECK(o->included);
+    CHECK(o->round_steps == 4);  // rounds 0..3: the momentum rule's learning rates
+    REQUIRE(o->aggregate.size() == 4);
+  }
+  CHECK(out[0]->aggregate == out[1]->aggregate);  // the same bits on every member
+  const float want[4] = {1, 3, 6, 2};             // 0.25 * delta0 + 0.75 * delta1
+  for (size_t i = 0; i < 4; ++i) CHECK(std::fabs(out[0]->aggregate[i] - want[i]) < 0.03f);
+  // A partition of round 3 arriving after its exchange is a local step of
+  // the next round: carried, its samples weigh there.
+  auto late = r.ring[0]->Round(1, 3, 10, 99, delta[0], true);
+  REQUIRE(late.ok());
+  CHECK(late->kind == ExternalRing::Kind::kCarried);
+}
+
+TEST_CASE("external ring: int8 chunks carry each member's rounding into its next delta (error feedback)") {
+  // Chunks [1, 0.004]: scale 1/127, so 0.004 is sent as 1/127 = 0.00787
+  // each time without feedback. With it, the rounding goes into the next
+  // round and the aggregates sum to the exact sum.
+  TwoRings r(Spec(0, 2, "{period: 4, compression: int8}"));
+  const size_t n[2] = {10, 10};
+  const std::vector<float> delta[2] = {{1, 0.004f, 1, 0.004f}, {1, 0.004f, 1, 0.004f}};
+  const int rounds = 20;
+  double sum1 = 0, sum3 = 0;
+  for (int k = 0; k < rounds; ++k) {
+    auto out = r.Round(static_cast<uint32_t>(4 * k + 3), n, delta);
+    REQUIRE(out[0].ok());
+    REQUIRE(out[1].ok());
+    REQUIRE(out[0]->kind == ExternalRing::Kind::kApplied);
+    REQUIRE(out[0]->aggregate == out[1]->aggregate);
+    sum1 += out[0]->aggregate[1];
+    sum3 += out[0]->aggregate[3];
+    CHECK(out[0]->round_steps == 4);
+  }
+  const double exact = rounds * 0.004;  // without feedback: 20 * 0.00787 = 0.157
+  CHECK(std::fabs(sum1 - exact) < 0.01);
+  CHECK(std::fabs(sum3 - exact) < 0.01);
+}
+
+TEST_CASE("external trainer: a consumer of protocol 2 is refused when the spec exchanges deltas") {
+  zmq::context_t ctx{1};
+  ExternalTrainerOptions to;
+  to.endpoint = "ipc:///tmp/loft-external-ring-test-p2-" + std::to_string(::getpid());
+  to.timeout_ms = 200;
+  to.ring = MakeRing(Spec(0, 2, "{period: 4}"), &ctx);
+  auto t = ExternalTrainer::Create(SystemClock::Default(), std::move(to));
+  REQUIRE(t.ok());
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect((*t)->endpoint());
+  v1::Envelope hello;
+  hello.mutable_consumer_hello()->set_consumer_protocol(kConsumerProtocolGradientOnly);
+  auto frame = EnvelopeFrame(hello);
+  REQUIRE(frame.ok());
+  REQUIRE(dealer.send(std::move(*frame), zmq::send_flags::none));
+  std::string reason;
+  for (int i = 0; i < 200 && reason.empty(); ++i) {
+    (*t)->Idle();
+    zmq::message_t msg;
+    if (dealer.recv(msg, zmq::recv_flags::dontwait)) {
+      auto env = Decode(msg.to_string_view(), 1 << 20);
+      REQUIRE(env.ok());
+      REQUIRE(env->has_consumer_refused());
+      reason = env->consumer_refused().reason();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(reason.find("training.exchange.period") != std::string::npos);
 }

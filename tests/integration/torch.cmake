@@ -6,7 +6,7 @@
 set(LOFT_TORCH_PY /usr/bin/python3)
 if(EXISTS ${LOFT_TORCH_PY} AND TARGET loft-agent AND TARGET loft-scheduler AND TARGET loft_python)
   set(LOFT_TORCH_ENV "LOFT_BIN_DIR=${CMAKE_BINARY_DIR}/bin;LOFT_SOURCE_DIR=${CMAKE_SOURCE_DIR};LOFT_PYTHONPATH=${CMAKE_BINARY_DIR}/python;LOFT_IT_DIR=${CMAKE_CURRENT_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1;OMP_NUM_THREADS=1")
-  foreach(t exactness accuracy byzantine restart)
+  foreach(t exactness accuracy byzantine restart exchange)
     add_test(NAME integration:torch_${t}
              COMMAND sh -c "${LOFT_TORCH_PY} -c 'import torch' 2>/dev/null || { echo 'python3-torch missing: skipped'; exit 77; }; exec ${LOFT_TORCH_PY} ${CMAKE_CURRENT_SOURCE_DIR}/torch_${t}_test.py")
     set_tests_properties(integration:torch_${t} PROPERTIES

@@ -215,6 +215,40 @@ LOFT_EXPORT void loft_consumer_put_state(loft_consumer_t* consumer, const void* 
 LOFT_EXPORT uint8_t* loft_consumer_sync_state(loft_consumer_t* consumer, int timeout_ms, int64_t* round,
                                               size_t* len, char** errptr);
 
+/* ---- exchange modes (spec training.exchange: period 1 | N | auto) --------
+ * With period 1 (the default) every batch is exchanged as above: its
+ * gradient is all-reduced. With period > 1 or auto the agent marks each
+ * batch of a round but the last as a local step:
+ *  - loft_batch_local_step(batch) == 1: multiply the batch's gradient by
+ *    loft_batch_local_scale(batch) (this member's share of the global
+ *    batch, b / (B / N)), take the optimizer step, report; no
+ *    loft_batch_allreduce (it fails for a local step);
+ *  - the round's last batch (local_step 0, loft_batch_delta_exchange 1):
+ *    take its step the same way, publish the round's starting state
+ *    (loft_consumer_put_state: the parameters and optimizer state the
+ *    round began with, identical on every member), then call
+ *    loft_batch_allreduce with data = parameters - the round's starting
+ *    parameters (an empty batch: the same, weight from this member's
+ *    local steps). Result 1: set parameters = starting parameters + data;
+ *    2: load loft_batch_state() (the majority's starting state) and do the
+ *    same; 0: the round was exchanged already, this step belongs to the
+ *    next round (keep the parameters); -1: go back to the starting state.
+ *    Momentum: set the velocity to -data / (sum of the learning rates of
+ *    the loft_batch_round_steps(batch) planned steps the round spans) so
+ *    every member holds the same optimizer state (as the built-in trainer,
+ *    edge_agent/model_trainer.h "Exchange modes"). The new parameters and
+ *    optimizer state start the next round.
+ * compression int8 and overlap need nothing from the consumer. These
+ * accessors give 0 (1.0 for the scale) for a NULL batch. A consumer that
+ * does not know them (libloft before 0.2) is refused by an agent whose
+ * spec exchanges deltas. */
+LOFT_EXPORT int loft_batch_local_step(const loft_batch_t* batch);
+LOFT_EXPORT int loft_batch_delta_exchange(const loft_batch_t* batch);
+LOFT_EXPORT double loft_batch_local_scale(const loft_batch_t* batch);
+/* After loft_batch_allreduce returned 1 or 2: the planned steps the
+ * aggregate spans (1 for a gradient exchange); else 0. */
+LOFT_EXPORT int64_t loft_batch_round_steps(const loft_batch_t* batch);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -20,7 +20,10 @@ import sys
 build, src, tmp = sys.argv[1:4]
 shutil.rmtree(tmp, ignore_errors=True)
 os.makedirs(tmp)
-real = os.path.realpath(glob.glob(os.path.join(build, "lib", "libloft.so.*.*"))[0])
+# The library the build links (libloft.so -> .so.MAJOR -> .so.X.Y.Z), not
+# whichever versioned file a glob finds first (an older version's stays in
+# a build tree after the version changes).
+real = os.path.realpath(os.path.join(build, "lib", "libloft.so"))
 
 
 def load(pythonpath, library=None):

@@ -58,6 +58,16 @@ int main(void) {
     len = 7;
     CHECK(batch_state(NULL, &len) == NULL && len == 0);
   }
+  {
+    /* Exchange modes (training.exchange period > 1 / auto). */
+    int (*local_step)(const loft_batch_t*) = loft_batch_local_step;
+    int (*delta_exchange)(const loft_batch_t*) = loft_batch_delta_exchange;
+    double (*local_scale)(const loft_batch_t*) = loft_batch_local_scale;
+    int64_t (*round_steps)(const loft_batch_t*) = loft_batch_round_steps;
+    CHECK(local_step != NULL && delta_exchange != NULL && local_scale != NULL && round_steps != NULL);
+    CHECK(local_step(NULL) == 0 && delta_exchange(NULL) == 0 && local_scale(NULL) == 1.0);
+    CHECK(round_steps(NULL) == 0);
+  }
   CHECK(strlen(version()) >= 5);
   printf("abi_test: ok\n");
   return 0;
