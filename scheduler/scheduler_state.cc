@@ -483,10 +483,29 @@ Status SchedulerState::ResolveRound(int32_t worker, int64_t before_iteration, bo
 
 Status SchedulerState::MaybeCloseRound(const loft::v1::Partition& p, double now_ms) {
   if (round_pending_.empty() || !p.delta_exchange() || p.local_step()) return OkStatus();
-  if (ledger_.OpenInIteration(p.iteration()) != 0) return OkStatus();
-  // The round's exchange is over: what its workers' done steps did not
-  // commit was not confirmed applied.
-  return ResolveRound(-1, p.iteration(), /*applied=*/false, now_ms);
+  const int64_t round_end = p.iteration();
+  if (ledger_.OpenInIteration(round_end) != 0) return OkStatus();
+  // The round's exchange is over. A worker with a step in it whose step
+  // failed or timed out joined the exchange with weight 0, carrying its
+  // delta: its next round's report confirms (done) or refutes
+  // (delta_dropped) that. A worker without a step in it is not waited for:
+  // its pending steps of the round fail.
+  std::set<int32_t> in_round;
+  for (uint64_t id = p.id(); id > 0; --id) {  // an iteration's ids are consecutive
+    const PartitionRecord* r = ledger_.Find(id);
+    if (r == nullptr || r->partition.iteration() != round_end) break;
+    in_round.insert(r->partition.worker());
+  }
+  for (uint64_t id = p.id() + 1;; ++id) {
+    const PartitionRecord* r = ledger_.Find(id);
+    if (r == nullptr || r->partition.iteration() != round_end) break;
+    in_round.insert(r->partition.worker());
+  }
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    if (in_round.count(node) == 0)
+      LOFT_RETURN_IF_ERROR(ResolveRound(node, round_end, /*applied=*/false, now_ms));
+  }
+  return OkStatus();
 }
 
 Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms, bool timed_out,

@@ -49,10 +49,12 @@
 // children) when its training report says its delta was dropped (it
 // fetched the agreed state at the exchange). They also fail when the
 // worker dies or registers again (its parameters are gone), and when the
-// round-ending iteration closes without that worker's done step (no step,
-// or it failed or timed out: a weight-0 join may have carried the delta,
-// but nothing confirms it, and a retry trains them at most twice where a
-// commit could lose them). A done step the worker reports in_next_round
+// round-ending iteration closes with no step of that worker in it. A
+// worker whose round-ending step failed or timed out joined the exchange
+// with weight 0, carrying its delta: its pending steps wait for its next
+// round-ending report, which commits them (done) or fails them
+// (delta_dropped: the join did not apply, so it had to fetch the agreed
+// state). A done step the worker reports in_next_round
 // (it had applied that round already) is pending like a local step. A step
 // that hands out its epoch's last pooled samples ends its round, so an
 // epoch never waits on a round that cannot end. Everything happens inside

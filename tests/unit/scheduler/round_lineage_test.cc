@@ -76,6 +76,17 @@ struct Lineage {
     held.clear();
   }
 
+  // The worker reports `p` failed. The agent side: at a round's end it
+  // joins the exchange with weight 0, carrying its round's local steps.
+  void Fail(const loft::v1::Partition& p) {
+    now += 1;
+    Take(drv->OnPartitionFailed(loft::sched::testing::FailedReport(p, "source dead"), now));
+    if (p.local_step()) return;
+    auto& held = round_samples[p.worker()];
+    for (const auto& [epoch, id] : held) learnt[epoch].push_back(id);
+    held.clear();
+  }
+
   // The worker dies: its parameters (its round's local steps) die with it.
   void Die(int32_t node) {
     now += 1;
@@ -261,4 +272,34 @@ TEST_CASE("Round lineage: a scheduler restart mid-round keeps the pending local 
   after.Register(3);
   after.FinishEpochZero();
   after.CheckEpochZeroLearntOnce();
+}
+
+TEST_CASE("Round lineage: a member whose round-ending step failed keeps its steps for its next round",
+          "[round_lineage]") {
+  Lineage run(4);
+  constexpr int32_t kFailing = 2;
+  std::vector<loft::v1::Partition> local;
+  for (int it = 0; it < 3; ++it) {
+    for (const auto& p : run.Plan()) {
+      run.Done(p);
+      if (p.worker() == kFailing) local.push_back(p);
+    }
+  }
+  for (const auto& p : run.Plan()) {
+    if (p.worker() == kFailing) {
+      run.Fail(p);  // a read failed: it joined the exchange with weight 0
+    } else {
+      run.Done(p);
+    }
+  }
+  // The round closed: its local steps wait for its next round's report.
+  CHECK(run.drv->state().round_pending() == static_cast<int64_t>(local.size()));
+  for (const auto& p : local) CHECK(run.drv->state().ledger().Find(p.id())->state == PartitionState::kDone);
+  for (int it = 4; it < 8; ++it) {
+    for (const auto& p : run.Plan()) run.Done(p);
+  }
+  CHECK(run.drv->state().round_pending() == 0);
+  for (const auto& p : local) CHECK(run.drv->state().ledger().Find(p.id())->state == PartitionState::kDone);
+  run.FinishEpochZero();
+  run.CheckEpochZeroLearntOnce();
 }
