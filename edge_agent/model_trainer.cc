@@ -326,6 +326,7 @@ Status ModelTrainer::Attempt(const RingMembers& m, uint32_t round, size_t n, uin
     LOFT_RETURN_IF_ERROR(SyncState(m, round, sync.target.first, sync.target.second, sync.holders));
     if (delta_) {
       StartRound(/*keep_samples=*/true);  // the taken state starts the round: a zero delta (see the header)
+      res->delta_dropped = true;
     } else if (n > 0) {
       *loss = ComputeGradient(n);  // the gradient at the agreed parameters
     }
@@ -487,6 +488,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
     // iteration, or one that came after a weight-0 join): carry it (a
     // delta exchange took its step already: it is in the next round).
     if (!delta_) carry_.Add(n, grad_);
+    rep.set_in_next_round(delta_);
     spdlog::info("partition {} of round {} arrived after the round: its {} samples go into the next round",
                  batch.partition_id, round, n);
   } else {
@@ -495,6 +497,7 @@ StatusOr<double> ModelTrainer::Compute(const Batch& batch) {
     rep.set_allreduce_ms(r.allreduce_ms);
     rep.set_ring_members(r.members);
     rep.set_ring_attempts(r.attempts);
+    rep.set_delta_dropped(delta_ && r.delta_dropped);
     if (!r.carried) {
       for (const auto& [id, node] : r.applied) {
         rep.add_applied_partitions(id);

@@ -77,8 +77,11 @@
 // is replaced only when an all-reduce succeeds).
 // A member whose state had to be fetched at the exchange (restarted, or
 // its last exchange failed) contributes a zero delta: its steps were
-// taken from other parameters. A partition arriving after its round's
-// exchange is a local step of the next round.
+// taken from other parameters; its report says so (delta_dropped) and the
+// scheduler retries the round's partitions of this member instead of
+// committing them. A partition arriving after its round's exchange is a
+// local step of the next round (reported in_next_round: the scheduler
+// commits it with that round; docs/exchange.md "Round-level lineage").
 // Rooms: the pure decisions of a round (sync source, carried, weights,
 // reducer settings, applied list, evaluator) are edge_agent/round_decision.h,
 // the carried samples edge_agent/gradient_carry.h, the retry loop
@@ -211,6 +214,9 @@ class ModelTrainer final : public Trainer {
     bool adopted = false;
     // (partition, member that named it) whose samples the applied update holds.
     std::vector<std::pair<uint64_t, int32_t>> applied;
+    // Delta exchange: this member fetched the agreed state, so its round's
+    // steps did not reach the update (TrainingReport.delta_dropped).
+    bool delta_dropped = false;
   };
   // Runs round `round` starting in view `view` with this node's n samples
   // (grad_ holds their mean gradient when n > 0), retrying in newer views

@@ -127,6 +127,15 @@ AckOutcome Ledger::MarkTimedOut(uint64_t id, int32_t attempt, double now_ms) {
   return o;
 }
 
+bool Ledger::MarkRoundLost(uint64_t id, double now_ms) {
+  PartitionRecord* rec = FindMutable(id);
+  if (rec == nullptr || rec->state != PartitionState::kDone) return false;
+  rec->state = PartitionState::kFailed;
+  if (now_ms >= 0) rec->finished_ms = now_ms;
+  ++counters_.failed;
+  return true;
+}
+
 PartitionRecord* Ledger::FindMutable(uint64_t id) {
   if (id == 0 || records_.empty()) return nullptr;
   // Ids are usually consecutive: try the direct offset first.

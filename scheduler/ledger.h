@@ -86,6 +86,13 @@ class Ledger {
   AckOutcome MarkFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms);
   // -> timed_out. On kAccepted the caller returns the samples to the pool.
   AckOutcome MarkTimedOut(uint64_t id, int32_t attempt, double now_ms);
+  // done -> failed for a local step whose round was never applied
+  // (round-level lineage, SchedulerState): its worker acked it, but the
+  // exchange that would have carried its samples into the agreed model did
+  // not happen. Counted as failed. False (nothing changed) unless `id` is a
+  // done record. now_ms < 0 keeps the record's finished time. The caller
+  // returns the samples to the pool.
+  bool MarkRoundLost(uint64_t id, double now_ms);
 
   const PartitionRecord* Find(uint64_t id) const;
   // Non-terminal partitions, ascending id.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -174,15 +175,20 @@ void SchedulerState::RetirePreviousEpochIfDone() {
 Status SchedulerState::Apply(const loft::v1::StateUpdate& u) {
   using K = loft::v1::StateUpdate::KindCase;
   switch (u.kind_case()) {
-    case K::kWorkerRegistered:
-      return ApplyMembership(u.worker_registered().node(), u.worker_registered().view(), true, true);
+    case K::kWorkerRegistered: {
+      const int32_t node = u.worker_registered().node();
+      LOFT_RETURN_IF_ERROR(ApplyMembership(node, u.worker_registered().view(), true, true));
+      // A restarted worker's parameters, and its round's local steps, are gone.
+      return ResolveRound(node, std::numeric_limits<int64_t>::max(), /*applied=*/false, /*now_ms=*/-1);
+    }
     case K::kWorkerAlive:
       return ApplyMembership(u.worker_alive().node(), u.worker_alive().view(), false, true);
     case K::kWorkerDead: {
       const auto& d = u.worker_dead();
       LOFT_RETURN_IF_ERROR(ApplyMembership(d.node(), d.view(), false, false));
       dead_since_ms_[d.node()] = d.now_ms();
-      return OkStatus();
+      // Its round's local steps die with its parameters (round-level lineage).
+      return ResolveRound(d.node(), std::numeric_limits<int64_t>::max(), /*applied=*/false, d.now_ms());
     }
     case K::kIterationPlanned: return ApplyIterationPlanned(u.iteration_planned());
     case K::kPartitionSent: {
@@ -341,21 +347,7 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   }
   const PartitionRecord* rec = ledger_.Find(d.partition_id());
   const auto& p = rec->partition;
-  EpochSampler* const es = SamplerOfEpoch(p.epoch());
-  if (es == nullptr) {
-    return Internal("partition " + std::to_string(p.id()) + " of epoch " + std::to_string(p.epoch()) +
-                    " was in flight but its epoch is not open");
-  }
-  int64_t dups = 0;
-  if (Status s = es->Commit(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), &dups);
-      !s.ok()) {
-    return s.WithContext("partition " + std::to_string(p.id()));
-  }
-  ledger_.CountCommitted(p.sample_ids_size(), dups);
-  RetirePreviousEpochIfDone();
-  if (!distrusted_.empty()) {
-    for (int32_t src : p.sources()) distrusted_reads_committed_ += distrusted(src) ? 1 : 0;
-  }
+  LOFT_RETURN_IF_ERROR(CommitOrHold(*rec, d, u.now_ms()));
   if (!d.has_timings()) {
     // Committed without a measurement (the scheduler's own ack for a
     // partition the ring applied): nothing to learn the worker's costs from.
@@ -423,11 +415,112 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   return OkStatus();
 }
 
+Status SchedulerState::CommitSamples(const loft::v1::Partition& p) {
+  EpochSampler* const es = SamplerOfEpoch(p.epoch());
+  if (es == nullptr) {
+    return Internal("partition " + std::to_string(p.id()) + " of epoch " + std::to_string(p.epoch()) +
+                    " was in flight but its epoch is not open");
+  }
+  int64_t dups = 0;
+  if (Status s = es->Commit(std::span<const uint64_t>(p.sample_ids().data(), p.sample_ids_size()), &dups);
+      !s.ok()) {
+    return s.WithContext("partition " + std::to_string(p.id()));
+  }
+  ledger_.CountCommitted(p.sample_ids_size(), dups);
+  RetirePreviousEpochIfDone();
+  if (!distrusted_.empty()) {
+    for (int32_t src : p.sources()) distrusted_reads_committed_ += distrusted(src) ? 1 : 0;
+  }
+  return OkStatus();
+}
+
+// Round-level lineage (scheduler_state.h): a local step's samples reach the
+// agreed model only with its worker's delta at the round's exchange, so a
+// done local step waits for that exchange; the worker's round-ending step
+// commits it, or fails it when the report says the delta was dropped.
+Status SchedulerState::CommitOrHold(const PartitionRecord& rec, const loft::v1::PartitionDone& d,
+                                    double now_ms) {
+  const auto& p = rec.partition;
+  if (SamplerOfEpoch(p.epoch()) == nullptr) {
+    return Internal("partition " + std::to_string(p.id()) + " of epoch " + std::to_string(p.epoch()) +
+                    " was in flight but its epoch is not open");
+  }
+  if (!p.delta_exchange()) return CommitSamples(p);  // period 1: the step's gradient was all-reduced
+  const bool report = d.has_timings() && d.timings().has_training();
+  if (p.local_step() || (report && d.timings().training().in_next_round())) {
+    round_pending_.insert(p.id());
+    return OkStatus();
+  }
+  if (report && d.timings().training().delta_dropped()) {
+    // Neither this step nor the round's local steps reached the model.
+    LOFT_RETURN_IF_ERROR(ResolveRound(p.worker(), p.iteration(), /*applied=*/false, now_ms));
+    ledger_.MarkRoundLost(p.id(), now_ms);
+    LOFT_RETURN_IF_ERROR(ReturnToPool(p.id(), {}));
+  } else {
+    LOFT_RETURN_IF_ERROR(CommitSamples(p));
+    LOFT_RETURN_IF_ERROR(ResolveRound(p.worker(), p.iteration(), /*applied=*/true, now_ms));
+  }
+  return MaybeCloseRound(p, now_ms);
+}
+
+Status SchedulerState::ResolveRound(int32_t worker, int64_t before_iteration, bool applied, double now_ms) {
+  std::vector<uint64_t> ids;
+  for (uint64_t id : round_pending_) {
+    const auto& p = ledger_.Find(id)->partition;
+    if ((worker < 0 || p.worker() == worker) && p.iteration() < before_iteration) ids.push_back(id);
+  }
+  for (uint64_t id : ids) {
+    round_pending_.erase(id);
+    if (applied) {
+      LOFT_RETURN_IF_ERROR(CommitSamples(ledger_.Find(id)->partition));
+    } else {
+      ledger_.MarkRoundLost(id, now_ms);
+      LOFT_RETURN_IF_ERROR(ReturnToPool(id, {}));
+    }
+  }
+  return OkStatus();
+}
+
+Status SchedulerState::MaybeCloseRound(const loft::v1::Partition& p, double now_ms) {
+  if (round_pending_.empty() || !p.delta_exchange() || p.local_step()) return OkStatus();
+  const int64_t round_end = p.iteration();
+  if (ledger_.OpenInIteration(round_end) != 0) return OkStatus();
+  // The round's exchange is over. A worker with a step in it whose step
+  // failed or timed out joined the exchange with weight 0, carrying its
+  // delta: its next round's report confirms (done) or refutes
+  // (delta_dropped) that. A worker without a step in it is not waited for:
+  // its pending steps of the round fail.
+  std::set<int32_t> in_round;
+  for (uint64_t id = p.id(); id > 0; --id) {  // an iteration's ids are consecutive
+    const PartitionRecord* r = ledger_.Find(id);
+    if (r == nullptr || r->partition.iteration() != round_end) break;
+    in_round.insert(r->partition.worker());
+  }
+  for (uint64_t id = p.id() + 1;; ++id) {
+    const PartitionRecord* r = ledger_.Find(id);
+    if (r == nullptr || r->partition.iteration() != round_end) break;
+    in_round.insert(r->partition.worker());
+  }
+  for (int32_t node = 0; node < spec_.num_nodes(); ++node) {
+    if (in_round.count(node) == 0)
+      LOFT_RETURN_IF_ERROR(ResolveRound(node, round_end, /*applied=*/false, now_ms));
+  }
+  return OkStatus();
+}
+
 Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms, bool timed_out,
                                    std::span<const uint64_t> bad_samples) {
   const AckOutcome o =
       timed_out ? ledger_.MarkTimedOut(id, attempt, now_ms) : ledger_.MarkFailed(id, attempt, node, now_ms);
   if (o != AckOutcome::kAccepted) return OkStatus();
+  LOFT_RETURN_IF_ERROR(ReturnToPool(id, bad_samples));
+  const auto& p = ledger_.Find(id)->partition;
+  LOFT_RETURN_IF_ERROR(MaybeCloseRound(p, now_ms));
+  MaybeDeliverObservations(p.iteration());
+  return OkStatus();
+}
+
+Status SchedulerState::ReturnToPool(uint64_t id, std::span<const uint64_t> bad_samples) {
   const auto& p = ledger_.Find(id)->partition;
   EpochSampler* const es = SamplerOfEpoch(p.epoch());
   if (es == nullptr) {
@@ -481,7 +574,6 @@ Status SchedulerState::ApplyFailed(uint64_t id, int32_t attempt, int32_t node, d
     }
   }
   RetirePreviousEpochIfDone();  // setting its last samples aside completes an epoch
-  MaybeDeliverObservations(p.iteration());
   return OkStatus();
 }
 
@@ -882,7 +974,13 @@ StatusOr<IterationProposal> SchedulerState::ProposeIteration(double now_ms) {
   ip->set_makespan_ms(a.makespan_ms);
   ip->set_policy(pname);
   ip->set_policy_error(policy_error);
-  const ExchangeDecision xd = exchange_.Decide(next_iteration_, a.makespan_ms);
+  ExchangeDecision xd = exchange_.Decide(next_iteration_, a.makespan_ms);
+  // A step that hands out its epoch's last pooled samples ends its round:
+  // the epoch's local steps are committed only by an exchange (round-level
+  // lineage), which must not wait on steps that cannot be planned.
+  if (exchange_.delta_exchange() && !xd.ends_round && a.assigned > 0 && sampler.pooled() == 0) {
+    xd.ends_round = true;
+  }
   if (!spec_.training.exchange.is_default()) {  // else unset: old journals and digests stay as they were
     ip->set_round_period(xd.period);
     ip->set_ends_round(xd.ends_round);
@@ -938,6 +1036,9 @@ std::string SchedulerState::ToJson() const {
   j["rejected_observations"] = rejected_observations_;
   // Only when some were (keeps ToJson/Digest of other runs unchanged).
   if (reads_left_out_of_fits_ > 0) j["reads_left_out_of_fits"] = reads_left_out_of_fits_;
+  // Only when set: states without pending local steps digest as before.
+  if (!round_pending_.empty())
+    j["round_pending"] = std::vector<uint64_t>(round_pending_.begin(), round_pending_.end());
   j["policy_failures"] = policy_failures_;
   std::vector<int64_t> available;
   for (int i = 0; i < placement_.num_nodes(); ++i) available.push_back(sampler_.available(i));

@@ -38,6 +38,29 @@
 // never comes back: the samples only it held are left out at once, in
 // every open epoch and every later one (lost_to_eviction()).
 //
+// Round-level lineage (training.exchange period > 1 or auto; the
+// partitions carry delta_exchange): a local step's samples reach the agreed
+// model only with its worker's delta at the round's exchange. So a done
+// local step is not committed: it is held "done, pending round"
+// (round_pending(); its ledger record is done, its samples stay taken). The
+// worker's round-ending step commits its pending steps of earlier
+// iterations when it is done (its own ack, or the ring's votes for it), or
+// fails them (MarkRoundLost, samples back to the pool as the partition's
+// children) when its training report says its delta was dropped (it
+// fetched the agreed state at the exchange). They also fail when the
+// worker dies or registers again (its parameters are gone), and when the
+// round-ending iteration closes with no step of that worker in it. A
+// worker whose round-ending step failed or timed out joined the exchange
+// with weight 0, carrying its delta: its pending steps wait for its next
+// round-ending report, which commits them (done) or fails them
+// (delta_dropped: the join did not apply, so it had to fetch the agreed
+// state). A done step the worker reports in_next_round
+// (it had applied that round already) is pending like a local step. A step
+// that hands out its epoch's last pooled samples ends its round, so an
+// epoch never waits on a round that cannot end. Everything happens inside
+// Apply of the updates that exist (journal replay rebuilds it); snapshots
+// store the pending ids. Period 1: nothing is ever pending.
+//
 // Thread-safety: not thread-safe.
 #pragma once
 
@@ -46,6 +69,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -196,6 +220,10 @@ class SchedulerState {
   int64_t policy_failures() const { return policy_failures_; }
   // Samples whose records keep failing their check (scheduler/quarantine.h).
   const SampleQuarantine& quarantine() const { return quarantine_; }
+  // Local steps done but not committed: their round's exchange has not
+  // applied them yet (round-level lineage, above). Ascending ids.
+  const std::set<uint64_t>& round_pending_ids() const { return round_pending_; }
+  int64_t round_pending() const { return static_cast<int64_t>(round_pending_.size()); }
 
   // Evicted nodes (WorkerEvicted): dead for good; a sample every holder of
   // which is evicted is left out of every epoch as unavailable.
@@ -260,6 +288,23 @@ class SchedulerState {
   Status ApplyDone(const loft::v1::PartitionDoneUpdate& u);
   Status ApplyFailed(uint64_t id, int32_t attempt, int32_t node, double now_ms, bool timed_out,
                      std::span<const uint64_t> bad_samples = {});
+  // Commits the samples of done partition `p` in its epoch.
+  Status CommitSamples(const loft::v1::Partition& p);
+  // Returns the samples of failed partition `id` to its epoch's pool (as
+  // its children's), setting aside those quarantined or lost to eviction.
+  Status ReturnToPool(uint64_t id, std::span<const uint64_t> bad_samples);
+  // Round-level lineage (above): commits (applied) or fails `worker`'s
+  // pending local steps of iterations before `before_iteration`; worker < 0:
+  // every worker's.
+  Status ResolveRound(int32_t worker, int64_t before_iteration, bool applied, double now_ms);
+  // The done partition `rec` under round-level lineage: commits it and its
+  // worker's pending steps, holds it pending, or fails its round.
+  Status CommitOrHold(const PartitionRecord& rec, const loft::v1::PartitionDone& d, double now_ms);
+  // After a round-ending step of `iteration` finished: once the iteration
+  // is closed, fails the pending steps its exchange did not confirm.
+  Status MaybeCloseRound(const loft::v1::Partition& p, double now_ms);
+  // Snapshot part: the pending ids, checked against the ledger and samplers.
+  Status RestoreRoundPending(const loft::v1::StateSnapshot& s);
   // Takes a pooled sample out of `s`'s pool as unavailable (committed in
   // the sampler, not in the ledger); the caller counts it.
   Status SetAside(EpochSampler& s, uint64_t id);
@@ -313,7 +358,8 @@ class SchedulerState {
   std::vector<bool> distrusted_;  // empty: none (keeps ToJson/Digest of runs without any unchanged)
   int64_t distrusted_reads_committed_ = 0;
   SampleQuarantine quarantine_;
-  std::vector<bool> evicted_;  // empty: none (keeps ToJson/Digest of runs without any unchanged)
+  std::set<uint64_t> round_pending_;  // done local steps awaiting their round (above)
+  std::vector<bool> evicted_;         // empty: none (keeps ToJson/Digest of runs without any unchanged)
   int64_t lost_to_eviction_ = 0;
   int64_t held_out_ = 0;
   int64_t abandoned_at_iteration_ = -1;

@@ -170,6 +170,7 @@ loft::v1::StateSnapshot SchedulerState::ToSnapshot() const {
   }
   out.set_rejected_observations(rejected_observations_);
   out.set_reads_left_out_of_fits(reads_left_out_of_fits_);
+  out.mutable_round_pending()->Add(round_pending_.begin(), round_pending_.end());
   out.set_policy_failures(policy_failures_);
   out.set_distrusted_reads_committed(distrusted_reads_committed_);
   out.set_lost_to_eviction(lost_to_eviction_);
@@ -329,6 +330,31 @@ Status SchedulerState::RestorePendingObservations(const loft::v1::StateSnapshot&
   return OkStatus();
 }
 
+Status SchedulerState::RestoreRoundPending(const loft::v1::StateSnapshot& s) {
+  round_pending_.clear();
+  for (uint64_t id : s.round_pending()) {
+    const PartitionRecord* rec = ledger_.Find(id);
+    auto bad = [id](const std::string& why) {
+      return DataLoss("snapshot round_pending: partition " + std::to_string(id) + " " + why);
+    };
+    if (rec == nullptr) return bad("is not in the ledger");
+    if (rec->state != PartitionState::kDone || !rec->partition.delta_exchange()) {
+      return bad("is not a done step of a delta exchange");
+    }
+    const EpochSampler* es = SamplerOfEpoch(rec->partition.epoch());
+    if (es == nullptr) return bad("is of epoch " + std::to_string(rec->partition.epoch()) + ", not open");
+    for (uint64_t sample : rec->partition.sample_ids()) {
+      if (sample >= static_cast<uint64_t>(es->num_samples()) ||
+          es->state(sample) != EpochSampler::SampleState::kTaken) {
+        return bad("has sample " + std::to_string(sample) +
+                   " that is not taken (pending samples stay taken)");
+      }
+    }
+    if (!round_pending_.insert(id).second) return bad("is named twice");
+  }
+  return OkStatus();
+}
+
 Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
   LOFT_RETURN_IF_ERROR(CheckSnapshotFits(s));
 
@@ -383,8 +409,9 @@ Status SchedulerState::RestoreSnapshot(const loft::v1::StateSnapshot& s) {
   held_out_ = s.held_out();
   abandoned_at_iteration_ = s.abandoned_at_iteration_plus_one() - 1;
 
-  // Pending observations.
+  // Pending observations and local steps.
   LOFT_RETURN_IF_ERROR(RestorePendingObservations(s));
+  LOFT_RETURN_IF_ERROR(RestoreRoundPending(s));
 
   // The policy's memory.
   PolicyMemory memory;

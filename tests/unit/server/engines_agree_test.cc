@@ -19,7 +19,9 @@
 // the ack's training report, as from an agent), with auto's depth (the
 // spec's default hand-off, and none) and at every fixed depth, with a
 // member that dies while it applies a round the others applied (both
-// engines commit its partition from the ring's votes), and with
+// engines commit its partition from the ring's votes), with a member that
+// dies mid-round with exchange period 4 (its round's local steps fail in
+// both engines: round-level lineage), and with
 // partitions that time out on a node that slows down (the simulator's
 // timer ticks at the deadlines are inputs too: SchedulerInput::kTick).
 // Every run also compares the ServeGrants each engine sent
@@ -112,6 +114,8 @@ struct BothRuns {
   int64_t daemon_committed_by_ring = 0;
   int64_t sim_timed_out = 0;
   int64_t daemon_timed_out = 0;
+  int64_t sim_failed = 0;  // partitions failed, with round-level lineage's lost rounds
+  int64_t daemon_failed = 0;
   size_t grants = 0;  // ServeGrants, the same in both
 };
 
@@ -237,6 +241,10 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
   both.sim_timed_out = sim->counters.timed_out;
   both.daemon_timed_out = s.driver().state().ledger().counters().timed_out;
   CHECK(both.daemon_timed_out == both.sim_timed_out);
+  both.sim_failed = sim->counters.failed;
+  both.daemon_failed = s.driver().state().ledger().counters().failed;
+  CHECK(both.daemon_failed == both.sim_failed);
+  CHECK(s.driver().state().ledger().counters().duplicates == 0);
   // The same serve grants to the same peers, each before its assignment
   // (sched::SendServeGrants).
   std::vector<std::tuple<int32_t, uint64_t, int32_t, int>> sim_grants;
@@ -338,6 +346,17 @@ TEST_CASE("daemon and simulator agree with a model's ring all-reduce", "[engines
   const bool overlap = GENERATE(false, true);
   INFO("policy " << policy << " plan-ahead " << overlap);
   RunBoth(policy, "{at_s: 0.03, down_s: 0.02}", overlap, "model: softmax");
+}
+
+TEST_CASE("daemon and simulator agree when a member dies mid-round with period 4", "[engines]") {
+  // Round-level lineage: the dead member's local steps of its round fail
+  // with it (their samples are retried), in both engines alike.
+  const std::string policy = GENERATE("loft", "lbbsp");
+  const bool overlap = GENERATE(false, true);
+  INFO("policy " << policy << " plan-ahead " << overlap);
+  const BothRuns both =
+      RunBoth(policy, "{at_s: 0.03, down_s: 0.02}", overlap, "model: softmax, exchange: {period: 4}");
+  CHECK(both.sim_failed > 0);
 }
 
 TEST_CASE("daemon and simulator commit a dead member's partition the ring applied", "[engines]") {
