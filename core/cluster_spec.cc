@@ -159,10 +159,7 @@ double SampleWireBytes(const DatasetSpec& d) {
   return d.record_bytes > 0 ? d.record_bytes : EstimatedJpegRecordBytes(d.image_size);
 }
 
-double DecodedWireBytes(const DatasetSpec& d) {
-  if (d.encoding == DatasetEncoding::kRaw) return static_cast<double>(d.sample_bytes);
-  return static_cast<double>(d.image_size) * static_cast<double>(d.image_size);
-}
+double DecodedWireBytes(const DatasetSpec& d) { return static_cast<double>(d.sample_bytes); }
 
 namespace {
 

@@ -262,11 +262,14 @@ TEST_CASE("decode placement: priors from a jpeg spec", "[decode]") {
   auto spec = ParseClusterSpec(kJpegSpec, "<test>");
   REQUIRE(spec.ok());
   CHECK(SampleWireBytes(spec->dataset) == 1700);
-  CHECK(DecodedWireBytes(spec->dataset) == 96 * 96);
+  // The decoded form is the 28x28 model input as uint8 levels, smaller
+  // than the encoded record (ρ < 1).
+  CHECK(DecodedWireBytes(spec->dataset) == 784);
   const SampleCoding c = CodingFromSpec(*spec);
   CHECK(c.encoded);
   CHECK(c.placement == DecodePlacement::kAuto);
-  CHECK(c.ratio() == Approx(9216.0 / 1700));
+  CHECK(c.ratio() == Approx(784.0 / 1700));
+  CHECK(c.ratio() < 1);
   const DecodeCost d0 = DecodePriorFromSpec(*spec, 0);
   CHECK(d0.per_sample_ms == 0.01);
   CHECK(d0.per_kb_ms == 0.02);
