@@ -159,7 +159,9 @@ double SampleWireBytes(const DatasetSpec& d) {
   return d.record_bytes > 0 ? d.record_bytes : EstimatedJpegRecordBytes(d.image_size);
 }
 
-double DecodedWireBytes(const DatasetSpec& d) { return static_cast<double>(d.sample_bytes); }
+double DecodedWireBytes(const DatasetSpec& d) {
+  return static_cast<double>(d.sample_bytes);
+}
 
 namespace {
 
@@ -412,7 +414,8 @@ Status ParseByzantine(const SpecReader& r, const YAML::Node& n, const std::strin
       {"chunk_garbage", ByzantineKind::kChunkGarbage},
       {"chunk_scale", ByzantineKind::kChunkScale},
       {"phantom_round", ByzantineKind::kPhantomRound},
-      {"poison_serve", ByzantineKind::kPoisonServe}};
+      {"poison_serve", ByzantineKind::kPoisonServe},
+      {"poison_decoded", ByzantineKind::kPoisonDecoded}};
   std::string names;
   for (const auto& [name, kind] : kKinds) {
     if (byz == name) {
@@ -781,6 +784,7 @@ std::string_view ByzantineKindName(ByzantineKind k) {
     case ByzantineKind::kChunkScale: return "chunk_scale";
     case ByzantineKind::kPhantomRound: return "phantom_round";
     case ByzantineKind::kPoisonServe: return "poison_serve";
+    case ByzantineKind::kPoisonDecoded: return "poison_decoded";
   }
   return "?";
 }

@@ -384,7 +384,8 @@ enum class ByzantineKind {
   kChunkGarbage,
   kChunkScale,
   kPhantomRound,
-  kPoisonServe
+  kPoisonServe,
+  kPoisonDecoded
 };
 
 struct NodeSpec {

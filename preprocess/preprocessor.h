@@ -72,7 +72,9 @@ CropFlip DrawCropFlip(uint64_t seed, int64_t epoch, uint64_t id, int padding);
 // Float input in [0, 1] -> its level: round(f · 255) clamped to [0, 255].
 uint8_t QuantiseInput(float f);
 // A level's float: q · (1/255), the models' own scaling of a raw byte.
-inline float DequantiseInput(uint8_t q) { return static_cast<float>(q) * (1.0f / 255.0f); }
+inline float DequantiseInput(uint8_t q) {
+  return static_cast<float>(q) * (1.0f / 255.0f);
+}
 // out[i] = DequantiseInput(in[i]); InvalidArgument when the sizes differ.
 Status DequantiseInputs(std::span<const uint8_t> in, std::span<float> out);
 

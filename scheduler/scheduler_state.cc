@@ -374,12 +374,15 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   obs.local_read_ms = t.local_read_ms();
   obs.remote_read_ms = t.remote_read_ms();
   obs.compute_ms = t.compute_ms();
-  if (spec_.dataset.encoding != DatasetEncoding::kRaw && t.preprocess_ms() > 0 && Finite(t.preprocess_ms())) {
-    // Every sample of the partition was decoded by this worker (the
-    // daemon plans decode placement trainer).
+  // The samples this worker preprocessed: all but those its holders
+  // decoded (Partition.decoded_from), plus the spot check's records.
+  const int64_t own_decoded = obs.batch - t.remote_decoded_samples();
+  if (spec_.dataset.encoding != DatasetEncoding::kRaw && t.preprocess_ms() > 0 && Finite(t.preprocess_ms()) &&
+      own_decoded > 0) {
+    const int64_t own_bytes = t.local_bytes() + t.remote_bytes() - t.remote_decoded_bytes();
     obs.decode_ms = t.preprocess_ms();
-    obs.decode_samples = obs.batch;
-    obs.decode_bytes = t.local_bytes() + t.remote_bytes();
+    obs.decode_samples = own_decoded + t.spot_checked_samples();
+    obs.decode_bytes = own_bytes + own_bytes * t.spot_checked_samples() / own_decoded;
   }
   const double read = std::max(obs.local_read_ms, obs.remote_read_ms);
   obs.iteration_ms = spec_.training.overlap ? std::max(read, obs.compute_ms) : read + obs.compute_ms;
