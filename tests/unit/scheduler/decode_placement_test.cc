@@ -385,7 +385,7 @@ dataset: {samples: 600, sample_bytes: 784, encoding: jpeg, image_size: 96, recor
 placement: {kind: shards, replication: 1}
 training: {global_batch: 60, min_batch: 1, overlap: false}
 nodes:
-  - {name: holder, count: 2, compute: {per_sample_ms: 0.05}, link: {up_mbps: 20, down_mbps: 20}}
+  - {name: holder, count: 2, compute: {per_sample_ms: 2.0}, link: {up_mbps: 20, down_mbps: 20}}
   - {name: quota, compute: {per_sample_ms: 0.05, cpu_cores: 0.05}, link: {up_mbps: 20, down_mbps: 20}}
 )";
 
@@ -415,7 +415,8 @@ TEST_CASE("decode placement: the daemon plans auto only when every live agent se
   s.SetServesDecoded(2, true);
   CHECK(s.BuildPlanRequest()->coding.placement == DecodePlacement::kAuto);
 
-  // The 0.05-core node decodes 20x slower: holders decode for it.
+  // The 0.05-core node computes 40x faster than the holders but decodes
+  // 20x slower: holders decode the samples it reads from them.
   auto prop = s.ProposeIteration(0);
   REQUIRE(prop.ok());
   REQUIRE(prop->update.has_value());
