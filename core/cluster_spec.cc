@@ -172,8 +172,7 @@ double SampleWireBytes(const DatasetSpec& d) {
 }
 
 double DecodedWireBytes(const DatasetSpec& d) {
-  if (d.encoding == DatasetEncoding::kRaw) return static_cast<double>(d.sample_bytes);
-  return static_cast<double>(d.image_size) * static_cast<double>(d.image_size);
+  return static_cast<double>(d.sample_bytes);
 }
 
 namespace {
@@ -420,7 +419,8 @@ Status ParseByzantine(const SpecReader& r, const YAML::Node& n, const std::strin
       {"chunk_garbage", ByzantineKind::kChunkGarbage},
       {"chunk_scale", ByzantineKind::kChunkScale},
       {"phantom_round", ByzantineKind::kPhantomRound},
-      {"poison_serve", ByzantineKind::kPoisonServe}};
+      {"poison_serve", ByzantineKind::kPoisonServe},
+      {"poison_decoded", ByzantineKind::kPoisonDecoded}};
   std::string names;
   for (const auto& [name, kind] : kKinds) {
     if (byz == name) {
@@ -785,6 +785,7 @@ std::string_view ByzantineKindName(ByzantineKind k) {
     case ByzantineKind::kChunkScale: return "chunk_scale";
     case ByzantineKind::kPhantomRound: return "phantom_round";
     case ByzantineKind::kPoisonServe: return "poison_serve";
+    case ByzantineKind::kPoisonDecoded: return "poison_decoded";
   }
   return "?";
 }

@@ -42,10 +42,11 @@ enum class AugmentKind { kNone, kCropFlip };
 // dataset.decode_placement: where a remote JPEG sample is decoded.
 //   trainer  always by the worker that trains on it (the default)
 //   auto     the planner chooses per (holder, trainer) pair; a decoded
-//            sample travels as image_size² uint8 pixels
-//            (scheduler/README-planning.md "Decode placement"). Planned by
-//            `loftctl plan`; the scheduler daemon plans `trainer` (agents do
-//            not decode for peers yet).
+//            sample travels as the model input's sample_bytes uint8 levels
+//            (DecodedWireBytes; scheduler/README-planning.md "Decode
+//            placement"). The holder preprocesses it for the trainer
+//            (edge_agent/README.md "Decoded serving"); the trainer spot-checks
+//            a fraction of them against the encoded record.
 enum class DecodePlacementKind { kTrainer, kAuto };
 
 struct DatasetSpec {
@@ -78,9 +79,12 @@ double SampleWireBytes(const DatasetSpec& d);
 // 0.19·image_size² (measured: 1,699 bytes mean at 96 px, quality 90, on
 // Fashion-MNIST; docs/cluster-spec.md "Encoded datasets").
 double EstimatedJpegRecordBytes(int image_size);
-// A decoded sample on the wire (dataset.decode_placement auto): image_size²
-// uint8 grey pixels, the preprocessing stage's decode output (the trainer
-// still crops, flips, resizes and normalises). sample_bytes with raw.
+// A decoded sample on the wire (dataset.decode_placement auto): the model
+// input as uint8 levels, sample_bytes (784 for Fashion-MNIST): the holder
+// runs the whole preprocessing stage (decode, augment with the trainer's
+// (seed, epoch, id), resize; preprocess/preprocessor.h "quantise") and the
+// trainer uses the bytes as they are. Smaller than a stored JPEG record
+// (1,699 bytes mean at 96 px, quality 90), so ρ < 1.
 double DecodedWireBytes(const DatasetSpec& d);
 
 std::string_view DatasetEncodingName(DatasetEncoding e);
@@ -367,7 +371,11 @@ struct FailureSpec {
 // ring protocol (phantom_round: announces rounds the scheduler has not
 // planned, with only its own weight, and claims a huge last_round), or the
 // samples it serves to peers (poison_serve: label-flipped records with
-// correct CRCs; refused by the dataset manifest, cache/manifest.h).
+// correct CRCs; refused by the dataset manifest, cache/manifest.h;
+// poison_decoded: honest records but forged decoded samples, the levels
+// inverted, when it decodes for a peer (dataset.decode_placement auto;
+// caught by the trainer's spot check, edge_agent/README.md "Decoded
+// serving")).
 enum class ByzantineKind {
   kNone,
   kSignFlip,
@@ -376,7 +384,8 @@ enum class ByzantineKind {
   kChunkGarbage,
   kChunkScale,
   kPhantomRound,
-  kPoisonServe
+  kPoisonServe,
+  kPoisonDecoded
 };
 
 struct NodeSpec {

@@ -124,9 +124,19 @@ PeerReply AgentService::HandlePeer(std::string_view frame, size_t extra_frames, 
     }
   }
   std::span<const uint64_t> ids(req.sample_ids().data(), static_cast<size_t>(req.sample_ids_size()));
-  Status auth = grants_.Authorize(req.partition_id(), req.requester(), ids);
+  if (req.decoded() && decode_pool_ == nullptr) {
+    return deny("denied", FailedPrecondition(fmt::format(
+                              "node {} asked for decoded samples but this agent does not decode for peers "
+                              "(no preprocessing stage: dataset.encoding raw without augment)",
+                              req.requester())));
+  }
+  Status auth = grants_.Authorize(req.partition_id(), req.requester(), ids, req.decoded());
   if (!auth.ok()) {
     return deny(auth.code() == StatusCode::kUnavailable ? "no_grant" : "denied", auth);
+  }
+  if (req.decoded()) {
+    ServeDecoded(req, ids, &out);
+    return out;
   }
   if (Status st = cache_->MultiGetRecordsInto(ids, &out.records); !st.ok()) {
     if (st.code() != StatusCode::kDataLoss)
@@ -330,6 +340,7 @@ v1::Envelope AgentService::MakeRegister(const v1::CacheSummary& summary) const {
   r->set_ring_endpoint(options_.ring_endpoint);
   r->set_incarnation(incarnation_);
   if (options_.local_manifest != nullptr) r->set_manifest_root(local_root_);
+  r->set_serves_decoded(decode_pool_ != nullptr);
   return env;
 }
 
@@ -391,6 +402,75 @@ std::optional<PeerInfo> AgentService::PeerFor(int32_t node) const {
 
 // ---------------------------------------------------------------- runner
 
+void AgentService::ServeDecoded(const v1::FetchRequest& req, std::span<const uint64_t> ids, PeerReply* out) {
+  auto fail = [&](const Status& st, const std::vector<uint64_t>& bad) {
+    metrics_->fetch_requests->WithLabels({"data_loss"}).Increment();
+    out->records = cache::RecordBatch{};
+    out->header = MakeError(st, req.request_id());
+    for (uint64_t id : bad) out->header.mutable_error()->add_bad_samples(id);
+    if (!bad.empty())
+      peer_log_.Log(spdlog::level::err, "corrupt_fetch", std::to_string(req.requester()),
+                    "decoded fetch by node {} (partition {}): {} samples failed their check or did not "
+                    "decode (first: sample {})",
+                    req.requester(), req.partition_id(), bad.size(), bad.front());
+  };
+  std::vector<StatusOr<cache::Sample>> recs = cache_->MultiGet(ids);
+  std::vector<uint64_t> bad;
+  Status first;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    if (recs[i].ok()) continue;
+    if (recs[i].status().code() != StatusCode::kDataLoss) return fail(recs[i].status(), {});
+    bad.push_back(ids[i]);
+    if (first.ok()) first = recs[i].status();
+  }
+  if (!bad.empty()) return fail(first, bad);
+  // The whole preprocessing stage, seeded by the requester's epoch, on this
+  // agent's pool (its threads, its CPU quota).
+  const auto dim = static_cast<size_t>(decode_pool_->options().input_size());
+  std::vector<uint8_t> levels(ids.size() * dim);
+  std::vector<Status> statuses(ids.size());
+  std::vector<preprocess::PreprocessItem> items(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    items[i].id = ids[i];
+    items[i].epoch = req.epoch();
+    items[i].payload = recs[i]->payload;
+    items[i].status = &statuses[i];
+    items[i].bytes = std::span<uint8_t>(levels).subspan(i * dim, dim);
+  }
+  if (Status st = decode_pool_->Run(items); !st.ok()) {
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (statuses[i].code() == StatusCode::kDataLoss) bad.push_back(ids[i]);
+    return fail(st.WithContext(fmt::format("decoding for node {}", req.requester())), bad);
+  }
+  if (options_.poison_decoded) {
+    for (uint8_t& q : levels) q = static_cast<uint8_t>(255 - q);
+    poison_served_ += static_cast<int64_t>(ids.size());
+    spdlog::info("poison_decoded: served {} forged decoded samples to node {} (partition {}); {} in total",
+                 ids.size(), req.requester(), req.partition_id(), poison_served_);
+  }
+  if (decoded_served_ == 0)
+    spdlog::info(
+        "decoded serving: preprocessed {} samples for node {} (partition {}), its first decoded request",
+        ids.size(), req.requester(), req.partition_id());
+  decoded_served_ += static_cast<int64_t>(ids.size());
+  cache::RecordBatch& rb = out->records;
+  rb.data.reserve(ids.size() * (dim + cache::kRecordHeaderBytes + cache::kRecordTrailerBytes));
+  std::string rec;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    cache::EncodeRecordTo(ids[i], recs[i]->label, std::span<const uint8_t>(levels).subspan(i * dim, dim),
+                          &rec);
+    rb.data += rec;
+    rb.ends.push_back(rb.data.size());
+  }
+  auto* fr = out->header.mutable_fetch_reply();
+  out->header.set_protocol_version(kProtocolVersion);
+  fr->set_request_id(req.request_id());
+  fr->set_count(static_cast<int32_t>(rb.size()));
+  metrics_->fetch_requests->WithLabels({"ok_decoded"}).Increment();
+  metrics_->served_samples->Increment(static_cast<double>(rb.size()));
+  metrics_->served_bytes->Increment(static_cast<double>(rb.bytes()));
+}
+
 PartitionRunner::PartitionRunner(Clock* clock, cache::SampleCache* cache, PeerClient* peers,
                                  AgentMetrics* metrics, const SampleGuard* guard)
     : clock_(clock),
@@ -418,7 +498,7 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
     else
       remote[p.sources(i)].push_back(p.sample_ids(i));
   }
-  std::future<std::map<int32_t, PeerFetchResult>> fut;
+  std::future<Fetched> fut;
   const uint64_t edges_at_start = exchange_edges_.load();
   int64_t t0 = clock_->NowMicros();
   if (!remote.empty()) {
@@ -426,10 +506,33 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
       out.status = FailedPrecondition("partition needs peer reads but no peer client is configured");
       return out;
     }
+    if (p.decoded_from_size() > 0 && preprocess_ == nullptr) {
+      out.status = FailedPrecondition(
+          fmt::format("partition {} has samples served decoded but this agent has no preprocessing stage to "
+                      "spot-check them",
+                      p.id()));
+      return out;
+    }
+    std::vector<int32_t> decoded;
+    for (int32_t h : p.decoded_from())
+      if (remote.count(h) != 0) decoded.push_back(h);
     // The task owns what it reads: unlike std::async's, a packaged_task's
-    // future does not wait for it if Read leaves early.
-    std::packaged_task<std::map<int32_t, PeerFetchResult>()> fetch(
-        [peers = peers_, id = p.id(), me, remote] { return peers->FetchAll(id, me, remote); });
+    // future does not wait for it if Read leaves early. The spot check's
+    // records are asked for only once the decoded replies are in.
+    std::packaged_task<Fetched()> fetch(
+        [peers = peers_, id = p.id(), me, remote, decoded, epoch = p.epoch(), check = spot_check_] {
+          Fetched f;
+          f.results = decoded.empty() ? peers->FetchAll(id, me, remote)
+                                      : peers->FetchAllDecoded(id, me, remote, decoded, epoch);
+          for (int32_t h : decoded) {
+            auto r = f.results.find(h);
+            if (r == f.results.end() || !r->second.status.ok()) continue;
+            for (uint64_t s : remote.at(h))
+              if (check.Checks(epoch, s)) f.spot_ids[h].push_back(s);
+          }
+          if (!f.spot_ids.empty()) f.spot = peers->FetchAll(id, me, f.spot_ids);
+          return f;
+        });
     fut = fetch.get_future();
     boost::asio::post(*fetch_thread_, std::move(fetch));
   }
@@ -467,60 +570,10 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
   t->set_local_samples(static_cast<int64_t>(local.size()));
   t->set_local_bytes(local_bytes);
   if (fut.valid()) {
-    auto results = fut.get();
+    Fetched fetched = fut.get();
     double remote_ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
-    int64_t remote_bytes = 0, remote_samples = 0;
-    for (const auto& [peer, ids] : remote) {
-      auto it = results.find(peer);
-      if (it == results.end()) {
-        if (first_error.ok()) first_error = Internal(fmt::format("no fetch result for peer {}", peer));
-        continue;
-      }
-      PeerFetchResult& r = it->second;
-      (*t->mutable_remote_read_ms_by_peer())[peer] = r.ms;
-      if (!r.status.ok()) {
-        // Records the peer found corrupt in its own cache (ids of this
-        // group only): reported like a local corrupt record.
-        for (uint64_t id : r.bad_samples)
-          if (std::find(ids.begin(), ids.end(), id) != ids.end()) out.bad_samples.push_back(id);
-        if (first_error.ok()) first_error = r.status.WithContext(fmt::format("fetch from peer {}", peer));
-        continue;
-      }
-      if (r.records.size() != ids.size()) {
-        if (first_error.ok()) {
-          first_error = DataLoss(
-              fmt::format("peer {} returned {} records for {} ids", peer, r.records.size(), ids.size()));
-        }
-        continue;
-      }
-      for (size_t i = 0; i < ids.size(); ++i) {
-        // CRC + sample id: a corrupt or misplaced record fails the partition.
-        auto s = cache::DecodeRecord(ids[i], r.records[i]);
-        if (!s.ok()) {
-          if (s.status().code() == StatusCode::kDataLoss) out.bad_samples.push_back(ids[i]);
-          if (first_error.ok())
-            first_error = s.status().WithContext(fmt::format("record from peer {}", peer));
-          break;
-        }
-        // Manifest: a forged label or payload (valid CRC) is refused and the
-        // peer reported; every forged sample of the group is counted.
-        if (manifest) {
-          if (Status ms = CheckAgainstManifest(*manifest, *s, peer); !ms.ok()) {
-            ++out.poisoned[peer];
-            metrics_->poisoned_samples->WithLabels({std::to_string(peer)}).Increment();
-            if (first_error.ok()) first_error = ms;
-            continue;
-          }
-        }
-        got[ids[i]] = std::move(s).value();
-        remote_bytes += static_cast<int64_t>(r.records[i].size());
-        ++remote_samples;
-      }
-      metrics_->fetched_bytes->WithLabels({std::to_string(peer)}).Increment(static_cast<double>(r.bytes));
-    }
+    TakeRemote(remote, fetched, manifest.get(), got, out, first_error);
     t->set_remote_read_ms(remote_ms);
-    t->set_remote_samples(remote_samples);
-    t->set_remote_bytes(remote_bytes);
     metrics_->partition_ms->WithLabels({"remote_read"}).Observe(remote_ms);
   }
   metrics_->partition_ms->WithLabels({"local_read"}).Observe(local_ms);
@@ -537,22 +590,222 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
   return out;
 }
 
+std::map<int32_t, PeerFetchResult> PeerClient::FetchAllDecoded(
+    uint64_t partition_id, int32_t requester, const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer,
+    const std::vector<int32_t>& decoded_peers, int64_t epoch) {
+  (void)epoch;
+  std::map<int32_t, std::vector<uint64_t>> records;
+  for (const auto& [peer, ids] : ids_by_peer)
+    if (std::find(decoded_peers.begin(), decoded_peers.end(), peer) == decoded_peers.end())
+      records[peer] = ids;
+  auto out =
+      records.empty() ? std::map<int32_t, PeerFetchResult>{} : FetchAll(partition_id, requester, records);
+  for (int32_t peer : decoded_peers) {
+    if (ids_by_peer.count(peer) == 0) continue;
+    out[peer].status =
+        Unimplemented(fmt::format("this peer client cannot fetch decoded samples (peer {})", peer));
+  }
+  return out;
+}
+
+namespace {
+
+uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+bool SpotCheck::Checks(int64_t epoch, uint64_t id) const {
+  if (every <= 1) return true;
+  const uint64_t h = Mix64(Mix64(Mix64(Mix64(salt) ^ seed) ^ static_cast<uint64_t>(epoch)) ^ id);
+  return h % static_cast<uint64_t>(every) == 0;
+}
+
+void PartitionRunner::TakeRemote(const std::map<int32_t, std::vector<uint64_t>>& remote, Fetched& f,
+                                 const cache::Manifest* manifest,
+                                 std::unordered_map<uint64_t, cache::Sample>& got, ReadPartition& out,
+                                 Status& first_error) {
+  auto* t = &out.timings;
+  const v1::Partition& p = out.partition;
+  const size_t dim = preprocess_ != nullptr ? static_cast<size_t>(preprocess_->options().input_size()) : 0;
+  int64_t remote_bytes = 0, remote_samples = 0, decoded_bytes = 0, decoded_samples = 0;
+  for (const auto& [peer, ids] : remote) {
+    auto it = f.results.find(peer);
+    if (it == f.results.end()) {
+      if (first_error.ok()) first_error = Internal(fmt::format("no fetch result for peer {}", peer));
+      continue;
+    }
+    PeerFetchResult& r = it->second;
+    const bool decoded =
+        std::find(p.decoded_from().begin(), p.decoded_from().end(), peer) != p.decoded_from().end();
+    (*t->mutable_remote_read_ms_by_peer())[peer] = r.ms;
+    if (!r.status.ok()) {
+      // Records the peer found corrupt in its own cache, or (decoded) that
+      // did not decode there (ids of this group only): reported like a
+      // local corrupt record or decode failure.
+      for (uint64_t id : r.bad_samples)
+        if (std::find(ids.begin(), ids.end(), id) != ids.end()) out.bad_samples.push_back(id);
+      if (first_error.ok()) first_error = r.status.WithContext(fmt::format("fetch from peer {}", peer));
+      continue;
+    }
+    if (r.records.size() != ids.size()) {
+      if (first_error.ok()) {
+        first_error = DataLoss(
+            fmt::format("peer {} returned {} records for {} ids", peer, r.records.size(), ids.size()));
+      }
+      continue;
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      // CRC + sample id: a corrupt or misplaced record fails the partition.
+      auto s = cache::DecodeRecord(ids[i], r.records[i]);
+      if (!s.ok()) {
+        if (s.status().code() == StatusCode::kDataLoss) out.bad_samples.push_back(ids[i]);
+        if (first_error.ok()) first_error = s.status().WithContext(fmt::format("record from peer {}", peer));
+        break;
+      }
+      if (decoded) {
+        // The model input: no manifest digest covers it (the spot check
+        // below does); a wrong size is a forgery.
+        if (s->payload.size() != dim) {
+          ++out.poisoned[peer];
+          metrics_->poisoned_samples->WithLabels({std::to_string(peer)}).Increment();
+          if (first_error.ok())
+            first_error = DataLoss(fmt::format("peer {} served sample {} decoded as {} bytes, expected {}",
+                                               peer, ids[i], s->payload.size(), dim));
+          continue;
+        }
+        out.decoded.insert(ids[i]);
+        decoded_bytes += static_cast<int64_t>(r.records[i].size());
+        ++decoded_samples;
+      } else if (manifest != nullptr) {
+        // Manifest: a forged label or payload (valid CRC) is refused and the
+        // peer reported; every forged sample of the group is counted.
+        if (Status ms = CheckAgainstManifest(*manifest, *s, peer); !ms.ok()) {
+          ++out.poisoned[peer];
+          metrics_->poisoned_samples->WithLabels({std::to_string(peer)}).Increment();
+          if (first_error.ok()) first_error = ms;
+          continue;
+        }
+      }
+      got[ids[i]] = std::move(s).value();
+      remote_bytes += static_cast<int64_t>(r.records[i].size());
+      ++remote_samples;
+    }
+    metrics_->fetched_bytes->WithLabels({std::to_string(peer)}).Increment(static_cast<double>(r.bytes));
+  }
+  if (!f.spot_ids.empty()) VerifySpotChecks(f, manifest, got, out, first_error);
+  t->set_remote_samples(remote_samples);
+  t->set_remote_bytes(remote_bytes);
+  t->set_remote_decoded_samples(decoded_samples);
+  t->set_remote_decoded_bytes(decoded_bytes);
+}
+
+void PartitionRunner::VerifySpotChecks(Fetched& f, const cache::Manifest* manifest,
+                                       std::unordered_map<uint64_t, cache::Sample>& got, ReadPartition& out,
+                                       Status& first_error) {
+  const int64_t t0 = clock_->NowMicros();
+  const auto dim = static_cast<size_t>(preprocess_->options().input_size());
+  auto poisoned = [&](int32_t peer, uint64_t id, const std::string& what) {
+    ++out.poisoned[peer];
+    metrics_->poisoned_samples->WithLabels({std::to_string(peer)}).Increment();
+    got.erase(id);  // not used
+    out.decoded.erase(id);
+    if (first_error.ok())
+      first_error = DataLoss(fmt::format("spot check: peer {} served sample {} decoded {}", peer, id, what));
+  };
+  // The records, checked like any peer record; then preprocessed here.
+  std::vector<std::pair<int32_t, uint64_t>> checked;
+  std::vector<cache::Sample> records;
+  for (const auto& [peer, ids] : f.spot_ids) {
+    PeerFetchResult& r = f.spot[peer];
+    if (!r.status.ok() || r.records.size() != ids.size()) {
+      if (first_error.ok())
+        first_error = (r.status.ok() ? DataLoss("wrong record count") : r.status)
+                          .WithContext(fmt::format("spot-check records from peer {}", peer));
+      continue;
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto s = cache::DecodeRecord(ids[i], r.records[i]);
+      if (!s.ok()) {
+        if (s.status().code() == StatusCode::kDataLoss) out.bad_samples.push_back(ids[i]);
+        if (first_error.ok()) first_error = s.status().WithContext(fmt::format("record from peer {}", peer));
+        continue;
+      }
+      if (manifest != nullptr) {
+        if (Status ms = CheckAgainstManifest(*manifest, *s, peer); !ms.ok()) {
+          poisoned(peer, ids[i], "and its record does not match the dataset manifest");
+          continue;
+        }
+      }
+      checked.emplace_back(peer, ids[i]);
+      records.push_back(std::move(s).value());
+    }
+  }
+  std::vector<uint8_t> levels(records.size() * dim);
+  std::vector<Status> statuses(records.size());
+  std::vector<preprocess::PreprocessItem> items(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    items[i].id = records[i].id;
+    items[i].epoch = out.partition.epoch();
+    items[i].payload = records[i].payload;
+    items[i].status = &statuses[i];
+    items[i].bytes = std::span<uint8_t>(levels).subspan(i * dim, dim);
+  }
+  (void)preprocess_->Run(items);  // each item's own status below
+  for (size_t i = 0; i < records.size(); ++i) {
+    const auto [peer, id] = checked[i];
+    auto g = got.find(id);
+    if (g == got.end()) continue;  // refused above already
+    if (!statuses[i].ok()) {
+      // The genuine record (manifest) does not decode: the holder sent a
+      // decoded sample it cannot have made.
+      poisoned(peer, id, "but its record does not decode (" + statuses[i].ToString() + ")");
+      continue;
+    }
+    const std::span<const uint8_t> mine = std::span<const uint8_t>(levels).subspan(i * dim, dim);
+    int64_t differ = 0;
+    for (size_t k = 0; k < dim; ++k) differ += mine[k] != g->second.payload[k];
+    if (differ > 0 || g->second.label != records[i].label) {
+      poisoned(peer, id,
+               fmt::format("with {} of {} levels (label {}, record's {}) differing from its record "
+                           "preprocessed here",
+                           differ, dim, g->second.label, records[i].label));
+    }
+  }
+  out.timings.set_spot_checked_samples(static_cast<int64_t>(records.size()));
+  out.timings.set_preprocess_ms(static_cast<double>(clock_->NowMicros() - t0) / 1000.0);
+}
+
 void PartitionRunner::Preprocess(ReadPartition& out) {
   const int64_t t0 = clock_->NowMicros();
   std::vector<cache::Sample>& samples = out.batch.samples;
   const auto dim = static_cast<size_t>(preprocess_->options().input_size());
   out.batch.inputs.resize(samples.size() * dim);
   std::vector<Status> statuses(samples.size());
-  std::vector<preprocess::PreprocessItem> items(samples.size());
+  std::vector<preprocess::PreprocessItem> items;
+  items.reserve(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) {
-    items[i] =
-        preprocess::PreprocessItem{samples[i].id, out.partition.epoch(), samples[i].payload,
-                                   std::span<float>(out.batch.inputs).subspan(i * dim, dim), &statuses[i]};
+    const std::span<float> input = std::span<float>(out.batch.inputs).subspan(i * dim, dim);
+    if (out.decoded.count(samples[i].id) != 0) {
+      // Served decoded: the holder's levels are the input (same floats as
+      // preprocessing here, preprocess/preprocessor.h "quantise").
+      statuses[i] = preprocess::DequantiseInputs(samples[i].payload, input);
+      continue;
+    }
+    items.push_back(preprocess::PreprocessItem{samples[i].id, out.partition.epoch(), samples[i].payload,
+                                               input, &statuses[i]});
   }
-  Status st = preprocess_->Run(items);
+  Status st = items.empty() ? OkStatus() : preprocess_->Run(items);
+  for (size_t i = 0; i < samples.size() && st.ok(); ++i)
+    if (!statuses[i].ok()) st = statuses[i];
   const double ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
   metrics_->partition_ms->WithLabels({"preprocess"}).Observe(ms);
-  out.timings.set_preprocess_ms(ms);
+  // The spot check's preprocessing (VerifySpotChecks) counts too.
+  out.timings.set_preprocess_ms(out.timings.preprocess_ms() + ms);
   if (st.ok()) return;
   // A record that passed its CRC but does not decode: the sample is bad,
   // as a corrupt record is (PartitionFailed.bad_samples), and the
@@ -615,8 +868,10 @@ v1::Envelope PartitionRunner::Finish(ReadPartition read, Trainer* trainer, int32
     for (const auto& [peer, n] : read.poisoned) {
       f->add_poisoned_by(peer);
       f->add_poisoned_samples(n);
-      spdlog::warn("partition {}: peer {} served {} samples that do not match the dataset manifest; reported",
-                   p.id(), peer, n);
+      spdlog::warn(
+          "partition {}: peer {} served {} samples that do not match the dataset manifest (or, "
+          "decoded, failed the spot check); reported",
+          p.id(), peer, n);
     }
     metrics_->partitions->WithLabels({"failed"}).Increment();
     spdlog::warn("partition {} failed: {}", p.id(), st.ToString());

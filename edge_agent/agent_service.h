@@ -3,7 +3,10 @@
 // what it returns.
 //
 // - Peer path: HandlePeer(frame, user) → a FetchReply header plus the raw
-//   records (one MultiGetRecords), or an Error. Ids are served only if a
+//   records (one MultiGetRecords), or an Error. A FetchRequest.decoded
+//   (the requester's partition has this node in Partition.decoded_from)
+//   is answered with each sample preprocessed here (SetDecodePool; README
+//   "Decoded serving"). Ids are served only if a
 //   ServeGrant from the scheduler lists them for (partition, requester)
 //   and, when the connection is authenticated, the CURVE User-Id is the
 //   requester's node name in the current view.
@@ -31,6 +34,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/sample_cache.h"
@@ -125,6 +130,9 @@ struct AgentServiceOptions {
   std::shared_ptr<const cache::Manifest> local_manifest;
   // `byzantine: poison_serve`: serve label-flipped records (attack tests).
   bool poison_serve = false;
+  // `byzantine: poison_decoded`: serve honest records but decoded samples
+  // with every level inverted (attack tests of the spot check).
+  bool poison_decoded = false;
 };
 
 class AgentService {
@@ -151,6 +159,12 @@ class AgentService {
   std::optional<v1::Envelope> ReportSent(const v1::Envelope& report);
   int in_flight() const { return in_flight_; }
 
+  // The preprocessing pool decoded requests run on (the agent's own, so
+  // inside its CPU quota; borrowed, must outlive the service). Set = this
+  // agent serves decoded samples (RegisterRequest.serves_decoded); null =
+  // decoded requests are refused (FailedPrecondition).
+  void SetDecodePool(preprocess::PreprocessPool* pool) { decode_pool_ = pool; }
+
   int32_t node() const;
   std::optional<PeerInfo> PeerFor(int32_t node) const;
   int64_t view() const;
@@ -159,6 +173,13 @@ class AgentService {
 
  private:
   Status Accept(const v1::Partition& p);
+  // HandlePeer for an authorised FetchRequest.decoded: reads the records,
+  // preprocesses them on decode_pool_ and fills out->records with one
+  // record per id whose payload is the model input's uint8 levels
+  // (cache::EncodeRecord, so the requester checks CRC and id as for any
+  // record). Records that fail their check or do not decode: an Error
+  // kDataLoss naming them (Error.bad_samples). `ids` were granted already.
+  void ServeDecoded(const v1::FetchRequest& req, std::span<const uint64_t> ids, PeerReply* out);
 
   AgentServiceOptions options_;
   cache::SampleCache* cache_;
@@ -169,7 +190,9 @@ class AgentService {
   uint64_t incarnation_ = 0;  // random per process (RegisterRequest.incarnation)
   std::string local_root_;    // options_.local_manifest's root (empty = none)
   int in_flight_ = 0;
-  int64_t poison_served_ = 0;  // poison_serve: forged records sent so far
+  int64_t poison_served_ = 0;                          // poison_serve: forged records sent so far
+  preprocess::PreprocessPool* decode_pool_ = nullptr;  // SetDecodePool
+  int64_t decoded_served_ = 0;                         // samples served decoded so far
 
   mutable std::mutex mu_;  // guards node_ and view_
   int32_t node_ = -1;
@@ -196,10 +219,31 @@ class PeerClient {
   virtual std::map<int32_t, PeerFetchResult> FetchAll(
       uint64_t partition_id, int32_t requester,
       const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer) = 0;
+  // The same, the groups of `decoded_peers` asked for decoded
+  // (FetchRequest.decoded with `epoch`): their records hold the model
+  // input's uint8 levels. The default fetches the other groups with
+  // FetchAll and fails the decoded ones (Unimplemented).
+  virtual std::map<int32_t, PeerFetchResult> FetchAllDecoded(
+      uint64_t partition_id, int32_t requester, const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer,
+      const std::vector<int32_t>& decoded_peers, int64_t epoch);
+};
+
+// The spot check of decoded samples (README "Decoded serving"): sample
+// `id` of `epoch` is also fetched as its record and preprocessed by the
+// trainer when SplitMix64(salt, seed, epoch, id) % every == 0 (every ≥ 1;
+// 1 = all). `salt` is the trainer's own secret (random per process), so a
+// holder that knows the job's seed cannot tell which samples are checked.
+struct SpotCheck {
+  uint64_t seed = 0;  // training.seed
+  uint64_t salt = 0;
+  int every = 32;
+  bool Checks(int64_t epoch, uint64_t id) const;
 };
 
 struct ReadPartition {
   v1::Partition partition;
+  // Samples that arrived decoded (their payload is the model input's levels).
+  std::unordered_set<uint64_t> decoded;
   Status status;                        // not OK: the partition failed while reading
   std::map<int32_t, int64_t> poisoned;  // peer -> samples refused by the manifest
   std::vector<uint64_t> bad_samples;    // records that failed their check (PartitionFailed.bad_samples)
@@ -246,6 +290,17 @@ class PartitionRunner {
   // record: its id in bad_samples, the status DataLoss naming it, the
   // trainer skipping the round (Finish). The other samples are unaffected.
   void SetPreprocess(preprocess::PreprocessPool* pool) { preprocess_ = pool; }
+  // Decoded samples (Partition.decoded_from; README "Decoded serving"): the
+  // holders in decoded_from are asked for the model input (FetchRequest.decoded),
+  // which Read uses as it is; the samples SpotCheck picks are then fetched
+  // once more as their records (after the decoded replies, so a holder
+  // commits before it learns which are checked), checked against the
+  // manifest, preprocessed here and compared byte for byte with what the
+  // holder sent. A mismatch reports the holder for poisoning (ReadPartition
+  // .poisoned, PartitionFailed.poisoned_by) and fails the partition; the
+  // sample is not used. Needs the preprocessing pool.
+  void SetSpotCheck(const SpotCheck& check) { spot_check_ = check; }
+  const SpotCheck& spot_check() const { return spot_check_; }
 
  private:
   Clock* clock_;
@@ -255,6 +310,23 @@ class PartitionRunner {
   const SampleGuard* guard_;
   // Runs the preprocessing stage on a read batch (see SetPreprocess).
   void Preprocess(ReadPartition& out);
+  // What the fetch thread returns: the partition's fetch, then the spot
+  // check's records (spot_ids per decoded peer).
+  struct Fetched {
+    std::map<int32_t, PeerFetchResult> results;
+    std::map<int32_t, std::vector<uint64_t>> spot_ids;
+    std::map<int32_t, PeerFetchResult> spot;
+  };
+  // Read's remote half: verifies each peer's records (decoded ones by CRC
+  // and id only) into `got`; spot-checks the decoded ones (VerifySpotChecks).
+  void TakeRemote(const std::map<int32_t, std::vector<uint64_t>>& remote, Fetched& f,
+                  const cache::Manifest* manifest, std::unordered_map<uint64_t, cache::Sample>& got,
+                  ReadPartition& out, Status& first_error);
+  // Compares each spot-checked decoded sample with its record preprocessed here.
+  void VerifySpotChecks(Fetched& f, const cache::Manifest* manifest,
+                        std::unordered_map<uint64_t, cache::Sample>& got, ReadPartition& out,
+                        Status& first_error);
+  SpotCheck spot_check_;
 
   // Exchange windows (Finish of a round-ending step: its compute and the
   // exchange after it), counted at both edges: odd while one runs. Read

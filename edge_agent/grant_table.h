@@ -3,7 +3,11 @@
 // serving side of "a peer asking for samples it is not assigned is
 // refused".
 //
-// Each granted id is served once. Entries are kept (possibly emptied)
+// Each granted id is served once as its stored record, and, when the
+// grant says `decoded` (the requester's partition has this agent in
+// Partition.decoded_from), once more decoded (FetchRequest.decoded): the
+// requester fetches the decoded input and spot-checks some ids against
+// their record. Entries are kept (possibly emptied)
 // until evicted oldest-first beyond `max_grants`, so a repeated request
 // for a spent grant is refused (PermissionDenied) rather than told to
 // wait.
@@ -16,6 +20,7 @@
 #include <deque>
 #include <map>
 #include <span>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -35,7 +40,10 @@ class GrantTable {
   // arrived yet. PermissionDenied: the grant exists but does not list an
   // id (naming it), or lists it but it was served already. Nothing is
   // consumed on error.
-  Status Authorize(uint64_t partition_id, int32_t requester, std::span<const uint64_t> ids);
+  // `decoded`: the ids are asked for decoded (their decoded serve is
+  // consumed; PermissionDenied when the grant does not allow it).
+  Status Authorize(uint64_t partition_id, int32_t requester, std::span<const uint64_t> ids,
+                   bool decoded = false);
   // Drops every grant for `requester` (it left the view).
   void DropRequester(int32_t requester);
   size_t size() const { return grants_.size(); }
@@ -43,7 +51,9 @@ class GrantTable {
  private:
   using Key = std::pair<uint64_t, int32_t>;
   size_t max_grants_;
-  std::map<Key, std::unordered_set<uint64_t>> grants_;
+  // Per granted id, the serves left: kRecord and kDecoded bits.
+  static constexpr uint8_t kRecord = 1, kDecoded = 2;
+  std::map<Key, std::unordered_map<uint64_t, uint8_t>> grants_;
   std::deque<Key> order_;  // insertion order, for eviction
 };
 

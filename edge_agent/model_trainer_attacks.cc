@@ -18,7 +18,8 @@ void ModelTrainer::Corrupt(std::span<float> g) {
     case ByzantineKind::kChunkGarbage:  // these attack the ring, not the gradient
     case ByzantineKind::kChunkScale:
     case ByzantineKind::kPhantomRound:
-    case ByzantineKind::kPoisonServe: return;  // attacks the data it serves, not its gradient
+    case ByzantineKind::kPoisonServe:
+    case ByzantineKind::kPoisonDecoded: return;  // attacks the data it serves, not its gradient
     case ByzantineKind::kSignFlip:
       for (float& x : g) x = static_cast<float>(-byzantine_scale_ * x);
       return;

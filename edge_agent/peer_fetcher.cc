@@ -107,6 +107,8 @@ struct PeerFetcher::Fetch {
   };
   uint64_t partition_id = 0;
   int32_t requester = 0;
+  std::vector<int32_t> decoded_peers;  // their requests say decoded
+  int64_t epoch = 0;
   Clock* clock = nullptr;
   int64_t t0 = 0;
   std::map<int32_t, PeerFetchResult> out;
@@ -123,6 +125,10 @@ struct PeerFetcher::Fetch {
     r->set_partition_id(partition_id);
     r->set_requester(requester);
     for (uint64_t id : pd.ids) r->add_sample_ids(id);
+    if (std::find(decoded_peers.begin(), decoded_peers.end(), pd.peer) != decoded_peers.end()) {
+      r->set_decoded(true);
+      r->set_epoch(epoch);
+    }
     pd.resend_at_us = -1;
     return SendEnvelope(*sockets[pd.peer], env);
   }
@@ -244,9 +250,17 @@ void PeerFetcher::ReadReplies(Fetch& f, int32_t peer) {
 
 std::map<int32_t, PeerFetchResult> PeerFetcher::FetchAll(
     uint64_t partition_id, int32_t requester, const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer) {
+  return FetchAllDecoded(partition_id, requester, ids_by_peer, {}, 0);
+}
+
+std::map<int32_t, PeerFetchResult> PeerFetcher::FetchAllDecoded(
+    uint64_t partition_id, int32_t requester, const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer,
+    const std::vector<int32_t>& decoded_peers, int64_t epoch) {
   Fetch f;
   f.partition_id = partition_id;
   f.requester = requester;
+  f.decoded_peers = decoded_peers;
+  f.epoch = epoch;
   f.clock = clock_;
   f.t0 = clock_->NowMicros();
   int64_t deadline = f.t0 + int64_t{options_.timeout_ms} * 1000;

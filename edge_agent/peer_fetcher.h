@@ -94,6 +94,10 @@ class PeerFetcher final : public PeerClient {
   std::map<int32_t, PeerFetchResult> FetchAll(
       uint64_t partition_id, int32_t requester,
       const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer) override;
+  // The requests to `decoded_peers` say FetchRequest.decoded (with `epoch`).
+  std::map<int32_t, PeerFetchResult> FetchAllDecoded(
+      uint64_t partition_id, int32_t requester, const std::map<int32_t, std::vector<uint64_t>>& ids_by_peer,
+      const std::vector<int32_t>& decoded_peers, int64_t epoch) override;
 
   // Connects to every member of `view` other than `self` that has a peer
   // endpoint and no connection yet (never replaces one). Errors (a missing

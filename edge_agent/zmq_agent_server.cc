@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <zmq.hpp>
 
 #include "cache/sample_cache.h"
@@ -318,6 +319,7 @@ StatusOr<AgentServiceOptions> ZmqAgentServer::Impl::ServiceOptions(const Cluster
     so.local_manifest = std::make_shared<const cache::Manifest>(std::move(local));
   }
   so.poison_serve = spec.nodes[idx].byzantine == ByzantineKind::kPoisonServe;
+  so.poison_decoded = spec.nodes[idx].byzantine == ByzantineKind::kPoisonDecoded;
   if (so.poison_serve)
     spdlog::warn(
         "BYZANTINE poison_serve: this node serves label-flipped records with valid CRCs to its peers");
@@ -411,6 +413,15 @@ Status ZmqAgentServer::Impl::MakeFetcherAndRunner(const ClusterSpec& spec, int i
     pool.threads = cfg.preprocess_threads;
     LOFT_ASSIGN_OR_RETURN(preprocess, preprocess::PreprocessPool::Create(po, pool));
     runner->SetPreprocess(preprocess.get());
+    // Decoded serving (dataset.decode_placement auto): this agent decodes
+    // for peers on the same pool, and spot-checks what peers decode for it
+    // with a salt of its own (edge_agent/README.md "Decoded serving").
+    if (service) service->SetDecodePool(preprocess.get());
+    SpotCheck check;
+    check.seed = spec.training.seed;
+    std::random_device rd;
+    while (check.salt == 0) check.salt = (uint64_t{rd()} << 32) ^ rd();
+    runner->SetSpotCheck(check);
     spdlog::info("preprocessing: dataset.encoding {}, augment {}, {} threads, into {}x{} model inputs",
                  DatasetEncodingName(spec.dataset.encoding), AugmentKindName(spec.dataset.augment),
                  pool.threads, po.input_width, po.input_height);

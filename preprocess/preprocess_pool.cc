@@ -53,7 +53,8 @@ void PreprocessPool::Work() {
     Status error;
     for (size_t i = task->begin; i < task->end; ++i) {
       const PreprocessItem& it = b.items[i];
-      Status s = pre.Run(it.id, it.epoch, it.payload, it.out);
+      Status s = it.bytes.empty() ? pre.Run(it.id, it.epoch, it.payload, it.out)
+                                  : pre.RunBytes(it.id, it.epoch, it.payload, it.bytes);
       if (it.status != nullptr) *it.status = s;
       if (!s.ok() && i < bad) {
         bad = i;

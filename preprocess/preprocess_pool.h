@@ -41,6 +41,10 @@ struct PreprocessItem {
   // When set, receives this item's own result (the caller learns every
   // failed item, not only the lowest-indexed one Run returns).
   Status* status = nullptr;
+  // Set (input_size() bytes): the input goes here as its uint8 levels
+  // (Preprocessor::RunBytes, what a holder serves decoded) and `out` is
+  // not used.
+  std::span<uint8_t> bytes = {};
 };
 
 class PreprocessPool {

@@ -193,7 +193,42 @@ void Preprocessor::Resample(const uint8_t* src, int w, int h, const CropFlip& cf
   }
 }
 
+uint8_t QuantiseInput(float f) {
+  // f · 255 in float, then round half away from zero: the same level on
+  // every CPU (the library is built with -ffp-contract=off).
+  const float x = f * 255.0f;
+  if (!(x > 0.0f)) return 0;  // negative, zero or NaN
+  if (x >= 255.0f) return 255;
+  return static_cast<uint8_t>(std::lround(x));
+}
+
+Status DequantiseInputs(std::span<const uint8_t> in, std::span<float> out) {
+  if (in.size() != out.size())
+    return InvalidArgument("preprocess: " + std::to_string(in.size()) + " input levels for " +
+                           std::to_string(out.size()) + " floats");
+  for (size_t i = 0; i < in.size(); ++i) out[i] = DequantiseInput(in[i]);
+  return OkStatus();
+}
+
 Status Preprocessor::Run(uint64_t id, int64_t epoch, std::span<const uint8_t> payload, std::span<float> out) {
+  LOFT_RETURN_IF_ERROR(RunFloats(id, epoch, payload, out));
+  for (float& f : out) f = DequantiseInput(QuantiseInput(f));
+  return OkStatus();
+}
+
+Status Preprocessor::RunBytes(uint64_t id, int64_t epoch, std::span<const uint8_t> payload,
+                              std::span<uint8_t> out) {
+  if (static_cast<int64_t>(out.size()) != options_.input_size())
+    return InvalidArgument("preprocess: output buffer has " + std::to_string(out.size()) +
+                           " bytes, expected " + std::to_string(options_.input_size()));
+  floats_.resize(out.size());
+  LOFT_RETURN_IF_ERROR(RunFloats(id, epoch, payload, floats_));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = QuantiseInput(floats_[i]);
+  return OkStatus();
+}
+
+Status Preprocessor::RunFloats(uint64_t id, int64_t epoch, std::span<const uint8_t> payload,
+                               std::span<float> out) {
   if (static_cast<int64_t>(out.size()) != options_.input_size())
     return InvalidArgument("preprocess: output buffer has " + std::to_string(out.size()) +
                            " floats, expected " + std::to_string(options_.input_size()));

@@ -17,6 +17,15 @@
 // normalise   pixel / 255 into [0, 1], what models/ does to raw bytes
 //             (models/model.cc): with encoding raw, augment none the
 //             floats equal the model's own scaling bit for bit.
+// quantise    each float rounded to the nearest of the 256 levels q / 255
+//             (QuantiseInput), the floats then exactly q · (1/255)
+//             (DequantiseInput). The model input is thus input_size()
+//             uint8 bytes, what a holder that decodes for a peer sends
+//             (dataset.decode_placement auto; RunBytes): both placements
+//             give the trainer the same floats bit for bit. With encoding
+//             raw, augment none (and crop_flip on a raw 28x28 image:
+//             whole-pixel shifts) the floats are already on those levels
+//             and quantising changes nothing.
 //
 // Not responsible for: reading records (cache/), threads (preprocess_pool.h).
 // Thread-safety: a Preprocessor owns a decoder and scratch buffers: one per
@@ -60,6 +69,15 @@ struct CropFlip {
 // distribution (those differ between standard libraries).
 CropFlip DrawCropFlip(uint64_t seed, int64_t epoch, uint64_t id, int padding);
 
+// Float input in [0, 1] -> its level: round(f · 255) clamped to [0, 255].
+uint8_t QuantiseInput(float f);
+// A level's float: q · (1/255), the models' own scaling of a raw byte.
+inline float DequantiseInput(uint8_t q) {
+  return static_cast<float>(q) * (1.0f / 255.0f);
+}
+// out[i] = DequantiseInput(in[i]); InvalidArgument when the sizes differ.
+Status DequantiseInputs(std::span<const uint8_t> in, std::span<float> out);
+
 class Preprocessor {
  public:
   explicit Preprocessor(const PreprocessOptions& options);
@@ -68,7 +86,12 @@ class Preprocessor {
   // [0, 1] at `out` (its size must be input_size()). Errors: DataLoss
   // naming the sample when the payload does not decode (JpegDecoder) or
   // a raw payload has the wrong size; InvalidArgument for a wrong `out`.
+  // The floats are quantised (header: quantise).
   Status Run(uint64_t id, int64_t epoch, std::span<const uint8_t> payload, std::span<float> out);
+  // The same input as its input_size() levels (QuantiseInput), what a
+  // holder serves decoded: DequantiseInputs of them equals Run's floats bit
+  // for bit. Same errors as Run (`out` must hold input_size() bytes).
+  Status RunBytes(uint64_t id, int64_t epoch, std::span<const uint8_t> payload, std::span<uint8_t> out);
 
   const PreprocessOptions& options() const { return options_; }
 
@@ -89,8 +112,12 @@ class Preprocessor {
   const Axis& AxisFor(std::vector<Axis>& cache, int src, int dst, int shift, bool flip, float scale);
   void Resample(const uint8_t* src, int w, int h, const CropFlip& cf, float* out);
 
+  // Run before quantising.
+  Status RunFloats(uint64_t id, int64_t epoch, std::span<const uint8_t> payload, std::span<float> out);
+
   PreprocessOptions options_;
   JpegDecoder decoder_;
+  std::vector<float> floats_;  // RunBytes's scratch
   GreyImage image_;
   std::vector<Axis> x_axes_, y_axes_;
   std::vector<float> rows_;  // one output row's vertical sums, source width

@@ -178,6 +178,7 @@ StatusOr<Assignment> Assigner::Assign(const Plan& plan, const PlanRequest& reque
     AssignedWorker aw;
     aw.node = wp.node;
     aw.planned_batch = wp.batch;
+    aw.decoded_from = wp.decoded_from;
     aw.sample_ids.reserve(static_cast<size_t>(wp.batch));
     aw.sources.reserve(static_cast<size_t>(wp.batch));
     auto add = [&](uint64_t id, int32_t src) {

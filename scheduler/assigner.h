@@ -74,6 +74,8 @@ struct AssignedWorker {
   int64_t local = 0;             // actual: sources[k] == node
   int64_t remote = 0;            // actual: sources[k] != node
   double predicted_ms = 0;       // PredictMs(cost, local, remote, overlap)
+  // The plan's WorkerPlan::decoded_from: serving nodes that decode for it.
+  std::vector<int32_t> decoded_from;
   int64_t shortfall() const { return planned_batch - static_cast<int64_t>(sample_ids.size()); }
 };
 

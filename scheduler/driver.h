@@ -124,6 +124,8 @@ class JobDriver {
 
   bool IterationComplete() const { return state_->IterationComplete(); }
   const SchedulerState& state() const { return *state_; }
+  // SchedulerState::SetServesDecoded (not a journaled update).
+  void SetServesDecoded(int node, bool serves) { state_->SetServesDecoded(node, serves); }
 
   // The partitions created by the IterationPlanned updates in `updates`.
   static std::vector<loft::v1::Partition> PartitionsToSend(std::span<const loft::v1::StateUpdate> updates);

@@ -1,5 +1,7 @@
 #include "scheduler/flow_control.h"
 
+#include <algorithm>
+
 namespace loft::sched {
 
 std::map<int32_t, loft::v1::ServeGrant> GrantsFor(const loft::v1::Partition& p) {
@@ -12,6 +14,10 @@ std::map<int32_t, loft::v1::ServeGrant> GrantsFor(const loft::v1::Partition& p) 
     if (fresh) {
       g.set_partition_id(p.id());
       g.set_requester(p.worker());
+      // A holder that decodes for the worker may serve each id twice: decoded,
+      // and as the record the worker spot-checks it against.
+      g.set_decoded(std::find(p.decoded_from().begin(), p.decoded_from().end(), src) !=
+                    p.decoded_from().end());
       g.set_view(p.view());
     }
     g.add_sample_ids(p.sample_ids(k));

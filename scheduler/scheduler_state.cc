@@ -366,12 +366,15 @@ Status SchedulerState::ApplyDone(const loft::v1::PartitionDoneUpdate& u) {
   obs.local_read_ms = t.local_read_ms();
   obs.remote_read_ms = t.remote_read_ms();
   obs.compute_ms = t.compute_ms();
-  if (spec_.dataset.encoding != DatasetEncoding::kRaw && t.preprocess_ms() > 0 && Finite(t.preprocess_ms())) {
-    // Every sample of the partition was decoded by this worker (the
-    // daemon plans decode placement trainer).
+  // The samples this worker preprocessed: all but those its holders
+  // decoded (Partition.decoded_from), plus the spot check's records.
+  const int64_t own_decoded = obs.batch - t.remote_decoded_samples();
+  if (spec_.dataset.encoding != DatasetEncoding::kRaw && t.preprocess_ms() > 0 && Finite(t.preprocess_ms()) &&
+      own_decoded > 0) {
+    const int64_t own_bytes = t.local_bytes() + t.remote_bytes() - t.remote_decoded_bytes();
     obs.decode_ms = t.preprocess_ms();
-    obs.decode_samples = obs.batch;
-    obs.decode_bytes = t.local_bytes() + t.remote_bytes();
+    obs.decode_samples = own_decoded + t.spot_checked_samples();
+    obs.decode_bytes = own_bytes + own_bytes * t.spot_checked_samples() / own_decoded;
   }
   const double read = std::max(obs.local_read_ms, obs.remote_read_ms);
   obs.iteration_ms = spec_.training.overlap ? std::max(read, obs.compute_ms) : read + obs.compute_ms;
@@ -769,11 +772,18 @@ StatusOr<PlanRequest> SchedulerState::BuildPlanRequest() const {
   req.unconsumed_in_epoch = sampler.pooled();
   req.pipelined = ledger_.in_flight() > 0;
   req.iterations_left_in_epoch = std::max<int64_t>(1, (sampler.pooled() + global_batch_ - 1) / global_batch_);
-  // Encoded samples: decoded by their trainer. Agents do not decode for
-  // peers yet, so the daemon never plans decode placement auto (a plan
-  // with decoded_from would not be honoured).
+  // Encoded samples: dataset.decode_placement auto is planned only while
+  // every live agent serves decoded samples (RegisterRequest.serves_decoded,
+  // SetServesDecoded): an older agent would not honour decoded_from.
   req.coding = CodingFromSpec(spec_);
-  req.coding.placement = DecodePlacement::kTrainer;
+  if (req.coding.placement == DecodePlacement::kAuto) {
+    for (int32_t n : live) {
+      if (!serves_decoded(n)) {
+        req.coding.placement = DecodePlacement::kTrainer;
+        break;
+      }
+    }
+  }
   const int64_t min_batch =
       std::min<int64_t>(spec_.training.min_batch, b / static_cast<int64_t>(live.size()));
   for (int32_t n : live) {
@@ -908,6 +918,10 @@ void SchedulerState::AddPlannedPartitions(const Assignment& a, const PlanRequest
           ++count;
         }
       }
+      // Holders that decode for the worker and serve this partition.
+      for (const int32_t h : w.decoded_from)
+        if (std::find(p->sources().begin(), p->sources().end(), h) != p->sources().end())
+          p->add_decoded_from(h);
       p->set_predicted_ms(
           PredictMsDecodingAtTrainer(wcost, wdecode, req.coding, local, count - local, req.overlap));
       pp->set_deadline_ms(timeout > 0 ? now_ms + timeout : 0.0);

@@ -246,6 +246,19 @@ class SchedulerState {
   // with nothing trained).
   int64_t abandoned_at_iteration() const { return abandoned_at_iteration_; }
 
+  // Whether node `node`'s agent serves decoded samples (its last
+  // RegisterRequest.serves_decoded; loft-sim's agents do). Not journaled:
+  // agents register again after a scheduler restart. dataset.decode_placement
+  // auto is planned only while every live node does (BuildPlanRequest).
+  void SetServesDecoded(int node, bool serves) {
+    if (node >= 0 && static_cast<size_t>(node) < serves_decoded_.size())
+      serves_decoded_[static_cast<size_t>(node)] = serves;
+  }
+  bool serves_decoded(int node) const {
+    return node >= 0 && static_cast<size_t>(node) < serves_decoded_.size() &&
+           serves_decoded_[static_cast<size_t>(node)];
+  }
+
   // Nodes no other worker reads from (SourceDistrusted updates).
   bool distrusted(int node) const { return !distrusted_.empty() && distrusted_[node]; }
   // Empty until the first SourceDistrusted, then one entry per node.
@@ -366,6 +379,7 @@ class SchedulerState {
   std::vector<double> dead_since_ms_;
   std::vector<bool> registered_;
   std::vector<bool> alive_;
+  std::vector<bool> serves_decoded_ = std::vector<bool>(static_cast<size_t>(spec_.num_nodes()), false);
   int64_t view_ = 0;
   int64_t next_iteration_ = 0;
   // Observations of partitions done in each not-yet-finished iteration,

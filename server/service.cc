@@ -546,6 +546,7 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender
     sends_.Clear(node);
     n.incarnation = req.incarnation();
   }
+  driver_->SetServesDecoded(node, req.serves_decoded());
   n.last_seen_ms = now_ms;
   *sender = node;
   LOFT_RETURN_IF_ERROR(Flush());  // journal before the reply

@@ -21,7 +21,8 @@ double NormalDraw(uint64_t& state) {
 ClusterModel::ClusterModel(const ClusterSpec& spec, uint64_t seed)
     : request_overhead_ms_(spec.network.request_overhead_ms),
       sample_bytes_(std::llround(SampleWireBytes(spec.dataset))),
-      record_overhead_bytes_(spec.network.record_overhead_bytes) {
+      record_overhead_bytes_(spec.network.record_overhead_bytes),
+      decoded_bytes_(DecodedWireBytes(spec.dataset)) {
   nodes_.reserve(spec.nodes.size());
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     const NodeSpec& n = spec.nodes[i];

@@ -45,6 +45,12 @@ class ClusterModel {
   double FetchBytes(int64_t samples) const {
     return static_cast<double>(samples) * (static_cast<double>(sample_bytes_) + record_overhead_bytes_);
   }
+  // The same for samples served decoded (dataset.decode_placement auto):
+  // DecodedWireBytes each (the model input's levels), ρ times a record.
+  double DecodedFetchBytes(int64_t samples) const {
+    return static_cast<double>(samples) * (decoded_bytes_ + record_overhead_bytes_);
+  }
+  double decoded_bytes() const { return decoded_bytes_; }
 
   // Compute time of a batch of `batch` samples started at `start_ms`;
   // draws the node's next jitter value.
@@ -94,6 +100,7 @@ class ClusterModel {
   double request_overhead_ms_ = 0;
   int64_t sample_bytes_ = 0;
   double record_overhead_bytes_ = 0;
+  double decoded_bytes_ = 0;  // DecodedWireBytes
 };
 
 }  // namespace loft::sim

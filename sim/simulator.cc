@@ -70,6 +70,10 @@ Simulator::Simulator(const ClusterSpec& spec, SimOptions options, std::unique_pt
     for (const NodeSpec& n : spec.nodes)
       decode_ms_per_sample_.push_back(n.decode.per_sample_ms + n.decode.per_kb_ms * s / 1024.0);
   }
+  // loft-sim's agents serve decoded samples (dataset.decode_placement auto):
+  // a holder's decode for a peer runs on its CPU quota and the sample moves
+  // as DecodedWireBytes (StartRead, ServeRequest).
+  for (int i = 0; i < spec.num_nodes(); ++i) driver_->SetServesDecoded(i, true);
   result_.flow_interval_ms = FlowInterval(options_, spec);
   result_.plan_ahead = std::max(0, options_.plan_ahead);  // auto: the deepest depth after each plan
 }
@@ -255,6 +259,9 @@ bool Simulator::PlanIfReady() {
       }
     }
     std::sort(remote_sources.begin(), remote_sources.end());
+    part->decoded_from.assign(p.decoded_from().begin(), p.decoded_from().end());
+    for (int32_t src : remote_sources)
+      part->remote_decoded += std::binary_search(part->decoded_from.begin(), part->decoded_from.end(), src);
     for (int32_t src : remote_sources) {
       if (part->from_peer.empty() || part->from_peer.back().first != src)
         part->from_peer.emplace_back(src, 0);
@@ -336,7 +343,16 @@ void Simulator::Acked(Part& p) {
   t->set_local_samples(p.local);
   t->set_remote_samples(p.remote);
   t->set_local_bytes(p.local * model_.sample_bytes());
-  t->set_remote_bytes(p.remote * model_.sample_bytes());
+  if (p.remote_decoded > 0) {
+    // Decoded samples weigh DecodedWireBytes each (the daemon's reports).
+    const auto decoded_bytes =
+        static_cast<int64_t>(std::llround(static_cast<double>(p.remote_decoded) * model_.decoded_bytes()));
+    t->set_remote_bytes((p.remote - p.remote_decoded) * model_.sample_bytes() + decoded_bytes);
+    t->set_remote_decoded_samples(p.remote_decoded);
+    t->set_remote_decoded_bytes(decoded_bytes);
+  } else {
+    t->set_remote_bytes(p.remote * model_.sample_bytes());
+  }
   if (p.decode_ms > 0) t->set_preprocess_ms(p.decode_ms);
   for (const auto& [peer, ms] : p.by_peer_ms) (*t->mutable_remote_read_ms_by_peer())[peer] = ms;
   if (allreduce_.enabled()) {

@@ -263,6 +263,10 @@ class Simulator {
     bool cpu_done = true;  // the agent's own CPU for it (quota nodes, sim/cpu_quota.h)
     bool read_in() const { return local_done && remote_done && cpu_done; }
     bool decoded = false;  // encoded samples: the decode after the reads has been charged
+    // Partition.decoded_from (ascending): holders that decode for this
+    // worker, and how many of its remote samples they serve.
+    std::vector<int32_t> decoded_from;
+    int64_t remote_decoded = 0;
     double decode_ms = 0;  // its time (reported as preprocess_ms)
     int flows_pending = 0;
     std::vector<uint64_t> flows;
@@ -388,7 +392,10 @@ class Simulator {
   // the server's CPU, `serve_cpu`) once the server holds the partition's
   // grant; else refused ("no grant yet"), asked again after a round trip
   // and the agent's retry backoff.
-  void ServeRequest(uint64_t id, int32_t server, int32_t node, double bytes, double serve_cpu);
+  // decode_ms > 0: the samples are served decoded; the holder's decode
+  // runs after serve_cpu, on its CPU quota.
+  void ServeRequest(uint64_t id, int32_t server, int32_t node, double bytes, double serve_cpu,
+                    double decode_ms = 0);
   CpuQuota FreshQuota(int node) const;
   void ReadDone(Part& p);
   void ComputeNext(int32_t node);

@@ -73,13 +73,18 @@ void Simulator::StartRead(Part& p) {
     const double latency = model_.LatencyMs(node) + model_.RequestOverheadMs();
     for (const auto& [peer, count] : p.from_peer) {
       const int32_t server = peer;
-      const double bytes = model_.FetchBytes(count);
+      // Decoded for this worker (Partition.decoded_from): ρ times the bytes,
+      // and the holder's decode before it replies.
+      const bool decoded = std::binary_search(p.decoded_from.begin(), p.decoded_from.end(), server);
+      const double bytes = decoded ? model_.DecodedFetchBytes(count) : model_.FetchBytes(count);
+      const double decode_ms =
+          decoded ? decode_ms_per_sample_[static_cast<size_t>(server)] * static_cast<double>(count) : 0.0;
       Background(node, server, spec_.network.request_bytes);
       // The server's CPU for the request (a quota node): its reply starts after it.
       const double serve_cpu =
           agent_cpu_.cpu_ms_per_request + agent_cpu_.cpu_ms_per_sample * static_cast<double>(count);
-      queue_.After(latency, [this, id, server, node, bytes, serve_cpu] {
-        ServeRequest(id, server, node, bytes, serve_cpu);
+      queue_.After(latency, [this, id, server, node, bytes, serve_cpu, decode_ms] {
+        ServeRequest(id, server, node, bytes, serve_cpu, decode_ms);
       });
     }
   }
@@ -107,19 +112,25 @@ void Simulator::SendGrants(uint64_t id) {
   });
 }
 
-void Simulator::ServeRequest(uint64_t id, int32_t server, int32_t node, double bytes, double serve_cpu) {
+void Simulator::ServeRequest(uint64_t id, int32_t server, int32_t node, double bytes, double serve_cpu,
+                             double decode_ms) {
   if (FetchStalled(id, server, node)) return;
   if (granted_[static_cast<size_t>(server)].count(id) == 0) {
     // "no grant yet" (edge_agent/agent_service.cc): the refusal's way back,
     // the reader's retry backoff (peer_fetcher.h, 1 ms), the request again.
     constexpr double kRetryBackoffMs = 1.0;
     const double again = 2 * model_.LatencyMs(node) + model_.RequestOverheadMs() + kRetryBackoffMs;
-    queue_.After(again, [this, id, server, node, bytes, serve_cpu] {
-      ServeRequest(id, server, node, bytes, serve_cpu);
+    queue_.After(again, [this, id, server, node, bytes, serve_cpu, decode_ms] {
+      ServeRequest(id, server, node, bytes, serve_cpu, decode_ms);
     });
     return;
   }
-  const double served = cpu_[static_cast<size_t>(server)].Run(queue_.now_ms(), serve_cpu);
+  CpuQuota& cpu = cpu_[static_cast<size_t>(server)];
+  const double now = queue_.now_ms();
+  // A decoded serve: the holder preprocesses the samples first, on its CPU
+  // quota when it has one (the same law as its own decode, ReadDone).
+  double served = cpu.Run(now, serve_cpu);
+  if (decode_ms > 0) served = cpu.enabled() ? cpu.Run(served, decode_ms) : std::max(served, now) + decode_ms;
   if (served <= queue_.now_ms()) return StartFetchFlow(id, server, node, bytes);
   queue_.After(served - queue_.now_ms(),
                [this, id, server, node, bytes] { StartFetchFlow(id, server, node, bytes); });
@@ -172,8 +183,9 @@ void Simulator::ReadDone(Part& p) {
     // Encoded samples: the reader thread decodes them after the reads
     // (preprocess/), on the node's CPU quota when it has one.
     p.decoded = true;
-    const double work =
-        decode_ms_per_sample_[static_cast<size_t>(p.node)] * static_cast<double>(p.local + p.remote);
+    // The samples its holders decoded (remote_decoded) arrive as the input.
+    const double work = decode_ms_per_sample_[static_cast<size_t>(p.node)] *
+                        static_cast<double>(p.local + p.remote - p.remote_decoded);
     CpuQuota& cpu = cpu_[static_cast<size_t>(p.node)];
     const double now = queue_.now_ms();
     const double end = cpu.enabled() ? cpu.Run(now, work) : now + work;

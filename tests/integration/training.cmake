@@ -20,6 +20,14 @@ if(Python3_Interpreter_FOUND AND TARGET loft-agent AND TARGET loft-scheduler)
     set_tests_properties(integration:jpeg_training PROPERTIES
       LABELS integration TIMEOUT 900 RUN_SERIAL ON
       ENVIRONMENT "LOFT_BIN_DIR=${CMAKE_BINARY_DIR}/bin;PYTHONDONTWRITEBYTECODE=1;LOFT_CORRUPT_RECORD=$<TARGET_FILE:cache_corrupt_record>")
+    # decoded_serving: decode_placement auto, holders preprocess for a
+    # 0.05-core node; its second run has a poison_decoded holder that the
+    # spot check reports.
+    add_test(NAME integration:decoded_serving
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/decoded_serving_test.py)
+    set_tests_properties(integration:decoded_serving PROPERTIES
+      LABELS integration TIMEOUT 900 RUN_SERIAL ON
+      ENVIRONMENT "LOFT_BIN_DIR=${CMAKE_BINARY_DIR}/bin;PYTHONDONTWRITEBYTECODE=1")
   endif()
 endif()
 if(TARGET loft_agent_lib)

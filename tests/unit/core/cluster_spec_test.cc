@@ -68,13 +68,19 @@ TEST_CASE("bad specs name file, line and field") {
     REQUIRE_FALSE(spec.ok());
     CHECK(spec.status().message() ==
           "c.yaml:13: nodes[0].byzantine must be one of none, sign_flip, random, nan, chunk_garbage, "
-          "chunk_scale, phantom_round, poison_serve (got 'evil')");
+          "chunk_scale, phantom_round, poison_serve, poison_decoded (got 'evil')");
   }
   SECTION("poison_serve") {
     auto spec = ParseClusterSpec(Replace(kGood, "byzantine: none", "byzantine: poison_serve"), "c.yaml");
     REQUIRE(spec.ok());
     CHECK(spec->nodes[0].byzantine == ByzantineKind::kPoisonServe);
     CHECK(ByzantineKindName(ByzantineKind::kPoisonServe) == "poison_serve");
+  }
+  SECTION("poison_decoded") {
+    auto spec = ParseClusterSpec(Replace(kGood, "byzantine: none", "byzantine: poison_decoded"), "c.yaml");
+    REQUIRE(spec.ok());
+    CHECK(spec->nodes[0].byzantine == ByzantineKind::kPoisonDecoded);
+    CHECK(ByzantineKindName(ByzantineKind::kPoisonDecoded) == "poison_decoded");
   }
   SECTION("non-number") {
     auto spec = ParseClusterSpec(Replace(kGood, "samples: 60000", "samples: lots"), "c.yaml");

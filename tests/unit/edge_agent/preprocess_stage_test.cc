@@ -1,11 +1,14 @@
 // The agent's preprocessing stage: PartitionRunner::Read with a
 // PreprocessPool over a cache of JPEG records (no sockets), and the
 // models' float inputs against their own byte scaling.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
 #include "cache/sample_cache.h"
+#include "core/codec.h"
 #include "edge_agent/agent_config.h"
 #include "edge_agent/agent_service.h"
 #include "edge_agent/zmq_agent_server.h"
@@ -231,4 +234,254 @@ TEST_CASE("MaxJpegBytes bounds the largest JPEG of an image, the peer fetch's fr
     CHECK(jpeg->size() > static_cast<size_t>(size) * size / 4);  // a real bound, not a tiny one
   }
   CHECK(preprocess::MaxJpegBytes(96) < (64u << 10));  // the default 64 KiB frame already holds one
+}
+
+// ---------------------------------------------------------------------------
+// Decoded serving (Partition.decoded_from; README "Decoded serving"): a real
+// holder AgentService answers the trainer's PartitionRunner through a
+// PeerClient that hands it the FetchRequest frames (no sockets).
+namespace {
+
+v1::Envelope GrantFor(uint64_t partition, int32_t requester, const std::vector<uint64_t>& ids, bool decoded) {
+  v1::Envelope env;
+  env.set_protocol_version(kProtocolVersion);
+  auto* g = env.mutable_serve_grant();
+  g->set_partition_id(partition);
+  g->set_requester(requester);
+  g->set_decoded(decoded);
+  for (uint64_t id : ids) g->add_sample_ids(id);
+  return env;
+}
+
+std::string FrameOf(const v1::Envelope& env) {
+  auto b = Encode(env);
+  REQUIRE(b.ok());
+  return *b;
+}
+
+// Sends each group to `holder` (node 1) as the PeerFetcher would.
+class HolderPeers final : public PeerClient {
+ public:
+  explicit HolderPeers(AgentService* holder) : holder_(holder) {}
+  std::map<int32_t, PeerFetchResult> FetchAll(uint64_t partition_id, int32_t requester,
+                                              const std::map<int32_t, std::vector<uint64_t>>& ids) override {
+    return FetchAllDecoded(partition_id, requester, ids, {}, 0);
+  }
+  std::map<int32_t, PeerFetchResult> FetchAllDecoded(uint64_t partition_id, int32_t requester,
+                                                     const std::map<int32_t, std::vector<uint64_t>>& ids,
+                                                     const std::vector<int32_t>& decoded_peers,
+                                                     int64_t epoch) override {
+    std::map<int32_t, PeerFetchResult> out;
+    for (const auto& [peer, list] : ids) {
+      v1::Envelope env;
+      env.set_protocol_version(kProtocolVersion);
+      auto* f = env.mutable_fetch_request();
+      f->set_request_id(++rid_);
+      f->set_partition_id(partition_id);
+      f->set_requester(requester);
+      const bool decoded = std::find(decoded_peers.begin(), decoded_peers.end(), peer) != decoded_peers.end();
+      f->set_decoded(decoded);
+      f->set_epoch(epoch);
+      for (uint64_t id : list) f->add_sample_ids(id);
+      (decoded ? decoded_requests : record_requests) += static_cast<int>(list.size());
+      PeerReply reply = holder_->HandlePeer(FrameOf(env), 0, "");
+      PeerFetchResult& r = out[peer];
+      if (reply.header.has_error()) {
+        r.status = StatusFromError(reply.header.error());
+        r.bad_samples.assign(reply.header.error().bad_samples().begin(),
+                             reply.header.error().bad_samples().end());
+        continue;
+      }
+      for (size_t k = 0; k < reply.records.size(); ++k) r.records.emplace_back(reply.records[k]);
+      r.bytes = reply.records.bytes();
+    }
+    return out;
+  }
+  int decoded_requests = 0;  // ids asked for decoded
+  int record_requests = 0;   // ids asked for as records
+ private:
+  AgentService* holder_;
+  uint64_t rid_ = 0;
+};
+
+// Trainer node 0 reads `ids` from holder node 1, which decodes them for it.
+v1::Partition DecodedPartition(uint64_t id, int64_t epoch, const std::vector<uint64_t>& samples) {
+  v1::Partition p;
+  p.set_id(id);
+  p.set_worker(0);
+  p.set_epoch(epoch);
+  for (uint64_t s : samples) {
+    p.add_sample_ids(s);
+    p.add_sources(1);
+  }
+  p.add_decoded_from(1);
+  return p;
+}
+
+struct DecodedFixture {
+  JpegFixture fx;
+  std::unique_ptr<preprocess::PreprocessPool> holder_pool, trainer_pool;
+  std::unique_ptr<AgentService> holder;
+  ManualClock clock;
+
+  explicit DecodedFixture(bool poison_decoded = false) {
+    auto hp = preprocess::PreprocessPool::Create(fx.options, preprocess::PoolOptions{2, 0, 3});
+    auto tp = preprocess::PreprocessPool::Create(fx.options, preprocess::PoolOptions{2, 0, 3});
+    REQUIRE(hp.ok());
+    REQUIRE(tp.ok());
+    holder_pool = std::move(*hp);
+    trainer_pool = std::move(*tp);
+    AgentServiceOptions o;
+    o.node_name = "holder";
+    o.poison_decoded = poison_decoded;
+    holder = std::make_unique<AgentService>(o, fx.cache.get(), &fx.metrics);
+    holder->SetDecodePool(holder_pool.get());
+  }
+  void Grant(uint64_t partition, const std::vector<uint64_t>& ids, bool decoded = true) {
+    (void)holder->HandleScheduler(FrameOf(GrantFor(partition, 0, ids, decoded)), 0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Decoded serving: the holder's inputs equal the trainer's own preprocessing bit for bit") {
+  DecodedFixture d;
+  HolderPeers peers(d.holder.get());
+  PartitionRunner runner(&d.clock, d.fx.cache.get(), &peers, &d.fx.metrics);
+  runner.SetPreprocess(d.trainer_pool.get());
+  SpotCheck check;
+  check.every = 1 << 30;  // practically none: the trainer uses what the holder sent
+  runner.SetSpotCheck(check);
+  const std::vector<uint64_t> ids{3, 0, 12, 5, 19, 1, 8};
+  d.Grant(9, ids);
+  ReadPartition r = runner.Read(DecodedPartition(9, /*epoch=*/3, ids), 0);
+  INFO(r.status.ToString());
+  REQUIRE(r.status.ok());
+  CHECK(peers.decoded_requests == static_cast<int>(ids.size()));
+  CHECK(r.timings.remote_decoded_samples() == static_cast<int64_t>(ids.size()));
+  // Each decoded sample on the wire: the 784 levels in a record (16-byte
+  // header, CRC32C), half of a 96 px JPEG record.
+  CHECK(r.timings.remote_decoded_bytes() == static_cast<int64_t>(ids.size() * (784 + 20)));
+  REQUIRE(r.batch.inputs.size() == ids.size() * 784);
+  // Placement trainer: the same partition read as records and preprocessed here.
+  PartitionRunner local(&d.clock, d.fx.cache.get(), nullptr, &d.fx.metrics);
+  local.SetPreprocess(d.trainer_pool.get());
+  ReadPartition own = local.Read(LocalPartition(10, 3, ids), 0);
+  REQUIRE(own.status.ok());
+  REQUIRE(own.batch.inputs.size() == r.batch.inputs.size());
+  CHECK(std::memcmp(own.batch.inputs.data(), r.batch.inputs.data(), r.batch.inputs.size() * sizeof(float)) ==
+        0);
+  for (size_t i = 0; i < ids.size(); ++i) CHECK(r.batch.samples[i].label == ids[i] % 10);
+  // Each id was granted once decoded and once as a record: a second decoded
+  // fetch is refused.
+  HolderPeers again(d.holder.get());
+  auto twice = again.FetchAllDecoded(9, 0, {{1, {3}}}, {1}, 3);
+  CHECK(twice[1].status.code() == StatusCode::kPermissionDenied);
+}
+
+TEST_CASE(
+    "Decoded serving: a grant without decoded refuses a decoded fetch, and a holder without a pool too") {
+  DecodedFixture d;
+  d.Grant(11, {1, 2}, /*decoded=*/false);
+  HolderPeers peers(d.holder.get());
+  auto r = peers.FetchAllDecoded(11, 0, {{1, {1, 2}}}, {1}, 0);
+  CHECK(r[1].status.code() == StatusCode::kPermissionDenied);
+  CHECK(r[1].status.ToString().find("decoded") != std::string::npos);
+  // The record is still granted.
+  auto rec = peers.FetchAll(11, 0, {{1, {1, 2}}});
+  CHECK(rec[1].status.ok());
+  d.holder->SetDecodePool(nullptr);
+  d.Grant(12, {1});
+  auto none = peers.FetchAllDecoded(12, 0, {{1, {1}}}, {1}, 0);
+  CHECK(none[1].status.code() == StatusCode::kFailedPrecondition);
+  CHECK(none[1].status.ToString().find("does not decode for peers") != std::string::npos);
+}
+
+TEST_CASE(
+    "Decoded serving: a sample that does not decode at the holder is named bad and fails the partition") {
+  DecodedFixture d;
+  HolderPeers peers(d.holder.get());
+  PartitionRunner runner(&d.clock, d.fx.cache.get(), &peers, &d.fx.metrics);
+  runner.SetPreprocess(d.trainer_pool.get());
+  const std::vector<uint64_t> ids{1, kBad, 2};
+  d.Grant(13, ids);
+  ReadPartition r = runner.Read(DecodedPartition(13, 0, ids), 0);
+  CHECK(r.status.code() == StatusCode::kDataLoss);
+  CHECK(r.status.ToString().find("sample 7") != std::string::npos);
+  CHECK(r.status.ToString().find("does not decode") != std::string::npos);
+  CHECK(r.bad_samples == std::vector<uint64_t>{kBad});
+  CHECK(r.poisoned.empty());
+  SyntheticTrainer trainer(&d.clock, ComputeSpec{1.0, 0.0, 0.0}, 1);
+  v1::Envelope failed = runner.Finish(std::move(r), &trainer, 0);
+  REQUIRE(failed.has_partition_failed());
+  CHECK(failed.partition_failed().bad_samples_size() == 1);
+}
+
+TEST_CASE("Decoded serving: the spot check catches a holder that serves wrong decoded samples") {
+  DecodedFixture d(/*poison_decoded=*/true);
+  HolderPeers peers(d.holder.get());
+  PartitionRunner runner(&d.clock, d.fx.cache.get(), &peers, &d.fx.metrics);
+  runner.SetPreprocess(d.trainer_pool.get());
+  SpotCheck check;
+  check.seed = 7;
+  check.salt = 99;
+  check.every = 4;
+  runner.SetSpotCheck(check);
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 0; id < 20; ++id)
+    if (id != kBad) ids.push_back(id);
+  int64_t expect_checked = 0;
+  for (uint64_t id : ids) expect_checked += check.Checks(2, id);
+  REQUIRE(expect_checked > 0);
+  REQUIRE(expect_checked < static_cast<int64_t>(ids.size()));  // a fraction, not all
+  d.Grant(14, ids);
+  ReadPartition r = runner.Read(DecodedPartition(14, 2, ids), 0);
+  // Every checked sample was forged: each is refused, the holder reported.
+  CHECK(r.status.code() == StatusCode::kDataLoss);
+  CHECK(r.status.ToString().find("spot check: peer 1") != std::string::npos);
+  CHECK(r.timings.spot_checked_samples() == expect_checked);
+  REQUIRE(r.poisoned.count(1) == 1);
+  CHECK(r.poisoned.at(1) == expect_checked);
+  CHECK(peers.record_requests == expect_checked);  // only the checked ones travel twice
+  SyntheticTrainer trainer(&d.clock, ComputeSpec{1.0, 0.0, 0.0}, 1);
+  v1::Envelope failed = runner.Finish(std::move(r), &trainer, 0);
+  REQUIRE(failed.has_partition_failed());
+  REQUIRE(failed.partition_failed().poisoned_by_size() == 1);
+  CHECK(failed.partition_failed().poisoned_by(0) == 1);
+  CHECK(failed.partition_failed().poisoned_samples(0) == expect_checked);
+
+  // An honest holder passes the same check.
+  DecodedFixture honest;
+  HolderPeers hpeers(honest.holder.get());
+  PartitionRunner hrunner(&honest.clock, honest.fx.cache.get(), &hpeers, &honest.fx.metrics);
+  hrunner.SetPreprocess(honest.trainer_pool.get());
+  hrunner.SetSpotCheck(check);
+  honest.Grant(14, ids);
+  ReadPartition ok = hrunner.Read(DecodedPartition(14, 2, ids), 0);
+  INFO(ok.status.ToString());
+  CHECK(ok.status.ok());
+  CHECK(ok.poisoned.empty());
+  CHECK(ok.timings.spot_checked_samples() == expect_checked);
+}
+
+TEST_CASE("Decoded serving: the spot check picks a deterministic fraction that depends on the salt") {
+  SpotCheck a;
+  a.seed = 1;
+  a.salt = 5;
+  SpotCheck b = a;
+  b.salt = 6;
+  int picked = 0, same = 0;
+  for (uint64_t id = 0; id < 32000; ++id) {
+    picked += a.Checks(4, id);
+    same += a.Checks(4, id) && b.Checks(4, id);
+  }
+  // The same (salt, seed, epoch, id) always gives the same answer.
+  SpotCheck a2 = a;
+  int again = 0;
+  for (uint64_t id = 0; id < 32000; ++id) again += a2.Checks(4, id);
+  CHECK(again == picked);
+  // 1 in 32, within 4 standard deviations (σ ≈ 31).
+  CHECK(std::abs(picked - 1000) < 125);
+  // Another salt picks other samples (independent: ~1000/32 in common).
+  CHECK(same < 100);
 }

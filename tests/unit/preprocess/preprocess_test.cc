@@ -333,3 +333,48 @@ TEST_CASE("PreprocessPool refuses bad options") {
   o.crop_padding = 28;
   CHECK(PreprocessPool::Create(o, PoolOptions{}).status().code() == StatusCode::kInvalidArgument);
 }
+
+TEST_CASE("decoded serving: the holder's uint8 input equals the trainer's own floats bit for bit") {
+  // Placement trainer runs Run on the record; placement holder runs
+  // RunBytes at the holder and the trainer dequantises the 784 bytes. Both
+  // with jpeg + crop_flip, where the area resize gives fractional levels.
+  PreprocessOptions o = Jpeg();
+  o.augment = AugmentKind::kCropFlip;
+  o.seed = 7;
+  Preprocessor trainer(o), holder(o);
+  for (uint64_t id = 0; id < 40; ++id) {
+    const auto jpeg = Encoded(id);
+    const auto own = Run(trainer, id, 3, jpeg);
+    std::vector<uint8_t> bytes(784);
+    REQUIRE(holder.RunBytes(id, 3, jpeg, bytes).ok());
+    std::vector<float> served(784);
+    REQUIRE(DequantiseInputs(bytes, served).ok());
+    for (size_t i = 0; i < 784; ++i) {
+      INFO("id " << id << " pixel " << i);
+      REQUIRE(std::memcmp(&own[i], &served[i], sizeof(float)) == 0);
+    }
+  }
+  // A different epoch is a different crop: the holder must use the trainer's.
+  std::vector<uint8_t> a(784), b(784);
+  REQUIRE(holder.RunBytes(5, 3, Encoded(5), a).ok());
+  bool differ = false;
+  for (uint64_t e = 4; e < 12 && !differ; ++e) {
+    REQUIRE(holder.RunBytes(5, static_cast<int64_t>(e), Encoded(5), b).ok());
+    differ = a != b;
+  }
+  CHECK(differ);
+}
+
+TEST_CASE("quantise: levels round to nearest and clamp") {
+  CHECK(QuantiseInput(0.0f) == 0);
+  CHECK(QuantiseInput(-0.5f) == 0);
+  CHECK(QuantiseInput(1.0f) == 255);
+  CHECK(QuantiseInput(2.0f) == 255);
+  CHECK(QuantiseInput(std::nanf("")) == 0);
+  CHECK(QuantiseInput(100.4f / 255.0f) == 100);
+  CHECK(QuantiseInput(100.6f / 255.0f) == 101);
+  for (int q = 0; q < 256; ++q) CHECK(QuantiseInput(DequantiseInput(static_cast<uint8_t>(q))) == q);
+  std::vector<uint8_t> in(3);
+  std::vector<float> out(4);
+  CHECK(DequantiseInputs(in, out).code() == StatusCode::kInvalidArgument);
+}

@@ -2,6 +2,7 @@
 // placement"): the coded cost model, the per-pair choice, the folded and
 // relaxed requests, the lower bound including the choice, the spec's
 // priors, and that a raw request plans as before.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -10,8 +11,10 @@
 #include "core/placement.h"
 #include "scheduler/bound.h"
 #include "scheduler/cost_model.h"
+#include "scheduler/flow_control.h"
 #include "scheduler/plan.h"
 #include "scheduler/policies/loft.h"
+#include "scheduler/scheduler_state.h"
 #include "scheduler/testing/random_instances.h"
 
 namespace loft::sched {
@@ -262,11 +265,14 @@ TEST_CASE("decode placement: priors from a jpeg spec", "[decode]") {
   auto spec = ParseClusterSpec(kJpegSpec, "<test>");
   REQUIRE(spec.ok());
   CHECK(SampleWireBytes(spec->dataset) == 1700);
-  CHECK(DecodedWireBytes(spec->dataset) == 96 * 96);
+  // The decoded form is the 28x28 model input as uint8 levels, smaller
+  // than the encoded record (ρ < 1).
+  CHECK(DecodedWireBytes(spec->dataset) == 784);
   const SampleCoding c = CodingFromSpec(*spec);
   CHECK(c.encoded);
   CHECK(c.placement == DecodePlacement::kAuto);
-  CHECK(c.ratio() == Approx(9216.0 / 1700));
+  CHECK(c.ratio() == Approx(784.0 / 1700));
+  CHECK(c.ratio() < 1);
   const DecodeCost d0 = DecodePriorFromSpec(*spec, 0);
   CHECK(d0.per_sample_ms == 0.01);
   CHECK(d0.per_kb_ms == 0.02);
@@ -369,4 +375,90 @@ TEST_CASE("decode placement: the cost model set starts each node at its decode p
 }
 
 }  // namespace
+
+// The daemon's SchedulerState plans placement auto only while every live
+// agent serves decoded samples, and then carries the plan's decoded_from
+// to the partitions and their grants.
+const char* kDaemonSpec = R"(
+dataset: {samples: 600, sample_bytes: 784, encoding: jpeg, image_size: 96, record_bytes: 1700,
+          decode_placement: auto}
+placement: {kind: shards, replication: 1}
+training: {global_batch: 60, min_batch: 1, overlap: false}
+nodes:
+  - {name: holder, count: 2, compute: {per_sample_ms: 2.0}, link: {up_mbps: 20, down_mbps: 20}}
+  - {name: quota, compute: {per_sample_ms: 0.05, cpu_cores: 0.05}, link: {up_mbps: 20, down_mbps: 20}}
+)";
+
+TEST_CASE("decode placement: the daemon plans auto only when every live agent serves decoded", "[decode]") {
+  auto spec = ParseClusterSpec(kDaemonSpec, "<test>");
+  REQUIRE(spec.ok());
+  auto policy = MakePolicy("loft");
+  REQUIRE(policy.ok());
+  auto st = SchedulerState::Create(*spec, std::move(*policy), {});
+  REQUIRE(st.ok());
+  SchedulerState& s = **st;
+  for (int n = 0; n < 3; ++n) {
+    loft::v1::StateUpdate u;
+    u.mutable_worker_registered()->set_node(n);
+    u.mutable_worker_registered()->set_view(n + 1);
+    REQUIRE(s.Apply(u).ok());
+  }
+  // No agent said serves_decoded (an older agent): trainer.
+  auto req = s.BuildPlanRequest();
+  INFO(req.status().ToString());
+  REQUIRE(req.ok());
+  CHECK(req->coding.encoded);
+  CHECK(req->coding.placement == DecodePlacement::kTrainer);
+  s.SetServesDecoded(0, true);
+  s.SetServesDecoded(1, true);
+  CHECK(s.BuildPlanRequest()->coding.placement == DecodePlacement::kTrainer);  // node 2 does not
+  s.SetServesDecoded(2, true);
+  CHECK(s.BuildPlanRequest()->coding.placement == DecodePlacement::kAuto);
+
+  // The 0.05-core node computes 40x faster than the holders but decodes
+  // 20x slower: holders decode the samples it reads from them.
+  auto prop = s.ProposeIteration(0);
+  REQUIRE(prop.ok());
+  REQUIRE(prop->update.has_value());
+  int decoded_partitions = 0;
+  for (const auto& pp : prop->update->iteration_planned().partitions()) {
+    const loft::v1::Partition& p = pp.partition();
+    for (int32_t h : p.decoded_from()) {
+      INFO("partition of worker " << p.worker() << " decoded from " << h);
+      CHECK(h != p.worker());
+      CHECK(std::find(p.sources().begin(), p.sources().end(), h) != p.sources().end());
+    }
+    const auto grants = GrantsFor(p);
+    for (const auto& [peer, g] : grants) {
+      const bool listed =
+          std::find(p.decoded_from().begin(), p.decoded_from().end(), peer) != p.decoded_from().end();
+      CHECK(g.decoded() == listed);
+    }
+    decoded_partitions += p.decoded_from_size() > 0;
+  }
+  CHECK(decoded_partitions > 0);
+  // A raw spec never gets decoded_from, whatever the agents say.
+  auto raw = ParseClusterSpec("nodes: [{name: a}, {name: b}]\n", "<test>");
+  REQUIRE(raw.ok());
+  auto rp = MakePolicy("loft");
+  REQUIRE(rp.ok());
+  auto rs = SchedulerState::Create(*raw, std::move(*rp), {});
+  REQUIRE(rs.ok());
+  for (int n = 0; n < 2; ++n) {
+    loft::v1::StateUpdate u;
+    u.mutable_worker_registered()->set_node(n);
+    u.mutable_worker_registered()->set_view(n + 1);
+    REQUIRE((*rs)->Apply(u).ok());
+    (*rs)->SetServesDecoded(n, true);
+  }
+  auto raw_req = (*rs)->BuildPlanRequest();
+  REQUIRE(raw_req.ok());
+  CHECK_FALSE(raw_req->coding.encoded);
+  auto raw_prop = (*rs)->ProposeIteration(0);
+  REQUIRE(raw_prop.ok());
+  REQUIRE(raw_prop->update.has_value());
+  for (const auto& pp : raw_prop->update->iteration_planned().partitions())
+    CHECK(pp.partition().decoded_from_size() == 0);
+}
+
 }  // namespace loft::sched
