@@ -45,4 +45,16 @@ AckVotes RecordAckVotes(RingCommitter& ring, const Ledger& ledger, int32_t node,
   return out;
 }
 
+StatusOr<Updates> Register(JobDriver& driver, const RingCommitter& ring, int32_t node, double now_ms,
+                           const std::function<Status(uint64_t)>& commit) {
+  if (driver.state().alive(node)) {
+    for (uint64_t id : driver.state().ledger().InFlightOf(node)) {
+      const PartitionRecord* rec = driver.state().ledger().Find(id);
+      if (rec == nullptr || ring.CommitVotes(*rec) == 0) continue;
+      LOFT_RETURN_IF_ERROR(commit(id));
+    }
+  }
+  return driver.RegisterWorker(node, now_ms);
+}
+
 }  // namespace loft::sched

@@ -18,6 +18,11 @@
 //    partition of that worker (the ring may have committed it on the
 //    worker's behalf). Recorded before the ack is applied: an epoch's last
 //    ack prunes the records the votes are checked against.
+//  - A registration that is not a reconnect (the engine decides that from
+//    its sessions): when the node is alive, each of its partitions in
+//    flight the ring applied is committed on its worker's behalf first
+//    (the engine's `commit`, ring_commit.h); then JobDriver::
+//    RegisterWorker fails the rest and opens a new view.
 //
 // Not responsible for: authentication and sessions (the engine says
 // whether the node is registered), credit windows, journaling, logs.
@@ -25,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
@@ -55,5 +61,9 @@ struct AckVotes {
 // The ack `d` of `node`: whether it applies, and its votes recorded by
 // the rule above.
 AckVotes RecordAckVotes(RingCommitter& ring, const Ledger& ledger, int32_t node, const v1::PartitionDone& d);
+
+// The registration rule above for `node` at now_ms: the driver's updates.
+StatusOr<Updates> Register(JobDriver& driver, const RingCommitter& ring, int32_t node, double now_ms,
+                           const std::function<Status(uint64_t)>& commit);
 
 }  // namespace loft::sched

@@ -516,13 +516,10 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender
           "retry in {:.0f} ms",
           req.node_name(), wait));
     }
-    if (driver_->state().alive(node)) {
-      // A restart fails the node's partitions; commit those the ring applied.
-      for (uint64_t id : driver_->state().ledger().InFlightOf(node)) {
-        LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
-      }
-    }
-    LOFT_ASSIGN_OR_RETURN(auto u, driver_->RegisterWorker(node, now_ms));
+    // The ring's commits, then the driver fails the rest (scheduler/worker_messages.h).
+    LOFT_ASSIGN_OR_RETURN(auto u, sched::Register(*driver_, ring_, node, now_ms, [&](uint64_t id) {
+                            return CommitIfApplied(id, now_ms).status();
+                          }));
     Record(u);
     Observe(u, now_ms);
     // A re-registration failed every partition the node had; forget them.

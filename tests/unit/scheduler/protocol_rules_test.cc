@@ -812,3 +812,43 @@ TEST_CASE("commit for a worker: only a known partition the ring applied, as its 
   CHECK_FALSE((*c)->updates.empty());
   CHECK(ledger.Find(parts[1].id())->state == loft::sched::PartitionState::kDone);
 }
+
+TEST_CASE("registration: an alive node's ring-applied partitions are committed, the rest fail",
+          "[rules][ring][admission]") {
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 3);
+  const auto& ledger = d->state().ledger();
+  loft::sched::RingCommitter rc;
+  const int64_t it = parts[0].iteration();
+  rc.OnPlanned(it, 3);
+  loft::v1::TrainingReport named;
+  named.add_applied_partitions(parts[1].id());
+  named.add_applied_nodes(parts[1].worker());
+  for (const auto& p : parts) {
+    if (p.worker() != parts[1].worker()) REQUIRE(rc.RecordVotes(ledger, it, p.worker(), named) == 0);
+  }
+  std::vector<uint64_t> committed;
+  auto commit = [&](uint64_t id) {
+    committed.push_back(id);
+    auto c = loft::sched::CommitForWorker(*d, rc, id, 2);
+    REQUIRE(c.ok());
+    return loft::OkStatus();
+  };
+  // parts[0]'s worker: nothing of its own the ring applied; its partition fails.
+  auto u = loft::sched::Register(*d, rc, parts[0].worker(), 2, commit);
+  REQUIRE(u.ok());
+  CHECK(committed.empty());
+  CHECK(ledger.Find(parts[0].id())->state == loft::sched::PartitionState::kFailed);
+  // parts[1]'s worker: the ring applied it, committed before the registration.
+  u = loft::sched::Register(*d, rc, parts[1].worker(), 3, commit);
+  REQUIRE(u.ok());
+  CHECK(committed == std::vector<uint64_t>{parts[1].id()});
+  CHECK(ledger.Find(parts[1].id())->state == loft::sched::PartitionState::kDone);
+  // A dead node registering has nothing in flight to commit.
+  REQUIRE(d->OnWorkerDead(2, "test", 4).ok());
+  u = loft::sched::Register(*d, rc, 2, 5, commit);
+  REQUIRE(u.ok());
+  CHECK(committed.size() == 1);
+  CHECK(d->state().alive(2));
+}
