@@ -90,4 +90,22 @@ std::vector<std::string> PoisonReports::Record(int32_t reporter, const v1::Parti
   return lines;
 }
 
+Status DistrustReported(JobDriver& driver, PoisonReports& reports, const v1::PartitionFailed& failed,
+                        int tolerance, double now_ms,
+                        const std::function<Status(int32_t, int32_t, Updates&&)>& distrusted) {
+  const int32_t num_nodes = driver.state().spec().num_nodes();
+  for (int32_t peer : failed.poisoned_by()) {
+    if (peer < 0 || peer >= num_nodes || driver.state().distrusted(peer) ||
+        !reports.ShouldDistrust(peer, tolerance)) {
+      continue;
+    }
+    const int32_t reporters = reports.reporters(peer);
+    LOFT_ASSIGN_OR_RETURN(auto u, driver.DistrustSource(peer, reporters, now_ms));
+    if (u.empty()) continue;
+    LOFT_RETURN_IF_ERROR(distrusted(peer, reporters, std::move(u)));
+    reports.CountDistrusted(peer);
+  }
+  return OkStatus();
+}
+
 }  // namespace loft::sched

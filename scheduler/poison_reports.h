@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -37,6 +38,7 @@
 #include "core/metrics.h"
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
+#include "scheduler/driver.h"
 #include "scheduler/ledger.h"
 
 namespace loft::sched {
@@ -84,5 +86,16 @@ class PoisonReports {
   std::map<int32_t, int64_t> by_peer_;
   std::map<std::pair<int32_t, int32_t>, int64_t> by_pair_;
 };
+
+// The distrust rule after `reports` recorded `failed`: each peer it names,
+// in range (0..num_nodes-1), not yet distrusted and reported by f+1
+// distinct nodes (ShouldDistrust, f = `tolerance`), stops being a source
+// (JobDriver::DistrustSource). For each that changed the state,
+// `distrusted(peer, reporters, updates)` gets the driver's updates (the
+// engine records and logs them), then the peer is counted
+// (CountDistrusted). Stops at the first error.
+Status DistrustReported(JobDriver& driver, PoisonReports& reports, const v1::PartitionFailed& failed,
+                        int tolerance, double now_ms,
+                        const std::function<Status(int32_t, int32_t, Updates&&)>& distrusted);
 
 }  // namespace loft::sched

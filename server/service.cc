@@ -18,6 +18,7 @@
 #include "core/durable_file.h"
 #include "scheduler/failure_reports.h"
 #include "scheduler/recovered_time.h"
+#include "scheduler/worker_messages.h"
 #include "server/endpoint_check.h"
 #include "server/message_limits.h"
 
@@ -321,134 +322,12 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
   switch (in.body_case()) {
     case v1::Envelope::kRegisterRequest:
       return OnRegister(in.register_request(), peer, now_ms, reply, sender_node);
-    case v1::Envelope::kHeartbeat: {
-      const auto& hb = in.heartbeat();
-      LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, hb.node()));
-      if (accusations_.evicted(node))
-        return PermissionDenied("node " + spec_.nodes[node].name + " was evicted (reported by its ring)");
-      NodeSession& n = nodes_[node];
-      if (!n.connected)
-        return FailedPrecondition("node " + spec_.nodes[node].name + " is not registered; register");
-      if (hb.credits() < 0 || hb.credits() > kMaxCredits)
-        return InvalidArgument("heartbeat credits out of range");
-      *sender_node = node;
-      n.last_seen_ms = now_ms;
-      n.confirmed = true;
-      n.peers_ready = hb.peers_ready();
-      sends_.window(node).Grant(hb.credits());
-      if (!driver_->state().alive(node)) {
-        LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnWorkerAlive(node, now_ms));
-        Record(u);
-        LOFT_RETURN_IF_ERROR(Flush());  // journaled before the reply carries the new view
-        view_dirty_ = true;
-        spdlog::info("node {} is alive again (view {})", spec_.nodes[node].name, driver_->state().view());
-      }
-      auto* r = reply->mutable_heartbeat();
-      r->set_node(node);
-      r->set_view(driver_->state().view());
-      return OkStatus();
-    }
+    case v1::Envelope::kHeartbeat: return OnHeartbeat(in.heartbeat(), peer, now_ms, reply, sender_node);
     case v1::Envelope::kPeerReport: return OnPeerReport(in.peer_report(), peer, now_ms, sender_node);
-    case v1::Envelope::kCreditGrant: {
-      const auto& cg = in.credit_grant();
-      LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, cg.node()));
-      NodeSession& n = nodes_[node];
-      if (!n.connected)
-        return FailedPrecondition("node " + spec_.nodes[node].name + " is not registered; register");
-      if (cg.credits() <= 0 || cg.credits() > kMaxCredits)
-        return InvalidArgument("credit grant out of range");
-      *sender_node = node;
-      n.last_seen_ms = now_ms;
-      n.confirmed = true;
-      sends_.window(node).Grant(cg.credits());
-      return OkStatus();
-    }
-    case v1::Envelope::kPartitionDone: {
-      const auto& d = in.partition_done();
-      LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, d.node()));
-      *sender_node = node;
-      nodes_[node].last_seen_ms = now_ms;
-      if (d.timings().has_training()) {
-        ring_detection_.RecordOffences(node, d.timings().training(), spec_.num_nodes());
-      }
-      // Looked up once; valid until the ack is applied below.
-      const sched::PartitionRecord* r = driver_->state().ledger().Find(d.partition_id());
-      if (!sched::WouldApply(r, d.attempt(), node)) {
-        // Changes no state: counted, not journaled. Its training report
-        // still votes (the partition may have been committed by the ring).
-        if (r != nullptr && r->partition.worker() == node && d.timings().has_training()) {
-          ring_.RecordVotes(driver_->state().ledger(), r->partition.iteration(), node,
-                            d.timings().training());
-        }
-        CountIgnored("partition_done");
-        return OkStatus();
-      }
-      if (d.timings().has_training()) pending_training_[d.partition_id()] = d.timings().training();
-      // WouldApply: r is this worker's open partition.
-      const AckedPartition acked = {r->partition.id(), r->partition.iteration(), r->partition.worker(),
-                                    r->sent_ms};
-      // The worker's word on what the ring applied, recorded before the
-      // ack is applied (an epoch's last ack prunes the records the votes
-      // are checked against).
-      if (d.timings().has_training()) {
-        const int dropped = ring_.RecordVotes(driver_->state().ledger(), r->partition.iteration(), node,
-                                              d.timings().training());
-        if (dropped > 0) {
-          peer_log_.Log(spdlog::level::debug, "training_report", spec_.nodes[node].name, LogTime(now_ms),
-                        "training report of {} for iteration {}: {} of {} applied partitions are not that "
-                        "iteration's as named by their worker; ignored",
-                        spec_.nodes[node].name, r->partition.iteration(), dropped,
-                        d.timings().training().applied_partitions_size());
-        }
-      }
-      auto u = driver_->OnPartitionDone(d, now_ms);
-      if (!u.ok()) {
-        pending_training_.erase(d.partition_id());
-        return u.status();
-      }
-      Observe(*u, now_ms, &acked);
-      Record(std::move(*u));
-      pending_training_.erase(d.partition_id());
-      return OkStatus();
-    }
-    case v1::Envelope::kPartitionFailed: {
-      const auto& f = in.partition_failed();
-      LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, f.node()));
-      *sender_node = node;
-      nodes_[node].last_seen_ms = now_ms;
-      LOFT_RETURN_IF_ERROR(OnPoisonReport(node, f, now_ms));
-      // Ignored, committed for the ring, or failed (scheduler/failure_reports.h).
-      const size_t quarantined = driver_->state().quarantine().samples().size();
-      sched::Updates u;
-      LOFT_ASSIGN_OR_RETURN(const sched::FailureOutcome outcome,
-                            sched::OnFailureReport(
-                                *driver_, ring_, node, f, now_ms,
-                                [&](uint64_t id) {
-                                  LogPartitionFailed(node, f, now_ms);
-                                  return CommitIfApplied(id, now_ms).status();
-                                },
-                                &u));
-      if (outcome == sched::FailureOutcome::kIgnored) {
-        CountIgnored("partition_failed");  // changes no state: not journaled
-        peer_log_.Log(spdlog::level::debug, "report_ignored", spec_.nodes[node].name, LogTime(now_ms),
-                      "ignored failure report of partition {} attempt {} from {}", f.partition_id(),
-                      f.attempt(), spec_.nodes[node].name);
-        return OkStatus();
-      }
-      if (outcome == sched::FailureOutcome::kCommittedByRing) return OkStatus();
-      LogPartitionFailed(node, f, now_ms);
-      if (driver_->state().quarantine().samples().size() != quarantined)
-        spdlog::error(
-            "QUARANTINE: {} reported the stored records of samples [{}] of partition {} unreadable "
-            "(failed their check); quarantined after {} reports, {} samples are now unavailable (never "
-            "committed)",
-            spec_.nodes[node].name, fmt::join(f.bad_samples().begin(), f.bad_samples().end(), ","),
-            f.partition_id(), driver_->state().quarantine().after(),
-            driver_->state().quarantine().samples().size());
-      Record(u);
-      Observe(u, now_ms);
-      return OkStatus();
-    }
+    case v1::Envelope::kCreditGrant: return OnCreditGrant(in.credit_grant(), peer, now_ms, sender_node);
+    case v1::Envelope::kPartitionDone: return OnPartitionDone(in.partition_done(), peer, now_ms, sender_node);
+    case v1::Envelope::kPartitionFailed:
+      return OnPartitionFailed(in.partition_failed(), peer, now_ms, sender_node);
     case v1::Envelope::kError:
       // Never answer an Error with an Error (no ping-pong); just log it.
       peer_log_.Log(spdlog::level::info, "peer_error", peer.name, LogTime(now_ms),
@@ -459,6 +338,120 @@ Status SchedulerService::Handle(const v1::Envelope& in, const Sender& peer, doub
     default:
       return Unimplemented("the scheduler does not accept '" + std::string(BodyName(in)) + "' messages");
   }
+}
+
+Status SchedulerService::OnHeartbeat(const v1::Heartbeat& hb, const Sender& peer, double now_ms,
+                                     v1::Envelope* reply, int32_t* sender_node) {
+  LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, hb.node()));
+  NodeSession& n = nodes_[node];
+  // Evicted, unregistered, credits out of range (scheduler/worker_messages.h).
+  LOFT_RETURN_IF_ERROR(
+      sched::AdmitHeartbeat(driver_->state(), accusations_, node, n.connected, hb.credits()));
+  *sender_node = node;
+  n.last_seen_ms = now_ms;
+  n.confirmed = true;
+  n.peers_ready = hb.peers_ready();
+  sends_.window(node).Grant(hb.credits());
+  LOFT_ASSIGN_OR_RETURN(auto u, sched::ComeBackIfDead(*driver_, node, now_ms));
+  if (!u.empty()) {
+    Record(u);
+    LOFT_RETURN_IF_ERROR(Flush());  // journaled before the reply carries the new view
+    view_dirty_ = true;
+    spdlog::info("node {} is alive again (view {})", spec_.nodes[node].name, driver_->state().view());
+  }
+  auto* r = reply->mutable_heartbeat();
+  r->set_node(node);
+  r->set_view(driver_->state().view());
+  return OkStatus();
+}
+
+Status SchedulerService::OnCreditGrant(const v1::CreditGrant& cg, const Sender& peer, double now_ms,
+                                       int32_t* sender_node) {
+  LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, cg.node()));
+  NodeSession& n = nodes_[node];
+  LOFT_RETURN_IF_ERROR(sched::AdmitCreditGrant(driver_->state(), node, n.connected, cg.credits()));
+  *sender_node = node;
+  n.last_seen_ms = now_ms;
+  n.confirmed = true;
+  sends_.window(node).Grant(cg.credits());
+  return OkStatus();
+}
+
+Status SchedulerService::OnPartitionDone(const v1::PartitionDone& d, const Sender& peer, double now_ms,
+                                         int32_t* sender_node) {
+  LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, d.node()));
+  *sender_node = node;
+  nodes_[node].last_seen_ms = now_ms;
+  if (d.timings().has_training()) {
+    ring_detection_.RecordOffences(node, d.timings().training(), spec_.num_nodes());
+  }
+  // Whether it applies, and the ring's votes recorded before it is applied
+  // (scheduler/worker_messages.h).
+  const sched::AckVotes votes = sched::RecordAckVotes(ring_, driver_->state().ledger(), node, d);
+  if (!votes.applies) {
+    CountIgnored("partition_done");  // changes no state: counted, not journaled
+    return OkStatus();
+  }
+  // WouldApply: the ledger holds this worker's open partition.
+  const sched::PartitionRecord* r = driver_->state().ledger().Find(d.partition_id());
+  if (votes.dropped > 0) {
+    peer_log_.Log(spdlog::level::debug, "training_report", spec_.nodes[node].name, LogTime(now_ms),
+                  "training report of {} for iteration {}: {} of {} applied partitions are not that "
+                  "iteration's as named by their worker; ignored",
+                  spec_.nodes[node].name, r->partition.iteration(), votes.dropped,
+                  d.timings().training().applied_partitions_size());
+  }
+  if (d.timings().has_training()) pending_training_[d.partition_id()] = d.timings().training();
+  const AckedPartition acked = {r->partition.id(), r->partition.iteration(), r->partition.worker(),
+                                r->sent_ms};
+  auto u = driver_->OnPartitionDone(d, now_ms);
+  if (!u.ok()) {
+    pending_training_.erase(d.partition_id());
+    return u.status();
+  }
+  Observe(*u, now_ms, &acked);  // reads pending_training_
+  Record(std::move(*u));
+  pending_training_.erase(d.partition_id());
+  return OkStatus();
+}
+
+Status SchedulerService::OnPartitionFailed(const v1::PartitionFailed& f, const Sender& peer, double now_ms,
+                                           int32_t* sender_node) {
+  LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, f.node()));
+  *sender_node = node;
+  nodes_[node].last_seen_ms = now_ms;
+  LOFT_RETURN_IF_ERROR(OnPoisonReport(node, f, now_ms));
+  // Ignored, committed for the ring, or failed (scheduler/failure_reports.h).
+  const size_t quarantined = driver_->state().quarantine().samples().size();
+  sched::Updates u;
+  LOFT_ASSIGN_OR_RETURN(const sched::FailureOutcome outcome,
+                        sched::OnFailureReport(
+                            *driver_, ring_, node, f, now_ms,
+                            [&](uint64_t id) {
+                              LogPartitionFailed(node, f, now_ms);
+                              return CommitIfApplied(id, now_ms).status();
+                            },
+                            &u));
+  if (outcome == sched::FailureOutcome::kIgnored) {
+    CountIgnored("partition_failed");  // changes no state: not journaled
+    peer_log_.Log(spdlog::level::debug, "report_ignored", spec_.nodes[node].name, LogTime(now_ms),
+                  "ignored failure report of partition {} attempt {} from {}", f.partition_id(), f.attempt(),
+                  spec_.nodes[node].name);
+    return OkStatus();
+  }
+  if (outcome == sched::FailureOutcome::kCommittedByRing) return OkStatus();
+  LogPartitionFailed(node, f, now_ms);
+  if (driver_->state().quarantine().samples().size() != quarantined)
+    spdlog::error(
+        "QUARANTINE: {} reported the stored records of samples [{}] of partition {} unreadable "
+        "(failed their check); quarantined after {} reports, {} samples are now unavailable (never "
+        "committed)",
+        spec_.nodes[node].name, fmt::join(f.bad_samples().begin(), f.bad_samples().end(), ","),
+        f.partition_id(), driver_->state().quarantine().after(),
+        driver_->state().quarantine().samples().size());
+  Record(u);
+  Observe(u, now_ms);
+  return OkStatus();
 }
 
 void SchedulerService::LogPartitionFailed(int32_t node, const v1::PartitionFailed& f, double now_ms) {
@@ -523,13 +516,10 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender
           "retry in {:.0f} ms",
           req.node_name(), wait));
     }
-    if (driver_->state().alive(node)) {
-      // A restart fails the node's partitions; commit those the ring applied.
-      for (uint64_t id : driver_->state().ledger().InFlightOf(node)) {
-        LOFT_RETURN_IF_ERROR(CommitIfApplied(id, now_ms).status());
-      }
-    }
-    LOFT_ASSIGN_OR_RETURN(auto u, driver_->RegisterWorker(node, now_ms));
+    // The ring's commits, then the driver fails the rest (scheduler/worker_messages.h).
+    LOFT_ASSIGN_OR_RETURN(auto u, sched::Register(*driver_, ring_, node, now_ms, [&](uint64_t id) {
+                            return CommitIfApplied(id, now_ms).status();
+                          }));
     Record(u);
     Observe(u, now_ms);
     // A re-registration failed every partition the node had; forget them.

@@ -200,6 +200,14 @@ class SchedulerService {
   Status OnRegister(const v1::RegisterRequest& req, const Sender& peer, double now_ms, v1::Envelope* reply,
                     int32_t* sender);
   Status BroadcastView();
+  // Each worker message converted into calls of its rules
+  // (scheduler/worker_messages.h, failure_reports.h).
+  Status OnHeartbeat(const v1::Heartbeat& hb, const Sender& peer, double now_ms, v1::Envelope* reply,
+                     int32_t* sender_node);
+  Status OnCreditGrant(const v1::CreditGrant& cg, const Sender& peer, double now_ms, int32_t* sender_node);
+  Status OnPartitionDone(const v1::PartitionDone& d, const Sender& peer, double now_ms, int32_t* sender_node);
+  Status OnPartitionFailed(const v1::PartitionFailed& f, const Sender& peer, double now_ms,
+                           int32_t* sender_node);
   // A ring member's report of another (scheduler/accusations.h).
   Status OnPeerReport(const v1::PeerReport& pr, const Sender& peer, double now_ms, int32_t* sender_node);
   // A StatusRequest: who may read what, the key's budget, the reply

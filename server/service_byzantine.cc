@@ -1,7 +1,8 @@
 // SchedulerService's handling of Byzantine evidence: poisoning
-// reports (scheduler/poison_reports.h) and the SourceDistrusted decision
-// they lead to. Kept apart from service.cc so that the protocol layer
-// only calls OnPoisonReport.
+// reports (scheduler/poison_reports.h: PoisonReports records them,
+// DistrustReported decides which peers stop being sources); here they are
+// logged and the SourceDistrusted updates journaled. Kept apart from
+// service.cc so that the protocol layer only calls OnPoisonReport.
 #include <spdlog/spdlog.h>
 
 #include "server/service.h"
@@ -18,25 +19,20 @@ Status SchedulerService::OnPoisonReport(int32_t node, const v1::PartitionFailed&
     peer_log_.Log(spdlog::level::warn, "poison_report", name, LogTime(now_ms), "{}", line);
   for (const auto& line : rejected)
     peer_log_.Log(spdlog::level::warn, "poison_report_ignored", name, LogTime(now_ms), "{}", line);
+  // Who stops being a source: scheduler/poison_reports.h (DistrustReported).
   const int tolerance = spec_.training.byzantine_tolerance;
-  for (int32_t peer : f.poisoned_by()) {
-    if (peer < 0 || peer >= spec_.num_nodes() || driver_->state().distrusted(peer) ||
-        !poison_reports_.ShouldDistrust(peer, tolerance)) {
-      continue;
-    }
-    const int32_t reporters = poison_reports_.reporters(peer);
-    LOFT_ASSIGN_OR_RETURN(auto u, driver_->DistrustSource(peer, reporters, now_ms));
-    if (u.empty()) continue;
-    Record(std::move(u));
-    poison_reports_.CountDistrusted(peer);
-    spdlog::warn(
-        "DISTRUSTED: node {} ({}) is no longer a source for other workers: {} distinct nodes refused samples "
-        "it served (f = {}); partitions after {} (iteration {} on) read its samples from other holders "
-        "or leave them to it",
-        peer, spec_.nodes[peer].name, reporters, tolerance, driver_->state().ledger().last_id(),
-        driver_->state().next_iteration());
-  }
-  return OkStatus();
+  return sched::DistrustReported(
+      *driver_, poison_reports_, f, tolerance, now_ms,
+      [&](int32_t peer, int32_t reporters, sched::Updates&& u) {
+        Record(std::move(u));
+        spdlog::warn(
+            "DISTRUSTED: node {} ({}) is no longer a source for other workers: {} distinct nodes refused "
+            "samples it served (f = {}); partitions after {} (iteration {} on) read its samples from other "
+            "holders or leave them to it",
+            peer, spec_.nodes[peer].name, reporters, tolerance, driver_->state().ledger().last_id(),
+            driver_->state().next_iteration());
+        return OkStatus();
+      });
 }
 
 }  // namespace loft::server

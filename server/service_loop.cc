@@ -15,6 +15,7 @@
 #include "scheduler/departures.h"
 #include "scheduler/partition_timeouts.h"
 #include "scheduler/restart_resend.h"
+#include "scheduler/ring_commit.h"
 #include "server/service.h"
 
 namespace loft::server {
@@ -150,27 +151,19 @@ Status SchedulerService::SendQueued(double now_ms) {
 }
 
 StatusOr<bool> SchedulerService::CommitIfApplied(uint64_t partition_id, double now_ms, bool timed_out) {
-  const auto* rec = driver_->state().ledger().Find(partition_id);
-  if (rec == nullptr) return false;
-  const int others = ring_.CommitVotes(*rec);  // ring_committer.h: the rule
-  if (others == 0) return false;
-  const int64_t iteration = rec->partition.iteration();
-  const int32_t worker = rec->partition.worker();
-  v1::PartitionDone d;
-  d.set_partition_id(partition_id);
-  d.set_attempt(rec->partition.attempt());
-  d.set_node(worker);
-  AckedPartition acked{rec->partition.id(), iteration, worker, rec->sent_ms};
+  // Committed for its worker when the ring applied it (scheduler/ring_commit.h).
+  LOFT_ASSIGN_OR_RETURN(auto c, sched::CommitForWorker(*driver_, ring_, partition_id, now_ms));
+  if (!c) return false;
   spdlog::info(
       "partition {} of iteration {} on {}: {} of the iteration's {} workers report the ring applied it; "
       "committing it instead of retrying its samples",
-      partition_id, iteration, spec_.nodes[worker].name, others, ring_.workers(iteration));
-  LOFT_ASSIGN_OR_RETURN(auto u, driver_->OnPartitionDone(d, now_ms));
-  Observe(u, now_ms, &acked, /*by_ring=*/true);
-  Record(std::move(u));
+      partition_id, c->iteration, spec_.nodes[c->worker].name, c->votes, ring_.workers(c->iteration));
+  const AckedPartition acked{c->id, c->iteration, c->worker, c->sent_ms};
+  Observe(c->updates, now_ms, &acked, /*by_ring=*/true);
+  Record(std::move(c->updates));
   if (timed_out) {
     // As for a timeout: the assignment or its ack was probably lost.
-    sends_.window(worker).Grant(1);
+    sends_.window(c->worker).Grant(1);
   }
   ++committed_by_ring_;
   c_committed_by_ring_->Get().Increment();

@@ -12,6 +12,8 @@
 #include "scheduler/holder_wait.h"
 #include "scheduler/liveness.h"
 #include "scheduler/partition_timeouts.h"
+#include "scheduler/ring_commit.h"
+#include "scheduler/worker_messages.h"
 
 namespace loft::sim {
 
@@ -381,13 +383,16 @@ void Simulator::Acked(Part& p) {
   if (ag.computing == p.id) ag.EndCompute(now);
   Seen(node);
   Background(node, SchedulerNode(), spec_.network.report_bytes);
-  // The worker's word on what the ring applied, before its ack is applied
-  // (as the daemon: an epoch's last ack prunes what the votes are checked against).
-  if (t->has_training()) ring_votes_.RecordVotes(driver_->state().ledger(), p.iteration, node, t->training());
+  // Whether the ack applies, and the worker's word on what the ring
+  // applied, recorded before it is applied (sched::RecordAckVotes, the
+  // daemon's rule: an epoch's last ack prunes what the votes are checked
+  // against).
+  const sched::AckVotes votes = sched::RecordAckVotes(ring_votes_, driver_->state().ledger(), node, done);
   const int64_t iteration = p.iteration;
-  if (p.committed_by_ring || timed_out_.erase(p.id) > 0) {
+  timed_out_.erase(p.id);
+  if (!votes.applies) {
     // Committed on its behalf when a death would have failed it, or timed
-    // out: the daemon ignores this ack (no state change) and takes its credit.
+    // out: ignored (no state change); its credit comes back.
     ErasePart(p.id);
   } else {
     auto u = driver_->OnPartitionDone(done, clock_.NowMillis());
@@ -471,13 +476,17 @@ void Simulator::DeclareDead(int node) {
   down_[node] = true;
   Sync();
   Log(SchedulerInput::kDead, node);
-  CommitAppliedOf(node);
-  if (done_) return;
-  auto u = driver_->OnWorkerDead(node, "failure injected by the cluster spec", clock_.NowMillis());
+  // The departure rule (sched::Depart, scheduler/departures.h): what its
+  // ring applied is committed on its behalf, then OnWorkerDead fails the
+  // partitions the death affects (the liveness rule, scheduler/
+  // liveness.h: the node's own and every one reading from it, even if its
+  // reads are over); they stop here. The iterations those commits
+  // completed close below, with the rest (CloseIterations).
+  auto u = sched::Depart(*driver_, ring_votes_, node, sched::Departure::kDead,
+                         "failure injected by the cluster spec", clock_.NowMillis(),
+                         [&](uint64_t id) { return CommitByRing(id, node); });
+  if (done_) return;  // a commit failed (CommitByRing stopped the run)
   if (!u.ok()) return Fail(u.status().WithContext(fmt::format("node {} down", node)));
-  // OnWorkerDead failed the partitions the death affects (the liveness
-  // rule, scheduler/liveness.h: the node's own and every one reading from
-  // it, even if its reads are over); they stop here, as in the daemon.
   std::vector<int32_t> credit_back;  // live agents that drop a sent partition
   std::set<int64_t> iterations;
   for (const auto& x : *u) {
@@ -527,31 +536,20 @@ void Simulator::DeclareDead(int node) {
   }
 }
 
-// The daemon's rule before a departure (sched::CommitAppliedBeforeDeparture).
-void Simulator::CommitAppliedOf(int32_t node) {
-  if (!sched::CommitAppliedBeforeDeparture(driver_->state().ledger(), ring_votes_, node, [&](uint64_t id) {
-         return CommitByRing(id, node);
-       }).ok())
-    return;
-  CloseIterations();
-}
-
 // Commits partition `id` on its worker's behalf (the ring applied it), as
-// the daemon's CommitIfApplied: before `dead_node`'s death fails it, or
+// the daemon's CommitIfApplied: before `dead_node`'s death fails it
+// (sched::Depart's `commit`), or
 // (dead_node < 0) when it timed out, whose credit then comes back.
 Status Simulator::CommitByRing(uint64_t id, int32_t dead_node) {
-  const sched::PartitionRecord* rec = driver_->state().ledger().Find(id);
-  const int64_t iteration = rec->partition.iteration();
-  const int32_t worker = rec->partition.worker();
-  loft::v1::PartitionDone d;
-  d.set_partition_id(id);
-  d.set_attempt(rec->partition.attempt());
-  d.set_node(worker);
-  auto u = driver_->OnPartitionDone(d, clock_.NowMillis());
-  if (!u.ok()) {
-    Fail(u.status().WithContext(fmt::format("committing partition {} by the ring", id)));
+  // Committed for its worker (scheduler/ring_commit.h; the callers' rules found the ring applied it).
+  auto c = sched::CommitForWorker(*driver_, ring_votes_, id, clock_.NowMillis());
+  if (!c.ok()) {
+    Fail(c.status().WithContext(fmt::format("committing partition {} by the ring", id)));
     return error_;
   }
+  if (!c->has_value()) return OkStatus();
+  const int64_t iteration = (*c)->iteration;
+  const int32_t worker = (*c)->worker;
   ++result_.committed_by_ring;
   open_.Open(iteration);  // no row: the ring's commit has no timings of its own
   sends_.window(worker).OnFinished(false);

@@ -67,8 +67,10 @@
 // daemon does (scheduler/liveness.h HeartbeatExpired): when the node has
 // been silent for more than scheduler.heartbeat_timeout_ms since its last
 // message (its last heartbeat, every heartbeat_interval_ms from its
-// registration, or its last ack or credit grant); 0 = at once. Then the
-// driver is told OnWorkerDead (the partitions the death affects fail:
+// registration, or its last ack or credit grant); 0 = at once. Then it
+// departs by the daemon's rule (sched::Depart, scheduler/departures.h:
+// what its ring applied is committed, then OnWorkerDead; the partitions
+// the death affects fail:
 // its own and those reading from it, and their samples return to the
 // pool through the Ledger); they leave their agents' stages (a live
 // reader's agent returns the credit), a ring with the dead node restarts
@@ -346,9 +348,6 @@ class Simulator {
   // restarted since acks nothing).
   void MembersApplied(int64_t iteration, uint64_t generation,
                       std::vector<std::pair<int32_t, int64_t>> members);
-  // Before `node`'s death fails them: commits the affected partitions the
-  // ring applied (sched::CommitAppliedBeforeDeparture, the daemon's rule).
-  void CommitAppliedOf(int32_t node);
   // Commits `id` for its worker by the ring's votes: before `dead_node`'s
   // death fails it, or (dead_node < 0) when it timed out.
   Status CommitByRing(uint64_t id, int32_t dead_node);

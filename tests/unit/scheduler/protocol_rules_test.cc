@@ -1,7 +1,8 @@
 // The iteration protocol's rules, each on its own (scheduler/
 // iteration_gate.h, ring_committer.h, liveness.h, departures.h,
 // failure_reports.h, flow_control.h,
-// partition_timeouts.h, restart_resend.h): the
+// partition_timeouts.h, restart_resend.h, worker_messages.h,
+// poison_reports.h, ring_commit.h): the
 // daemon and the simulator run these, so each is tested without sockets.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -18,9 +19,12 @@
 #include "scheduler/iteration_gate.h"
 #include "scheduler/liveness.h"
 #include "scheduler/partition_timeouts.h"
+#include "scheduler/poison_reports.h"
 #include "scheduler/register_backoff.h"
 #include "scheduler/restart_resend.h"
+#include "scheduler/ring_commit.h"
 #include "scheduler/ring_committer.h"
+#include "scheduler/worker_messages.h"
 #include "state_fakes.h"
 
 using loft::sched::IterationGate;
@@ -624,4 +628,227 @@ TEST_CASE("re-registration backoff doubles until the node is stable", "[register
   CHECK(b.Admit(1, 200000) == 0);  // stable for stable_ms: back to min_ms
   CHECK(b.Admit(1, 200500) > 0);
   CHECK(b.Admit(1, 201000) == 0);
+}
+
+TEST_CASE("heartbeat admission: evicted first, then unregistered, then credits out of 0..kMaxCredits",
+          "[rules][admission]") {
+  using loft::StatusCode;
+  using loft::sched::AdmitHeartbeat;
+  using loft::sched::kMaxCredits;
+  auto d = Driver(3);
+  const auto& st = d->state();
+  loft::sched::AccusationBook acc;
+  CHECK(AdmitHeartbeat(st, acc, 1, true, 0).ok());
+  CHECK(AdmitHeartbeat(st, acc, 1, true, kMaxCredits).ok());
+  CHECK(AdmitHeartbeat(st, acc, 1, true, -1).code() == StatusCode::kInvalidArgument);
+  CHECK(AdmitHeartbeat(st, acc, 1, true, kMaxCredits + 1).code() == StatusCode::kInvalidArgument);
+  const auto unregistered = AdmitHeartbeat(st, acc, 1, false, 1);
+  CHECK(unregistered.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(unregistered.message(), Catch::Contains("not registered"));
+  // Node 1 evicted (f = 0: one report): refused whatever else holds.
+  REQUIRE(acc.Report(0, 1, 0));
+  CHECK(AdmitHeartbeat(st, acc, 1, true, 1).code() == StatusCode::kPermissionDenied);
+  CHECK(AdmitHeartbeat(st, acc, 1, false, -1).code() == StatusCode::kPermissionDenied);
+  CHECK(AdmitHeartbeat(st, acc, 2, true, 1).ok());
+}
+
+TEST_CASE("credit grant admission: unregistered, or credits out of 1..kMaxCredits", "[rules][admission]") {
+  using loft::StatusCode;
+  using loft::sched::AdmitCreditGrant;
+  using loft::sched::kMaxCredits;
+  auto d = Driver(2);
+  CHECK(AdmitCreditGrant(d->state(), 0, true, 1).ok());
+  CHECK(AdmitCreditGrant(d->state(), 0, true, kMaxCredits).ok());
+  CHECK(AdmitCreditGrant(d->state(), 0, true, 0).code() == StatusCode::kInvalidArgument);
+  CHECK(AdmitCreditGrant(d->state(), 0, true, kMaxCredits + 1).code() == StatusCode::kInvalidArgument);
+  CHECK(AdmitCreditGrant(d->state(), 0, false, 1).code() == StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("a dead node heard from again comes back, a live one changes nothing", "[rules][admission]") {
+  auto d = Driver(3);
+  const int64_t view = d->state().view();
+  auto none = loft::sched::ComeBackIfDead(*d, 2, 1);
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+  CHECK(d->state().view() == view);
+  REQUIRE(d->OnWorkerDead(2, "test", 2).ok());
+  REQUIRE_FALSE(d->state().alive(2));
+  auto back = loft::sched::ComeBackIfDead(*d, 2, 3);
+  REQUIRE(back.ok());
+  CHECK_FALSE(back->empty());
+  CHECK(d->state().alive(2));
+  CHECK(d->state().view() > view + 1);
+}
+
+TEST_CASE("an ack's votes: its open attempt's, or an ignored ack of the worker's own partition",
+          "[rules][ring][admission]") {
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 3);
+  const auto& ledger = d->state().ledger();
+  const int64_t it = parts[0].iteration();
+  // Every ack names parts[2] applied.
+  auto ack = [&](const loft::v1::Partition& p, int32_t node, int32_t attempt, bool training) {
+    loft::v1::PartitionDone done;
+    done.set_partition_id(p.id());
+    done.set_attempt(attempt);
+    done.set_node(node);
+    if (training) {
+      auto* t = done.mutable_timings()->mutable_training();
+      t->add_applied_partitions(parts[2].id());
+      t->add_applied_nodes(parts[2].worker());
+    }
+    return done;
+  };
+  const auto* rec2 = ledger.Find(parts[2].id());
+  REQUIRE(rec2 != nullptr);
+  {
+    loft::sched::RingCommitter rc;
+    rc.OnPlanned(it, 3);
+    // Another node's word on parts[0], an unknown partition, no training report: no votes.
+    auto v = loft::sched::RecordAckVotes(rc, ledger, parts[1].worker(),
+                                         ack(parts[0], parts[1].worker(), parts[0].attempt(), true));
+    CHECK_FALSE(v.applies);
+    CHECK_FALSE(v.voted);
+    loft::v1::Partition unknown = parts[0];
+    unknown.set_id(ledger.last_id() + 100);
+    v = loft::sched::RecordAckVotes(rc, ledger, parts[0].worker(), ack(unknown, parts[0].worker(), 0, true));
+    CHECK_FALSE(v.applies);
+    CHECK_FALSE(v.voted);
+    v = loft::sched::RecordAckVotes(rc, ledger, parts[0].worker(),
+                                    ack(parts[0], parts[0].worker(), parts[0].attempt(), false));
+    CHECK(v.applies);
+    CHECK_FALSE(v.voted);
+    CHECK(rc.CommitVotes(*rec2) == 0);
+    // The worker's own partition, another attempt: ignored, but it votes.
+    v = loft::sched::RecordAckVotes(rc, ledger, parts[0].worker(),
+                                    ack(parts[0], parts[0].worker(), parts[0].attempt() + 1, true));
+    CHECK_FALSE(v.applies);
+    CHECK(v.voted);
+    // Its open attempt: applies and votes; two of the other workers named parts[2].
+    v = loft::sched::RecordAckVotes(rc, ledger, parts[1].worker(),
+                                    ack(parts[1], parts[1].worker(), parts[1].attempt(), true));
+    CHECK(v.applies);
+    CHECK(v.voted);
+    CHECK(v.dropped == 0);
+    CHECK(rc.CommitVotes(*rec2) > 0);
+  }
+}
+
+TEST_CASE("distrust: a peer reported by f+1 distinct nodes stops being a source, once",
+          "[rules][poisoning]") {
+  auto d = Driver(5);
+  auto reports = loft::sched::PoisonReports::Create(nullptr);
+  REQUIRE(reports.ok());
+  // A partition of `worker` reading from every node.
+  auto rec = [](int32_t worker) {
+    loft::sched::PartitionRecord r;
+    r.partition.set_worker(worker);
+    for (int32_t n = 0; n < 5; ++n) {
+      r.partition.add_sample_ids(static_cast<uint64_t>(n));
+      r.partition.add_sources(n);
+    }
+    return r;
+  };
+  std::vector<std::pair<int32_t, int32_t>> distrusted;  // (peer, reporters)
+  auto report = [&](int32_t reporter, int32_t peer) {
+    loft::v1::PartitionFailed f;
+    f.set_partition_id(static_cast<uint64_t>(10 + reporter));
+    f.set_node(reporter);
+    f.add_poisoned_by(peer);
+    f.add_poisoned_samples(1);
+    const auto r = rec(reporter);
+    reports->Record(reporter, f, 5, &r);
+    REQUIRE(loft::sched::DistrustReported(*d, *reports, f, /*tolerance=*/1, 5,
+                                          [&](int32_t p, int32_t n, loft::sched::Updates&& u) {
+                                            CHECK_FALSE(u.empty());
+                                            distrusted.emplace_back(p, n);
+                                            return loft::OkStatus();
+                                          })
+                .ok());
+  };
+  report(0, 4);
+  report(0, 4);  // the same reporter again: still one
+  CHECK(distrusted.empty());
+  CHECK_FALSE(d->state().distrusted(4));
+  report(1, 4);
+  CHECK(distrusted == std::vector<std::pair<int32_t, int32_t>>{{4, 2}});
+  CHECK(d->state().distrusted(4));
+  report(2, 4);  // already distrusted: nothing more
+  CHECK(distrusted.size() == 1);
+  CHECK_FALSE(d->state().distrusted(3));
+}
+
+TEST_CASE("commit for a worker: only a known partition the ring applied, as its open attempt's ack",
+          "[rules][ring]") {
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 3);
+  const auto& ledger = d->state().ledger();
+  loft::sched::RingCommitter rc;
+  const int64_t it = parts[0].iteration();
+  rc.OnPlanned(it, 3);
+  loft::v1::TrainingReport named;
+  named.add_applied_partitions(parts[1].id());
+  named.add_applied_nodes(parts[1].worker());
+  for (const auto& p : parts) {
+    if (p.worker() != parts[1].worker()) REQUIRE(rc.RecordVotes(ledger, it, p.worker(), named) == 0);
+  }
+  // Not applied, or unknown: nothing changes.
+  auto none = loft::sched::CommitForWorker(*d, rc, parts[0].id(), 2);
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());
+  auto unknown = loft::sched::CommitForWorker(*d, rc, ledger.last_id() + 100, 2);
+  REQUIRE(unknown.ok());
+  CHECK_FALSE(unknown->has_value());
+  CHECK(ledger.Find(parts[0].id())->state != loft::sched::PartitionState::kDone);
+  // Applied: committed for its worker.
+  auto c = loft::sched::CommitForWorker(*d, rc, parts[1].id(), 2);
+  REQUIRE(c.ok());
+  REQUIRE(c->has_value());
+  CHECK((*c)->worker == parts[1].worker());
+  CHECK((*c)->iteration == it);
+  CHECK((*c)->votes == 2);
+  CHECK_FALSE((*c)->updates.empty());
+  CHECK(ledger.Find(parts[1].id())->state == loft::sched::PartitionState::kDone);
+}
+
+TEST_CASE("registration: an alive node's ring-applied partitions are committed, the rest fail",
+          "[rules][ring][admission]") {
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 3);
+  const auto& ledger = d->state().ledger();
+  loft::sched::RingCommitter rc;
+  const int64_t it = parts[0].iteration();
+  rc.OnPlanned(it, 3);
+  loft::v1::TrainingReport named;
+  named.add_applied_partitions(parts[1].id());
+  named.add_applied_nodes(parts[1].worker());
+  for (const auto& p : parts) {
+    if (p.worker() != parts[1].worker()) REQUIRE(rc.RecordVotes(ledger, it, p.worker(), named) == 0);
+  }
+  std::vector<uint64_t> committed;
+  auto commit = [&](uint64_t id) {
+    committed.push_back(id);
+    auto c = loft::sched::CommitForWorker(*d, rc, id, 2);
+    REQUIRE(c.ok());
+    return loft::OkStatus();
+  };
+  // parts[0]'s worker: nothing of its own the ring applied; its partition fails.
+  auto u = loft::sched::Register(*d, rc, parts[0].worker(), 2, commit);
+  REQUIRE(u.ok());
+  CHECK(committed.empty());
+  CHECK(ledger.Find(parts[0].id())->state == loft::sched::PartitionState::kFailed);
+  // parts[1]'s worker: the ring applied it, committed before the registration.
+  u = loft::sched::Register(*d, rc, parts[1].worker(), 3, commit);
+  REQUIRE(u.ok());
+  CHECK(committed == std::vector<uint64_t>{parts[1].id()});
+  CHECK(ledger.Find(parts[1].id())->state == loft::sched::PartitionState::kDone);
+  // A dead node registering has nothing in flight to commit.
+  REQUIRE(d->OnWorkerDead(2, "test", 4).ok());
+  u = loft::sched::Register(*d, rc, 2, 5, commit);
+  REQUIRE(u.ok());
+  CHECK(committed.size() == 1);
+  CHECK(d->state().alive(2));
 }
