@@ -8,7 +8,8 @@ exchange (period 1: a gradient all-reduce every step).
 
 Period 4, int8, overlap:
   - every trainer ran one all-reduce per round (the rounds ending at
-    iterations 3, 7, ...; ITER/4 of them, or one fewer when the trainer
+    iterations 3, 7, ..., at an epoch's last step and at the last step:
+    planned_rounds, or one fewer when the trainer
     connected after the first round's partition: torch_exchange_test's
     same_state_every_round), the other steps local;
   - after every round's exchange every trainer holds the same parameters
@@ -32,16 +33,18 @@ import torch_lib  # noqa: E402
 ITER = int(os.environ.get("LOFT_TORCH_ITERATIONS", "160"))
 PERIOD = 4
 NODES = 3
+SAMPLES = 12000
+BATCH = 192
 ARGS = ["--model", "cnn", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
 
 
 def run(exchange):
-    text = torch_lib.SPEC.format(samples=12000, replication=1, batch=192, iterations=ITER, aggregation="mean",
+    text = torch_lib.SPEC.format(samples=SAMPLES, replication=1, batch=BATCH, iterations=ITER, aggregation="mean",
                                  nodes=NODES)
     if exchange:
         text = text.replace("aggregation: mean}", "aggregation: mean, exchange: " + exchange + "}")
         assert "exchange:" in text, text
-    tc = torch_lib.TorchCluster(nodes=NODES, samples=12000, batch=192, iterations=ITER, spec_text=text)
+    tc = torch_lib.TorchCluster(nodes=NODES, samples=SAMPLES, batch=BATCH, iterations=ITER, spec_text=text)
     try:
         tc.start()
         for n in tc.names:
@@ -84,15 +87,28 @@ def same_state_every_round(res, want_rounds):
     assert len({r["param_hash"] for r in res.values()}) == 1, f"different final parameters: {res}"
 
 
+def planned_rounds(period, iterations, steps_per_epoch):
+    """The steps that end a round: the period's last step, the step that
+    takes an epoch's last samples (an epoch's last step takes its remainder
+    alone; its local steps are committed with the round), the job's last
+    step; each round counts from the previous one's end."""
+    ends, in_round = [], 0
+    for i in range(iterations):
+        in_round += 1
+        if in_round == period or (i + 1) % steps_per_epoch == 0 or i == iterations - 1:
+            ends.append(i)
+            in_round = 0
+    return ends
+
+
 p4, p4_logs = run(f"{{period: {PERIOD}, compression: int8, overlap: true}}")
-rounds4 = list(range(PERIOD - 1, ITER, PERIOD))
-assert ITER % PERIOD == 0, ITER
+rounds4 = planned_rounds(PERIOD, ITER, -(-SAMPLES // BATCH))
 same_state_every_round(p4, rounds4)
 for n, r in p4.items():
     # One all-reduce per round (period 1's trainer would run ITER of them), the other steps local.
-    assert ITER // PERIOD - 1 <= r["exchanges"] <= ITER // PERIOD, \
-        f"{n}: {r['exchanges']} all-reduces for {ITER // PERIOD} rounds"
-    assert r["local_steps"] >= ITER - ITER // PERIOD - PERIOD, f"{n}: {r['local_steps']} local steps"
+    assert len(rounds4) - 1 <= r["exchanges"] <= len(rounds4), \
+        f"{n}: {r['exchanges']} all-reduces for {len(rounds4)} rounds"
+    assert r["local_steps"] >= ITER - len(rounds4) - PERIOD, f"{n}: {r['local_steps']} local steps"
 assert "exchange of model deltas after local steps, compression int8" in p4_logs, "no agent ran a delta int8 ring"
 
 # period: auto: the scheduler sizes each round; every trainer exchanges at the same rounds.
@@ -111,7 +127,7 @@ for n, r in p1.items():
 
 acc4, acc1 = p4["edge-0"]["test_accuracy"], p1["edge-0"]["test_accuracy"]
 print(f"{NODES} agents, {ITER} steps: period 1 test accuracy {acc1:.4f} ({ITER} all-reduces), period {PERIOD} "
-      f"int8 overlap {acc4:.4f} ({ITER // PERIOD} all-reduces), period auto {pa['edge-0']['test_accuracy']:.4f} "
+      f"int8 overlap {acc4:.4f} ({len(rounds4)} rounds), period auto {pa['edge-0']['test_accuracy']:.4f} "
       f"({len(rounds_a)} rounds)")
 assert acc4 >= 0.70, f"period {PERIOD}: test accuracy {acc4:.4f} < 0.70"
 assert abs(acc4 - acc1) <= 0.04, f"period {PERIOD} {acc4:.4f} vs period 1 {acc1:.4f}"
