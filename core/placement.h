@@ -70,6 +70,12 @@ inline uint64_t SplitMix64(uint64_t& state) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
+
+// The SplitMix64 finaliser of one value (the state left unchanged): for
+// hashes chained over several keys, e.g. Mix64(Mix64(seed) ^ epoch) ^ id.
+inline uint64_t Mix64(uint64_t x) {
+  return SplitMix64(x);
+}
 // Uniform integer in [0, bound) from the generator state (bound > 0):
 // Lemire's multiply-shift with rejection, unbiased and portable.
 inline uint64_t UniformBelow(uint64_t& state, uint64_t bound) {

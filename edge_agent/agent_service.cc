@@ -13,6 +13,7 @@
 
 #include "core/codec.h"
 #include "core/membership.h"
+#include "core/placement.h"
 #include "preprocess/preprocess_pool.h"
 
 namespace loft::agent {
@@ -514,25 +515,34 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
       return out;
     }
     std::vector<int32_t> decoded;
-    for (int32_t h : p.decoded_from())
-      if (remote.count(h) != 0) decoded.push_back(h);
+    std::map<int32_t, int64_t> served_before;  // SpotCheck probation
+    {
+      std::lock_guard lock(decoded_mu_);
+      for (int32_t h : p.decoded_from()) {
+        if (remote.count(h) == 0) continue;
+        decoded.push_back(h);
+        served_before[h] = decoded_served_by_[h];
+      }
+    }
     // The task owns what it reads: unlike std::async's, a packaged_task's
     // future does not wait for it if Read leaves early. The spot check's
     // records are asked for only once the decoded replies are in.
-    std::packaged_task<Fetched()> fetch(
-        [peers = peers_, id = p.id(), me, remote, decoded, epoch = p.epoch(), check = spot_check_] {
-          Fetched f;
-          f.results = decoded.empty() ? peers->FetchAll(id, me, remote)
-                                      : peers->FetchAllDecoded(id, me, remote, decoded, epoch);
-          for (int32_t h : decoded) {
-            auto r = f.results.find(h);
-            if (r == f.results.end() || !r->second.status.ok()) continue;
-            for (uint64_t s : remote.at(h))
-              if (check.Checks(epoch, s)) f.spot_ids[h].push_back(s);
-          }
-          if (!f.spot_ids.empty()) f.spot = peers->FetchAll(id, me, f.spot_ids);
-          return f;
-        });
+    std::packaged_task<Fetched()> fetch([peers = peers_, id = p.id(), me, remote, decoded, served_before,
+                                         epoch = p.epoch(), check = spot_check_] {
+      Fetched f;
+      f.results = decoded.empty() ? peers->FetchAll(id, me, remote)
+                                  : peers->FetchAllDecoded(id, me, remote, decoded, epoch);
+      for (int32_t h : decoded) {
+        auto r = f.results.find(h);
+        if (r == f.results.end() || !r->second.status.ok()) continue;
+        int64_t n = served_before.at(h);
+        for (uint64_t s : remote.at(h))
+          if (check.Checks(epoch, s, n++)) f.spot_ids[h].push_back(s);
+        f.decoded_received[h] = static_cast<int64_t>(remote.at(h).size());
+      }
+      if (!f.spot_ids.empty()) f.spot = peers->FetchAll(id, me, f.spot_ids);
+      return f;
+    });
     fut = fetch.get_future();
     boost::asio::post(*fetch_thread_, std::move(fetch));
   }
@@ -571,6 +581,10 @@ ReadPartition PartitionRunner::Read(const v1::Partition& p, int32_t me) {
   t->set_local_bytes(local_bytes);
   if (fut.valid()) {
     Fetched fetched = fut.get();
+    {
+      std::lock_guard lock(decoded_mu_);
+      for (const auto& [h, n] : fetched.decoded_received) decoded_served_by_[h] += n;
+    }
     double remote_ms = static_cast<double>(clock_->NowMicros() - t0) / 1000.0;
     TakeRemote(remote, fetched, manifest.get(), got, out, first_error);
     t->set_remote_read_ms(remote_ms);
@@ -607,17 +621,6 @@ std::map<int32_t, PeerFetchResult> PeerClient::FetchAllDecoded(
   }
   return out;
 }
-
-namespace {
-
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 bool SpotCheck::Checks(int64_t epoch, uint64_t id) const {
   if (every <= 1) return true;

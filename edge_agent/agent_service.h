@@ -233,11 +233,21 @@ class PeerClient {
 // trainer when SplitMix64(salt, seed, epoch, id) % every == 0 (every ≥ 1;
 // 1 = all). `salt` is the trainer's own secret (random per process), so a
 // holder that knows the job's seed cannot tell which samples are checked.
+// Probation: the first `probation` decoded samples a holder serves this
+// trainer are all checked, so a holder that forges from its first reply is
+// caught for certain, not with probability 1 - (1 - 1/every)^n; one that
+// forges later is caught at the sampled rate.
 struct SpotCheck {
   uint64_t seed = 0;  // training.seed
   uint64_t salt = 0;
   int every = 32;
+  int64_t probation = 64;
   bool Checks(int64_t epoch, uint64_t id) const;
+  // Whether the sample a holder serves after `served_before` decoded ones
+  // (to this trainer) is checked: probation, then Checks.
+  bool Checks(int64_t epoch, uint64_t id, int64_t served_before) const {
+    return served_before < probation || Checks(epoch, id);
+  }
 };
 
 struct ReadPartition {
@@ -316,6 +326,7 @@ class PartitionRunner {
     std::map<int32_t, PeerFetchResult> results;
     std::map<int32_t, std::vector<uint64_t>> spot_ids;
     std::map<int32_t, PeerFetchResult> spot;
+    std::map<int32_t, int64_t> decoded_received;  // per holder that replied
   };
   // Read's remote half: verifies each peer's records (decoded ones by CRC
   // and id only) into `got`; spot-checks the decoded ones (VerifySpotChecks).
@@ -327,6 +338,9 @@ class PartitionRunner {
                         std::unordered_map<uint64_t, cache::Sample>& got, ReadPartition& out,
                         Status& first_error);
   SpotCheck spot_check_;
+  // Decoded samples each holder has served this trainer (SpotCheck probation).
+  std::mutex decoded_mu_;
+  std::map<int32_t, int64_t> decoded_served_by_;
 
   // Exchange windows (Finish of a round-ending step: its compute and the
   // exchange after it), counted at both edges: odd while one runs. Read

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "core/placement.h"
+
 namespace loft::preprocess {
 
 Status PreprocessOptions::Validate() const {
@@ -35,26 +37,15 @@ StatusOr<PreprocessOptions> PreprocessOptions::FromSpec(const ClusterSpec& spec)
   return o;
 }
 
-namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 CropFlip DrawCropFlip(uint64_t seed, int64_t epoch, uint64_t id, int padding) {
-  uint64_t s = SplitMix64(SplitMix64(SplitMix64(seed) ^ static_cast<uint64_t>(epoch)) ^ id);
+  uint64_t s = Mix64(Mix64(Mix64(seed) ^ static_cast<uint64_t>(epoch)) ^ id);
   const auto span = static_cast<uint64_t>(2 * padding + 1);
   CropFlip cf;
-  s = SplitMix64(s);
+  s = Mix64(s);
   cf.dx = static_cast<int>(s % span) - padding;
-  s = SplitMix64(s);
+  s = Mix64(s);
   cf.dy = static_cast<int>(s % span) - padding;
-  s = SplitMix64(s);
+  s = Mix64(s);
   cf.flip = (s >> 63) != 0;
   return cf;
 }

@@ -7,7 +7,9 @@ The spec gives one node a 0.05-core CPU quota (`slow`), so its decode prior
 is 20x the others' and the planner has holders preprocess samples for it
 (Partition.decoded_from); the holders serve the 784-byte model inputs
 (FetchRequest.decoded) and the trainer spot-checks 1 in 32 of them against
-the records it preprocesses itself (edge_agent/README.md "Decoded serving").
+the records it preprocesses itself; a holder's first 64 decoded samples are
+all checked (probation), so a forger is caught for certain
+(edge_agent/README.md "Decoded serving").
 
 1. Honest holders: every iteration completes, the agents agree on the
    parameters, the accuracy clears the augmented floor of

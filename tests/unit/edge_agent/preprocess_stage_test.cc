@@ -351,6 +351,7 @@ TEST_CASE("Decoded serving: the holder's inputs equal the trainer's own preproce
   runner.SetPreprocess(d.trainer_pool.get());
   SpotCheck check;
   check.every = 1 << 30;  // practically none: the trainer uses what the holder sent
+  check.probation = 0;
   runner.SetSpotCheck(check);
   const std::vector<uint64_t> ids{3, 0, 12, 5, 19, 1, 8};
   d.Grant(9, ids);
@@ -426,6 +427,7 @@ TEST_CASE("Decoded serving: the spot check catches a holder that serves wrong de
   check.seed = 7;
   check.salt = 99;
   check.every = 4;
+  check.probation = 0;  // the sampled rate alone (probation: the next case)
   runner.SetSpotCheck(check);
   std::vector<uint64_t> ids;
   for (uint64_t id = 0; id < 20; ++id)
@@ -462,6 +464,44 @@ TEST_CASE("Decoded serving: the spot check catches a holder that serves wrong de
   CHECK(ok.status.ok());
   CHECK(ok.poisoned.empty());
   CHECK(ok.timings.spot_checked_samples() == expect_checked);
+}
+
+TEST_CASE("Decoded serving: a holder's first decoded samples are all checked (probation), then a fraction") {
+  DecodedFixture d(/*poison_decoded=*/true);
+  HolderPeers peers(d.holder.get());
+  PartitionRunner runner(&d.clock, d.fx.cache.get(), &peers, &d.fx.metrics);
+  runner.SetPreprocess(d.trainer_pool.get());
+  SpotCheck check;
+  check.seed = 7;
+  check.salt = 99;
+  check.every = 1 << 30;  // after probation practically none
+  check.probation = 5;
+  runner.SetSpotCheck(check);
+  // The first partition: 3 samples, all in probation, all forged and caught.
+  const std::vector<uint64_t> first{0, 1, 2};
+  d.Grant(20, first);
+  ReadPartition r1 = runner.Read(DecodedPartition(20, 0, first), 0);
+  CHECK(r1.status.code() == StatusCode::kDataLoss);
+  CHECK(r1.timings.spot_checked_samples() == 3);
+  REQUIRE(r1.poisoned.count(1) == 1);
+  CHECK(r1.poisoned.at(1) == 3);
+  // The second: the holder has served 3, so 2 more are in probation.
+  const std::vector<uint64_t> second{3, 4, 5, 6};
+  d.Grant(21, second);
+  ReadPartition r2 = runner.Read(DecodedPartition(21, 0, second), 0);
+  CHECK(r2.timings.spot_checked_samples() == 2);
+  REQUIRE(r2.poisoned.count(1) == 1);
+  CHECK(r2.poisoned.at(1) == 2);
+  // The third: probation is over; the sampled rate (none here) decides.
+  const std::vector<uint64_t> third{8, 9, 10};
+  d.Grant(22, third);
+  ReadPartition r3 = runner.Read(DecodedPartition(22, 0, third), 0);
+  CHECK(r3.timings.spot_checked_samples() == 0);
+  CHECK(r3.poisoned.empty());
+  CHECK(peers.record_requests == 5);
+  // The rule: probation by the count served before, then the sampled rate.
+  CHECK(check.Checks(0, 3, 4));
+  CHECK_FALSE(check.Checks(0, 3, 5));
 }
 
 TEST_CASE("Decoded serving: the spot check picks a deterministic fraction that depends on the salt") {
