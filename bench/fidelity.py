@@ -60,6 +60,9 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLUSTERS = ROOT / "examples" / "clusters"
 SKIP = 77
+# Test-set evaluations of the real runs (with a model), which loft-sim charges
+# too (sim/README.md): loftctl cluster run's default.
+EVAL_EVERY = 50
 
 
 def compute_hetero_with_quotas(text):
@@ -316,7 +319,7 @@ def main():
         for p in policies:
             out = sdir / f"real-{p}"
             cmd = [loftctl, "cluster", "run", str(spec), "--policy", p, "--iterations", str(iterations),
-                   "--out", str(out), "--timeout-s", str(a.timeout_s),
+                   "--eval-every", str(EVAL_EVERY), "--out", str(out), "--timeout-s", str(a.timeout_s),
                    "--cache-root", str(sdir / "caches")]
             if testbed:
                 cmd.append("--testbed")
@@ -337,11 +340,12 @@ def main():
             # prediction replays its real run's losses (sim/loss_trace.h).
             for p in policies:
                 run([loftsim, "run", str(cal), "--policy", p, "--iterations", str(iterations),
-                     "--loss-trace", str(sdir / f"real-{p}" / "training.csv"), "--out", str(sim / p)], 600,
+                     "--loss-trace", str(sdir / f"real-{p}" / "training.csv"), "--eval-every", str(EVAL_EVERY),
+                     "--out", str(sim / p)], 600,
                     log=sdir / f"sim-{p}.log")
         else:
             run([loftsim, "run", str(cal), "--policy", ",".join(policies), "--iterations", str(iterations),
-                 "--out", str(sim)], 600, log=sdir / "sim.log")
+                 "--eval-every", str(EVAL_EVERY), "--out", str(sim)], 600, log=sdir / "sim.log")
         rows = {}
         for p in policies:
             pred = summary(sim / p if auto else sim, p)

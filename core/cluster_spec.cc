@@ -133,6 +133,18 @@ Status NonNegative(const SpecReader& r, const YAML::Node& parent, const char* ke
   return OkStatus();
 }
 
+// training.eval: {test_samples, relative_cost} (loft-sim's evaluation cost).
+Status ParseEval(const SpecReader& r, const YAML::Node& ev, TrainingSpec::Eval* e) {
+  const std::string p = "training.eval";
+  RET(r.CheckKeys(ev, p, {"test_samples", "relative_cost"}));
+  RET(r.Get(ev, "test_samples", p, &e->test_samples));
+  RET(r.Get(ev, "relative_cost", p, &e->relative_cost));
+  if (e->test_samples < 0) return r.Error(ev["test_samples"], p + ".test_samples", "must be >= 0");
+  if (!(e->relative_cost >= 0) || !std::isfinite(e->relative_cost))
+    return r.Error(ev["relative_cost"], p + ".relative_cost", "must be a finite number >= 0");
+  return OkStatus();
+}
+
 // training.exchange: {period: 1 | N | auto, max_period, drift, compression: none | int8, overlap}.
 Status ParseExchange(const SpecReader& r, const YAML::Node& ex, TrainingSpec::Exchange* e) {
   const std::string p = "training.exchange";
@@ -237,10 +249,10 @@ Status ParseDataset(const SpecReader& r, const YAML::Node& root, ClusterSpec& sp
 // training, with its lr_schedule, allreduce and exchange.
 Status ParseTraining(const SpecReader& r, const YAML::Node& root, ClusterSpec& spec) {
   if (YAML::Node t = root["training"]; t.IsDefined()) {
-    RET(r.CheckKeys(
-        t, "training",
-        {"global_batch", "min_batch", "iterations", "overlap", "seed", "model", "aggregation",
-         "learning_rate", "momentum", "lr_schedule", "byzantine_tolerance", "allreduce", "exchange"}));
+    RET(r.CheckKeys(t, "training",
+                    {"global_batch", "min_batch", "iterations", "overlap", "seed", "model", "aggregation",
+                     "learning_rate", "momentum", "lr_schedule", "byzantine_tolerance", "allreduce",
+                     "exchange", "eval"}));
     auto& tr = spec.training;
     RET(r.Get(t, "global_batch", "training", &tr.global_batch));
     RET(r.Get(t, "min_batch", "training", &tr.min_batch));
@@ -307,6 +319,7 @@ Status ParseTraining(const SpecReader& r, const YAML::Node& root, ClusterSpec& s
       if (std::isnan(a.step_latency_ms) || std::isnan(a.reduce_ns_per_element))
         return r.Error(ar, p, "step_latency_ms and reduce_ns_per_element must be numbers");
     }
+    if (YAML::Node ev = t["eval"]; ev.IsDefined() && !ev.IsNull()) RET(ParseEval(r, ev, &tr.eval));
     if (YAML::Node ex = t["exchange"]; ex.IsDefined() && !ex.IsNull()) {
       RET(ParseExchange(r, ex, &tr.exchange));
       // Reading ahead during the exchange is reading while the compute

@@ -172,6 +172,17 @@ struct TrainingSpec {
     bool overlap = false;
     bool is_default() const { return period == 1 && !period_auto && compression == "none" && !overlap; }
   } exchange;
+  // training.eval: what a test-set evaluation costs in loft-sim. A real
+  // run evaluates on one member (the ring's first reporter) after the
+  // exchange of every `--eval-every` steps and after the last, before
+  // that member's next step; loft-sim charges that member
+  // test_samples · relative_cost · its compute.per_sample_ms then (only
+  // when loft-sim is given --eval-every, and model != none).
+  // `loftctl calibrate` fits relative_cost from a run's evaluated steps.
+  struct Eval {
+    int64_t test_samples = 10000;      // Fashion-MNIST's test set
+    double relative_cost = 1.0 / 3.0;  // a test sample's forward pass per training sample's step
+  } eval;
 };
 
 // Parameters of the agent's built-in `model` on inputs of `input_dim`

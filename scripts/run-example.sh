@@ -42,14 +42,16 @@ done
 echo "== simulator: $SPEC as written (its priors) =="
 if [ "$ITERATIONS" -gt 0 ]; then SIM_IT="--iterations $ITERATIONS"; else SIM_IT=""; fi
 # shellcheck disable=SC2086
-build/bin/loft-sim run "$SPEC" --policy "$POLICIES" $SIM_IT --out "$OUT/sim"
+# --eval-every 50: the real runs evaluate on the test set as often
+# (loftctl cluster run's default); loft-sim charges it (sim/README.md).
+build/bin/loft-sim run "$SPEC" --policy "$POLICIES" $SIM_IT --eval-every 50 --out "$OUT/sim"
 
 FIRST="${POLICIES%%,*}"
 echo "== calibrate on the $FIRST run =="
 build/bin/loftctl calibrate "$OUT/cluster-$FIRST" --out "$OUT/calibrated.yaml"
 echo "== simulator: the calibrated spec =="
 # shellcheck disable=SC2086
-build/bin/loft-sim run "$OUT/calibrated.yaml" --policy "$POLICIES" $SIM_IT --out "$OUT/sim-calibrated"
+build/bin/loft-sim run "$OUT/calibrated.yaml" --policy "$POLICIES" $SIM_IT --eval-every 50 --out "$OUT/sim-calibrated"
 
 echo "== real runs against loft-sim's predictions =="
 python3 tools/compare_runs.py "$OUT" --calibrated-on "$FIRST"

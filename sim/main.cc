@@ -166,6 +166,12 @@ int main(int argc, char** argv) {
       "--loss-trace", loss_trace,
       "a real run's training.csv: its per-iteration loss is reported in virtual time, so "
       "training.exchange.period: auto shortens its periods as the real job did (sim/loss_trace.h)");
+  int64_t eval_every = 0;
+  run->add_option("--eval-every", eval_every,
+                  "charge a test-set evaluation after every N steps' exchange and after the last, as "
+                  "`loftctl cluster run --eval-every N` does (its default is 50), at training.eval's cost; "
+                  "0 (the default): none")
+      ->check(CLI::NonNegativeNumber);
   run->add_option("--out", out_dir, "output directory")->required();
   CLI11_PARSE(app, argc, argv);
   loft::sim::SimOptions base;
@@ -176,6 +182,7 @@ int main(int argc, char** argv) {
   base.plan_ahead = plan_ahead == "auto" ? -1 : std::stoi(plan_ahead);
   base.credits = credits;
   base.overlap_epochs = !no_epoch_overlap;
+  base.eval_every = eval_every;
   if (!loss_trace.empty()) {
     auto trace = loft::sim::LoadLossTrace(loss_trace);
     if (!trace.ok()) {

@@ -159,6 +159,13 @@ struct SimOptions {
   // (index t; NaN or past the end: none), from a real run's training.csv
   // (sim/loss_trace.h). Only `training.exchange.period: auto` reads it.
   std::vector<double> loss_trace;
+  // Test-set evaluations, as `loftctl cluster run --eval-every K` and the
+  // agents (edge_agent/model_trainer.h EvaluateNow): after the exchange of
+  // every K-th step (a delta exchange: the first at or after each
+  // multiple of K) and after the last step, on the ring's first member,
+  // at training.eval's cost. 0 = none (loft-sim's default; a real run's
+  // default is 50).
+  int64_t eval_every = 0;
   // Called after every iteration with (iterations done, total).
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -325,10 +332,18 @@ class Simulator {
     double start_ms = 0;
     int flows_pending = 0;
     std::vector<uint64_t> flows;
+    // The member that evaluates on the test set after applying (EvalMs),
+    // and for how long; -1: nobody.
+    int32_t eval_member = -1;
+    double eval_ms = 0;
   };
   Simulator(const ClusterSpec& spec, SimOptions options, std::unique_ptr<sched::JobDriver> driver);
 
   void Sync();  // ManualClock follows the event queue
+  // Whether the ring of `iteration` is followed by a test-set evaluation
+  // (SimOptions::eval_every), and what it costs its first member.
+  bool EvaluatesAfter(int64_t iteration) const;
+  double EvalMs(int32_t member) const;
   void Fail(Status s);
   double BoundForRequest();
   Part* FindPart(uint64_t id) {
@@ -430,7 +445,8 @@ class Simulator {
   ClusterModel model_;
   FlowNetwork network_;
   int64_t target_iterations_ = 0;
-  sched::IterationGate gate_;  // the daemon's start, plan-ahead and finish rules
+  int64_t last_ring_iteration_ = -1;  // the last ring that began applying (EvaluatesAfter)
+  sched::IterationGate gate_;         // the daemon's start, plan-ahead and finish rules
   AllreduceModel allreduce_;
 
   // Open partitions by id - parts_base_ (the ledger's ids only grow).

@@ -338,10 +338,17 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
     }
     const double tail = std::max(0.0, allreduce_.TailMs(n));
     const double now = queue_.now_ms();
+    // The evaluation (SimOptions::eval_every) follows on the first member,
+    // before its ack, as the agent's Compute does; its time is that
+    // partition's compute, not its ring (MembersApplied).
+    ring.eval_member = EvaluatesAfter(iteration) ? ring.members.front() : -1;
+    ring.eval_ms = ring.eval_member >= 0 ? EvalMs(ring.eval_member) : 0.0;
+    last_ring_iteration_ = std::max(last_ring_iteration_, iteration);
     std::map<double, std::vector<std::pair<int32_t, int64_t>>> by_end;
     for (int32_t m : ring.members) {
       CpuQuota& cpu = cpu_[static_cast<size_t>(m)];
-      by_end[tail > 0 && cpu.enabled() ? cpu.Run(now, tail) : now + tail].emplace_back(
+      const double end = tail > 0 && cpu.enabled() ? cpu.Run(now, tail) : now + tail;
+      by_end[end + (m == ring.eval_member ? ring.eval_ms : 0.0)].emplace_back(
           m, registrations_[static_cast<size_t>(m)]);
     }
     ring.applying_pending = static_cast<int>(by_end.size());
@@ -389,6 +396,24 @@ void Simulator::RingStep(int64_t iteration, uint64_t generation) {
       RingFlow(iteration, generation, ring.members[i], ring.members[(i + 1) % n],
                bytes * static_cast<double>(n - 1), next);
   }
+}
+
+bool Simulator::EvaluatesAfter(int64_t iteration) const {
+  if (options_.eval_every <= 0 || spec_.training.model == "none") return false;
+  if (iteration == target_iterations_ - 1) return true;
+  const int64_t e = options_.eval_every;
+  const auto& ex = spec_.training.exchange;
+  // A delta exchange: the first exchange at or after each multiple of e.
+  if (ex.period_auto || ex.period > 1) return (iteration + 1) / e > (last_ring_iteration_ + 1) / e;
+  return (iteration + 1) % e == 0;
+}
+
+double Simulator::EvalMs(int32_t member) const {
+  const double n = static_cast<double>(spec_.training.eval.test_samples);
+  const double now = queue_.now_ms();
+  const double per_sample = model_.NominalComputeMs(member, 1, now) -
+                            model_.NominalComputeMs(member, 0, now);  // slowdowns included
+  return n * spec_.training.eval.relative_cost * per_sample;
 }
 
 double Simulator::RingStepCpuEnd(const std::vector<int32_t>& members, int phase) {
@@ -511,7 +536,9 @@ void Simulator::MembersApplied(int64_t iteration, uint64_t generation,
   for (uint64_t id : parts) {
     Part* x = FindPart(id);
     if (x == nullptr || std::find(members.begin(), members.end(), x->node) == members.end()) continue;
-    x->allreduce_ms = now - x->compute_end_ms;
+    const double eval = x->node == ring.eval_member ? ring.eval_ms : 0.0;
+    x->allreduce_ms = now - eval - x->compute_end_ms;
+    x->compute_ms += eval;
     x->applied = applied;
     Acked(*x);
     if (done_) return;

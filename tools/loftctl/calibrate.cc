@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <utility>
@@ -119,6 +120,8 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
   y += fmt::format("  exchange: {{period: {}, max_period: {}, drift: {}, compression: {}, overlap: {}}}\n",
                    ex.period_auto ? std::string("auto") : std::to_string(ex.period), ex.max_period,
                    Num(ex.drift), ex.compression, ex.overlap ? "true" : "false");
+  y += fmt::format("  eval: {{test_samples: {}, relative_cost: {}}}\n", t.eval.test_samples,
+                   Num(t.eval.relative_cost));
   y += fmt::format(
       "scheduler: {{overhead_ms: {}, heartbeat_interval_ms: {}, heartbeat_timeout_ms: {}, handoff_ms: {}, "
       "holder_wait_s: {}}}\n",
@@ -270,7 +273,8 @@ Status MatchSimulatedRing(const RingMeasure& measured, ClusterSpec* spec, std::v
 
 StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::json& status,
                                     const std::string& source, const std::string* iterations_csv,
-                                    const std::string& csv_source, bool fit_links, bool match_ring) {
+                                    const std::string& csv_source, bool fit_links, bool match_ring,
+                                    const std::string* training_csv, const std::string& training_source) {
   if (!status.is_object() || !status.contains("workers") || !status["workers"].is_array())
     return InvalidArgument(source + ": no \"workers\" list (is it a scheduler status document?)");
   ClusterSpec out = spec;
@@ -358,6 +362,9 @@ StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::jso
     RingMeasure ring;
     LOFT_RETURN_IF_ERROR(
         CalibrateIterationTail(*iterations_csv, csv_source, &out, &cal.notes, &refit_fixed, &ring));
+    if (training_csv != nullptr)
+      LOFT_RETURN_IF_ERROR(
+          CalibrateEvalCost(*iterations_csv, *training_csv, training_source, &out, &cal.notes));
     if (match_ring) LOFT_RETURN_IF_ERROR(MatchSimulatedRing(ring, &out, &cal.notes));
   }
   cal.yaml = ClusterSpecToYaml(out);
@@ -441,6 +448,13 @@ struct IterationTable {
   std::map<int32_t, std::vector<std::pair<double, double>>> computes;  // node -> (batch, compute_ms)
   std::vector<double> handoffs;  // ack_ms of rows sent after their iteration started
   std::string policy;
+  // Every row with a batch and no failure: (iteration, node, batch, compute_ms).
+  struct Compute {
+    int64_t iteration;
+    int32_t node;
+    double batch, compute_ms;
+  };
+  std::vector<Compute> rows;
 };
 
 // Reads iterations.csv (`source` in errors, with the line) into a table.
@@ -458,6 +472,7 @@ StatusOr<IterationTable> ReadIterations(const std::string& csv_text, const std::
   std::map<int64_t, It> its;
   std::map<int32_t, std::vector<std::pair<double, double>>> computes;  // node -> (batch, compute_ms)
   std::vector<double> handoffs;  // ack_ms of rows sent after their iteration started
+  std::vector<IterationTable::Compute> rows;
   std::string policy;
   int64_t lineno = 1;
   while (std::getline(in, line)) {
@@ -512,6 +527,7 @@ StatusOr<IterationTable> ReadIterations(const std::string& csv_text, const std::
           fmt::format("{}:{}: worker '{}' is not a node of the spec", source, lineno, f[col["worker"]]));
     it.members.push_back(node);
     if (f[col["failed"]] != "1" && iteration > 0) computes[node].emplace_back(v[5], v[2]);
+    if (f[col["failed"]] != "1") rows.push_back({iteration, node, v[5], v[2]});
     if (v[4] > 0) {
       it.ring = it.ring < 0 ? v[4] : std::min(it.ring, v[4]);
       if (own) {
@@ -520,7 +536,8 @@ StatusOr<IterationTable> ReadIterations(const std::string& csv_text, const std::
       }
     }
   }
-  return IterationTable{std::move(its), std::move(computes), std::move(handoffs), std::move(policy)};
+  return IterationTable{std::move(its), std::move(computes), std::move(handoffs), std::move(policy),
+                        std::move(rows)};
 }
 
 // compute.fixed_ms of each node `refit_fixed` marks: its mean compute_ms
@@ -591,6 +608,81 @@ double FitAllreduce(const std::vector<std::vector<int32_t>>& rings, double m, Cl
 }
 
 }  // namespace
+
+Status CalibrateEvalCost(const std::string& iterations_csv, const std::string& training_csv,
+                         const std::string& source, ClusterSpec* spec, std::vector<std::string>* notes) {
+  if (spec->training.model == "none" || spec->training.eval.test_samples <= 0) return OkStatus();
+  // The evaluated steps: training.csv's rows with a test_accuracy.
+  std::istringstream in(training_csv);
+  std::string line;
+  if (!std::getline(in, line)) return InvalidArgument(source + " is empty");
+  const std::vector<std::string> head = SplitCsvLine(line);
+  const auto it_col = std::find(head.begin(), head.end(), "iteration");
+  const auto acc_col = std::find(head.begin(), head.end(), "test_accuracy");
+  if (it_col == head.end() || acc_col == head.end())
+    return InvalidArgument(source + ": no columns 'iteration' and 'test_accuracy'");
+  std::set<int64_t> evaluated;
+  int64_t lineno = 1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    const auto f = SplitCsvLine(line);
+    const auto ic = static_cast<size_t>(it_col - head.begin()),
+               ac = static_cast<size_t>(acc_col - head.begin());
+    if (f.size() <= std::max(ic, ac) || f[ac].empty()) continue;
+    int64_t t = -1;
+    const auto [end, ec] = std::from_chars(f[ic].data(), f[ic].data() + f[ic].size(), t);
+    if (ec != std::errc() || end != f[ic].data() + f[ic].size() || t < 0)
+      return InvalidArgument(
+          fmt::format("{}:{}: iteration '{}' is not an integer >= 0", source, lineno, f[ic]));
+    evaluated.insert(t);
+  }
+  LOFT_ASSIGN_OR_RETURN(IterationTable table, ReadIterations(iterations_csv, "iterations.csv", *spec));
+  // Each node's compute over its law at the steps nobody evaluated: its
+  // typical residual (the median), so that only the evaluation is left.
+  std::map<int32_t, std::vector<double>> normal;
+  auto law = [&](int32_t node, double batch) {
+    const ComputeSpec& c = spec->nodes[static_cast<size_t>(node)].compute;
+    return c.fixed_ms + c.per_sample_ms * batch;
+  };
+  for (const auto& r : table.rows)
+    if (!evaluated.count(r.iteration)) normal[r.node].push_back(r.compute_ms - law(r.node, r.batch));
+  std::map<int32_t, double> typical;
+  for (auto& [node, v] : normal) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    typical[node] = v[v.size() / 2];
+  }
+  // At an evaluated step the evaluator is the member whose compute most
+  // exceeds its typical one; the excess over test_samples · per_sample_ms.
+  std::map<int64_t, std::pair<double, int32_t>> excess;  // iteration -> (ms, node)
+  for (const auto& r : table.rows) {
+    if (!evaluated.count(r.iteration) || !typical.count(r.node)) continue;
+    const double x = r.compute_ms - law(r.node, r.batch) - typical[r.node];
+    auto [e, fresh] = excess.try_emplace(r.iteration, x, r.node);
+    if (!fresh && x > e->second.first) e->second = {x, r.node};
+  }
+  std::vector<double> costs;
+  for (const auto& [t, e] : excess) {
+    const double per_sample = spec->nodes[static_cast<size_t>(e.second)].compute.per_sample_ms;
+    if (per_sample > 0 && e.first > 0)
+      costs.push_back(e.first / (static_cast<double>(spec->training.eval.test_samples) * per_sample));
+  }
+  if (costs.size() < 2) {
+    notes->push_back(fmt::format("training.eval.relative_cost kept at {:.3g} ({} evaluated steps measured)",
+                                 spec->training.eval.relative_cost, costs.size()));
+    return OkStatus();
+  }
+  std::nth_element(costs.begin(), costs.begin() + static_cast<std::ptrdiff_t>(costs.size() / 2), costs.end());
+  const double before = spec->training.eval.relative_cost;
+  spec->training.eval.relative_cost = costs[costs.size() / 2];
+  notes->push_back(
+      fmt::format("training.eval.relative_cost {:.3g} (was {:.3g}): the median over {} evaluated steps of "
+                  "the evaluator's "
+                  "compute over its typical one, per test sample and per_sample_ms (loft-sim charges it with "
+                  "--eval-every)",
+                  spec->training.eval.relative_cost, before, costs.size()));
+  return OkStatus();
+}
 
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
                               std::vector<std::string>* notes, const std::vector<bool>* refit_fixed,

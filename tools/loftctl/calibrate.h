@@ -87,7 +87,8 @@ inline constexpr size_t kMinHandoffRows = 10;
 StatusOr<Calibration> CalibrateSpec(const ClusterSpec& spec, const nlohmann::json& status,
                                     const std::string& source, const std::string* iterations_csv = nullptr,
                                     const std::string& csv_source = "iterations.csv", bool fit_links = true,
-                                    bool match_ring = false);
+                                    bool match_ring = false, const std::string* training_csv = nullptr,
+                                    const std::string& training_source = "training.csv");
 
 // The ring a run measured (CalibrateIterationTail): its policy, its
 // iterations and its typical ring span: the mean of the iterations'
@@ -113,6 +114,15 @@ struct RingMeasure {
 Status CalibrateIterationTail(const std::string& csv_text, const std::string& source, ClusterSpec* spec,
                               std::vector<std::string>* notes, const std::vector<bool>* refit_fixed = nullptr,
                               RingMeasure* measured = nullptr);
+
+// training.eval.relative_cost from a run's evaluated steps (the rows of
+// `training_csv`, training.csv's text named `source`, with a
+// test_accuracy): at each, the member whose compute_ms exceeds its law
+// plus its typical residual the most is the evaluator, and the excess per
+// test sample and per its compute.per_sample_ms is one measure; the
+// median of them, when there are at least two (else kept, with a note).
+Status CalibrateEvalCost(const std::string& iterations_csv, const std::string& training_csv,
+                         const std::string& source, ClusterSpec* spec, std::vector<std::string>* notes);
 
 // The fitted ring is the measured one, which already holds the contention
 // with the reads of the next iteration that ran beside it; loft-sim adds

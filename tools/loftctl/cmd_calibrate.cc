@@ -118,6 +118,13 @@ Status Calibrate(const std::string& run, const std::string& spec_arg, const std:
     std::fprintf(stderr, "%s: not found; all-reduce and scheduler overhead kept from the spec\n",
                  csv_path.c_str());
   }
+  // training.csv: the evaluated steps (training.eval.relative_cost).
+  const fs::path training_path = run_dir / "training.csv";
+  std::optional<std::string> training;
+  if (csv && fs::exists(training_path)) {
+    LOFT_ASSIGN_OR_RETURN(std::string t, Slurp(training_path));
+    training = std::move(t);
+  }
   bool fit_links = links == "fit";
   if (links == "auto") {
     fit_links = !LinksEnforced(run_dir);
@@ -126,9 +133,10 @@ Status Calibrate(const std::string& run, const std::string& spec_arg, const std:
                      ? "the run's links were not emulated: fitting them"
                      : "the run's agents enforced the spec's links (emulation or testbed): keeping them");
   }
-  LOFT_ASSIGN_OR_RETURN(Calibration cal, CalibrateSpec(spec, status, status_path.string(),
-                                                       csv ? &*csv : nullptr, csv_path.string(), fit_links,
-                                                       /*match_ring=*/true));
+  LOFT_ASSIGN_OR_RETURN(
+      Calibration cal,
+      CalibrateSpec(spec, status, status_path.string(), csv ? &*csv : nullptr, csv_path.string(), fit_links,
+                    /*match_ring=*/true, training ? &*training : nullptr, training_path.string()));
   std::string head = fmt::format(
       "# Calibrated by `loftctl calibrate {}` from the scheduler's fitted cost models\n"
       "# (policy {}, {} iterations) of a run of {}.\n",

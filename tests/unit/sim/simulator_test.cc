@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -915,4 +916,71 @@ TEST_CASE("decoded serving: loft-sim moves the model input and charges the holde
 }
 
 }  // namespace
+}  // namespace loft::sim
+
+// SimOptions::eval_every: the ring's first member evaluates after the
+// exchange of every K-th step (a delta exchange: the first at or after
+// each multiple of K) and after the last, for test_samples ·
+// relative_cost · its per_sample_ms, counted in that partition's compute
+// (as the agents report it) and not in its ring, before its next step.
+// Every compute is deterministic here (no jitter, uniform batches).
+namespace loft::sim {
+
+TEST_CASE("loft-sim charges the test-set evaluations on the ring's first member", "[sim]") {
+  auto run = [](const std::string& exchange, int64_t eval_every) {
+    auto spec = ParseClusterSpec(
+        "dataset: {name: d, samples: 6000, sample_bytes: 784}\n"
+        "training: {global_batch: 96, min_batch: 1, iterations: 40, seed: 3, model: mlp, aggregation: mean,\n"
+        "           eval: {test_samples: 1000, relative_cost: 0.5}, exchange: " +
+            exchange +
+            "}\n"
+            "nodes:\n"
+            "  - name: a\n    count: 3\n    compute: {fixed_ms: 1, per_sample_ms: 0.02}\n"
+            "    link: {up_mbps: 50, down_mbps: 50, latency_ms: 1}\n",
+        "eval.yaml");
+    REQUIRE(spec.ok());
+    SimOptions o;
+    o.policy = "uniform";
+    o.eval_every = eval_every;
+    o.trace_iterations = 0;
+    auto r = RunPolicy(*spec, o);
+    INFO(r.status().ToString());
+    REQUIRE(r.ok());
+    REQUIRE(r->iterations.size() == 40);
+    return std::move(*r);
+  };
+  // The iterations at which node 0's compute grew by the 10 ms evaluation
+  // (0.5 · 1000 · 0.02), every other compute and every ring unchanged.
+  auto evaluated = [](const SimResult& base, const SimResult& with) {
+    std::vector<int64_t> at;
+    for (size_t t = 0; t < base.iterations.size(); ++t) {
+      const auto& b = base.iterations[t].workers;
+      const auto& w = with.iterations[t].workers;
+      REQUIRE(b.size() == w.size());
+      for (size_t k = 0; k < b.size(); ++k) {
+        const double extra = w[k].compute_ms - b[k].compute_ms;
+        INFO("iteration " << t << " node " << w[k].node);
+        if (w[k].node == 0 && extra > 1e-6) {
+          CHECK(extra == Approx(10.0).margin(1e-6));
+          // Not in its ring (the others' next ring waits for it, as real
+          // members wait in the hello).
+          CHECK(std::abs(w[k].allreduce_ms - b[k].allreduce_ms) < 5.0);
+          at.push_back(static_cast<int64_t>(t));
+        } else {
+          CHECK(extra == Approx(0.0).margin(1e-6));
+        }
+      }
+    }
+    return at;
+  };
+  const SimResult p1 = run("{period: 1}", 0), p1e = run("{period: 1}", 10);
+  CHECK(evaluated(p1, p1e) == std::vector<int64_t>{9, 19, 29, 39});
+  // Each evaluation holds node 0's next step: the run is 4 · 10 ms longer.
+  CHECK(1000 * (p1e.summary.total_s - p1.summary.total_s) == Approx(40.0).margin(1.0));
+  // Period 4: rounds end at steps 3, 7, 11, ...; the evaluations follow the
+  // first round ending at or after steps 9, 19, 29 and the last step.
+  const SimResult p4 = run("{period: 4}", 0), p4e = run("{period: 4}", 10);
+  CHECK(evaluated(p4, p4e) == std::vector<int64_t>{11, 19, 31, 39});
+}
+
 }  // namespace loft::sim

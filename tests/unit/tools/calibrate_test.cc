@@ -617,3 +617,68 @@ TEST_CASE("MatchSimulatedRing moves the reducer's cost until loft-sim's ring is 
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.message().find("nosuch") != std::string::npos);
 }
+
+TEST_CASE("training.eval.relative_cost is fitted from the evaluator's extra compute at the evaluated steps") {
+  auto spec = ParseClusterSpec(
+      "dataset: {name: d, samples: 6000, sample_bytes: 784}\n"
+      "training: {global_batch: 64, iterations: 10, model: mlp, eval: {test_samples: 1000}}\n"
+      "nodes:\n"
+      "  - {name: a, compute: {fixed_ms: 2, per_sample_ms: 0.1}}\n"
+      "  - {name: b, compute: {fixed_ms: 1, per_sample_ms: 0.2}}\n",
+      "s.yaml");
+  REQUIRE(spec.ok());
+  // a evaluates after steps 4 and 9: 0.4 · 1000 · 0.1 = 40 ms more; b's
+  // compute is 3 ms over its law everywhere (its typical residual), and
+  // a's 1 ms.
+  std::string csv =
+      "policy,iteration,worker,batch,fetch_local_ms,fetch_remote_ms,compute_ms,makespan_ms,allreduce_ms,"
+      "failed\n";
+  for (int t = 0; t < 10; ++t) {
+    const double a = 2 + 0.1 * 32 + 1 + (t == 4 || t == 9 ? 40 : 0);
+    csv += fmt::format("loft,{},a,32,1,0,{},50,5,0\n", t, a);
+    csv += fmt::format("loft,{},b,32,1,0,{},50,5,0\n", t, 1 + 0.2 * 32 + 3);
+  }
+  const std::string training = "iteration,wall_s,loss,test_accuracy\n3,1,2,\n4,1.2,1.9,0.5\n9,2,1.5,0.7\n";
+  std::vector<std::string> notes;
+  ClusterSpec s = *spec;
+  REQUIRE(CalibrateEvalCost(csv, training, "training.csv", &s, &notes).ok());
+  CHECK(s.training.eval.relative_cost == Approx(0.4).epsilon(1e-9));
+  CHECK(s.training.eval.test_samples == 1000);
+  REQUIRE(!notes.empty());
+  CHECK(notes.back().find("2 evaluated steps") != std::string::npos);
+  // It reads back from the calibrated spec.
+  auto back = ParseClusterSpec(ClusterSpecToYaml(s), "back.yaml");
+  REQUIRE(back.ok());
+  CHECK(back->training.eval.relative_cost == Approx(0.4).epsilon(1e-6));
+  // One evaluated step is too few: kept, with a note.
+  ClusterSpec one = *spec;
+  notes.clear();
+  REQUIRE(CalibrateEvalCost(csv, "iteration,test_accuracy\n4,0.5\n", "t.csv", &one, &notes).ok());
+  CHECK(one.training.eval.relative_cost == Approx(1.0 / 3));
+  CHECK(notes.back().find("kept") != std::string::npos);
+  // A training.csv without the columns, or with a bad iteration, is named.
+  auto bad = CalibrateEvalCost(csv, "iteration,loss\n1,2\n", "t.csv", &one, &notes);
+  CHECK(bad.message().find("t.csv: no columns 'iteration' and 'test_accuracy'") != std::string::npos);
+  auto bad_it = CalibrateEvalCost(csv, "iteration,test_accuracy\nx,0.5\n", "u.csv", &one, &notes);
+  CHECK(bad_it.message().find("u.csv:2: iteration 'x'") != std::string::npos);
+}
+
+TEST_CASE("training.eval is checked: a negative test set or cost is refused, naming the key") {
+  auto neg = ParseClusterSpec(
+      "dataset: {name: d, samples: 60, sample_bytes: 4}\ntraining: {eval: {test_samples: -1}}\nnodes: "
+      "[{name: a}]\n",
+      "n.yaml");
+  REQUIRE(!neg.ok());
+  CHECK(neg.status().message().find("training.eval.test_samples") != std::string::npos);
+  auto cost = ParseClusterSpec(
+      "dataset: {name: d, samples: 60, sample_bytes: 4}\ntraining: {eval: {relative_cost: -0.5}}\nnodes: "
+      "[{name: a}]\n",
+      "c.yaml");
+  REQUIRE(!cost.ok());
+  CHECK(cost.status().message().find("training.eval.relative_cost") != std::string::npos);
+  auto key = ParseClusterSpec(
+      "dataset: {name: d, samples: 60, sample_bytes: 4}\ntraining: {eval: {every: 5}}\nnodes: [{name: a}]\n",
+      "k.yaml");
+  REQUIRE(!key.ok());
+  CHECK(key.status().message().find("every") != std::string::npos);
+}
