@@ -79,7 +79,8 @@ AgentService::AgentService(AgentServiceOptions options, cache::SampleCache* cach
       cache_(cache),
       metrics_(metrics),
       grants_(options_.max_grants),
-      peer_log_(metrics->log_suppressed) {
+      peer_log_(metrics->log_suppressed),
+      decoded_log_(metrics->log_suppressed) {
   std::random_device rd;
   while (incarnation_ == 0) incarnation_ = (uint64_t{rd()} << 32) ^ rd();
   if (options_.local_manifest != nullptr) local_root_ = options_.local_manifest->Root();
@@ -136,7 +137,8 @@ PeerReply AgentService::HandlePeer(std::string_view frame, size_t extra_frames, 
     return deny(auth.code() == StatusCode::kUnavailable ? "no_grant" : "denied", auth);
   }
   if (req.decoded()) {
-    ServeDecoded(req, ids, &out);
+    // Granted: preprocessing is the caller's to schedule (ServeDecoded).
+    out.decoded = req;
     return out;
   }
   if (Status st = cache_->MultiGetRecordsInto(ids, &out.records); !st.ok()) {
@@ -403,18 +405,30 @@ std::optional<PeerInfo> AgentService::PeerFor(int32_t node) const {
 
 // ---------------------------------------------------------------- runner
 
-void AgentService::ServeDecoded(const v1::FetchRequest& req, std::span<const uint64_t> ids, PeerReply* out) {
+PeerReply AgentService::ServeDecoded(const v1::FetchRequest& req) {
+  PeerReply reply;
+  PeerReply* out = &reply;
+  const std::span<const uint64_t> ids(req.sample_ids().data(), static_cast<size_t>(req.sample_ids_size()));
   auto fail = [&](const Status& st, const std::vector<uint64_t>& bad) {
     metrics_->fetch_requests->WithLabels({"data_loss"}).Increment();
     out->records = cache::RecordBatch{};
     out->header = MakeError(st, req.request_id());
     for (uint64_t id : bad) out->header.mutable_error()->add_bad_samples(id);
-    if (!bad.empty())
-      peer_log_.Log(spdlog::level::err, "corrupt_fetch", std::to_string(req.requester()),
-                    "decoded fetch by node {} (partition {}): {} samples failed their check or did not "
-                    "decode (first: sample {})",
-                    req.requester(), req.partition_id(), bad.size(), bad.front());
+    if (!bad.empty()) {
+      std::lock_guard lock(decoded_log_mu_);
+      decoded_log_.Log(spdlog::level::err, "corrupt_fetch", std::to_string(req.requester()),
+                       "decoded fetch by node {} (partition {}): {} samples failed their check or did not "
+                       "decode (first: sample {})",
+                       req.requester(), req.partition_id(), bad.size(), bad.front());
+    }
+    return std::move(reply);
   };
+  preprocess::PreprocessPool* pool = decode_pool_;
+  if (pool == nullptr) {
+    metrics_->fetch_requests->WithLabels({"denied"}).Increment();
+    out->header = MakeError(FailedPrecondition("this agent does not decode for peers"), req.request_id());
+    return reply;
+  }
   std::vector<StatusOr<cache::Sample>> recs = cache_->MultiGet(ids);
   std::vector<uint64_t> bad;
   Status first;
@@ -427,7 +441,7 @@ void AgentService::ServeDecoded(const v1::FetchRequest& req, std::span<const uin
   if (!bad.empty()) return fail(first, bad);
   // The whole preprocessing stage, seeded by the requester's epoch, on this
   // agent's pool (its threads, its CPU quota).
-  const auto dim = static_cast<size_t>(decode_pool_->options().input_size());
+  const auto dim = static_cast<size_t>(pool->options().input_size());
   std::vector<uint8_t> levels(ids.size() * dim);
   std::vector<Status> statuses(ids.size());
   std::vector<preprocess::PreprocessItem> items(ids.size());
@@ -438,22 +452,21 @@ void AgentService::ServeDecoded(const v1::FetchRequest& req, std::span<const uin
     items[i].status = &statuses[i];
     items[i].bytes = std::span<uint8_t>(levels).subspan(i * dim, dim);
   }
-  if (Status st = decode_pool_->Run(items); !st.ok()) {
+  if (Status st = pool->Run(items); !st.ok()) {
     for (size_t i = 0; i < ids.size(); ++i)
       if (statuses[i].code() == StatusCode::kDataLoss) bad.push_back(ids[i]);
     return fail(st.WithContext(fmt::format("decoding for node {}", req.requester())), bad);
   }
   if (options_.poison_decoded) {
     for (uint8_t& q : levels) q = static_cast<uint8_t>(255 - q);
-    poison_served_ += static_cast<int64_t>(ids.size());
+    const int64_t total = poison_decoded_served_ += static_cast<int64_t>(ids.size());
     spdlog::info("poison_decoded: served {} forged decoded samples to node {} (partition {}); {} in total",
-                 ids.size(), req.requester(), req.partition_id(), poison_served_);
+                 ids.size(), req.requester(), req.partition_id(), total);
   }
-  if (decoded_served_ == 0)
+  if (decoded_served_.fetch_add(static_cast<int64_t>(ids.size())) == 0)
     spdlog::info(
         "decoded serving: preprocessed {} samples for node {} (partition {}), its first decoded request",
         ids.size(), req.requester(), req.partition_id());
-  decoded_served_ += static_cast<int64_t>(ids.size());
   cache::RecordBatch& rb = out->records;
   rb.data.reserve(ids.size() * (dim + cache::kRecordHeaderBytes + cache::kRecordTrailerBytes));
   std::string rec;
@@ -470,6 +483,7 @@ void AgentService::ServeDecoded(const v1::FetchRequest& req, std::span<const uin
   metrics_->fetch_requests->WithLabels({"ok_decoded"}).Increment();
   metrics_->served_samples->Increment(static_cast<double>(rb.size()));
   metrics_->served_bytes->Increment(static_cast<double>(rb.bytes()));
+  return reply;
 }
 
 PartitionRunner::PartitionRunner(Clock* clock, cache::SampleCache* cache, PeerClient* peers,

@@ -5,8 +5,10 @@
 // - Peer path: HandlePeer(frame, user) → a FetchReply header plus the raw
 //   records (one MultiGetRecords), or an Error. A FetchRequest.decoded
 //   (the requester's partition has this node in Partition.decoded_from)
-//   is answered with each sample preprocessed here (SetDecodePool; README
-//   "Decoded serving"). Ids are served only if a
+//   is checked here and then handed back to the caller (PeerReply::decoded)
+//   to be answered by ServeDecoded off the poll thread (each sample
+//   preprocessed on the decode pool; SetDecodePool, README "Decoded
+//   serving"). Ids are served only if a
 //   ServeGrant from the scheduler lists them for (partition, requester)
 //   and, when the connection is authenticated, the CURVE User-Id is the
 //   requester's node name in the current view.
@@ -20,8 +22,8 @@
 // Not responsible for: sockets, threads, retries of whole partitions
 // (the scheduler re-plans failed ones), planning.
 // Thread-safety: HandlePeer/HandleScheduler/Make* are called from one
-// thread (the poll loop). PeerFor() and node() are thread-safe (the
-// partition threads call them). PartitionRunner is used by one thread at
+// thread (the poll loop). PeerFor(), node() and ServeDecoded() are
+// thread-safe (the partition threads and DecodedServer call them). PartitionRunner is used by one thread at
 // a time per method (Read and Finish may run on different threads).
 #pragma once
 
@@ -88,6 +90,11 @@ std::string RejectReason(const Status& decode_error);
 struct PeerReply {
   v1::Envelope header;         // FetchReply or Error
   cache::RecordBatch records;  // raw frames after the header (FetchReply only)
+  // Set by HandlePeer instead of `header`: a FetchRequest.decoded that
+  // passed every check (its grant is consumed). Its reply is
+  // AgentService::ServeDecoded(*decoded), which the caller runs off the
+  // poll thread (DecodedServer) and sends to the same requester.
+  std::optional<v1::FetchRequest> decoded;
 };
 
 struct SchedulerEffects {
@@ -140,6 +147,14 @@ class AgentService {
   AgentService(AgentServiceOptions options, cache::SampleCache* cache, AgentMetrics* metrics);
 
   PeerReply HandlePeer(std::string_view frame, size_t extra_frames, const std::string& user_id);
+  // The reply to a decoded request HandlePeer accepted (PeerReply::decoded):
+  // reads the records, preprocesses them on the decode pool (waiting for
+  // it) and returns one record per id whose payload is the model input's
+  // uint8 levels (cache::EncodeRecord, so the requester checks CRC and id
+  // as for any record). Records that fail their check or do not decode: an
+  // Error kDataLoss naming them (Error.bad_samples). Thread-safe; may run
+  // on any thread, several at once, while the poll thread serves on.
+  PeerReply ServeDecoded(const v1::FetchRequest& req);
   SchedulerEffects HandleScheduler(std::string_view frame, size_t extra_frames);
 
   // Carries this process's incarnation (RegisterRequest.incarnation).
@@ -162,7 +177,8 @@ class AgentService {
   // The preprocessing pool decoded requests run on (the agent's own, so
   // inside its CPU quota; borrowed, must outlive the service). Set = this
   // agent serves decoded samples (RegisterRequest.serves_decoded); null =
-  // decoded requests are refused (FailedPrecondition).
+  // decoded requests are refused (FailedPrecondition). Set it before
+  // serving starts: ServeDecoded reads it on other threads.
   void SetDecodePool(preprocess::PreprocessPool* pool) { decode_pool_ = pool; }
 
   int32_t node() const;
@@ -173,13 +189,6 @@ class AgentService {
 
  private:
   Status Accept(const v1::Partition& p);
-  // HandlePeer for an authorised FetchRequest.decoded: reads the records,
-  // preprocesses them on decode_pool_ and fills out->records with one
-  // record per id whose payload is the model input's uint8 levels
-  // (cache::EncodeRecord, so the requester checks CRC and id as for any
-  // record). Records that fail their check or do not decode: an Error
-  // kDataLoss naming them (Error.bad_samples). `ids` were granted already.
-  void ServeDecoded(const v1::FetchRequest& req, std::span<const uint64_t> ids, PeerReply* out);
 
   AgentServiceOptions options_;
   cache::SampleCache* cache_;
@@ -192,7 +201,11 @@ class AgentService {
   int in_flight_ = 0;
   int64_t poison_served_ = 0;                          // poison_serve: forged records sent so far
   preprocess::PreprocessPool* decode_pool_ = nullptr;  // SetDecodePool
-  int64_t decoded_served_ = 0;                         // samples served decoded so far
+  // ServeDecoded's own state (it runs on DecodedServer's threads).
+  std::atomic<int64_t> decoded_served_{0};         // samples served decoded so far
+  std::atomic<int64_t> poison_decoded_served_{0};  // poison_decoded: forged decoded samples sent so far
+  std::mutex decoded_log_mu_;                      // guards decoded_log_
+  PeerLogLimits decoded_log_;                      // ServeDecoded's lines a peer can cause
 
   mutable std::mutex mu_;  // guards node_ and view_
   int32_t node_ = -1;

@@ -16,6 +16,7 @@
 #include "core/zmq_util.h"
 #include "edge_agent/agent_service.h"
 #include "edge_agent/cache_check.h"
+#include "edge_agent/decoded_server.h"
 #include "edge_agent/external_trainer.h"
 #include "edge_agent/link_emulator.h"
 #include "edge_agent/model_trainer.h"
@@ -54,6 +55,10 @@ struct ZmqAgentServer::Impl {
   // The preprocessing stage (dataset.encoding jpeg, or an augment); the
   // runner borrows it, so it is declared (and outlives it) before.
   std::unique_ptr<preprocess::PreprocessPool> preprocess;
+  // Serves decoded fetches on its threads (with `service` and the pool
+  // above, which it borrows and so outlive it); the poll loop sends its
+  // replies.
+  std::unique_ptr<DecodedServer> decoded;
   std::unique_ptr<PartitionRunner> runner;
   SampleGuard guard;  // the dataset manifest from the scheduler
   std::unique_ptr<Trainer> trainer;
@@ -69,6 +74,7 @@ struct ZmqAgentServer::Impl {
 
   void StopThreads() {
     trainer_stop = true;
+    if (decoded) decoded->Stop();
     if (pipeline) pipeline->Stop();
   }
 
@@ -106,30 +112,53 @@ struct ZmqAgentServer::Impl {
       std::string user = FrameProperty(f, "User-Id");
       PeerReply reply = service->HandlePeer(std::string_view(static_cast<const char*>(f.data()), f.size()),
                                             frames->size() - 2, user);
-      std::vector<zmq::message_t> out;
-      out.reserve(reply.records.size() + 2);
-      out.push_back(std::move((*frames)[0]));
-      auto header = EnvelopeFrame(reply.header);
-      if (!header.ok()) {
-        spdlog::error("cannot encode a peer reply: {}", header.status().ToString());
-        continue;
-      }
-      out.push_back(std::move(*header));
-      const int64_t bytes = reply.records.bytes();
-      if (!reply.records.empty()) {
-        // The record frames point into the batch's one buffer (no copy per
-        // record); the last frame ZeroMQ releases frees it.
-        auto* shared = new SharedRecords{std::move(reply.records), {}};
-        shared->refs.store(static_cast<int64_t>(shared->batch.size()));
-        for (size_t k = 0; k < shared->batch.size(); ++k) {
-          const std::string_view r = shared->batch[k];
-          out.emplace_back(const_cast<char*>(r.data()), r.size(), &SharedRecords::Release, shared);
+      if (reply.decoded) {
+        // Preprocessing waits for the pool: it runs on the decoded server's
+        // threads, and its reply comes back through SendDecodedReplies.
+        if (decoded) {
+          decoded->Submit((*frames)[0].to_string(), std::move(*reply.decoded));
+          continue;
         }
+        reply = service->ServeDecoded(*reply.decoded);
       }
-      if (up && bytes > 0) up->Acquire(bytes);  // emulated uplink
-      Status st = SendMultipart(peer_sock, out, /*dontwait=*/true);
-      if (!st.ok()) metrics.rejected_frames->WithLabels({"peer", "send_failed"}).Increment();
+      SendPeerReply(std::move((*frames)[0]), std::move(reply));
     }
+  }
+
+  // The replies the decoded server has finished, to their requesters.
+  void SendDecodedReplies() {
+    if (!decoded) return;
+    for (DecodedServer::Finished& d : decoded->TakeFinished()) {
+      SendPeerReply(zmq::message_t(d.route.data(), d.route.size()), std::move(d.reply));
+    }
+  }
+
+  // Sends `reply` on the peer ROUTER to `route` (poll thread only). A
+  // requester that has gone: the send fails (ROUTER_MANDATORY) and is counted.
+  void SendPeerReply(zmq::message_t route, PeerReply reply) {
+    std::vector<zmq::message_t> out;
+    out.reserve(reply.records.size() + 2);
+    out.push_back(std::move(route));
+    auto header = EnvelopeFrame(reply.header);
+    if (!header.ok()) {
+      spdlog::error("cannot encode a peer reply: {}", header.status().ToString());
+      return;
+    }
+    out.push_back(std::move(*header));
+    const int64_t bytes = reply.records.bytes();
+    if (!reply.records.empty()) {
+      // The record frames point into the batch's one buffer (no copy per
+      // record); the last frame ZeroMQ releases frees it.
+      auto* shared = new SharedRecords{std::move(reply.records), {}};
+      shared->refs.store(static_cast<int64_t>(shared->batch.size()));
+      for (size_t k = 0; k < shared->batch.size(); ++k) {
+        const std::string_view r = shared->batch[k];
+        out.emplace_back(const_cast<char*>(r.data()), r.size(), &SharedRecords::Release, shared);
+      }
+    }
+    if (up && bytes > 0) up->Acquire(bytes);  // emulated uplink
+    Status st = SendMultipart(peer_sock, out, /*dontwait=*/true);
+    if (!st.ok()) metrics.rejected_frames->WithLabels({"peer", "send_failed"}).Increment();
   }
 
   // Returns true when a Shutdown arrived.
@@ -416,7 +445,13 @@ Status ZmqAgentServer::Impl::MakeFetcherAndRunner(const ClusterSpec& spec, int i
     // Decoded serving (dataset.decode_placement auto): this agent decodes
     // for peers on the same pool, and spot-checks what peers decode for it
     // with a salt of its own (edge_agent/README.md "Decoded serving").
-    if (service) service->SetDecodePool(preprocess.get());
+    if (service) {
+      service->SetDecodePool(preprocess.get());
+      AgentService* svc = service.get();
+      LOFT_ASSIGN_OR_RETURN(decoded, DecodedServer::Create(&ctx, [svc](const v1::FetchRequest& req) {
+                              return svc->ServeDecoded(req);
+                            }));
+    }
     SpotCheck check;
     check.seed = spec.training.seed;
     std::random_device rd;
@@ -556,6 +591,8 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
     std::vector<zmq::pollitem_t> items{{m.peer_sock.handle(), 0, ZMQ_POLLIN, 0},
                                        {m.pipeline->wake_socket().handle(), 0, ZMQ_POLLIN, 0}};
     if (m.has_scheduler) items.push_back({m.sched_sock.handle(), 0, ZMQ_POLLIN, 0});
+    const size_t decoded_item = items.size();
+    if (m.decoded) items.push_back({m.decoded->wake_socket().handle(), 0, ZMQ_POLLIN, 0});
     // Sleep until a socket is readable (peer requests, scheduler messages,
     // the pipeline's reports through the wake socket) or the next timer:
     // the heartbeat, the scheduler timeout, at most kIdlePollMs for a
@@ -579,6 +616,8 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
     if (items[1].revents & ZMQ_POLLIN) m.pipeline->DrainWakes();
     if (m.has_scheduler && (items[2].revents & ZMQ_POLLIN))
       draining = m.ServeScheduler(&last_heard) || draining;
+    if (m.decoded && (items[decoded_item].revents & ZMQ_POLLIN)) m.decoded->DrainWakes();
+    m.SendDecodedReplies();
     if (!m.fatal.ok()) {
       result = m.fatal;
       break;
@@ -623,6 +662,7 @@ Status ZmqAgentServer::Run(const std::atomic<bool>* interrupt) {
   }
   m.StopThreads();
   m.FlushReports();
+  m.SendDecodedReplies();  // those finished while stopping
   return result;
 }
 

@@ -5,7 +5,9 @@
 // messages → AgentService::HandleScheduler; heartbeats; re-registration;
 // sends partition reports + CreditGrants. Accepted partitions go to its
 // PartitionPipeline (partition_pipeline.h: the reader and compute
-// threads), the ring member is made by MakeRingMember (ring_member.h).
+// threads), accepted decoded fetches to its DecodedServer
+// (decoded_server.h: preprocessed off the poll thread, the replies sent by
+// it), the ring member is made by MakeRingMember (ring_member.h).
 //
 // Not responsible for: what a message means (AgentService), reading or
 // computing partitions (PartitionPipeline), planning.

@@ -8,8 +8,10 @@
 #include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -20,6 +22,7 @@
 #include "core/zmq_util.h"
 #include "edge_agent/peer_fetcher.h"
 #include "edge_agent/zmq_agent_server.h"
+#include "preprocess/jpeg_codec.h"
 #include "test_util.h"
 
 using namespace loft;
@@ -680,4 +683,192 @@ TEST_CASE("a peer that never answers is not counted as handshaken") {
     CHECK(fetcher.HandshakenAmong({1}) == 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+// ---------------------------------------------------------------------------
+// Decoded serving (README "Decoded serving"): a holder preprocesses a big
+// decoded request for one peer while another peer asks it for a record.
+namespace {
+
+// A JPEG cache (as `loftctl ingest` with encoding jpeg, image_size 200,
+// quality 90 stores it) of ids [0, n), label = id % 10: big images, so
+// that preprocessing takes long and the replies stay small (784 levels).
+void MakeJpegCache(const std::string& dir, uint64_t n) {
+  auto cache = cache::SampleCache::Open(dir);
+  REQUIRE(cache.ok());
+  preprocess::JpegEncoder enc;
+  for (uint64_t id = 0; id < n; ++id) {
+    auto jpeg = enc.EncodeGrey(Payload(id), 28, 28, 200, 90);
+    REQUIRE(jpeg.ok());
+    REQUIRE((*cache)->Put(id, static_cast<uint16_t>(id % 10), *jpeg).ok());
+  }
+  REQUIRE((*cache)->Flush().ok());
+}
+
+std::string WriteJpegSpec(const TempDir& dir, uint64_t samples) {
+  std::string path = dir.Sub("jpeg.yaml");
+  std::ofstream out(path);
+  out << "dataset: {name: test, samples: " << samples
+      << ", sample_bytes: 784, encoding: jpeg, image_size: 200, jpeg_quality: 90, augment: crop_flip, "
+         "decode_placement: auto}\n"
+         "placement: {kind: shards, replication: 1}\n"
+         "training: {global_batch: 64, min_batch: 1, iterations: 10, seed: 7}\n"
+         "nodes:\n"
+         "  - name: a\n"
+         "    compute: {fixed_ms: 1.0, per_sample_ms: 0.01, jitter: 0.0}\n"
+         "    link: {up_mbps: 1000, down_mbps: 1000, latency_ms: 1}\n"
+         "  - name: b\n"
+         "    compute: {fixed_ms: 1.0, per_sample_ms: 0.01, jitter: 0.0}\n"
+         "    link: {up_mbps: 1000, down_mbps: 1000, latency_ms: 1}\n";
+  return path;
+}
+
+zmq::socket_t PeerDealer(zmq::context_t& ctx, const std::string& endpoint) {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvtimeo, 30000);
+  s.connect(endpoint);
+  return s;
+}
+
+// Sends `req` and waits for its reply (the header, then the record frames).
+std::vector<zmq::message_t> Ask(zmq::socket_t& s, const v1::Envelope& req) {
+  REQUIRE(SendEnvelope(s, req).ok());
+  auto frames = RecvMultipart(s, false, 8192);
+  REQUIRE(frames.ok());
+  REQUIRE(!frames->empty());
+  return std::move(*frames);
+}
+
+v1::Envelope HeaderOf(const std::vector<zmq::message_t>& frames) {
+  auto env = Decode(std::string_view(static_cast<const char*>(frames[0].data()), frames[0].size()));
+  REQUIRE(env.ok());
+  return *env;
+}
+
+}  // namespace
+
+TEST_CASE("A holder answers a record fetch while it preprocesses another peer's decoded request") {
+  constexpr uint64_t kDecoded = 4000;  // one decoded request: ~1 s of preprocessing on one thread
+  TempDir dir;
+  MakeJpegCache(dir.Sub("b"), kDecoded + 8);
+  const std::string spec = WriteJpegSpec(dir, kDecoded + 8);
+  FakeScheduler sched;
+  metrics::Registry rb;
+  RunningAgent b;
+  AgentConfig cfg = Config(dir, "b", spec, sched.endpoint());
+  cfg.preprocess_threads = 1;
+  auto sb = ZmqAgentServer::Create(cfg, SystemClock::Default(), &rb);
+  REQUIRE(sb.ok());
+  b.server = std::move(*sb);
+  b.Start();
+  auto [from, reg] = sched.WaitFor(v1::Envelope::kRegisterRequest);
+  CHECK(reg.register_request().serves_decoded());
+  v1::Envelope reply;
+  reply.mutable_register_reply()->set_node(1);
+  reply.mutable_register_reply()->set_view(1);
+  sched.Send("b", reply);
+  // Node 0 may fetch [0, kDecoded) decoded; node 2 one record twice (the
+  // probe and the timed fetch), one decoded sample whose requester leaves.
+  v1::Envelope decoded = Grant(1, 0, Range(0, kDecoded));
+  decoded.mutable_serve_grant()->set_decoded(true);
+  sched.Send("b", decoded);
+  sched.Send("b", Grant(2, 2, {kDecoded}));
+  v1::Envelope gone = Grant(4, 2, Range(0, kDecoded));
+  gone.mutable_serve_grant()->set_decoded(true);
+  sched.Send("b", gone);
+  sched.Send("b", Grant(3, 2, {kDecoded + 1}));
+
+  zmq::context_t ctx(1);
+  zmq::socket_t node0 = PeerDealer(ctx, b.server->peer_endpoint());
+  zmq::socket_t node2 = PeerDealer(ctx, b.server->peer_endpoint());
+  // The grants travel on the scheduler connection: once the last one is in,
+  // so are the others.
+  for (int i = 0;; ++i) {
+    REQUIRE(i < 400);
+    v1::Envelope h = HeaderOf(Ask(node2, FetchReq(3, 2, {kDecoded + 1}, 100 + i)));
+    if (h.has_fetch_reply()) break;
+    REQUIRE(StatusFromError(h.error()).code() == StatusCode::kUnavailable);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+  using Clock = std::chrono::steady_clock;
+  v1::Envelope req = FetchReq(1, 0, Range(0, kDecoded), 1);
+  req.mutable_fetch_request()->set_decoded(true);
+  const auto t_decoded = Clock::now();
+  REQUIRE(SendEnvelope(node0, req).ok());
+  // The holder has taken the decoded request off its socket by now (it is
+  // being preprocessed); the record fetch follows it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto t_record = Clock::now();
+  REQUIRE(SendEnvelope(node2, FetchReq(2, 2, {kDecoded}, 2)).ok());
+  std::optional<Clock::time_point> record_at, decoded_at;
+  std::vector<zmq::message_t> record_frames, decoded_frames;
+  while (!record_at || !decoded_at) {
+    zmq::pollitem_t items[] = {{node0.handle(), 0, ZMQ_POLLIN, 0}, {node2.handle(), 0, ZMQ_POLLIN, 0}};
+    REQUIRE(zmq::poll(items, 2, std::chrono::milliseconds(30000)) > 0);
+    if (items[1].revents & ZMQ_POLLIN) {
+      auto f = RecvMultipart(node2, false, 8192);
+      REQUIRE(f.ok());
+      record_frames = std::move(*f);
+      record_at = Clock::now();
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      auto f = RecvMultipart(node0, false, 8192);
+      REQUIRE(f.ok());
+      decoded_frames = std::move(*f);
+      decoded_at = Clock::now();
+    }
+  }
+  const double record_ms = std::chrono::duration<double, std::milli>(*record_at - t_record).count();
+  const double decoded_ms = std::chrono::duration<double, std::milli>(*decoded_at - t_decoded).count();
+  std::printf("record reply %.1f ms after its request; decoded reply (%llu samples) %.1f ms after its\n",
+              record_ms, static_cast<unsigned long long>(kDecoded), decoded_ms);
+  INFO("record reply after " << record_ms << " ms, decoded reply after " << decoded_ms << " ms");
+  // The record is answered while the decoded request is still preprocessed,
+  // not after it (a big reply may still arrive after a small one that left
+  // later, so the arrival order alone would not tell).
+  CHECK(record_ms < decoded_ms / 4);
+  CHECK(*record_at < *decoded_at);
+  v1::Envelope rh = HeaderOf(record_frames);
+  REQUIRE(rh.has_fetch_reply());
+  CHECK(rh.fetch_reply().request_id() == 2);
+  CHECK(record_frames.size() == 2);
+  v1::Envelope dh = HeaderOf(decoded_frames);
+  INFO(dh.DebugString());
+  REQUIRE(dh.has_fetch_reply());
+  CHECK(dh.fetch_reply().request_id() == 1);
+  CHECK(dh.fetch_reply().count() == static_cast<int32_t>(kDecoded));
+  REQUIRE(decoded_frames.size() == kDecoded + 1);
+  for (size_t i = 0; i < kDecoded; ++i) {
+    auto s = cache::DecodeRecord(i, std::string_view(static_cast<const char*>(decoded_frames[i + 1].data()),
+                                                     decoded_frames[i + 1].size()));
+    REQUIRE(s.ok());
+    CHECK(s->payload.size() == 784);
+  }
+
+  // A requester that leaves while its decoded request is preprocessed: the
+  // reply to it is dropped and the holder serves on.
+  {
+    zmq::socket_t leaver = PeerDealer(ctx, b.server->peer_endpoint());
+    v1::Envelope req4 = FetchReq(4, 2, Range(0, kDecoded), 9);
+    req4.mutable_fetch_request()->set_decoded(true);
+    REQUIRE(SendEnvelope(leaver, req4).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Served, and the send of its reply failed (the requester's route is gone).
+  auto served_and_dropped = [&rb] {
+    const std::string text = rb.Render();
+    return text.find("loft_agent_fetch_requests_total{result=\"ok_decoded\"} 2\n") != std::string::npos &&
+           text.find("send_failed") != std::string::npos;
+  };
+  for (int i = 0; !served_and_dropped(); ++i) {
+    REQUIRE(i < 3000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(StatusFromError(HeaderOf(Ask(node2, FetchReq(2, 2, {kDecoded}, 3))).error()).code() ==
+        StatusCode::kPermissionDenied);
+  b.stop = true;
+  b.thread.join();
+  CHECK(b.result.ok());
 }

@@ -1,16 +1,23 @@
 // The agent's preprocessing stage: PartitionRunner::Read with a
-// PreprocessPool over a cache of JPEG records (no sockets), and the
-// models' float inputs against their own byte scaling.
+// PreprocessPool over a cache of JPEG records (no sockets but a
+// DecodedServer's inproc wake pair), and the models' float inputs against
+// their own byte scaling.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <mutex>
+#include <zmq.hpp>
 
 #include "cache/sample_cache.h"
 #include "core/codec.h"
 #include "edge_agent/agent_config.h"
 #include "edge_agent/agent_service.h"
+#include "edge_agent/decoded_server.h"
 #include "edge_agent/zmq_agent_server.h"
 #include "models/model.h"
 #include "preprocess/jpeg_codec.h"
@@ -285,6 +292,9 @@ class HolderPeers final : public PeerClient {
       for (uint64_t id : list) f->add_sample_ids(id);
       (decoded ? decoded_requests : record_requests) += static_cast<int>(list.size());
       PeerReply reply = holder_->HandlePeer(FrameOf(env), 0, "");
+      // An accepted decoded request is answered by ServeDecoded, as the
+      // agent's DecodedServer does off its poll thread.
+      if (reply.decoded) reply = holder_->ServeDecoded(*reply.decoded);
       PeerFetchResult& r = out[peer];
       if (reply.header.has_error()) {
         r.status = StatusFromError(reply.header.error());
@@ -524,4 +534,86 @@ TEST_CASE("Decoded serving: the spot check picks a deterministic fraction that d
   CHECK(std::abs(picked - 1000) < 125);
   // Another salt picks other samples (independent: ~1000/32 in common).
   CHECK(same < 100);
+}
+
+TEST_CASE("Decoded serving: a record fetch is answered while a decoded request is preprocessed") {
+  DecodedFixture d;
+  const std::vector<uint64_t> ids{3, 0, 12, 5};
+  d.Grant(21, ids);
+  (void)d.holder->HandleScheduler(FrameOf(GrantFor(22, 2, {4}, /*decoded=*/false)), 0);
+  // Preprocessing held until the test releases it (the latch), as a long
+  // request on a small CPU quota holds it.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false, release = false;
+  zmq::context_t ctx;
+  auto server = DecodedServer::Create(
+      &ctx,
+      [&](const v1::FetchRequest& req) {
+        std::unique_lock lock(mu);
+        started = true;
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+        lock.unlock();
+        return d.holder->ServeDecoded(req);
+      },
+      1);
+  REQUIRE(server.ok());
+  v1::Envelope dec;
+  dec.set_protocol_version(kProtocolVersion);
+  auto* f = dec.mutable_fetch_request();
+  f->set_request_id(1);
+  f->set_partition_id(21);
+  f->set_requester(0);
+  f->set_decoded(true);
+  f->set_epoch(3);
+  for (uint64_t id : ids) f->add_sample_ids(id);
+  // The poll loop's part: the decoded request is checked and handed on, not
+  // preprocessed (the old holder preprocessed it here, on the poll thread).
+  PeerReply accepted = d.holder->HandlePeer(FrameOf(dec), 0, "");
+  CHECK_FALSE(accepted.header.has_fetch_reply());
+  CHECK_FALSE(accepted.header.has_error());
+  REQUIRE(accepted.decoded);
+  (*server)->Submit("node-0", *accepted.decoded);
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return started; }));
+  }
+  // Another peer's record fetch, answered while the decoded one is held.
+  v1::Envelope rec;
+  rec.set_protocol_version(kProtocolVersion);
+  auto* r = rec.mutable_fetch_request();
+  r->set_request_id(2);
+  r->set_partition_id(22);
+  r->set_requester(2);
+  r->add_sample_ids(4);
+  PeerReply record = d.holder->HandlePeer(FrameOf(rec), 0, "");
+  REQUIRE(record.header.has_fetch_reply());
+  CHECK(record.header.fetch_reply().request_id() == 2);
+  CHECK(record.records.size() == 1);
+  CHECK((*server)->TakeFinished().empty());
+  CHECK((*server)->pending() == 1);
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  // The finished reply wakes the poll loop, which takes it with its route.
+  zmq::pollitem_t wake{(*server)->wake_socket().handle(), 0, ZMQ_POLLIN, 0};
+  REQUIRE(zmq::poll(&wake, 1, std::chrono::milliseconds(10000)) == 1);
+  (*server)->DrainWakes();
+  std::deque<DecodedServer::Finished> done = (*server)->TakeFinished();
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].route == "node-0");
+  const PeerReply& reply = done[0].reply;
+  REQUIRE(reply.header.has_fetch_reply());
+  CHECK(reply.header.fetch_reply().request_id() == 1);
+  REQUIRE(reply.records.size() == ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto s = cache::DecodeRecord(ids[i], reply.records[i]);
+    REQUIRE(s.ok());
+    CHECK(s->payload.size() == 784);
+    CHECK(s->label == ids[i] % 10);
+  }
+  CHECK((*server)->pending() == 0);
 }
