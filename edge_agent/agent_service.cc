@@ -642,6 +642,27 @@ bool SpotCheck::Checks(int64_t epoch, uint64_t id) const {
   return h % static_cast<uint64_t>(every) == 0;
 }
 
+namespace {
+
+// One record from a peer checked for its CRC and sample id: the sample, or
+// nullopt with the error kept in `first_error` (and a corrupt record's id
+// in bad_samples, reported like a local corrupt record).
+std::optional<cache::Sample> CheckedRecord(uint64_t id, const auto& record, int32_t peer, ReadPartition& out,
+                                           Status& first_error) {
+  auto s = cache::DecodeRecord(id, record);
+  if (s.ok()) return std::move(s).value();
+  if (s.status().code() == StatusCode::kDataLoss) out.bad_samples.push_back(id);
+  if (first_error.ok()) first_error = s.status().WithContext(fmt::format("record from peer {}", peer));
+  return std::nullopt;
+}
+
+}  // namespace
+
+void PartitionRunner::CountPoisoned(ReadPartition& out, int32_t peer) {
+  ++out.poisoned[peer];
+  metrics_->poisoned_samples->WithLabels({std::to_string(peer)}).Increment();
+}
+
 void PartitionRunner::TakeRemote(const std::map<int32_t, std::vector<uint64_t>>& remote, Fetched& f,
                                  const cache::Manifest* manifest,
                                  std::unordered_map<uint64_t, cache::Sample>& got, ReadPartition& out,
@@ -678,18 +699,13 @@ void PartitionRunner::TakeRemote(const std::map<int32_t, std::vector<uint64_t>>&
     }
     for (size_t i = 0; i < ids.size(); ++i) {
       // CRC + sample id: a corrupt or misplaced record fails the partition.
-      auto s = cache::DecodeRecord(ids[i], r.records[i]);
-      if (!s.ok()) {
-        if (s.status().code() == StatusCode::kDataLoss) out.bad_samples.push_back(ids[i]);
-        if (first_error.ok()) first_error = s.status().WithContext(fmt::format("record from peer {}", peer));
-        break;
-      }
+      std::optional<cache::Sample> s = CheckedRecord(ids[i], r.records[i], peer, out, first_error);
+      if (!s) break;
       if (decoded) {
         // The model input: no manifest digest covers it (the spot check
         // below does); a wrong size is a forgery.
         if (s->payload.size() != dim) {
-          ++out.poisoned[peer];
-          metrics_->poisoned_samples->WithLabels({std::to_string(peer)}).Increment();
+          CountPoisoned(out, peer);
           if (first_error.ok())
             first_error = DataLoss(fmt::format("peer {} served sample {} decoded as {} bytes, expected {}",
                                                peer, ids[i], s->payload.size(), dim));
@@ -702,13 +718,12 @@ void PartitionRunner::TakeRemote(const std::map<int32_t, std::vector<uint64_t>>&
         // Manifest: a forged label or payload (valid CRC) is refused and the
         // peer reported; every forged sample of the group is counted.
         if (Status ms = CheckAgainstManifest(*manifest, *s, peer); !ms.ok()) {
-          ++out.poisoned[peer];
-          metrics_->poisoned_samples->WithLabels({std::to_string(peer)}).Increment();
+          CountPoisoned(out, peer);
           if (first_error.ok()) first_error = ms;
           continue;
         }
       }
-      got[ids[i]] = std::move(s).value();
+      got[ids[i]] = std::move(*s);
       remote_bytes += static_cast<int64_t>(r.records[i].size());
       ++remote_samples;
     }
@@ -727,8 +742,7 @@ void PartitionRunner::VerifySpotChecks(Fetched& f, const cache::Manifest* manife
   const int64_t t0 = clock_->NowMicros();
   const auto dim = static_cast<size_t>(preprocess_->options().input_size());
   auto poisoned = [&](int32_t peer, uint64_t id, const std::string& what) {
-    ++out.poisoned[peer];
-    metrics_->poisoned_samples->WithLabels({std::to_string(peer)}).Increment();
+    CountPoisoned(out, peer);
     got.erase(id);  // not used
     out.decoded.erase(id);
     if (first_error.ok())
@@ -746,12 +760,8 @@ void PartitionRunner::VerifySpotChecks(Fetched& f, const cache::Manifest* manife
       continue;
     }
     for (size_t i = 0; i < ids.size(); ++i) {
-      auto s = cache::DecodeRecord(ids[i], r.records[i]);
-      if (!s.ok()) {
-        if (s.status().code() == StatusCode::kDataLoss) out.bad_samples.push_back(ids[i]);
-        if (first_error.ok()) first_error = s.status().WithContext(fmt::format("record from peer {}", peer));
-        continue;
-      }
+      std::optional<cache::Sample> s = CheckedRecord(ids[i], r.records[i], peer, out, first_error);
+      if (!s) continue;
       if (manifest != nullptr) {
         if (Status ms = CheckAgainstManifest(*manifest, *s, peer); !ms.ok()) {
           poisoned(peer, ids[i], "and its record does not match the dataset manifest");
@@ -759,7 +769,7 @@ void PartitionRunner::VerifySpotChecks(Fetched& f, const cache::Manifest* manife
         }
       }
       checked.emplace_back(peer, ids[i]);
-      records.push_back(std::move(s).value());
+      records.push_back(std::move(*s));
     }
   }
   std::vector<uint8_t> levels(records.size() * dim);

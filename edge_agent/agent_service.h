@@ -346,6 +346,9 @@ class PartitionRunner {
   void TakeRemote(const std::map<int32_t, std::vector<uint64_t>>& remote, Fetched& f,
                   const cache::Manifest* manifest, std::unordered_map<uint64_t, cache::Sample>& got,
                   ReadPartition& out, Status& first_error);
+  // One sample refused from `peer` (a forgery): counted in out.poisoned
+  // and the poisoned-samples metric.
+  void CountPoisoned(ReadPartition& out, int32_t peer);
   // Compares each spot-checked decoded sample with its record preprocessed here.
   void VerifySpotChecks(Fetched& f, const cache::Manifest* manifest,
                         std::unordered_map<uint64_t, cache::Sample>& got, ReadPartition& out,
