@@ -522,8 +522,7 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender
     n.peer_endpoint = req.peer_endpoint();
     n.ring_endpoint = req.ring_endpoint();
     n.cache = req.cache();
-    sends_.window(node).Open(req.credits());
-    sends_.Clear(node);
+    sends_.StartSession(node, req.credits());  // window opened, queue empty (send_queues.h)
     n.incarnation = req.incarnation();
   }
   driver_->SetServesDecoded(node, req.serves_decoded());

@@ -502,8 +502,7 @@ void Simulator::DeclareDead(int node) {
   DropTimedOutOf(node, &credit_back);
   Agent& ag = agents_[static_cast<size_t>(node)];
   ag = Agent{};
-  sends_.Clear(node);
-  sends_.window(node).Close();
+  sends_.Depart(node);  // queue dropped, window closed: the daemon's departed (send_queues.h)
   // Rings with the dead node restart with the survivors; flows it served
   // or read are cut (their partitions already failed above).
   for (auto& [it, ring] : rings_) {
@@ -668,7 +667,7 @@ void Simulator::NodeUp(int node) {
   const int64_t epoch = ++registrations_[static_cast<size_t>(node)];
   if (options_.record_inputs) Heartbeat(node, epoch, 1);
   Log(SchedulerInput::kAlive, node);
-  sends_.window(node).Open(options_.credits);
+  sends_.StartSession(node, options_.credits);  // a new session, as the daemon's (send_queues.h)
   PlanLoop();
 }
 
@@ -691,7 +690,7 @@ StatusOr<SimResult> Simulator::Run() {
   for (int n = 0; n < spec_.num_nodes(); ++n) {
     auto reg = RegisterAgent(n);  // the first registration: a new session, never too soon
     if (!reg.ok()) return reg.status().WithContext(fmt::format("registering node {}", n));
-    sends_.window(n).Open(options_.credits);
+    sends_.StartSession(n, options_.credits);
   }
   for (int n = 0; n < spec_.num_nodes(); ++n) {
     if (options_.record_inputs) Heartbeat(n, 0, 1);

@@ -26,6 +26,7 @@
 #include "scheduler/restart_resend.h"
 #include "scheduler/ring_commit.h"
 #include "scheduler/ring_committer.h"
+#include "scheduler/send_queues.h"
 #include "scheduler/worker_messages.h"
 #include "state_fakes.h"
 
@@ -1005,3 +1006,43 @@ TEST_CASE("peer reports: which count, silence against accusations", "[rules][acc
   CHECK_FALSE(two.evicted(1));
 }
 
+TEST_CASE("send side of a session: a departure closes the window and drops the queue, a new session opens it",
+          "[rules][flow]") {
+  loft::sched::SendQueues q(3);
+  q.StartSession(1, 2);
+  CHECK(q.window(1).credits == 2);
+  CHECK(q.window(1).window == 2);
+  q.Push(1, 10);
+  q.Push(1, 11);
+  q.Push(1, 12);
+  std::vector<uint64_t> sent;
+  auto stream = [&] {
+    REQUIRE(q.Stream([](int32_t, uint64_t) { return loft::sched::SendQueues::Offer::kSend; },
+                     [&](int32_t, uint64_t id) {
+                       sent.push_back(id);
+                       return loft::OkStatus();
+                     })
+                .ok());
+  };
+  stream();
+  CHECK(sent == std::vector<uint64_t>{10, 11});  // two credits
+  CHECK(q.window(1).in_flight == 2);
+  // It leaves: nothing in flight, no credit, its queue gone.
+  q.Depart(1);
+  CHECK(q.window(1).credits == 0);
+  CHECK(q.window(1).in_flight == 0);
+  CHECK(q.queued(1) == 0);
+  q.Push(1, 13);
+  q.Depart(1);
+  // Its new session: a full window of the registration's credits, an empty queue.
+  q.StartSession(1, 3);
+  CHECK(q.window(1).credits == 3);
+  CHECK(q.window(1).in_flight == 0);
+  CHECK(q.queued(1) == 0);
+  CHECK(q.empty());
+  q.Push(1, 14);
+  q.StartSession(1, 1);  // a re-registration drops what was queued for the old one
+  CHECK(q.queued(1) == 0);
+  stream();
+  CHECK(sent == std::vector<uint64_t>{10, 11});
+}
