@@ -1,6 +1,7 @@
 #include "scheduler/accusations.h"
 
 #include <algorithm>
+#include <string>
 
 namespace loft::sched {
 
@@ -37,6 +38,17 @@ bool AccusationBook::Report(int reporter, int accused, int tolerance) {
 size_t AccusationBook::reporters(int accused) const {
   auto it = reporters_.find(accused);
   return it == reporters_.end() ? 0 : it->second.size();
+}
+
+StatusOr<int> TakePeerReport(AccusationBook& book, const SchedulerState& state, int32_t reporter,
+                             const v1::PeerReport& pr, int tolerance) {
+  if (pr.accused() < 0 || pr.accused() >= state.spec().num_nodes() || pr.accused() == reporter)
+    return InvalidArgument("peer report accuses node " + std::to_string(pr.accused()));
+  if (pr.reason() == "silent") {
+    const auto live = state.LiveNodes();
+    return book.ReportSilent(reporter, pr.accused(), std::set<int>(live.begin(), live.end()), tolerance);
+  }
+  return book.Report(reporter, pr.accused(), tolerance) ? pr.accused() : -1;
 }
 
 }  // namespace loft::sched

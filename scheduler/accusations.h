@@ -6,15 +6,28 @@
 // evicted for the life of the scheduler process (its heartbeats and
 // registrations are refused).
 //
+// Which reports count (TakePeerReport, for every engine that receives
+// v1::PeerReport; loft-sim's agents send none): a report accusing a node
+// outside the cluster, or its reporter itself, is refused
+// (InvalidArgument) and counts for nothing; reason "silent" goes to
+// ReportSilent over the state's live members, any other reason to Report
+// (tolerance f); a report of an evicted node, or a second report by the
+// same reporter, changes nothing.
+//
 // Not responsible for: what a report means on the agent
-// (edge_agent/ring_guard.h), removing the node from the view (the service
-// does, as for a missed heartbeat).
+// (edge_agent/ring_guard.h), authenticating the reporter, logs and
+// metrics, removing the node from the view (the engine does, as for a
+// missed heartbeat: sched::DepartAt).
 // Thread-safety: not thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <map>
 #include <set>
+
+#include "core/proto/loft.pb.h"
+#include "core/status.h"
+#include "scheduler/scheduler_state.h"
 
 namespace loft::sched {
 
@@ -44,5 +57,11 @@ class AccusationBook {
   std::set<int> evicted_;
   std::map<int, std::set<int>> silent_by_reporter_;
 };
+
+// The rule above for `pr`, sent by `reporter` (authenticated by the
+// engine), with byzantine tolerance `tolerance`: the node this report
+// evicts, or -1.
+StatusOr<int> TakePeerReport(AccusationBook& book, const SchedulerState& state, int32_t reporter,
+                             const v1::PeerReport& pr, int tolerance);
 
 }  // namespace loft::sched

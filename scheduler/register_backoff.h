@@ -8,7 +8,8 @@
 // comes before the node was stable for `stable_ms` doubles the wait (up to
 // `max_ms`); once it was stable, the wait is back to `min_ms`.
 // A reconnect of the same agent process changes nothing and is not limited
-// (SchedulerService::OnRegister).
+// (sched::TakeRegistration, worker_messages.h, decides which is which and
+// calls Admit for a new session only).
 //
 // Not responsible for: answering the refused agent (the service does:
 // ResourceExhausted naming the wait).

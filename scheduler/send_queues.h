@@ -35,6 +35,19 @@ class SendQueues {
   void Push(int32_t node, uint64_t partition);
   // Drops the node's queue (its death, its re-registration).
   void Clear(int32_t node);
+  // What a session's end and start do to the send side, in both engines:
+  // a node that leaves (dead or evicted) loses its queue and its window
+  // closes (no credit until it registers again); a new session (a
+  // registration that is not a reconnect, sched::TakeRegistration) opens
+  // its window with the registration's credits and starts an empty queue.
+  void Depart(int32_t node) {
+    Clear(node);
+    window(node).Close();
+  }
+  void StartSession(int32_t node, int64_t credits) {
+    window(node).Open(credits);
+    Clear(node);
+  }
   CreditWindow& window(int32_t node) { return window_[static_cast<size_t>(node)]; }
   const CreditWindow& window(int32_t node) const { return window_[static_cast<size_t>(node)]; }
   size_t queued(int32_t node) const { return queue_[static_cast<size_t>(node)].size(); }

@@ -45,6 +45,31 @@ AckVotes RecordAckVotes(RingCommitter& ring, const Ledger& ledger, int32_t node,
   return out;
 }
 
+bool IsReconnect(const SchedulerState& state, int32_t node, const Session& session,
+                 const v1::RegisterRequest& req) {
+  return req.incarnation() != 0 && req.incarnation() == session.incarnation && session.connected &&
+         state.alive(node) && req.peer_endpoint() == session.peer_endpoint &&
+         req.ring_endpoint() == session.ring_endpoint;
+}
+
+StatusOr<Registration> TakeRegistration(JobDriver& driver, const RingCommitter& ring,
+                                        const AccusationBook& accusations, RegisterBackoff& backoff,
+                                        int32_t node, const Session& session, const v1::RegisterRequest& req,
+                                        double now_ms, const std::function<Status(uint64_t)>& commit) {
+  if (req.credits() <= 0 || req.credits() > kMaxCredits) {
+    return InvalidArgument("register credits must be in 1.." + std::to_string(kMaxCredits));
+  }
+  if (accusations.evicted(node))
+    return PermissionDenied("node " + NameOf(driver.state(), node) + " was evicted (reported by its ring)");
+  Registration out;
+  out.reconnect = IsReconnect(driver.state(), node, session, req);
+  if (out.reconnect) return out;  // not counted by the backoff
+  out.wait_ms = backoff.Admit(node, now_ms);
+  if (out.wait_ms > 0) return out;
+  LOFT_ASSIGN_OR_RETURN(out.updates, Register(driver, ring, node, now_ms, commit));
+  return out;
+}
+
 StatusOr<Updates> Register(JobDriver& driver, const RingCommitter& ring, int32_t node, double now_ms,
                            const std::function<Status(uint64_t)>& commit) {
   if (driver.state().alive(node)) {

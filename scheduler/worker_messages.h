@@ -1,6 +1,8 @@
-// What the scheduler does with a worker's heartbeat, credit grant and the
-// votes of its ack: one rule each, the daemon converting messages into
-// calls (server/service.cc) and loft-sim running the ack's votes.
+// What the scheduler does with a worker's registration, heartbeat, credit
+// grant and the votes of its ack: one rule each, the daemon converting
+// messages into calls (server/service.cc) and loft-sim running the
+// registration (its nodes' first and their returns after an outage) and
+// the ack's votes.
 //  - A Heartbeat is refused when its node was evicted by its ring
 //    (PermissionDenied, checked first: an evicted node never comes back),
 //    when the node has no session (FailedPrecondition: it registers
@@ -18,24 +20,40 @@
 //    partition of that worker (the ring may have committed it on the
 //    worker's behalf). Recorded before the ack is applied: an epoch's last
 //    ack prunes the records the votes are checked against.
-//  - A registration that is not a reconnect (the engine decides that from
-//    its sessions): when the node is alive, each of its partitions in
-//    flight the ring applied is committed on its worker's behalf first
-//    (the engine's `commit`, ring_commit.h); then JobDriver::
-//    RegisterWorker fails the rest and opens a new view.
+//  - A RegisterRequest is refused when its credits are outside
+//    1..kMaxCredits (InvalidArgument), then when its node was evicted
+//    (PermissionDenied). It is a reconnect when the same agent process
+//    registers again while its session is live: a non-zero incarnation
+//    equal to the session's, the session connected, the node alive, and
+//    the same peer and ring endpoints. A reconnect changes nothing: its
+//    partitions keep running, nothing fails, the view is unchanged, and
+//    RegisterBackoff does not count it. Anything else is a new session
+//    (a new agent process, or one the scheduler had dropped): refused
+//    while RegisterBackoff makes the node wait (the engine tells the
+//    agent to retry after the wait); else, when the node is alive, each
+//    of its partitions in flight the ring applied is committed on its
+//    worker's behalf first (the engine's `commit`, ring_commit.h); then
+//    JobDriver::
+//    RegisterWorker fails the rest (a live node's own partitions only:
+//    those reading from it fail by their workers' reports) and opens a
+//    new view (a dead node comes back with it).
 //
-// Not responsible for: authentication and sessions (the engine says
-// whether the node is registered), credit windows, journaling, logs.
+// Not responsible for: authentication, the endpoints' form
+// (server/endpoint_check.h) and sessions (the engine holds them and says
+// whether the node is registered), credit windows and send queues,
+// journaling, replies, logs.
 // Thread-safety: plain functions over the caller's objects.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "core/proto/loft.pb.h"
 #include "core/status.h"
 #include "scheduler/accusations.h"
 #include "scheduler/driver.h"
+#include "scheduler/register_backoff.h"
 #include "scheduler/ring_committer.h"
 
 namespace loft::sched {
@@ -62,7 +80,38 @@ struct AckVotes {
 // the rule above.
 AckVotes RecordAckVotes(RingCommitter& ring, const Ledger& ledger, int32_t node, const v1::PartitionDone& d);
 
-// The registration rule above for `node` at now_ms: the driver's updates.
+// A node's session as its engine holds it (the daemon's NodeSession;
+// loft-sim's agent process).
+struct Session {
+  bool connected = false;    // registered, and not dropped since
+  uint64_t incarnation = 0;  // the registering process's RegisterRequest.incarnation (0 = unknown)
+  std::string peer_endpoint;
+  std::string ring_endpoint;
+};
+
+// Whether `req` of `node` is a reconnect of `session` (the rule above).
+bool IsReconnect(const SchedulerState& state, int32_t node, const Session& session,
+                 const v1::RegisterRequest& req);
+
+// What a registration did.
+struct Registration {
+  double wait_ms = 0;      // > 0: refused by RegisterBackoff, nothing changed; retry after wait_ms
+  bool reconnect = false;  // nothing changed; the engine keeps the session
+  Updates updates;         // a new session's (the driver's); empty otherwise
+};
+
+// The registration rule above for `node`'s `req` at now_ms, its engine
+// holding `session`: refused (the errors above, or wait_ms; no state
+// changed), a reconnect, or a new session (Register below), for which the
+// engine then opens the node's credit window with req.credits() and
+// starts its session.
+StatusOr<Registration> TakeRegistration(JobDriver& driver, const RingCommitter& ring,
+                                        const AccusationBook& accusations, RegisterBackoff& backoff,
+                                        int32_t node, const Session& session, const v1::RegisterRequest& req,
+                                        double now_ms, const std::function<Status(uint64_t)>& commit);
+
+// A new session of `node` at now_ms (the last steps of the rule above,
+// once admitted): the ring's commits, then the driver's updates.
 StatusOr<Updates> Register(JobDriver& driver, const RingCommitter& ring, int32_t node, double now_ms,
                            const std::function<Status(uint64_t)>& commit);
 

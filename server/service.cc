@@ -30,7 +30,6 @@ namespace {
 // Rows of iterations.csv kept for StatusReply.run (≈ 100 bytes each); later
 // iterations still count in every figure.
 constexpr int64_t kMaxRecordedRows = 1 << 20;
-using sched::kMaxCredits;
 }  // namespace
 
 SchedulerService::SchedulerService(const SchedulerOptions& opts, ClusterSpec spec, std::string spec_yaml,
@@ -462,23 +461,16 @@ void SchedulerService::LogPartitionFailed(int32_t node, const v1::PartitionFaile
 
 Status SchedulerService::OnPeerReport(const v1::PeerReport& pr, const Sender& peer, double now_ms,
                                       int32_t* sender_node) {
-  // A ring member reported by agents; evicted by the next Tick (scheduler/accusations.h).
+  // A ring member reported by agents; evicted by the next Tick. Which
+  // reports count, and what they do: sched::TakePeerReport (accusations.h).
   LOFT_ASSIGN_OR_RETURN(int32_t node, Authenticate(peer, pr.node()));
   *sender_node = node;
-  if (pr.accused() < 0 || pr.accused() >= spec_.num_nodes() || pr.accused() == node)
-    return InvalidArgument("peer report accuses node " + std::to_string(pr.accused()));
+  LOFT_ASSIGN_OR_RETURN(const int evicted, sched::TakePeerReport(accusations_, driver_->state(), node, pr,
+                                                                 spec_.training.byzantine_tolerance));
   peer_log_.Log(spdlog::level::warn, "peer_report", spec_.nodes[node].name, LogTime(now_ms),
                 "node {} reports node {}: {} ({} times)", spec_.nodes[node].name,
                 spec_.nodes[pr.accused()].name, PeerText(pr.reason()), pr.count());
   ring_detection_.RecordReport(pr.reason());
-  int evicted = -1;
-  if (pr.reason() == "silent") {
-    const auto live = driver_->state().LiveNodes();
-    evicted = accusations_.ReportSilent(node, pr.accused(), std::set<int>(live.begin(), live.end()),
-                                        spec_.training.byzantine_tolerance);
-  } else if (accusations_.Report(node, pr.accused(), spec_.training.byzantine_tolerance)) {
-    evicted = pr.accused();
-  }
   if (evicted >= 0) {
     ring_detection_.RecordEviction(evicted);
     spdlog::warn("evicting node {}: {}", spec_.nodes[evicted].name,
@@ -493,35 +485,33 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender
   int node = spec_.FindNode(req.node_name());
   if (node < 0) return NotFound("node '" + req.node_name() + "' is not in the cluster spec");
   LOFT_RETURN_IF_ERROR(Authenticate(peer, node).status());
-  if (req.credits() <= 0 || req.credits() > kMaxCredits) {
-    return InvalidArgument("register credits must be in 1.." + std::to_string(kMaxCredits));
-  }
-  // Every member connects to these (endpoint_check.h); a training agent needs a ring.
+  // Every member connects to these (endpoint_check.h); a training agent
+  // needs a ring. Checked before the registration rule (which refuses
+  // credits outside 1..kMaxCredits, then an evicted node).
   LOFT_RETURN_IF_ERROR(CheckAdvertisedEndpoint("peer_endpoint", req.peer_endpoint(), /*required=*/true));
   LOFT_RETURN_IF_ERROR(
       CheckAdvertisedEndpoint("ring_endpoint", req.ring_endpoint(), spec_.training.model != "none"));
-  if (accusations_.evicted(node))
-    return PermissionDenied("node " + req.node_name() + " was evicted (reported by its ring)");
   NodeSession& n = nodes_[node];
-  // The same agent process registering again while its session is live
-  // (it heard nothing from a stalled scheduler): a reconnect. Its
-  // partitions keep running; nothing is failed, the view is unchanged.
-  const bool reconnect = req.incarnation() != 0 && req.incarnation() == n.incarnation && n.connected &&
-                         driver_->state().alive(node) && req.peer_endpoint() == n.peer_endpoint &&
-                         req.ring_endpoint() == n.ring_endpoint;
+  // Refused, a reconnect (nothing changes) or a new session: the ring's
+  // commits, then the driver fails the rest (scheduler/worker_messages.h).
+  const sched::Session session{.connected = n.connected,
+                               .incarnation = n.incarnation,
+                               .peer_endpoint = n.peer_endpoint,
+                               .ring_endpoint = n.ring_endpoint};
+  LOFT_ASSIGN_OR_RETURN(
+      sched::Registration reg,
+      sched::TakeRegistration(*driver_, ring_, accusations_, register_backoff_, node, session, req, now_ms,
+                              [&](uint64_t id) { return CommitIfApplied(id, now_ms).status(); }));
+  if (reg.wait_ms > 0) {
+    return ResourceExhausted(
+        fmt::format("node {} registers again too soon (each registration changes the view for every member): "
+                    "retry in {:.0f} ms",
+                    req.node_name(), reg.wait_ms));
+  }
+  const bool reconnect = reg.reconnect;
   if (!reconnect) {
-    if (const double wait = register_backoff_.Admit(node, now_ms); wait > 0) {
-      return ResourceExhausted(fmt::format(
-          "node {} registers again too soon (each registration changes the view for every member): "
-          "retry in {:.0f} ms",
-          req.node_name(), wait));
-    }
-    // The ring's commits, then the driver fails the rest (scheduler/worker_messages.h).
-    LOFT_ASSIGN_OR_RETURN(auto u, sched::Register(*driver_, ring_, node, now_ms, [&](uint64_t id) {
-                            return CommitIfApplied(id, now_ms).status();
-                          }));
-    Record(u);
-    Observe(u, now_ms);
+    Record(reg.updates);
+    Observe(reg.updates, now_ms);
     // A re-registration failed every partition the node had; forget them.
     for (auto it = sent_.begin(); it != sent_.end();) {
       it = it->second == node ? sent_.erase(it) : std::next(it);
@@ -532,8 +522,7 @@ Status SchedulerService::OnRegister(const v1::RegisterRequest& req, const Sender
     n.peer_endpoint = req.peer_endpoint();
     n.ring_endpoint = req.ring_endpoint();
     n.cache = req.cache();
-    sends_.window(node).Open(req.credits());
-    sends_.Clear(node);
+    sends_.StartSession(node, req.credits());  // window opened, queue empty (send_queues.h)
     n.incarnation = req.incarnation();
   }
   driver_->SetServesDecoded(node, req.serves_decoded());

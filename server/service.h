@@ -197,6 +197,9 @@ class SchedulerService {
                bool by_ring = false);
 
   StatusOr<int32_t> Authenticate(const Sender& peer, int32_t claimed_node) const;
+  // Authentication and the endpoints' form, then the registration rule
+  // (sched::TakeRegistration, scheduler/worker_messages.h); the session,
+  // credit window, journal and reply follow from what it decided.
   Status OnRegister(const v1::RegisterRequest& req, const Sender& peer, double now_ms, v1::Envelope* reply,
                     int32_t* sender);
   Status BroadcastView();
@@ -208,7 +211,8 @@ class SchedulerService {
   Status OnPartitionDone(const v1::PartitionDone& d, const Sender& peer, double now_ms, int32_t* sender_node);
   Status OnPartitionFailed(const v1::PartitionFailed& f, const Sender& peer, double now_ms,
                            int32_t* sender_node);
-  // A ring member's report of another (scheduler/accusations.h).
+  // A ring member's report of another: which count, sched::TakePeerReport
+  // (scheduler/accusations.h); logs and metrics here.
   Status OnPeerReport(const v1::PeerReport& pr, const Sender& peer, double now_ms, int32_t* sender_node);
   // A StatusRequest: who may read what, the key's budget, the reply
   // (service_status.cc; server/status_reply.h).

@@ -308,8 +308,7 @@ Status SchedulerService::Tick(double now_ms) {
     }
     hold_.ReleaseNode(node);
     nodes_[node].connected = false;
-    sends_.Clear(node);
-    sends_.window(node).Close();
+    sends_.Depart(node);  // queue dropped, window closed (send_queues.h)
     view_dirty_ = true;
     return OkStatus();
   };

@@ -502,8 +502,7 @@ void Simulator::DeclareDead(int node) {
   DropTimedOutOf(node, &credit_back);
   Agent& ag = agents_[static_cast<size_t>(node)];
   ag = Agent{};
-  sends_.Clear(node);
-  sends_.window(node).Close();
+  sends_.Depart(node);  // queue dropped, window closed: the daemon's departed (send_queues.h)
   // Rings with the dead node restart with the survivors; flows it served
   // or read are cut (their partitions already failed above).
   for (auto& [it, ring] : rings_) {
@@ -644,27 +643,54 @@ void Simulator::NodeUp(int node) {
   // Back before its death was noticed: its registration ends the old session.
   if (!down_[node]) DeclareDead(node);
   if (done_) return;
+  Sync();
+  // The new agent process registers: the daemon's rule (sched::TakeRegistration).
+  auto reg = RegisterAgent(node);
+  if (!reg.ok()) return Fail(reg.status().WithContext(fmt::format("node {} up", node)));
+  if (reg->wait_ms > 0) {
+    // Too soon (RegisterBackoff): the agent asks again after the wait (at
+    // least one clock tick later).
+    queue_.After(std::max(reg->wait_ms, 1e-3), [this, node] { NodeUp(node); });
+    return;
+  }
+  for (const auto& x : reg->updates) {
+    // Dead since DeclareDead above: its registration fails nothing here.
+    if (x.has_partition_failed() || x.has_partition_done())
+      return Fail(Internal(fmt::format("node {} up: its registration changed a partition", node)));
+  }
   down_[node] = false;
   crashed_[node] = false;
   stale_[node] = allreduce_.enabled();                 // a restarted agent holds the seed's parameters
   cpu_[static_cast<size_t>(node)] = FreshQuota(node);  // a new process: the dead one's CPU queue is gone
-  Sync();
   Seen(node);
   registered_ms_[static_cast<size_t>(node)] = queue_.now_ms();
   const int64_t epoch = ++registrations_[static_cast<size_t>(node)];
   if (options_.record_inputs) Heartbeat(node, epoch, 1);
   Log(SchedulerInput::kAlive, node);
-  auto u = driver_->OnWorkerAlive(node, clock_.NowMillis());
-  if (!u.ok()) return Fail(u.status().WithContext(fmt::format("node {} up", node)));
-  sends_.window(node).Open(options_.credits);
+  sends_.StartSession(node, options_.credits);  // a new session, as the daemon's (send_queues.h)
   PlanLoop();
+}
+
+StatusOr<sched::Registration> Simulator::RegisterAgent(int node) {
+  // Each process of the node's agent has its own incarnation (1, 2, ...):
+  // a registration is never a reconnect here.
+  const auto k = static_cast<uint64_t>(registrations_[static_cast<size_t>(node)]);
+  sched::Session session;
+  session.connected = k > 0;
+  session.incarnation = k;
+  loft::v1::RegisterRequest req;
+  req.set_node_name(spec_.nodes[static_cast<size_t>(node)].name);
+  req.set_credits(options_.credits);
+  req.set_incarnation(k + 1);
+  return sched::TakeRegistration(*driver_, ring_votes_, accusations_, register_backoff_, node, session, req,
+                                 clock_.NowMillis(), [&](uint64_t id) { return CommitByRing(id, node); });
 }
 
 StatusOr<SimResult> Simulator::Run() {
   for (int n = 0; n < spec_.num_nodes(); ++n) {
-    auto u = driver_->RegisterWorker(n, 0.0);
-    if (!u.ok()) return u.status().WithContext(fmt::format("registering node {}", n));
-    sends_.window(n).Open(options_.credits);
+    auto reg = RegisterAgent(n);  // the first registration: a new session, never too soon
+    if (!reg.ok()) return reg.status().WithContext(fmt::format("registering node {}", n));
+    sends_.StartSession(n, options_.credits);
   }
   for (int n = 0; n < spec_.num_nodes(); ++n) {
     if (options_.record_inputs) Heartbeat(n, 0, 1);

@@ -75,7 +75,10 @@
 // pool through the Ledger); they leave their agents' stages (a live
 // reader's agent returns the credit), a ring with the dead node restarts
 // with the survivors (the agents' retry on a newer view). At the end of
-// the outage it registers again (OnWorkerAlive, a full credit window);
+// the outage its new agent process registers again by the daemon's rule
+// (sched::TakeRegistration, scheduler/worker_messages.h: a new session, a
+// WorkerRegistered update, a full credit window; while RegisterBackoff
+// makes it wait, it asks again after the wait);
 // with a model, the first ring it joins first sends it the job's state
 // (parameters + SGD velocity, 8·P bytes, from the first member holding
 // it, after the link's latency) and it recomputes its gradient
@@ -105,13 +108,16 @@
 #include "core/cluster_spec.h"
 #include "core/read_ahead.h"
 #include "core/status.h"
+#include "scheduler/accusations.h"
 #include "scheduler/driver.h"
 #include "scheduler/flow_control.h"
 #include "scheduler/iteration_gate.h"
 #include "scheduler/open_iterations.h"
+#include "scheduler/register_backoff.h"
 #include "scheduler/ring_committer.h"
 #include "scheduler/run_recorder.h"
 #include "scheduler/send_queues.h"
+#include "scheduler/worker_messages.h"
 #include "sim/allreduce_model.h"
 #include "sim/cluster_model.h"
 #include "sim/cpu_quota.h"
@@ -378,6 +384,9 @@ class Simulator {
   void Crash(int node);        // the node stops (its outage starts)
   void DeclareDead(int node);  // the scheduler notices (heartbeat timeout)
   void NodeUp(int node);
+  // `node`'s agent process registers (sched::TakeRegistration, as the
+  // daemon's OnRegister).
+  StatusOr<sched::Registration> RegisterAgent(int node);
   void Heartbeat(int node, int64_t registration, int64_t k);  // record_inputs only
   // The node sent a message (ack, grant, registration) now.
   void Seen(int node) { last_msg_ms_[static_cast<size_t>(node)] = queue_.now_ms(); }
@@ -464,8 +473,10 @@ class Simulator {
   AgentSpec agent_cpu_;
   sched::OpenIterations open_;  // planned, not closed: rows and the close rule (the daemon's)
   std::map<int64_t, Ring> rings_;
-  sched::RingCommitter ring_votes_;  // the acks' votes and the commit rule (the daemon's)
-  double send_wake_ms_ = -1;         // a PlanLoop is scheduled then (scheduler overhead)
+  sched::RingCommitter ring_votes_;          // the acks' votes and the commit rule (the daemon's)
+  sched::RegisterBackoff register_backoff_;  // the daemon's, with its defaults
+  const sched::AccusationBook accusations_;  // always empty: simulated agents send no PeerReport
+  double send_wake_ms_ = -1;                 // a PlanLoop is scheduled then (scheduler overhead)
   bool done_ = false;
   Status error_;
   std::vector<bool> down_;              // declared dead by the scheduler

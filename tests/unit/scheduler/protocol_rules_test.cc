@@ -1,6 +1,6 @@
 // The iteration protocol's rules, each on its own (scheduler/
 // iteration_gate.h, ring_committer.h, liveness.h, departures.h,
-// failure_reports.h, flow_control.h,
+// failure_reports.h, flow_control.h, accusations.h,
 // partition_timeouts.h, restart_resend.h, worker_messages.h,
 // poison_reports.h, ring_commit.h): the
 // daemon and the simulator run these, so each is tested without sockets.
@@ -9,9 +9,11 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "scheduler/accusations.h"
 #include "scheduler/departures.h"
 #include "scheduler/driver.h"
 #include "scheduler/failure_reports.h"
@@ -24,6 +26,7 @@
 #include "scheduler/restart_resend.h"
 #include "scheduler/ring_commit.h"
 #include "scheduler/ring_committer.h"
+#include "scheduler/send_queues.h"
 #include "scheduler/worker_messages.h"
 #include "state_fakes.h"
 
@@ -851,4 +854,195 @@ TEST_CASE("registration: an alive node's ring-applied partitions are committed, 
   REQUIRE(u.ok());
   CHECK(committed.size() == 1);
   CHECK(d->state().alive(2));
+}
+
+namespace {
+loft::v1::RegisterRequest RegisterRequestOf(uint64_t incarnation, int credits = 2,
+                                            const std::string& peer = "tcp://10.0.0.1:1",
+                                            const std::string& ring = "tcp://10.0.0.1:2") {
+  loft::v1::RegisterRequest r;
+  r.set_credits(credits);
+  r.set_incarnation(incarnation);
+  r.set_peer_endpoint(peer);
+  r.set_ring_endpoint(ring);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("registration rule: refused, a reconnect that changes nothing, or a new session",
+          "[rules][admission][register]") {
+  using loft::StatusCode;
+  using loft::sched::TakeRegistration;
+  auto d = Driver(3);
+  auto parts = PlanAndSend(*d, 1);
+  REQUIRE(parts.size() == 3);
+  const auto& ledger = d->state().ledger();
+  loft::sched::RingCommitter rc;
+  loft::sched::AccusationBook acc;
+  loft::sched::RegisterBackoff backoff;
+  std::vector<uint64_t> committed;
+  auto commit = [&](uint64_t id) {
+    committed.push_back(id);
+    return loft::OkStatus();
+  };
+  const int32_t node = parts[0].worker();
+  // The session the engine holds: process 7, connected, these endpoints.
+  const loft::sched::Session live{.connected = true,
+                                  .incarnation = 7,
+                                  .peer_endpoint = "tcp://10.0.0.1:1",
+                                  .ring_endpoint = "tcp://10.0.0.1:2"};
+  const int64_t view = d->state().view();
+  // Credits outside 1..kMaxCredits: refused, nothing changed.
+  for (int credits : {0, -1, static_cast<int>(loft::sched::kMaxCredits) + 1}) {
+    auto r = TakeRegistration(*d, rc, acc, backoff, node, live, RegisterRequestOf(8, credits), 2, commit);
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  }
+  CHECK(d->state().view() == view);
+  // The same process again, its session live: a reconnect. Nothing fails,
+  // the view is unchanged, and the backoff does not count it.
+  for (int i = 0; i < 5; ++i) {
+    auto r = TakeRegistration(*d, rc, acc, backoff, node, live, RegisterRequestOf(7), 2 + i, commit);
+    REQUIRE(r.ok());
+    CHECK(r->reconnect);
+    CHECK(r->wait_ms == 0);
+    CHECK(r->updates.empty());
+  }
+  CHECK(d->state().view() == view);
+  CHECK(ledger.Find(parts[0].id())->state == loft::sched::PartitionState::kSent);
+  // Any one condition of a reconnect missing: a new session.
+  using loft::sched::IsReconnect;
+  const auto& st = d->state();
+  CHECK(IsReconnect(st, node, live, RegisterRequestOf(7)));
+  CHECK_FALSE(IsReconnect(st, node, live, RegisterRequestOf(8)));  // another process
+  loft::sched::Session unknown = live;
+  unknown.incarnation = 0;
+  CHECK_FALSE(IsReconnect(st, node, unknown, RegisterRequestOf(0)));  // 0: unknown, never a reconnect
+  loft::sched::Session dropped = live;
+  dropped.connected = false;
+  CHECK_FALSE(IsReconnect(st, node, dropped, RegisterRequestOf(7)));
+  CHECK_FALSE(IsReconnect(st, node, live, RegisterRequestOf(7, 2, "tcp://10.0.0.9:1")));
+  CHECK_FALSE(IsReconnect(st, node, live, RegisterRequestOf(7, 2, "tcp://10.0.0.1:1", "tcp://10.0.0.9:2")));
+  // A new process: a new session; its partition in flight fails, a new view.
+  auto r = TakeRegistration(*d, rc, acc, backoff, node, live, RegisterRequestOf(8), 10, commit);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->reconnect);
+  CHECK_FALSE(r->updates.empty());
+  CHECK(d->state().view() == view + 1);
+  CHECK(ledger.Find(parts[0].id())->state == loft::sched::PartitionState::kFailed);
+  CHECK(committed.empty());
+  // Its first registration was the spec's (Driver registered it directly):
+  // the backoff saw this one first (free), the next is a re-registration
+  // (free), the one after it waits min_ms.
+  r = TakeRegistration(*d, rc, acc, backoff, node, live, RegisterRequestOf(9), 11, commit);
+  REQUIRE(r.ok());
+  CHECK(r->wait_ms == 0);
+  CHECK(d->state().view() == view + 2);
+  r = TakeRegistration(*d, rc, acc, backoff, node, live, RegisterRequestOf(10), 12, commit);
+  REQUIRE(r.ok());
+  CHECK(r->wait_ms == Approx(999));
+  CHECK(r->updates.empty());
+  CHECK(d->state().view() == view + 2);  // refused: nothing changed
+  // A dead node comes back by registering.
+  REQUIRE(d->OnWorkerDead(node, "test", 20).ok());
+  REQUIRE_FALSE(d->state().alive(node));
+  r = TakeRegistration(*d, rc, acc, backoff, node, live, RegisterRequestOf(7), 1011, commit);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->reconnect);  // its session's process, but the node is dead
+  CHECK(d->state().alive(node));
+  // Evicted: refused first, whatever else holds (even bad credits).
+  REQUIRE(acc.Report(parts[1].worker(), node, 0));
+  CHECK(TakeRegistration(*d, rc, acc, backoff, node, live, RegisterRequestOf(7), 1012, commit)
+            .status()
+            .code() == StatusCode::kPermissionDenied);
+  CHECK(TakeRegistration(*d, rc, acc, backoff, node, live, RegisterRequestOf(11), 99999, commit)
+            .status()
+            .code() == StatusCode::kPermissionDenied);
+}
+
+TEST_CASE("peer reports: which count, silence against accusations", "[rules][accusations]") {
+  using loft::StatusCode;
+  using loft::sched::TakePeerReport;
+  auto d = Driver(4);
+  auto report = [](int32_t accused, const std::string& reason) {
+    loft::v1::PeerReport pr;
+    pr.set_accused(accused);
+    pr.set_reason(reason);
+    pr.set_count(1);
+    return pr;
+  };
+  loft::sched::AccusationBook book;
+  // Outside the cluster, or the reporter itself: refused, counts for nothing.
+  CHECK(TakePeerReport(book, d->state(), 0, report(-1, "chunk_mismatch"), 0).status().code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(TakePeerReport(book, d->state(), 0, report(4, "chunk_mismatch"), 0).status().code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(TakePeerReport(book, d->state(), 2, report(2, "silent"), 0).status().code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(book.reporters(2) == 0);
+  // An accusation: f+1 distinct reporters evict (f = 1: two).
+  auto r = TakePeerReport(book, d->state(), 0, report(3, "chunk_mismatch"), 1);
+  REQUIRE(r.ok());
+  CHECK(*r == -1);
+  CHECK(*TakePeerReport(book, d->state(), 0, report(3, "out_of_window"), 1) == -1);  // the same reporter
+  CHECK(*TakePeerReport(book, d->state(), 1, report(3, "malformed_hello"), 1) == 3);
+  CHECK(book.evicted(3));
+  CHECK(*TakePeerReport(book, d->state(), 2, report(3, "chunk_mismatch"), 1) == -1);  // once
+  // Silence: a majority of the other live members (4 live, f = 0: two),
+  // not f+1 = 1 as an accusation would take.
+  loft::sched::AccusationBook quiet;
+  CHECK(*TakePeerReport(quiet, d->state(), 0, report(2, "silent"), 0) == -1);
+  CHECK_FALSE(quiet.evicted(2));
+  CHECK(*TakePeerReport(quiet, d->state(), 1, report(2, "silent"), 0) == 2);
+  // A reporter that hears none of the state's live members is the one evicted.
+  loft::sched::AccusationBook deaf;
+  CHECK(*TakePeerReport(deaf, d->state(), 3, report(0, "silent"), 0) == -1);
+  CHECK(*TakePeerReport(deaf, d->state(), 3, report(1, "silent"), 0) == -1);
+  CHECK(*TakePeerReport(deaf, d->state(), 3, report(2, "silent"), 0) == 3);
+  // The live members are the state's: with 2 of 4 dead, silence evicts nobody.
+  REQUIRE(d->OnWorkerDead(2, "test", 1).ok());
+  REQUIRE(d->OnWorkerDead(3, "test", 1).ok());
+  loft::sched::AccusationBook two;
+  CHECK(*TakePeerReport(two, d->state(), 0, report(1, "silent"), 0) == -1);
+  CHECK_FALSE(two.evicted(1));
+}
+
+TEST_CASE("send side of a session: a departure closes the window and drops the queue, a new session opens it",
+          "[rules][flow]") {
+  loft::sched::SendQueues q(3);
+  q.StartSession(1, 2);
+  CHECK(q.window(1).credits == 2);
+  CHECK(q.window(1).window == 2);
+  q.Push(1, 10);
+  q.Push(1, 11);
+  q.Push(1, 12);
+  std::vector<uint64_t> sent;
+  auto stream = [&] {
+    REQUIRE(q.Stream([](int32_t, uint64_t) { return loft::sched::SendQueues::Offer::kSend; },
+                     [&](int32_t, uint64_t id) {
+                       sent.push_back(id);
+                       return loft::OkStatus();
+                     })
+                .ok());
+  };
+  stream();
+  CHECK(sent == std::vector<uint64_t>{10, 11});  // two credits
+  CHECK(q.window(1).in_flight == 2);
+  // It leaves: nothing in flight, no credit, its queue gone.
+  q.Depart(1);
+  CHECK(q.window(1).credits == 0);
+  CHECK(q.window(1).in_flight == 0);
+  CHECK(q.queued(1) == 0);
+  q.Push(1, 13);
+  q.Depart(1);
+  // Its new session: a full window of the registration's credits, an empty queue.
+  q.StartSession(1, 3);
+  CHECK(q.window(1).credits == 3);
+  CHECK(q.window(1).in_flight == 0);
+  CHECK(q.queued(1) == 0);
+  CHECK(q.empty());
+  q.Push(1, 14);
+  q.StartSession(1, 1);  // a re-registration drops what was queued for the old one
+  CHECK(q.queued(1) == 0);
+  stream();
+  CHECK(sent == std::vector<uint64_t>{10, 11});
 }

@@ -116,7 +116,9 @@ struct BothRuns {
   int64_t daemon_timed_out = 0;
   int64_t sim_failed = 0;  // partitions failed, with round-level lineage's lost rounds
   int64_t daemon_failed = 0;
-  size_t grants = 0;  // ServeGrants, the same in both
+  size_t grants = 0;                  // ServeGrants, the same in both
+  int registrations = 0;              // registrations after the first ones (nodes back)
+  std::vector<double> registered_ms;  // their times
 };
 
 // `plan_ahead`: both engines' option (-1 = auto); `handoff_ms` < 0: the
@@ -187,17 +189,21 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
   for (int32_t n = 0; n < spec->num_nodes(); ++n) reg(n, 0);
   tick(0);
   using Input = loft::sim::SchedulerInput;
-  const double crash_ms =
-      failures.empty() ? -1 : std::stod(failures.substr(failures.find("at_s:") + 5)) * 1000;
-  int deaths = 0;
+  std::vector<double> crash_ms;  // each outage's start, in order
+  for (size_t at = failures.find("at_s:"); at != std::string::npos; at = failures.find("at_s:", at + 5))
+    crash_ms.push_back(std::stod(failures.substr(at + 5)) * 1000);
+  size_t deaths = 0;
+  int registrations = 0;  // after the first
+  std::vector<double> registered_ms;
   for (const Input& e : sim->inputs) {
     INFO("input at " << e.at_ms << " kind " << e.kind << " node " << e.node);
     if (e.kind == Input::kDead) {
       // Noticed a heartbeat timeout after the node's last message (a
       // heartbeat at most one interval before the crash, or a later ack).
-      ++deaths;
-      CHECK(e.at_ms > crash_ms + kHeartbeatTimeoutMs - kHeartbeatIntervalMs);
-      CHECK(e.at_ms <= crash_ms + kHeartbeatTimeoutMs + 0.01);
+      REQUIRE(deaths < crash_ms.size());
+      const double crashed = crash_ms[deaths++];
+      CHECK(e.at_ms > crashed + kHeartbeatTimeoutMs - kHeartbeatIntervalMs);
+      CHECK(e.at_ms <= crashed + kHeartbeatTimeoutMs + 0.01);
       // The daemon's own heartbeat expiry drops it at this tick, not before.
       CHECK(s.driver().state().alive(e.node));
       tick(e.at_ms);
@@ -210,7 +216,11 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
       hb.mutable_heartbeat()->set_node(e.node);
       send(hb, e.at_ms);
     } else if (e.kind == Input::kAlive) {
+      // Refused when too soon (RegisterBackoff): the simulator must ask
+      // when the daemon admits it (sched::TakeRegistration in both).
       reg(e.node, e.at_ms);
+      ++registrations;
+      registered_ms.push_back(e.at_ms);
     } else if (e.kind == Input::kCredit) {
       loft::v1::Envelope credit;
       credit.mutable_credit_grant()->set_node(e.node);
@@ -233,8 +243,10 @@ BothRuns RunBoth(const std::string& policy, const std::string& failures, bool ov
     tick(e.at_ms);
   }
   REQUIRE(s.finished());
-  CHECK(deaths == (failures.empty() ? 0 : 1));
+  CHECK(deaths == crash_ms.size());
   BothRuns both;
+  both.registrations = registrations;
+  both.registered_ms = registered_ms;
   both.sim_committed_by_ring = sim->committed_by_ring;
   both.daemon_committed_by_ring = nlohmann::json::parse(s.StatusJson(0))["committed_by_ring"].get<int64_t>();
   CHECK(both.daemon_committed_by_ring == both.sim_committed_by_ring);
@@ -339,6 +351,24 @@ TEST_CASE("daemon and simulator agree when a node fails mid-run and comes back",
   const bool overlap = GENERATE(false, true);
   INFO("policy " << policy << " plan-ahead " << overlap);
   RunBoth(policy, "{at_s: 0.02, down_s: 0.02}", overlap, "model: none");
+}
+
+TEST_CASE("daemon and simulator agree when a node comes back too soon and waits", "[engines]") {
+  // mid fails twice, each time longer than the heartbeat timeout. Its
+  // second return is its third registration within a second: the
+  // registration rule (sched::TakeRegistration, RegisterBackoff) refuses
+  // it in both engines, so the simulator's agent waits to ask again (1 s
+  // after its second registration), and the run ends without mid. A
+  // simulator that registered the node without the rule would register
+  // it at the outage's end, which the daemon refuses (Handle fails).
+  // (Plan-ahead off: with plan-ahead on the engines plan differently
+  // after the second outage, not yet explained; sim/README.md.)
+  const std::string policy = GENERATE("loft", "lbbsp");
+  INFO("policy " << policy);
+  const BothRuns both =
+      RunBoth(policy, "{at_s: 0.001, down_s: 0.012}, {at_s: 0.015, down_s: 0.012}", false, "model: none");
+  REQUIRE(both.registrations == 1);                         // the second return never registered
+  CHECK(both.registered_ms[0] == Approx(13).margin(0.01));  // the first return, at once
 }
 
 TEST_CASE("daemon and simulator agree with a model's ring all-reduce", "[engines]") {
