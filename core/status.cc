@@ -39,6 +39,8 @@ Status Status::WithContext(std::string_view context) const {
   return Status(code_, std::move(m));
 }
 
-std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.ToString(); }
+std::ostream& operator<<(std::ostream& os, const Status& s) {
+  return os << s.ToString();
+}
 
 }  // namespace loft

@@ -25,7 +25,7 @@ enum class StatusCode : int {
   kAlreadyExists = 3,
   kFailedPrecondition = 4,  // the system is not in a state to do this
   kOutOfRange = 5,
-  kDataLoss = 6,  // stored or received bytes are corrupt
+  kDataLoss = 6,     // stored or received bytes are corrupt
   kUnavailable = 7,  // a peer or resource is (possibly transiently) unreachable
   kDeadlineExceeded = 8,
   kPermissionDenied = 9,
@@ -69,25 +69,51 @@ class [[nodiscard]] Status {
 
 std::ostream& operator<<(std::ostream& os, const Status& s);
 
-inline Status OkStatus() { return Status(); }
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
+inline Status OkStatus() {
+  return Status();
+}
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status NotFound(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status AlreadyExists(std::string m) {
+  return {StatusCode::kAlreadyExists, std::move(m)};
+}
 inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
-inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
-inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
-inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
-inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
+inline Status OutOfRange(std::string m) {
+  return {StatusCode::kOutOfRange, std::move(m)};
+}
+inline Status DataLoss(std::string m) {
+  return {StatusCode::kDataLoss, std::move(m)};
+}
+inline Status Unavailable(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
+inline Status DeadlineExceeded(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 inline Status ResourceExhausted(std::string m) {
   return {StatusCode::kResourceExhausted, std::move(m)};
 }
-inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
-inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
-inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
-inline Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
+inline Status Unimplemented(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
+inline Status Internal(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
+inline Status Aborted(std::string m) {
+  return {StatusCode::kAborted, std::move(m)};
+}
+inline Status IOError(std::string m) {
+  return {StatusCode::kIOError, std::move(m)};
+}
 
 // StatusOr<T>: either a value or a non-OK Status.
 template <typename T>
@@ -134,9 +160,9 @@ class [[nodiscard]] StatusOr {
 #define LOFT_CONCAT_INNER_(a, b) a##b
 #define LOFT_CONCAT_(a, b) LOFT_CONCAT_INNER_(a, b)
 
-#define LOFT_RETURN_IF_ERROR(expr)            \
-  do {                                        \
-    ::loft::Status loft_status_ = (expr);     \
+#define LOFT_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::loft::Status loft_status_ = (expr);        \
     if (!loft_status_.ok()) return loft_status_; \
   } while (0)
 

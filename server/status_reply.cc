@@ -39,9 +39,10 @@ Status StatusBudget::Admit(const std::string& key, bool operator_key, double now
     b.at_ms = std::max(b.at_ms, now_ms);
   }
   if (b.bytes > 0) return OkStatus();
-  return ResourceExhausted(fmt::format(
-      "status replies to key '{}' spent their budget ({} MiB, then {} MiB/s): retry in {:.0f} ms", key,
-      static_cast<int64_t>(burst) >> 20, static_cast<int64_t>(per_ms * 1000) >> 20, std::ceil(-b.bytes / per_ms)));
+  return ResourceExhausted(
+      fmt::format("status replies to key '{}' spent their budget ({} MiB, then {} MiB/s): retry in {:.0f} ms",
+                  key, static_cast<int64_t>(burst) >> 20, static_cast<int64_t>(per_ms * 1000) >> 20,
+                  std::ceil(-b.bytes / per_ms)));
 }
 
 void StatusBudget::Charge(const std::string& key, int64_t bytes) {

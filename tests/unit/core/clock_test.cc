@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "core/clock.h"
+
+#include <catch2/catch.hpp>
 
 using namespace loft;
 
