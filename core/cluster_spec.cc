@@ -447,7 +447,8 @@ Status ParseByzantine(const SpecReader& r, const YAML::Node& n, const std::strin
 
 // nodes[].compute, at `p`.
 Status ParseCompute(const SpecReader& r, const YAML::Node& c, const std::string& p, ComputeSpec* compute) {
-  RET(r.CheckKeys(c, p, {"fixed_ms", "per_sample_ms", "jitter", "jitter_kind", "cpu_cores"}));
+  RET(r.CheckKeys(c, p,
+                  {"fixed_ms", "per_sample_ms", "jitter", "jitter_kind", "jitter_shared", "cpu_cores"}));
   RET(r.Get(c, "fixed_ms", p, &compute->fixed_ms));
   RET(r.Get(c, "per_sample_ms", p, &compute->per_sample_ms));
   RET(r.Get(c, "jitter", p, &compute->jitter));
@@ -465,6 +466,9 @@ Status ParseCompute(const SpecReader& r, const YAML::Node& c, const std::string&
       return r.Error(c["jitter_kind"], p + ".jitter_kind",
                      "must be normal or lognormal (got '" + kind + "')");
   }
+  RET(r.Get(c, "jitter_shared", p, &compute->jitter_shared));
+  if (!(compute->jitter_shared >= 0 && compute->jitter_shared <= 1))
+    return r.Error(c["jitter_shared"], p + ".jitter_shared", "must be in [0, 1]");
   if (c["cpu_cores"].IsDefined()) {
     RET(r.Get(c, "cpu_cores", p, &compute->cpu_cores));
     RET(Positive(r, c, "cpu_cores", p, compute->cpu_cores));

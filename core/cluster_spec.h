@@ -332,6 +332,12 @@ struct ComputeSpec {
   // calibrate` writes: agents sharing cores are never much faster than
   // their law, often much slower).
   JitterKind jitter_kind = JitterKind::kNormal;
+  // compute.jitter_shared, in [0, 1]: the share of the jitter's variance
+  // (of z) common to every node in the same step: loft-sim draws
+  // z = √ρ·z_step + √(1−ρ)·z_node, z_step one draw per step for all nodes
+  // (agents sharing a host are slow together). 0: independent (the
+  // default). loft-sim only; `loftctl calibrate` fits it.
+  double jitter_shared = 0.0;
 };
 
 // The factor a compute time is multiplied by, from a standard normal draw

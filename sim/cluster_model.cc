@@ -19,7 +19,8 @@ double NormalDraw(uint64_t& state) {
 }  // namespace
 
 ClusterModel::ClusterModel(const ClusterSpec& spec, uint64_t seed)
-    : request_overhead_ms_(spec.network.request_overhead_ms),
+    : step_seed_(Mix64(seed ^ 0x5eed5eed5eed5eedULL)),
+      request_overhead_ms_(spec.network.request_overhead_ms),
       sample_bytes_(std::llround(SampleWireBytes(spec.dataset))),
       record_overhead_bytes_(spec.network.record_overhead_bytes),
       decoded_bytes_(DecodedWireBytes(spec.dataset)) {
@@ -31,6 +32,7 @@ ClusterModel::ClusterModel(const ClusterSpec& spec, uint64_t seed)
     m.per_sample_ms = n.compute.per_sample_ms;
     m.jitter = n.compute.jitter;
     m.jitter_kind = n.compute.jitter_kind;
+    m.jitter_shared = n.compute.jitter_shared;
     m.disk = BytesPerMs(n.disk.read_mbps);
     m.up = BytesPerMs(n.link.up_mbps) * spec.network.packet_efficiency;
     m.down = BytesPerMs(n.link.down_mbps) * spec.network.packet_efficiency;
@@ -63,11 +65,17 @@ double ClusterModel::NominalComputeMs(int node, int64_t batch, double start_ms) 
   return t;
 }
 
-double ClusterModel::ComputeMs(int node, int64_t batch, double start_ms) {
+double ClusterModel::ComputeMs(int node, int64_t batch, double start_ms, int64_t iteration) {
   Node& n = nodes_[node];
   const double nominal = NominalComputeMs(node, batch, start_ms);
   if (n.jitter <= 0) return nominal;
-  return nominal * JitterFactor(n.jitter, n.jitter_kind, NormalDraw(n.rng));
+  double z = NormalDraw(n.rng);
+  if (n.jitter_shared > 0) {
+    // The step's draw: the same for every node, whatever order they draw in.
+    uint64_t step = step_seed_ ^ Mix64(static_cast<uint64_t>(iteration));
+    z = std::sqrt(n.jitter_shared) * NormalDraw(step) + std::sqrt(1 - n.jitter_shared) * z;
+  }
+  return nominal * JitterFactor(n.jitter, n.jitter_kind, z);
 }
 
 double ClusterModel::LocalReadMs(int node, int64_t samples) const {

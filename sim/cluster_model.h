@@ -52,9 +52,10 @@ class ClusterModel {
   }
   double decoded_bytes() const { return decoded_bytes_; }
 
-  // Compute time of a batch of `batch` samples started at `start_ms`;
-  // draws the node's next jitter value.
-  double ComputeMs(int node, int64_t batch, double start_ms);
+  // Compute time of a batch of `batch` samples of step `iteration` started
+  // at `start_ms`; draws the node's next jitter value (with
+  // compute.jitter_shared, mixed with the step's shared draw).
+  double ComputeMs(int node, int64_t batch, double start_ms, int64_t iteration = 0);
   // Compute time without jitter (the spec's formula × slowdowns).
   double NominalComputeMs(int node, int64_t batch, double start_ms) const;
   double LocalReadMs(int node, int64_t samples) const;
@@ -85,6 +86,7 @@ class ClusterModel {
     double per_sample_ms = 0;
     double jitter = 0;
     JitterKind jitter_kind = JitterKind::kNormal;
+    double jitter_shared = 0;
     double disk = 0;  // bytes per ms
     double up = 0;
     double down = 0;
@@ -97,6 +99,7 @@ class ClusterModel {
     uint64_t rng = 0;  // SplitMix64 state
   };
   std::vector<Node> nodes_;
+  uint64_t step_seed_ = 0;  // the steps' shared draws (compute.jitter_shared)
   double request_overhead_ms_ = 0;
   int64_t sample_bytes_ = 0;
   double record_overhead_bytes_ = 0;

@@ -235,7 +235,7 @@ void Simulator::ComputeNext(int32_t node) {
   }
   p->compute_start_ms = queue_.now_ms();
   if (!p->local_step) ag.exchange_since_ms = p->compute_start_ms;
-  p->compute_ms = model_.ComputeMs(node, p->batch, p->compute_start_ms);
+  p->compute_ms = model_.ComputeMs(node, p->batch, p->compute_start_ms, p->iteration);
   queue_.After(p->compute_ms, [this, id] {
     Part* x = FindPart(id);
     if (x != nullptr && !crashed_[static_cast<size_t>(x->node)]) Computed(*x);
@@ -456,7 +456,7 @@ void Simulator::RingState(int64_t iteration, uint64_t generation) {
     for (uint64_t id : r->parts) {
       const Part* x = FindPart(id);
       if (x != nullptr && stale_[static_cast<size_t>(x->node)])
-        ms = std::max(ms, model_.ComputeMs(x->node, x->batch, queue_.now_ms()));
+        ms = std::max(ms, model_.ComputeMs(x->node, x->batch, queue_.now_ms(), x->iteration));
     }
     queue_.After(ms, next);
   };

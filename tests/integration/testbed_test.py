@@ -584,10 +584,17 @@ def test_daemon_user():
 def check_daemon_user(run, nobody):
     """The running daemons' uids, cgroup, quota and tbf; -> (state, agent pids, scheduler pids)."""
     st, _ = state_of_run(run.pid)
-    agent_pids = []
-    for n in st["nodes"]:
-        agent_pids += [int(x) for x in subprocess.run(["ip", "netns", "pids", n["netns"]], capture_output=True,
-                                                      text=True).stdout.split()]
+    # A namespace may still hold a short-lived setup process, or no agent
+    # yet, when the last one first shows a pid: wait for one per namespace.
+    deadline = time.time() + 10
+    while True:
+        agent_pids = []
+        for n in st["nodes"]:
+            agent_pids += [int(x) for x in subprocess.run(["ip", "netns", "pids", n["netns"]],
+                                                          capture_output=True, text=True).stdout.split()]
+        if len(agent_pids) == len(st["nodes"]) or time.time() > deadline:
+            break
+        time.sleep(0.05)
     assert len(agent_pids) == len(st["nodes"]), f"not one process per node namespace: {agent_pids}"
     with open(os.path.join(st["cgroup"], "sched", "cgroup.procs")) as f:
         sched_pids = [int(x) for x in f.read().split()]

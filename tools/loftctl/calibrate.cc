@@ -149,6 +149,7 @@ std::string ClusterSpecToYaml(const ClusterSpec& spec) {
                      Num(n.compute.per_sample_ms), Num(n.compute.jitter));
     if (n.compute.jitter_kind != JitterKind::kNormal)
       y += fmt::format(", jitter_kind: {}", JitterKindName(n.compute.jitter_kind));
+    if (n.compute.jitter_shared > 0) y += fmt::format(", jitter_shared: {}", Num(n.compute.jitter_shared));
     if (n.compute.cpu_cores > 0) y += ", cpu_cores: " + Num(n.compute.cpu_cores);
     y += "}\n";
     if (!n.slowdowns.empty()) {
@@ -540,6 +541,67 @@ StatusOr<IterationTable> ReadIterations(const std::string& csv_text, const std::
                         std::move(rows)};
 }
 
+// compute.jitter_shared: the share of the compute jitter's (log) variance
+// that every node has in common in a step. Each row's r = ln(compute_ms /
+// law) less its node's median; a step's mean over its n members has
+// variance ρ·s² + (1 − ρ)·s²/n, so ρ = (v − s²/n̄)/(s²·(1 − 1/n̄)), with s²
+// and v robust (1.4826·MAD)², clamped to [0, 1]. Written to every node
+// whose jitter was fitted.
+void CalibrateSharedJitter(const std::vector<IterationTable::Compute>& rows, const std::string& policy,
+                           ClusterSpec* spec, std::vector<std::string>* notes) {
+  std::map<int32_t, std::vector<std::pair<int64_t, double>>> by_node;
+  for (const auto& r : rows) {
+    if (r.iteration <= 0 || r.batch <= 0) continue;
+    const ComputeSpec& c = spec->nodes[static_cast<size_t>(r.node)].compute;
+    const double x = r.compute_ms / std::max(1e-6, c.fixed_ms + c.per_sample_ms * r.batch);
+    if (x > 0) by_node[r.node].emplace_back(r.iteration, std::log(x));
+  }
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  auto robust_var = [&](const std::vector<double>& v) {
+    const double m = median(v);
+    std::vector<double> dev;
+    for (double x : v) dev.push_back(std::abs(x - m));
+    const double s = 1.4826 * median(dev);
+    return s * s;
+  };
+  std::map<int64_t, std::vector<double>> by_step;
+  std::vector<double> all;
+  for (auto& [node, xs] : by_node) {
+    if (xs.size() < kMinJitterRows) continue;
+    std::vector<double> v;
+    for (const auto& [t, x] : xs) v.push_back(x);
+    const double med = median(v);
+    for (const auto& [t, x] : xs) {
+      by_step[t].push_back(x - med);
+      all.push_back(x - med);
+    }
+  }
+  std::vector<double> means;
+  double members = 0;
+  for (const auto& [t, v] : by_step) {
+    if (v.size() < 2) continue;
+    double sum = 0;
+    for (double x : v) sum += x;
+    means.push_back(sum / static_cast<double>(v.size()));
+    members += static_cast<double>(v.size());
+  }
+  if (means.size() < kMinJitterRows) return;
+  const double n = members / static_cast<double>(means.size());
+  const double s2 = robust_var(all), v = robust_var(means);
+  if (!(s2 > 0)) return;
+  const double rho = std::clamp((v - s2 / n) / (s2 * (1 - 1 / n)), 0.0, 1.0);
+  for (auto& node : spec->nodes)
+    if (node.compute.jitter > 0 && node.compute.jitter_kind == JitterKind::kLognormal)
+      node.compute.jitter_shared = rho;
+  notes->push_back(fmt::format(
+      "compute.jitter_shared {:.3g}: the share of the compute jitter's variance common to a step's members "
+      "({} steps of {} with {:.3g} members on average: per-step mean's variance {:.3g}, rows' {:.3g})",
+      rho, means.size(), policy, n, v, s2));
+}
+
 // compute.fixed_ms of each node `refit_fixed` marks: its mean compute_ms
 // less the spec's per-sample part.
 void RefitFixedCompute(const std::map<int32_t, std::vector<std::pair<double, double>>>& computes,
@@ -702,6 +764,7 @@ Status CalibrateIterationTail(const std::string& csv_text, const std::string& so
   }
   if (refit_fixed != nullptr) RefitFixedCompute(table.computes, *refit_fixed, policy, spec, notes);
   CalibrateComputeJitter(table.computes, policy, spec, notes);
+  CalibrateSharedJitter(table.rows, policy, spec, notes);
   CalibrateHandoff(table.handoffs, policy, spec, notes);
   double ring_sum = 0, over_sum = 0, members_sum = 0;
   int64_t n_ring = 0, n_over = 0;

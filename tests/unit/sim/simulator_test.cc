@@ -11,6 +11,7 @@
 
 #include "core/cluster_spec.h"
 #include "scheduler/plan.h"
+#include "sim/cluster_model.h"
 #include "sim/output.h"
 #include "sim/summary.h"
 
@@ -981,6 +982,59 @@ TEST_CASE("loft-sim charges the test-set evaluations on the ring's first member"
   // first round ending at or after steps 9, 19, 29 and the last step.
   const SimResult p4 = run("{period: 4}", 0), p4e = run("{period: 4}", 10);
   CHECK(evaluated(p4, p4e) == std::vector<int64_t>{11, 19, 31, 39});
+}
+
+}  // namespace loft::sim
+
+namespace loft::sim {
+
+// compute.jitter_shared: ρ = 1 gives every node of a step the same jitter
+// factor, ρ = 0 (the default) the independent draws loft-sim always made,
+// and in between the marginal spread is kept.
+TEST_CASE("compute.jitter_shared mixes one draw per step into every node's jitter", "[sim]") {
+  auto model = [](double rho) {
+    auto spec = ParseClusterSpec(
+        fmt::format("dataset: {{name: d, samples: 600, sample_bytes: 4}}\n"
+                    "nodes:\n  - name: a\n    count: 4\n"
+                    "    compute: {{fixed_ms: 0, per_sample_ms: 1, jitter: 0.5, jitter_kind: lognormal, "
+                    "jitter_shared: {}}}\n",
+                    rho),
+        "shared.yaml");
+    REQUIRE(spec.ok());
+    return ClusterModel(*spec, 7);
+  };
+  ClusterModel all = model(1.0), none = model(0.0), half = model(0.5), indep = model(0.0);
+  auto before = ParseClusterSpec(
+      "dataset: {name: d, samples: 600, sample_bytes: 4}\nnodes:\n  - name: a\n    count: 4\n"
+      "    compute: {fixed_ms: 0, per_sample_ms: 1, jitter: 0.5, jitter_kind: lognormal}\n",
+      "before.yaml");
+  REQUIRE(before.ok());
+  ClusterModel old(*before, 7);
+  double spread_half = 0, spread_none = 0;
+  for (int64_t t = 0; t < 400; ++t) {
+    // Nodes drawing in another order get the same step draw.
+    const double a0 = all.ComputeMs(3, 10, 0, t), a1 = all.ComputeMs(0, 10, 0, t);
+    CHECK(a0 == Approx(a1).epsilon(1e-12));
+    for (int n = 0; n < 4; ++n) CHECK(none.ComputeMs(n, 10, 0, t) == old.ComputeMs(n, 10, 0, t));
+    double lo = 1e300, hi = 0, lo0 = 1e300, hi0 = 0;
+    for (int n = 0; n < 4; ++n) {
+      const double h = half.ComputeMs(n, 10, 0, t), z = indep.ComputeMs(n, 10, 0, t);
+      lo = std::min(lo, h);
+      hi = std::max(hi, h);
+      lo0 = std::min(lo0, z);
+      hi0 = std::max(hi0, z);
+    }
+    spread_half += std::log(hi / lo);
+    spread_none += std::log(hi0 / lo0);
+  }
+  // Half the variance shared: the nodes of a step differ less.
+  CHECK(spread_half < 0.85 * spread_none);
+  auto bad = ParseClusterSpec(
+      "dataset: {name: d, samples: 600, sample_bytes: 4}\nnodes:\n  - name: a\n"
+      "    compute: {jitter: 0.5, jitter_shared: 1.5}\n",
+      "bad.yaml");
+  REQUIRE(!bad.ok());
+  CHECK(bad.status().message().find("jitter_shared") != std::string::npos);
 }
 
 }  // namespace loft::sim

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
+#include <numbers>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -681,4 +682,46 @@ TEST_CASE("training.eval is checked: a negative test set or cost is refused, nam
       "k.yaml");
   REQUIRE(!key.ok());
   CHECK(key.status().message().find("every") != std::string::npos);
+}
+
+TEST_CASE("compute.jitter_shared is the share of the compute jitter a step's members have in common") {
+  auto spec = ParseClusterSpec(
+      "dataset: {name: d, samples: 6000, sample_bytes: 784}\n"
+      "training: {global_batch: 64, iterations: 200, model: mlp}\n"
+      "nodes:\n  - name: a\n    count: 4\n    compute: {fixed_ms: 0, per_sample_ms: 1}\n",
+      "s.yaml");
+  REQUIRE(spec.ok());
+  // ln(compute / law) = √ρ·z_step + √(1−ρ)·z_node, s = 0.4, from a fixed
+  // stream of standard normal draws (Box–Muller on a LCG).
+  auto fit = [&](double rho) {
+    uint64_t state = 12345;
+    auto uniform = [&] {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return (static_cast<double>(state >> 11) + 0.5) * 0x1.0p-53;
+    };
+    auto normal = [&] {
+      return std::sqrt(-2 * std::log(uniform())) * std::cos(2 * std::numbers::pi * uniform());
+    };
+    std::string csv =
+        "policy,iteration,worker,batch,fetch_local_ms,fetch_remote_ms,compute_ms,makespan_ms,allreduce_ms,"
+        "failed\n";
+    for (int t = 0; t < 400; ++t) {
+      const double zs = normal();
+      for (int n = 0; n < 4; ++n) {
+        const double z = std::sqrt(rho) * zs + std::sqrt(1 - rho) * normal();
+        csv += fmt::format("loft,{},a-{},32,1,0,{},50,0,0\n", t, n, 32 * std::exp(0.4 * z));
+      }
+    }
+    ClusterSpec s = *spec;
+    std::vector<std::string> notes;
+    REQUIRE(CalibrateIterationTail(csv, "iterations.csv", &s, &notes).ok());
+    for (const auto& n : s.nodes) CHECK(n.compute.jitter_kind == JitterKind::kLognormal);
+    return s.nodes[0].compute.jitter_shared;
+  };
+  const double f0 = fit(0.0), f5 = fit(0.5), f9 = fit(0.9);
+  INFO("fitted " << f0 << ", " << f5 << ", " << f9);
+  CHECK(f0 < 0.1);
+  CHECK(f5 == Approx(0.5).margin(0.15));
+  CHECK(f9 > 0.65);
+  CHECK(f9 > f5);
 }
