@@ -33,10 +33,9 @@
 //    agent to retry after the wait); else, when the node is alive, each
 //    of its partitions in flight the ring applied is committed on its
 //    worker's behalf first (the engine's `commit`, ring_commit.h); then
-//    JobDriver::
-//    RegisterWorker fails the rest (a live node's own partitions only:
-//    those reading from it fail by their workers' reports) and opens a
-//    new view (a dead node comes back with it).
+//    JobDriver::RegisterWorker fails the rest (a live node's own
+//    partitions only: those reading from it fail by their workers'
+//    reports) and opens a new view (a dead node comes back with it).
 //
 // Not responsible for: authentication, the endpoints' form
 // (server/endpoint_check.h) and sessions (the engine holds them and says
