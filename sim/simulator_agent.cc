@@ -533,10 +533,12 @@ void Simulator::MembersApplied(int64_t iteration, uint64_t generation,
   // Acks may close the iteration (and erase the ring): copies.
   const std::vector<uint64_t> parts = ring.parts;
   const std::vector<std::pair<uint64_t, int32_t>> applied = ring.applied;  // taken when it began applying
+  const int32_t eval_member = ring.eval_member;
+  const double eval_ms = ring.eval_ms;
   for (uint64_t id : parts) {
     Part* x = FindPart(id);
     if (x == nullptr || std::find(members.begin(), members.end(), x->node) == members.end()) continue;
-    const double eval = x->node == ring.eval_member ? ring.eval_ms : 0.0;
+    const double eval = x->node == eval_member ? eval_ms : 0.0;
     x->allreduce_ms = now - eval - x->compute_end_ms;
     x->compute_ms += eval;
     x->applied = applied;
