@@ -706,21 +706,11 @@ void MakeJpegCache(const std::string& dir, uint64_t n) {
 }
 
 std::string WriteJpegSpec(const TempDir& dir, uint64_t samples) {
-  std::string path = dir.Sub("jpeg.yaml");
-  std::ofstream out(path);
-  out << "dataset: {name: test, samples: " << samples
-      << ", sample_bytes: 784, encoding: jpeg, image_size: 200, jpeg_quality: 90, augment: crop_flip, "
-         "decode_placement: auto}\n"
-         "placement: {kind: shards, replication: 1}\n"
-         "training: {global_batch: 64, min_batch: 1, iterations: 10, seed: 7}\n"
-         "nodes:\n"
-         "  - name: a\n"
-         "    compute: {fixed_ms: 1.0, per_sample_ms: 0.01, jitter: 0.0}\n"
-         "    link: {up_mbps: 1000, down_mbps: 1000, latency_ms: 1}\n"
-         "  - name: b\n"
-         "    compute: {fixed_ms: 1.0, per_sample_ms: 0.01, jitter: 0.0}\n"
-         "    link: {up_mbps: 1000, down_mbps: 1000, latency_ms: 1}\n";
-  return path;
+  return WriteSpec(dir,
+                   "{name: test, samples: " + std::to_string(samples) +
+                       ", sample_bytes: 784, encoding: jpeg, image_size: 200, jpeg_quality: 90, augment: "
+                       "crop_flip, decode_placement: auto}",
+                   "jpeg.yaml");
 }
 
 zmq::socket_t PeerDealer(zmq::context_t& ctx, const std::string& endpoint) {

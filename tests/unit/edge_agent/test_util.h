@@ -62,10 +62,14 @@ inline std::vector<uint64_t> Range(uint64_t from, uint64_t to) {
 }
 
 // A two-node spec ("a", "b") with small compute times.
-inline std::string WriteSpec(const TempDir& dir) {
-  std::string path = dir.Sub("cluster.yaml");
+// Two nodes, a and b; `dataset` is the spec's dataset mapping.
+inline std::string WriteSpec(const TempDir& dir,
+                             const std::string& dataset = "{name: test, samples: 1000, sample_bytes: 784}",
+                             const std::string& file = "cluster.yaml") {
+  std::string path = dir.Sub(file);
   std::ofstream out(path);
-  out << "dataset: {name: test, samples: 1000, sample_bytes: 784}\n"
+  out << "dataset: " << dataset
+      << "\n"
          "placement: {kind: shards, replication: 1}\n"
          "training: {global_batch: 64, min_batch: 1, iterations: 10, seed: 7}\n"
          "nodes:\n"
